@@ -1,0 +1,3 @@
+from mpdoctor.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,189 @@
+"""Command line: `mpdoctor check`, `mpdoctor rules`, `mpdoctor explain`. Exit codes: 0 clean, 1 findings at or above
+--fail-on, 2 usage error, unreadable/unparsable file or internal error."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+from pathlib import Path
+
+from mpdoctor import __version__
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line and exit 2, like every usage error here
+        self.exit(EXIT_ERROR, f"mpdoctor: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from mpdoctor.report import FORMATS
+
+    parser = _Parser(prog="mpdoctor", description="Find mixed-precision (float16/bfloat16) breakage in "
+                     "TensorFlow/Keras code before it runs.")
+    parser.add_argument("--version", action="version", version=f"mpdoctor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    check = sub.add_parser("check", help="check model files and directories")
+    check.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="files or directories (default: .)")
+    check.add_argument("--no-trace", action="store_true",
+                       help="static pass only (no TensorFlow import); currently the only pass")
+    check.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes to enable (e.g. MP2,MP401)")
+    check.add_argument("--extend-select", metavar="CODES", help="codes or prefixes to enable in addition")
+    check.add_argument("--ignore", metavar="CODES", help="codes or prefixes to disable")
+    check.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    check.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the report to FILE")
+    check.add_argument("--fail-on", choices=("error", "warning", "info"),
+                       help="lowest severity that makes the exit code 1 (default: warning)")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even when problems are found")
+    check.add_argument("--statistics", action="store_true", help="count findings per code")
+    check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    check.add_argument("--keras-version", choices=("2", "3"), help="assume this Keras (default: from the file, "
+                       "TF_USE_LEGACY_KERAS and the installed TensorFlow)")
+    check.add_argument("--assume-policy", metavar="POLICY",
+                       help="global dtype policy to assume when a file sets none (e.g. mixed_float16)")
+    check.add_argument("--config", type=Path, metavar="FILE", help="read [tool.mpdoctor] from this pyproject.toml")
+    check.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+
+    sub.add_parser("rules", help="list every rule code")
+    explain = sub.add_parser("explain", help="explain a rule: what, why, bad and good example, fix")
+    explain.add_argument("code", metavar="CODE")
+    return parser
+
+
+def _split(value: str | None) -> list[str] | None:
+    return None if value is None else [v for v in value.replace(" ", ",").split(",") if v]
+
+
+def _use_colour(choice: str, stream) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never":
+        return False
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def run_check(args) -> int:
+    from mpdoctor.config import ConfigError, apply_overrides, load_config
+    from mpdoctor.diagnostics import Severity
+    from mpdoctor.engine import check_paths
+    from mpdoctor.report import write_report
+
+    paths = args.paths or [Path(".")]
+    try:
+        config = load_config(paths[0], args.config)
+        apply_overrides(config, "command line", select=_split(args.select), extend_select=_split(args.extend_select),
+                        ignore=_split(args.ignore), fail_on=args.fail_on, keras_version=args.keras_version,
+                        assume_policy=args.assume_policy)
+    except ConfigError as exc:
+        print(f"mpdoctor: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.config and not args.config.is_file():
+        print(f"mpdoctor: error: {args.config}: no such file", file=sys.stderr)
+        return EXIT_ERROR
+
+    report = check_paths(paths, config)
+    for error in report.errors:
+        print(error.render(), file=sys.stderr)
+
+    target = sys.stdout
+    buffer = None
+    if args.output:
+        buffer = io.StringIO()
+        target = buffer
+    write_report(report, args.format, target, colour=_use_colour(args.color, target) if not buffer else False,
+                 statistics=args.statistics, quiet=args.quiet)
+    if buffer is not None:
+        try:
+            _write_atomic(args.output, buffer.getvalue())
+        except OSError as exc:
+            print(f"mpdoctor: error: {args.output}: cannot write report: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_ERROR
+
+    if report.errors:
+        return EXIT_ERROR
+    if args.exit_zero:
+        return EXIT_OK
+    threshold = config.fail_on.rank
+    failing = any(d.severity.rank >= threshold for d in report.diagnostics)
+    return EXIT_FINDINGS if failing else EXIT_OK
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    import tempfile
+
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def run_rules() -> int:
+    from mpdoctor.registry import all_rules
+
+    rows = [("CODE", "NAME", "SEVERITY", "PASSES", "FIX", "SUMMARY")]
+    for r in all_rules():
+        rows.append((r.code, r.name, r.severity.value, ",".join(r.pass_names), "yes" if r.fixable else "no",
+                     r.summary))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    for row in rows:
+        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
+    return EXIT_OK
+
+
+def run_explain(code: str) -> int:
+    from mpdoctor.registry import all_rules, get_rule
+
+    by_name = {r.name: r.code for r in all_rules()}
+    code = by_name.get(code.strip().lower(), code.strip().upper())
+    if code not in by_name.values():
+        print(f"mpdoctor: error: unknown rule {code!r} (see `mpdoctor rules`)", file=sys.stderr)
+        return EXIT_ERROR
+    r = get_rule(code)
+    indent = lambda text: "\n".join("    " + line if line else "" for line in text.splitlines())  # noqa: E731
+    print(f"{r.code} {r.name} ({r.severity.value}; passes: {', '.join(r.pass_names)}; "
+          f"autofix: {'yes' if r.fixable else 'no'})\n")
+    print(f"{r.summary}\n")
+    print(f"What it detects\n{indent(r.what)}\n")
+    print(f"Why it breaks\n{indent(r.why)}\n")
+    print(f"Bad\n{indent(r.bad)}\n")
+    print(f"Good\n{indent(r.good)}\n")
+    print(f"Fix\n{indent(r.fix)}")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "check":
+            return run_check(args)
+        if args.command == "rules":
+            return run_rules()
+        if args.command == "explain":
+            return run_explain(args.code)
+        parser.print_help()
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("mpdoctor: interrupted", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:
+        return EXIT_ERROR
+    except Exception as exc:  # an internal error is still one line and exit 2, never a traceback
+        print(f"mpdoctor: internal error: {type(exc).__name__}: {exc} (please report this)", file=sys.stderr)
+        if os.environ.get("MPDOCTOR_DEBUG"):
+            raise
+        return EXIT_ERROR

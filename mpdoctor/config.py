@@ -1,0 +1,151 @@
+"""`[tool.mpdoctor]` in the nearest pyproject.toml, overridden by the command line."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mpdoctor.diagnostics import Severity
+from mpdoctor.registry import expand_selector
+from mpdoctor.static.policies import KNOWN_POLICIES
+
+DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
+                   "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache")
+
+KNOWN_KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "fail-on",
+              "keras-version", "assume-policy"}
+
+
+class ConfigError(Exception):
+    """A user mistake in configuration or arguments: reported as one line, exit 2."""
+
+
+@dataclass
+class Config:
+    select: set[str] = field(default_factory=lambda: expand_selector("ALL"))
+    ignore: set[str] = field(default_factory=set)
+    per_file_ignores: dict[str, set[str]] = field(default_factory=dict)
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    fail_on: Severity = Severity.WARNING
+    keras_version: int | None = None
+    assume_policy: str | None = None
+    root: Path = field(default_factory=Path.cwd)  # directory of the pyproject.toml, or cwd
+    source: Path | None = None  # the pyproject.toml read, if any
+
+    def enabled(self, code: str, display_path: str | None = None) -> bool:
+        if code not in self.select or code in self.ignore:
+            return False
+        if display_path is not None:
+            for pattern, codes in self.per_file_ignores.items():
+                if code in codes and _path_matches(display_path, pattern):
+                    return False
+        return True
+
+    def is_excluded(self, path: Path) -> bool:
+        try:
+            rel = path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            rel = path.as_posix()
+        return any(_path_matches(rel, pattern) for pattern in self.exclude)
+
+
+def _path_matches(rel: str, pattern: str) -> bool:
+    rel = rel.replace(os.sep, "/")
+    parts = rel.split("/")
+    pattern = pattern.rstrip("/")
+    if "/" not in pattern:
+        return any(fnmatch.fnmatch(p, pattern) for p in parts)
+    return fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(rel, pattern + "/*") or rel.startswith(pattern + "/")
+
+
+def find_pyproject(start: Path) -> Path | None:
+    start = start.resolve()
+    for directory in [start, *start.parents] if start.is_dir() else [start.parent, *start.parent.parents]:
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _selectors(value, where: str) -> set[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: expected a list of rule codes")
+    codes: set[str] = set()
+    for selector in value:
+        try:
+            codes |= expand_selector(selector)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return codes
+
+
+def _severity(value, where: str) -> Severity:
+    try:
+        return Severity(str(value).lower())
+    except ValueError:
+        raise ConfigError(f"{where}: expected one of error, warning, info; got {value!r}") from None
+
+
+def load_config(start: Path, config_file: Path | None = None) -> Config:
+    path = config_file or find_pyproject(start)
+    config = Config()
+    if path is None:
+        return config
+    config.root, config.source = path.parent, path
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    section = data.get("tool", {}).get("mpdoctor")
+    if section is None:
+        return config
+    where = f"{path}: [tool.mpdoctor]"
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where} must be a table")
+    unknown = sorted(set(section) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(KNOWN_KEYS))})")
+    apply_overrides(config, where, **{k.replace("-", "_"): v for k, v in section.items()})
+    return config
+
+
+def apply_overrides(config: Config, where: str, *, select=None, extend_select=None, ignore=None,
+                    per_file_ignores=None, exclude=None, extend_exclude=None, fail_on=None, keras_version=None,
+                    assume_policy=None) -> None:
+    if select is not None:
+        config.select = _selectors(select, f"{where} select")
+    if extend_select is not None:
+        config.select |= _selectors(extend_select, f"{where} extend-select")
+    if ignore is not None:
+        config.ignore |= _selectors(ignore, f"{where} ignore")
+    if per_file_ignores is not None:
+        if not isinstance(per_file_ignores, dict):
+            raise ConfigError(f"{where} per-file-ignores: expected a table of glob = [codes]")
+        for pattern, codes in per_file_ignores.items():
+            config.per_file_ignores[pattern] = _selectors(codes, f"{where} per-file-ignores {pattern!r}")
+    for key, value in (("exclude", exclude), ("extend-exclude", extend_exclude)):
+        if value is None:
+            continue
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where} {key}: expected a list of glob patterns")
+        config.exclude = tuple(value) if key == "exclude" else config.exclude + tuple(value)
+    if fail_on is not None:
+        config.fail_on = _severity(fail_on, f"{where} fail-on")
+    if keras_version is not None:
+        if str(keras_version) not in ("2", "3"):
+            raise ConfigError(f"{where} keras-version: expected 2 or 3, got {keras_version!r}")
+        config.keras_version = int(keras_version)
+    if assume_policy is not None:
+        if assume_policy not in KNOWN_POLICIES:
+            raise ConfigError(f"{where} assume-policy: expected one of {', '.join(KNOWN_POLICIES)}, "
+                              f"got {assume_policy!r}")
+        config.assume_policy = assume_policy

@@ -1,0 +1,217 @@
+"""Run the passes over files, apply selection and suppressions, merge and sort. Never prints."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from mpdoctor.config import Config
+from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Severity
+from mpdoctor.registry import get_rule, static_checks
+from mpdoctor.static.context import Settings, StaticContext
+from mpdoctor.suppress import ALL, find_suppressions, is_suppressed
+
+# A file that mentions none of these cannot hold a finding: skip the rules (ruff/torchfix-style cheap path).
+_MARKER = re.compile(r"tensorflow|keras|tensorflow_hub|mixed_precision")
+
+
+@dataclass(frozen=True)
+class FileError:
+    """A file that could not be checked: unreadable, not Python, or an internal error."""
+
+    path: str
+    message: str
+    line: int | None = None
+    column: int | None = None
+    kind: str = "error"  # "syntax" | "io" | "internal"
+
+    def render(self) -> str:
+        where = f"{self.path}:{self.line}:{self.column}" if self.line else self.path
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class Report:
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+    files_checked: int = 0
+    passes: tuple[str, ...] = ("static",)
+
+    def counts(self) -> dict[str, int]:
+        counts = {s.value: 0 for s in Severity}
+        for d in self.diagnostics:
+            counts[d.severity.value] += 1
+        return counts
+
+    def by_code(self) -> dict[str, int]:
+        result: dict[str, int] = {}
+        for d in self.diagnostics:
+            result[d.code] = result.get(d.code, 0) + 1
+        return dict(sorted(result.items()))
+
+    def fixable(self) -> int:
+        return sum(1 for d in self.diagnostics if d.fix is not None)
+
+    def summary(self) -> dict:
+        return {"files": self.files_checked, "total": len(self.diagnostics), "by_severity": self.counts(),
+                "by_code": self.by_code(), "fixable": self.fixable(), "errors": len(self.errors),
+                "passes": list(self.passes)}
+
+
+def display_path(path: Path) -> str:
+    """Relative to cwd when inside it (like ruff/mypy), else as given."""
+    try:
+        return os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+    except ValueError:
+        return str(path)
+
+
+def collect_files(paths: Iterable[Path], config: Config) -> tuple[list[Path], list[FileError]]:
+    files: list[Path] = []
+    errors: list[FileError] = []
+    seen: set[Path] = set()
+    for path in paths:
+        if not path.exists():
+            errors.append(FileError(str(path), "no such file or directory", kind="io"))
+            continue
+        if path.is_file():
+            candidates = [path]  # named explicitly: always checked, like ruff without --force-exclude
+        else:
+            candidates = []
+            for root, dirs, names in os.walk(path):
+                root_path = Path(root)
+                dirs[:] = sorted(d for d in dirs if not config.is_excluded(root_path / d))
+                candidates += [root_path / n for n in sorted(names)
+                               if n.endswith(".py") and not config.is_excluded(root_path / n)]
+        for candidate in candidates:
+            key = candidate.resolve()
+            if key not in seen:
+                seen.add(key)
+                files.append(candidate)
+    return files, errors
+
+
+def read_source(path: Path) -> str:
+    data = path.read_bytes()
+    import tokenize
+    import io
+
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding)
+
+
+def check_paths(paths: Iterable[Path], config: Config) -> Report:
+    files, errors = collect_files(paths, config)
+    report = Report(errors=errors)
+    for path in files:
+        shown = display_path(path)
+        try:
+            text = read_source(path)
+        except (OSError, UnicodeDecodeError, SyntaxError) as exc:
+            report.errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
+            continue
+        diagnostics, error = check_source(text, shown, config, path=str(path))
+        report.files_checked += 1
+        report.diagnostics += diagnostics
+        if error:
+            report.errors.append(error)
+    report.diagnostics.sort(key=Diagnostic.sort_key)
+    return report
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+def check_source(text: str, shown: str, config: Config, path: str | None = None
+                 ) -> tuple[list[Diagnostic], FileError | None]:
+    """Static pass over one file's text: diagnostics after selection and suppression, or a parse error."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences in user code are not our business
+            tree = ast.parse(text, filename=shown)
+    except SyntaxError as exc:
+        line = exc.lineno or 1
+        return [], FileError(shown, f"syntax error: {exc.msg}", line, exc.offset or 1, kind="syntax")
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, pathological nesting
+        return [], FileError(shown, f"cannot parse: {exc}", kind="syntax")
+
+    raw: list[Diagnostic] = []
+    internal: FileError | None = None
+    if _MARKER.search(text):
+        ctx = StaticContext(path or shown, shown, text, tree,
+                            Settings(keras_version=config.keras_version, assumed_policy=config.assume_policy))
+        for codes, check in static_checks():
+            if not any(config.enabled(c, shown) for c in codes):
+                continue
+            try:
+                raw.extend(check(ctx))
+            except RecursionError:
+                internal = FileError(shown, f"internal error: {check.__name__} gave up on deeply nested code",
+                                     kind="internal")
+            except Exception as exc:  # a bug in one rule must not hide the others' findings
+                internal = FileError(shown, f"internal error in {check.__name__}: {type(exc).__name__}: {exc}",
+                                     kind="internal")
+    return finish(raw, text, shown, config, ran_passes="S"), internal
+
+
+def finish(raw: list[Diagnostic], text: str, shown: str, config: Config, ran_passes: str) -> list[Diagnostic]:
+    """Select, dedupe, suppress, and report unused suppressions (MP002)."""
+    selected: dict[tuple, Diagnostic] = {}
+    for d in raw:
+        if config.enabled(d.code, shown):
+            selected.setdefault((d.code, d.location.line, d.location.column, d.location.layer), d)
+    suppressions = find_suppressions(text) if "mpdoctor" in text or "noqa" in text.lower() else []
+    kept = [d for d in selected.values()
+            if not is_suppressed(suppressions, d.code, (d.location.line, d.location.end_line or d.location.line))]
+    if config.enabled("MP002", shown):
+        kept += _unused_suppressions(suppressions, shown, config, ran_passes, text)
+    return sorted(kept, key=Diagnostic.sort_key)
+
+
+def _unused_suppressions(suppressions, shown: str, config: Config, ran_passes: str, text: str) -> list[Diagnostic]:
+    found = []
+    lines = text.splitlines()
+    for s in suppressions:
+        if ALL in s.codes:
+            unused = () if s.used else ("all codes",)
+        else:
+            # A code whose rule cannot run in these passes (or is disabled) may be needed by another run: keep quiet.
+            unused = tuple(c for c in s.codes if c not in s.used and _could_have_run(c, config, shown, ran_passes))
+        if not unused:
+            continue
+        rule = get_rule("MP002")
+        what = ", ".join(unused)
+        fix = None
+        if ALL not in s.codes and len(unused) == len(s.codes) and s.only_ours:
+            fix = _remove_comment_fix(shown, lines, s)
+        found.append(Diagnostic(
+            code="MP002", message=f"unused suppression ({what}): nothing here was reported",
+            location=Location(shown, s.line, s.column, s.line, s.end_column), severity=rule.severity,
+            passes=("static",), fix=fix))
+    return found
+
+
+def _could_have_run(code: str, config: Config, shown: str, ran_passes: str) -> bool:
+    try:
+        rule = get_rule(code)
+    except KeyError:
+        return True  # a code we do not know is certainly unused
+    return config.enabled(code, shown) and any(p in ran_passes for p in rule.passes)
+
+
+def _remove_comment_fix(shown: str, lines: list[str], s) -> Fix:
+    line_text = lines[s.line - 1]
+    start = s.column - 1
+    while start > 0 and line_text[start - 1] in " \t":
+        start -= 1
+    if line_text[:start].strip() == "":
+        edit = Edit(shown, s.line, 1, s.line + 1, 1, "")  # the comment is the whole line
+    else:
+        edit = Edit(shown, s.line, start + 1, s.line, len(line_text) + 1, "")
+    return Fix("remove the unused suppression comment", (edit,))

@@ -1,0 +1,122 @@
+"""The single place rules are registered.
+
+A rule module under ``mpdoctor.rules`` declares each code once with :func:`define_rule` and, when the static pass
+can raise it, decorates its check with :func:`static_check`. Nothing else lists codes: the CLI table, ``explain``,
+SARIF ``driver.rules`` and code selection are all generated from here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from mpdoctor.diagnostics import Severity
+
+CODE_PATTERN = re.compile(r"^MP\d{3}$")
+PASS_LETTERS = ("S", "T", "A")
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    severity: Severity
+    passes: str  # subset of "STA" in that order, e.g. "ST"
+    fixable: bool
+    summary: str  # one line, shown by `mpdoctor rules`
+    what: str
+    why: str
+    bad: str
+    good: str
+    fix: str
+
+    @property
+    def pass_names(self) -> tuple[str, ...]:
+        from mpdoctor.diagnostics import PASS_NAMES
+
+        return tuple(PASS_NAMES[p] for p in self.passes)
+
+
+_RULES: dict[str, Rule] = {}
+_STATIC_CHECKS: dict[str, Callable] = {}
+_loaded = False
+
+
+def define_rule(code: str, name: str, severity: str, passes: str, fixable: bool, *, summary: str, what: str,
+                why: str, bad: str, good: str, fix: str) -> Rule:
+    if not CODE_PATTERN.match(code):
+        raise ValueError(f"bad rule code {code!r}")
+    if code in _RULES:
+        raise ValueError(f"rule code {code} defined twice")
+    if any(r.name == name for r in _RULES.values()):
+        raise ValueError(f"rule name {name!r} defined twice")
+    if not passes or any(p not in PASS_LETTERS for p in passes):
+        raise ValueError(f"{code}: bad passes {passes!r}")
+    rule = Rule(code, name, Severity(severity), passes, fixable, summary, _dedent(what), _dedent(why),
+                _dedent(bad), _dedent(good), _dedent(fix))
+    _RULES[code] = rule
+    return rule
+
+
+def static_check(*codes: str) -> Callable[[Callable], Callable]:
+    """Register a static check ``fn(ctx) -> Iterable[Diagnostic]`` that may raise the given codes."""
+
+    def register(fn: Callable) -> Callable:
+        for code in codes:
+            if code not in _RULES:
+                raise ValueError(f"static check for undefined rule {code}")
+            if "S" not in _RULES[code].passes:
+                raise ValueError(f"{code} is not a static rule")
+        _STATIC_CHECKS[fn.__module__ + "." + fn.__qualname__] = (codes, fn)
+        return fn
+
+    return register
+
+
+def load_rules() -> None:
+    global _loaded
+    if _loaded:
+        return
+    import mpdoctor.rules as package
+
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        importlib.import_module(f"{package.__name__}.{info.name}")
+    _loaded = True
+
+
+def all_rules() -> list[Rule]:
+    load_rules()
+    return [_RULES[c] for c in sorted(_RULES)]
+
+
+def get_rule(code: str) -> Rule:
+    load_rules()
+    return _RULES[code]
+
+
+def static_checks() -> Iterable[tuple[tuple[str, ...], Callable]]:
+    load_rules()
+    return [_STATIC_CHECKS[k] for k in sorted(_STATIC_CHECKS)]
+
+
+def expand_selector(selector: str) -> set[str]:
+    """`MP4` -> every MP4xx code; `MP401` -> itself; `ALL` -> everything. Unknown -> ValueError."""
+    load_rules()
+    sel = selector.strip().upper()
+    if sel == "ALL":
+        return set(_RULES)
+    if not re.fullmatch(r"MP\d{0,3}", sel):
+        raise ValueError(f"unknown rule selector {selector!r} (expected a code such as MP401 or a prefix such as MP4)")
+    matched = {c for c in _RULES if c.startswith(sel)}
+    if not matched:
+        raise ValueError(f"unknown rule selector {selector!r}: no rule code starts with it")
+    return matched
+
+
+def _dedent(text: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(text).strip("\n")

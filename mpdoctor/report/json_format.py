@@ -1,0 +1,52 @@
+"""The stable JSON schema (version 1). Fields may be added, never renamed or removed."""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from mpdoctor import __version__
+from mpdoctor.diagnostics import Diagnostic
+
+SCHEMA_VERSION = 1
+
+
+def diagnostic_to_dict(d: Diagnostic) -> dict:
+    loc = d.location
+    return {
+        "code": d.code,
+        "name": d.name,
+        "severity": d.severity.value,
+        "message": d.message,
+        "path": loc.path,
+        "line": loc.line,
+        "column": loc.column,
+        "end_line": loc.end_line or loc.line,
+        "end_column": loc.end_column or loc.column,
+        "layer": loc.layer,
+        "passes": list(d.passes),
+        "confidence": d.confidence.value,
+        "notes": list(d.notes),
+        "fix": None if d.fix is None else {
+            "applicability": d.fix.applicability,
+            "description": d.fix.description,
+            "edits": [{"path": e.path, "line": e.line, "column": e.column, "end_line": e.end_line,
+                       "end_column": e.end_column, "content": e.content} for e in d.fix.edits],
+        },
+    }
+
+
+def to_dict(report) -> dict:
+    return {
+        "version": SCHEMA_VERSION,
+        "tool": {"name": "mpdoctor", "version": __version__},
+        "diagnostics": [diagnostic_to_dict(d) for d in report.diagnostics],
+        "errors": [{"path": e.path, "line": e.line, "column": e.column, "kind": e.kind, "message": e.message}
+                   for e in report.errors],
+        "summary": report.summary(),
+    }
+
+
+def render(report, stream: TextIO, **_options) -> None:
+    json.dump(to_dict(report), stream, indent=2)
+    stream.write("\n")

@@ -1,0 +1,49 @@
+"""Terminal output: `path:line:col: MP401 [*] message`, then a summary line (ruff style)."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from mpdoctor.diagnostics import Severity
+
+_SEVERITY_COLOUR = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "34"}
+
+
+def _paint(text: str, code: str, colour: bool) -> str:
+    return f"\x1b[{code}m{text}\x1b[0m" if colour else text
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def render(report, stream: TextIO, *, colour: bool = False, statistics: bool = False, quiet: bool = False,
+           **_options) -> None:
+    for d in report.diagnostics:
+        loc = d.location
+        where = _paint(f"{loc.path}:{loc.line}:{loc.column}:", "1", colour)
+        code = _paint(d.code, "1;" + _SEVERITY_COLOUR[d.severity], colour)
+        marker = " [*]" if d.fix is not None else ""
+        stream.write(f"{where} {code}{marker} {d.message}\n")
+    if statistics and report.diagnostics:
+        from mpdoctor.registry import get_rule
+
+        fixable: dict[str, int] = {}
+        for d in report.diagnostics:
+            fixable[d.code] = fixable.get(d.code, 0) + (d.fix is not None)
+        for code, count in sorted(report.by_code().items(), key=lambda kv: (-kv[1], kv[0])):
+            marker = "[*]" if fixable[code] else "   "
+            stream.write(f"{count:>5}  {code}  {marker} {get_rule(code).name}\n")
+    if quiet:
+        return
+    counts = report.counts()
+    total = len(report.diagnostics)
+    files = _plural(report.files_checked, "file")
+    if total == 0:
+        stream.write(_paint(f"All checks passed ({files} checked).", "32", colour) + "\n")
+        return
+    parts = [_plural(counts[s.value], s.value) for s in Severity if counts[s.value]]
+    line = f"Found {_plural(total, 'problem')} ({', '.join(parts)}) in {files}."
+    if report.fixable():
+        line += f" {report.fixable()} fixable ([*])."
+    stream.write(_paint(line, "1", colour) + "\n")

@@ -1,0 +1,398 @@
+"""Facts about one source file that every static rule needs: imports, Keras version, dtype policy in force at any
+point, layer constructions, custom layer classes, and diagnostics anchored at source nodes."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location
+from mpdoctor.registry import get_rule
+from mpdoctor.static import environment
+from mpdoctor.static.names import FLAVOUR_KERAS2, FLAVOUR_KERAS3, ImportMap
+from mpdoctor.static.policies import (POLICY_SETTERS, compute_dtype, dtype_keyword, is_float16_compute,
+                                      policy_from_expr)
+
+DEFAULT_POLICY = "float32"
+FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
+_BASE_LAYER_NAMES = ("keras.layers.Layer", "keras.Layer", "keras.engine.base_layer.Layer")
+_BASE_MODEL_NAMES = ("keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential",
+                     "keras.engine.training.Model")
+SAVEDMODEL_LAYERS = ("hub.KerasLayer", "keras.layers.TFSMLayer")
+
+
+@dataclass(frozen=True)
+class KerasVersion:
+    major: int  # 2 or 3
+    reason: str
+    certain: bool
+
+
+@dataclass(frozen=True)
+class PolicyEvent:
+    node: ast.Call
+    policy: str | None  # None: set to something we cannot read statically
+    scope: ast.AST | None  # enclosing function, None at module level
+
+
+@dataclass(frozen=True)
+class LayerCall:
+    """A layer (or model) constructor call: `Dense(10, activation="softmax")`."""
+
+    node: ast.Call
+    qualname: str  # canonical (`keras.layers.Dense`, `hub.KerasLayer`) or the local class name
+    custom: bool
+
+    @property
+    def kind(self) -> str:
+        return self.qualname.rsplit(".", 1)[-1]
+
+
+@dataclass
+class Settings:
+    keras_version: int | None = None  # forced by config/CLI
+    assumed_policy: str | None = None  # the global policy when the file sets none (set by another module)
+
+
+class StaticContext:
+    def __init__(self, path: str, display_path: str, text: str, tree: ast.Module, settings: Settings | None = None):
+        self.path = path
+        self.display_path = display_path
+        self.text = text
+        self.lines = text.splitlines()
+        self.tree = tree
+        self.settings = settings or Settings()
+        self.imports = ImportMap(tree)
+        self.parents: dict[ast.AST, ast.AST] = {}
+        for parent in ast.walk(tree):
+            for child in ast.iter_child_nodes(parent):
+                self.parents[child] = parent
+        self.calls: list[ast.Call] = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+        self.module_constants = self._module_constants()
+
+    # ---------------------------------------------------------------- names
+
+    def resolve(self, node: ast.AST) -> str | None:
+        return self.imports.resolve(node)
+
+    def call_name(self, call: ast.Call) -> str | None:
+        return self.resolve(call.func)
+
+    def calls_named(self, *names: str) -> Iterator[ast.Call]:
+        for call in self.calls:
+            if self.call_name(call) in names:
+                yield call
+
+    def _module_constants(self) -> dict[str, ast.AST]:
+        """Module-level names assigned exactly once (`NEG_INF = -1e9`, `POLICY = Policy("mixed_float16")`)."""
+        seen: dict[str, list[ast.AST]] = {}
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                seen.setdefault(stmt.targets[0].id, []).append(stmt.value)
+            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
+                seen.setdefault(stmt.target.id, []).append(stmt.value)
+        return {name: values[0] for name, values in seen.items() if len(values) == 1}
+
+    # ---------------------------------------------------------------- structure
+
+    def enclosing(self, node: ast.AST, kinds: tuple[type, ...]) -> ast.AST | None:
+        node = self.parents.get(node)
+        while node is not None and not isinstance(node, kinds):
+            node = self.parents.get(node)
+        return node
+
+    def enclosing_function(self, node: ast.AST) -> ast.AST | None:
+        return self.enclosing(node, FUNCTION_NODES)
+
+    def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
+        return self.enclosing(node, (ast.ClassDef,))  # type: ignore[return-value]
+
+    def statement_of(self, node: ast.AST) -> ast.stmt:
+        while not isinstance(node, ast.stmt):
+            node = self.parents[node]
+        return node
+
+    def walk_scope(self, scope: ast.AST) -> Iterator[ast.AST]:
+        """Nodes of a function body or module, not descending into nested functions, lambdas or classes."""
+        stack = list(ast.iter_child_nodes(scope))
+        while stack:
+            node = stack.pop()
+            yield node
+            if not isinstance(node, (*FUNCTION_NODES, ast.ClassDef, ast.Lambda)):
+                stack.extend(ast.iter_child_nodes(node))
+
+    def last_assignment(self, name: str, before: ast.AST) -> ast.AST | None:
+        """The value last assigned to `name` in the same scope before `before` (straight-line approximation)."""
+        scope = self.enclosing_function(before) or self.tree
+        best: tuple[int, ast.AST] | None = None
+        for node in self.walk_scope(scope):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and node.lineno < before.lineno:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                    if best is None or node.lineno >= best[0]:
+                        best = (node.lineno, node.value)
+        return best[1] if best else None
+
+    @functools.cached_property
+    def classes(self) -> dict[str, ast.ClassDef]:
+        return {n.name: n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)}
+
+    def _class_kind(self, cls: ast.ClassDef, depth: int = 0) -> str | None:
+        """'model', 'layer' or None, following local base classes."""
+        if depth > 10:
+            return None
+        kinds = set()
+        for base in cls.bases:
+            name = self.resolve(base)
+            if name in _BASE_MODEL_NAMES:
+                kinds.add("model")
+            elif name in _BASE_LAYER_NAMES or (name and name.startswith("keras.layers.") and name[13:14].isupper()):
+                kinds.add("layer")
+            elif isinstance(base, ast.Name) and base.id in self.classes and base.id != cls.name:
+                kind = self._class_kind(self.classes[base.id], depth + 1)
+                if kind:
+                    kinds.add(kind)
+        return "model" if "model" in kinds else ("layer" if kinds else None)
+
+    @functools.cached_property
+    def custom_layer_classes(self) -> dict[str, ast.ClassDef]:
+        """Local subclasses of keras Layer or Model (a Model is a Layer)."""
+        return {name: cls for name, cls in self.classes.items() if self._class_kind(cls)}
+
+    def is_custom_model(self, cls: ast.ClassDef) -> bool:
+        return self._class_kind(cls) == "model"
+
+    @functools.cached_property
+    def layer_calls(self) -> list[LayerCall]:
+        found = []
+        for call in self.calls:
+            layer = self.layer_call(call)
+            if layer:
+                found.append(layer)
+        return found
+
+    def layer_call(self, call: ast.AST) -> LayerCall | None:
+        if not isinstance(call, ast.Call):
+            return None
+        name = self.call_name(call)
+        if name:
+            if name in SAVEDMODEL_LAYERS or (name.startswith("keras.layers.") and name.rsplit(".", 1)[-1][:1].isupper()):
+                return LayerCall(call, name, custom=False)
+            return None
+        if isinstance(call.func, ast.Name) and call.func.id in self.custom_layer_classes:
+            return LayerCall(call, call.func.id, custom=True)
+        return None
+
+    def producer(self, expr: ast.AST, depth: int = 0) -> LayerCall | None:
+        """The layer constructor whose call produced tensor `expr` (`Dense(4)(x)`, `head(x)` with
+        `head = Dense(4)`, or a name assigned from either)."""
+        if depth > 8:
+            return None
+        if isinstance(expr, ast.Name):
+            value = self.last_assignment(expr.id, expr)
+            return self.producer(value, depth + 1) if value is not None else None
+        if isinstance(expr, ast.Call):
+            return self.layer_instance(expr.func, depth + 1)
+        return None
+
+    def layer_instance(self, expr: ast.AST, depth: int = 0) -> LayerCall | None:
+        """The constructor call of a layer object (`Dense(4)` itself, or a name / self attribute bound to it)."""
+        if depth > 8:
+            return None
+        direct = self.layer_call(expr)
+        if direct:
+            return direct
+        if isinstance(expr, ast.Name):
+            value = self.last_assignment(expr.id, expr)
+            return self.layer_instance(value, depth + 1) if value is not None else None
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            value = self.self_attribute(expr, expr.attr)
+            return self.layer_instance(value, depth + 1) if value is not None else None
+        return None
+
+    def self_attribute(self, at: ast.AST, attr: str) -> ast.AST | None:
+        """The value assigned to `self.<attr>` in the methods of the class enclosing `at`."""
+        cls = self.enclosing_class(at)
+        if cls is None:
+            return None
+        for node in ast.walk(cls):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if (isinstance(target, ast.Attribute) and target.attr == attr
+                            and isinstance(target.value, ast.Name) and target.value.id == "self"):
+                        return node.value
+        return None
+
+    # ---------------------------------------------------------------- keras version
+
+    @functools.cached_property
+    def keras_version(self) -> KerasVersion:
+        if self.settings.keras_version:
+            return KerasVersion(self.settings.keras_version, "configured", True)
+        flavours = self.imports.flavours
+        if FLAVOUR_KERAS2 in flavours or self.sets_legacy_keras_env:
+            return KerasVersion(2, "the file uses tf_keras / TF_USE_LEGACY_KERAS=1", True)
+        if FLAVOUR_KERAS3 in flavours:
+            major = environment.standalone_keras_major() or 3
+            return KerasVersion(major, "the file imports keras", True)
+        return environment.tf_keras_version()
+
+    @functools.cached_property
+    def sets_legacy_keras_env(self) -> bool:
+        for node in ast.walk(self.tree):
+            key, value = None, None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+                key, value = node.targets[0].slice, node.value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                    "setdefault", "putenv", "update") and len(node.args) == 2:
+                key, value = node.args
+            if (isinstance(key, ast.Constant) and key.value == "TF_USE_LEGACY_KERAS"
+                    and isinstance(value, ast.Constant) and str(value.value).lower() in ("1", "true")):
+                return True
+        return False
+
+    @property
+    def is_keras3(self) -> bool:
+        return self.keras_version.major >= 3
+
+    # ---------------------------------------------------------------- policies
+
+    @functools.cached_property
+    def policy_events(self) -> list[PolicyEvent]:
+        events = []
+        for call in self.calls:
+            name = self.call_name(call)
+            if name in POLICY_SETTERS:
+                arg = call.args[0] if call.args else (call.keywords[0].value if call.keywords else None)
+                policy = policy_from_expr(arg, self.imports, self.module_constants)
+                events.append(PolicyEvent(call, policy, self.enclosing_function(call)))
+        return sorted(events, key=lambda e: (e.node.lineno, e.node.col_offset))
+
+    def policies_at(self, node: ast.AST) -> frozenset[str | None]:
+        """Every global policy that may be in force when `node` runs (None: set to an unknown value)."""
+        return self._policies_at(node, frozenset())
+
+    def _policies_at(self, node: ast.AST, visiting: frozenset) -> frozenset[str | None]:
+        scope = self.enclosing_function(node)
+        before = [e for e in self.policy_events if e.scope is scope and e.node.lineno < node.lineno]
+        if before:
+            return frozenset({before[-1].policy})
+        if scope is None:
+            return frozenset({self.settings.assumed_policy or DEFAULT_POLICY})
+        return self._policies_on_entry(scope, visiting)
+
+    def _policies_on_entry(self, function: ast.AST, visiting: frozenset) -> frozenset[str | None]:
+        if function in visiting:
+            return self.file_policies
+        visiting = visiting | {function}
+        cls = self.enclosing_class(function)
+        if cls is not None and cls.name in self.custom_layer_classes and self.enclosing_function(cls) is None:
+            return self.class_policies(cls.name, visiting)
+        sites = [c for c in self.calls if isinstance(c.func, ast.Name) and c.func.id == function.name]  # type: ignore[attr-defined]
+        if not sites:
+            return self.file_policies
+        result: set[str | None] = set()
+        for site in sites:
+            result |= self._policies_at(site, visiting)
+        return frozenset(result)
+
+    @functools.cached_property
+    def file_policies(self) -> frozenset[str | None]:
+        """Policies a function with unknown callers may run under: the policy the module ends its import with, or
+        any policy some function sets."""
+        module_events = [e for e in self.policy_events if e.scope is None]
+        result = {e.policy for e in self.policy_events if e.scope is not None}
+        result.add(module_events[-1].policy if module_events else (self.settings.assumed_policy or DEFAULT_POLICY))
+        return frozenset(result)
+
+    def class_policies(self, class_name: str, visiting: frozenset = frozenset()) -> frozenset[str | None]:
+        """Policies instances of a local layer class compute under (their `dtype=` or the global policy)."""
+        sites = [lc for lc in self.layer_calls if lc.custom and lc.qualname == class_name]
+        subclass_sites = [lc for lc in self.layer_calls if lc.custom and lc.qualname in self._subclasses(class_name)]
+        sites += subclass_sites
+        if not sites:
+            return self.file_policies
+        result: set[str | None] = set()
+        for site in sites:
+            result |= self.layer_policies(site, visiting)
+        return frozenset(result)
+
+    def _subclasses(self, class_name: str) -> set[str]:
+        return {name for name, cls in self.classes.items()
+                if any(isinstance(b, ast.Name) and b.id == class_name for b in cls.bases)}
+
+    def layer_policies(self, layer: LayerCall, visiting: frozenset = frozenset()) -> frozenset[str | None]:
+        """Policies the constructed layer computes under: its `dtype=` if given, else the global one in force."""
+        dtype = dtype_keyword(layer.node)
+        if dtype is not None:
+            return frozenset({policy_from_expr(dtype, self.imports, self.module_constants)})
+        return self._policies_at(layer.node, visiting)
+
+    def float16_policy(self, policies: Iterable[str | None]) -> str | None:
+        """The first float16/bfloat16-compute policy among `policies` (sorted for stable messages)."""
+        low = sorted(p for p in policies if is_float16_compute(p))
+        return low[0] if low else None
+
+    def layer_float16_policy(self, layer: LayerCall) -> str | None:
+        return self.float16_policy(self.layer_policies(layer))
+
+    @functools.cached_property
+    def any_float16_policy(self) -> bool:
+        if any(is_float16_compute(e.policy) for e in self.policy_events):
+            return True
+        if is_float16_compute(self.settings.assumed_policy):
+            return True
+        return any(is_float16_compute(policy_from_expr(dtype_keyword(lc.node), self.imports, self.module_constants))
+                   for lc in self.layer_calls)
+
+    # ---------------------------------------------------------------- source text and diagnostics
+
+    def segment(self, node: ast.AST) -> str:
+        return ast.get_source_segment(self.text, node) or ""
+
+    def location(self, node: ast.AST) -> Location:
+        return Location(self.display_path, node.lineno, node.col_offset + 1,
+                        getattr(node, "end_lineno", None) or node.lineno,
+                        (getattr(node, "end_col_offset", None) or node.col_offset) + 1)
+
+    def diagnostic(self, code: str, node: ast.AST, message: str, *, confidence: Confidence = Confidence.HIGH,
+                   fix: Fix | None = None, notes: tuple[str, ...] = ()) -> Diagnostic:
+        rule = get_rule(code)
+        return Diagnostic(code=code, message=message, location=self.location(node), severity=rule.severity,
+                          passes=("static",), confidence=confidence, fix=fix, notes=notes)
+
+    def edit(self, node: ast.AST, content: str) -> Edit:
+        """Replace the source of `node` by `content`."""
+        loc = self.location(node)
+        return Edit(self.display_path, loc.line, loc.column, loc.end_line, loc.end_column, content)
+
+    def add_keyword_fix(self, call: ast.Call, keyword: str, value: str, description: str) -> Fix:
+        """Insert `keyword=value` as the last argument of `call`, or replace an existing value."""
+        for kw in call.keywords:
+            if kw.arg == keyword:
+                return Fix(description, (self.edit(kw.value, value),))
+        end_line, end_col = call.end_lineno, call.end_col_offset - 1  # the closing parenthesis
+        before = self._text_before(end_line, end_col).rstrip()
+        if call.args or call.keywords:
+            text = f" {keyword}={value}" if before.endswith(",") else f", {keyword}={value}"
+        else:
+            text = f"{keyword}={value}"
+        # Insert right after the last argument so a trailing comment or newline layout survives.
+        last = max([*call.args, *[k.value for k in call.keywords]], key=lambda n: (n.end_lineno, n.end_col_offset),
+                   default=None)
+        if last is not None and not before.endswith(","):
+            line, col = last.end_lineno, last.end_col_offset
+        else:
+            line, col = end_line, end_col
+        return Fix(description, (Edit(self.display_path, line, col + 1, line, col + 1, text),))
+
+    def _text_before(self, line: int, col: int) -> str:
+        """Source text from the start of the file up to (line, col), 1-based line, 0-based col; last few lines."""
+        start = max(0, line - 5)
+        chunk = self.lines[start:line]
+        if chunk:
+            chunk[-1] = chunk[-1][:col]
+        return "\n".join(chunk)
+

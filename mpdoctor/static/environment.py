@@ -1,0 +1,48 @@
+"""What the installed environment says about Keras, read from package metadata only (never imports TensorFlow)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from importlib import metadata
+
+
+def _version(distribution: str) -> tuple[int, int] | None:
+    try:
+        parts = metadata.version(distribution).split(".")
+        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
+    except (metadata.PackageNotFoundError, ValueError, IndexError):
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def tensorflow_version() -> tuple[int, int] | None:
+    for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-macos"):
+        found = _version(dist)
+        if found:
+            return found
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def standalone_keras_major() -> int | None:
+    found = _version("keras")
+    return found[0] if found else None
+
+
+def legacy_keras_env() -> bool:
+    return os.environ.get("TF_USE_LEGACY_KERAS", "").strip().lower() in ("1", "true", "yes")
+
+
+def tf_keras_version():
+    """Which Keras `tf.keras` is here: Keras 2 with TF_USE_LEGACY_KERAS=1 or TF < 2.16, else Keras 3."""
+    from mpdoctor.static.context import KerasVersion
+
+    if legacy_keras_env():
+        return KerasVersion(2, "TF_USE_LEGACY_KERAS=1 in the environment", True)
+    tf = tensorflow_version()
+    if tf is None:
+        return KerasVersion(3, "TensorFlow is not installed here; assuming TF >= 2.16 (Keras 3)", False)
+    if tf < (2, 16):
+        return KerasVersion(2, f"TensorFlow {tf[0]}.{tf[1]} is installed (tf.keras is Keras 2)", True)
+    return KerasVersion(3, f"TensorFlow {tf[0]}.{tf[1]} is installed (tf.keras is Keras 3)", True)
