@@ -119,8 +119,9 @@ def load_config(start: Path, config_file: Path | None = None) -> Config:
 def apply_overrides(config: Config, where: str, *, select=None, extend_select=None, ignore=None,
                     per_file_ignores=None, exclude=None, extend_exclude=None, fail_on=None, keras_version=None,
                     assume_policy=None) -> None:
-    if select is not None:
+    if select is not None:  # a later layer's select starts afresh, dropping earlier ignores (ruff semantics)
         config.select = _selectors(select, f"{where} select")
+        config.ignore = set()
     if extend_select is not None:
         config.select |= _selectors(extend_select, f"{where} extend-select")
     if ignore is not None:

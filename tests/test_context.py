@@ -1,0 +1,143 @@
+"""The facts every static rule relies on: name resolution, Keras version, the policy in force at a point."""
+
+import ast
+import textwrap
+
+import pytest
+
+from mpdoctor.static.context import Settings, StaticContext
+
+
+def ctx_of(source: str, **settings) -> StaticContext:
+    source = textwrap.dedent(source)
+    return StaticContext("m.py", "m.py", source, ast.parse(source), Settings(**settings))
+
+
+def call_on_line(ctx: StaticContext, line: int) -> ast.Call:
+    return next(c for c in ctx.calls if c.lineno == line and ctx.layer_call(c))
+
+
+@pytest.mark.parametrize("source,expr,expected", [
+    ("import tensorflow as tf", "tf.keras.layers.Dense", "keras.layers.Dense"),
+    ("import tf_keras as keras", "keras.layers.Dense", "keras.layers.Dense"),
+    ("import keras", "keras.layers.Dense", "keras.layers.Dense"),
+    ("from tensorflow.keras import layers as L", "L.Dense", "keras.layers.Dense"),
+    ("from tensorflow.keras.layers import Dense as D", "D", "keras.layers.Dense"),
+    ("from tensorflow.keras import mixed_precision", "mixed_precision.set_global_policy",
+     "keras.mixed_precision.set_global_policy"),
+    ("import tensorflow_hub as hub", "hub.KerasLayer", "hub.KerasLayer"),
+    ("import tensorflow.compat.v1 as tf", "tf.train.Saver", "tf.compat.v1.train.Saver"),
+    ("import tensorflow as tf", "undefined.Dense", None),
+])
+def test_resolve(source, expr, expected):
+    ctx = ctx_of(source)
+    assert ctx.resolve(ast.parse(expr, mode="eval").body) == expected
+
+
+@pytest.mark.parametrize("source,major", [
+    ("import tf_keras\n", 2),
+    ("import os\nos.environ['TF_USE_LEGACY_KERAS'] = '1'\nimport tensorflow as tf\n", 2),
+    ("import keras\n", 3),
+])
+def test_keras_version_from_file(source, major):
+    version = ctx_of(source).keras_version
+    assert version.major == major and version.certain
+
+
+def test_keras_version_from_environment(monkeypatch):
+    from mpdoctor.static import environment
+
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1")
+    assert ctx_of("import tensorflow as tf\n").keras_version.major == 2
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS")
+    monkeypatch.setattr(environment, "tensorflow_version", lambda: (2, 15))
+    assert ctx_of("import tensorflow as tf\n").keras_version.major == 2
+    monkeypatch.setattr(environment, "tensorflow_version", lambda: (2, 21))
+    assert ctx_of("import tensorflow as tf\n").keras_version.major == 3
+    monkeypatch.setattr(environment, "tensorflow_version", lambda: None)
+    version = ctx_of("import tensorflow as tf\n").keras_version
+    assert version.major == 3 and not version.certain
+    assert ctx_of("import tensorflow as tf\n", keras_version=2).keras_version.major == 2
+
+
+def test_policy_in_force_follows_statement_order_at_module_level():
+    ctx = ctx_of("""\
+        import keras
+        a = keras.layers.Dense(1)
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        b = keras.layers.Dense(1)
+        keras.mixed_precision.set_global_policy(keras.mixed_precision.Policy("float32"))
+        c = keras.layers.Dense(1)
+        """)
+    assert [ctx.layer_policies(ctx.layer_call(call_on_line(ctx, n))) for n in (2, 4, 6)] == [
+        {"float32"}, {"mixed_float16"}, {"float32"}]
+
+
+def test_function_inherits_policy_from_its_call_sites():
+    ctx = ctx_of("""\
+        import tensorflow as tf
+        from tensorflow.keras import mixed_precision
+
+        def build():
+            return tf.keras.layers.Dense(1)
+
+        def main():
+            mixed_precision.set_global_policy("mixed_bfloat16")
+            return build()
+
+        if __name__ == "__main__":
+            main()
+        """)
+    assert ctx.layer_policies(ctx.layer_call(call_on_line(ctx, 5))) == {"mixed_bfloat16"}
+
+
+def test_function_called_before_and_after_the_policy_gets_both():
+    ctx = ctx_of("""\
+        import keras
+        POLICY = keras.mixed_precision.Policy("mixed_float16")
+        def build():
+            return keras.layers.Dense(1)
+        reference = build()
+        keras.mixed_precision.set_global_policy(POLICY)
+        model = build()
+        """)
+    layer = ctx.layer_call(call_on_line(ctx, 4))
+    assert ctx.layer_policies(layer) == {"float32", "mixed_float16"}
+    assert ctx.layer_float16_policy(layer) == "mixed_float16"
+
+
+def test_per_layer_dtype_wins_and_unknown_is_none():
+    ctx = ctx_of("""\
+        import tensorflow as tf
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+        a = tf.keras.layers.Dense(1, dtype=tf.float32)
+        b = tf.keras.layers.Dense(1, dtype=some_policy())
+        """)
+    assert ctx.layer_policies(ctx.layer_call(call_on_line(ctx, 3))) == {"float32"}
+    assert ctx.layer_policies(ctx.layer_call(call_on_line(ctx, 4))) == {None}
+
+
+def test_custom_layer_methods_take_the_policy_of_their_instances():
+    ctx = ctx_of("""\
+        import keras
+        class Scale(keras.layers.Layer):
+            def call(self, x):
+                return x * 2.0
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        s32 = Scale(dtype="float32")
+        """)
+    assert "Scale" in ctx.custom_layer_classes
+    assert ctx.class_policies("Scale") == {"float32"}
+
+
+def test_producer_and_layer_instance_resolution():
+    ctx = ctx_of("""\
+        import keras
+        inp = keras.Input((4,))
+        head = keras.layers.Dense(3, activation="softmax")
+        x = keras.layers.Dense(8)(inp)
+        out = head(x)
+        """)
+    out_name = ast.parse("out", mode="eval").body
+    out_name.lineno = 6
+    assert ctx.producer(out_name).node.lineno == 3

@@ -1,0 +1,32 @@
+"""`mpdoctor --help`, `mpdoctor rules` and `mpdoctor check --no-trace` must never import TensorFlow."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+PROBE = textwrap.dedent("""
+    import sys
+    from mpdoctor.cli import main
+    try:
+        code = main({argv!r})
+    except SystemExit as exit:
+        code = exit.code
+    heavy = sorted(m for m in ("tensorflow", "keras", "tf_keras", "tensorflow_hub", "numpy", "libcst")
+                   if m in sys.modules)
+    print("HEAVY=" + ",".join(heavy), file=sys.stderr)
+""")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["rules"], ["explain", "MP201"], ["check", "--no-trace", "{model}"],
+                                  ["check", "--no-trace", "--format", "sarif", "{model}"]])
+def test_no_heavy_imports(tmp_path, argv):
+    model = tmp_path / "model.py"
+    model.write_text("import tensorflow as tf\nimport tensorflow_hub as hub\n"
+                     "tf.keras.mixed_precision.set_global_policy('mixed_float16')\n"
+                     "m = tf.keras.Sequential([hub.KerasLayer('/x'), tf.keras.layers.Dense(3, activation='softmax')])\n")
+    argv = [a.format(model=model) for a in argv]
+    result = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True)
+    heavy_line = [line for line in result.stderr.splitlines() if line.startswith("HEAVY=")]
+    assert heavy_line == ["HEAVY="], result.stderr

@@ -1,0 +1,53 @@
+"""The rule catalogue is a contract (docs/RULES.md, a copy of the project's RULES.md): codes never change."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from mpdoctor.registry import all_rules, expand_selector, get_rule
+
+RULES_MD = Path(__file__).parent.parent / "docs" / "RULES.md"
+_ROW = re.compile(r"^\| (MP\d{3}) \| ([a-z0-9-]+) \| (error|warning|info) \| ([STA,]+) \| (yes|no) \|", re.M)
+
+
+def contract():
+    return {m[1]: (m[2], m[3], m[4].replace(",", ""), m[5] == "yes") for m in _ROW.finditer(RULES_MD.read_text())}
+
+
+def test_contract_table_is_parsed():
+    assert len(contract()) == 27
+
+
+def test_registry_matches_the_contract_exactly():
+    registered = {r.code: (r.name, r.severity.value, r.passes, r.fixable) for r in all_rules()}
+    assert registered == contract()
+
+
+def test_every_rule_is_documented_for_explain():
+    for rule in all_rules():
+        for field in ("summary", "what", "why", "bad", "good", "fix"):
+            assert len(getattr(rule, field).strip()) > 10, (rule.code, field)
+
+
+@pytest.mark.parametrize("selector,expected", [("MP4", {"MP401", "MP402", "MP403", "MP404", "MP405", "MP406", "MP407"}),
+                                               ("mp201", {"MP201"}), ("MP20", {"MP201", "MP202", "MP203", "MP207"})])
+def test_prefix_selection(selector, expected):
+    assert expand_selector(selector) == expected
+
+
+@pytest.mark.parametrize("selector", ["MP9", "MP999", "E501", "mp-401", ""])
+def test_unknown_selectors_are_rejected(selector):
+    with pytest.raises(ValueError):
+        expand_selector(selector)
+
+
+def test_names_are_unique_and_kebab_case():
+    names = [r.name for r in all_rules()]
+    assert len(names) == len(set(names))
+    assert all(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", n) for n in names)
+
+
+def test_get_rule_unknown_raises_keyerror():
+    with pytest.raises(KeyError):
+        get_rule("MP999")
