@@ -18,6 +18,8 @@ from mpdoctor.suppress import ALL, find_suppressions, is_suppressed
 
 # A file that mentions none of these cannot hold a finding: skip the rules (ruff/torchfix-style cheap path).
 _MARKER = re.compile(r"tensorflow|keras|tensorflow_hub|mixed_precision")
+# Tokenizing is slower than parsing: only files that may hold one of our comments pay for it.
+_MAY_SUPPRESS = re.compile(r"noqa\s*:[^\n]*MP\d|mpdoctor\s*:", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,7 @@ def finish(raw: list[Diagnostic], text: str, shown: str, config: Config, ran_pas
     for d in raw:
         if config.enabled(d.code, shown):
             selected.setdefault((d.code, d.location.line, d.location.column, d.location.layer), d)
-    suppressions = find_suppressions(text) if "mpdoctor" in text or "noqa" in text.lower() else []
+    suppressions = find_suppressions(text) if _MAY_SUPPRESS.search(text) else []
     kept = [d for d in selected.values()
             if not is_suppressed(suppressions, d.code, (d.location.line, d.location.end_line or d.location.line))]
     if config.enabled("MP002", shown):

@@ -1,0 +1,43 @@
+"""GitHub Actions workflow commands: one `::error|warning|notice file=...::message` line per finding.
+
+GitHub turns them into annotations on the pull request's diff. Values are escaped as the Actions runner expects:
+in the message `%`, CR and LF; in properties also `:` and `,`.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from mpdoctor.diagnostics import Severity
+from mpdoctor.report.sarif import posix_path, rule_name
+
+COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def escape_data(value: str) -> str:
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(value: str) -> str:
+    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def command(name: str, properties: list[tuple[str, object]], message: str) -> str:
+    props = ",".join(f"{key}={escape_property(str(value))}" for key, value in properties if value is not None)
+    return f"::{name} {props}::{escape_data(message)}" if props else f"::{name}::{escape_data(message)}"
+
+
+def render(report, stream: TextIO, **_options) -> None:
+    for d in report.diagnostics:
+        loc = d.location
+        name = rule_name(d.code)
+        title = f"{d.code} ({name})" if name else d.code
+        stream.write(command(COMMANDS[d.severity], [
+            ("file", posix_path(loc.path)), ("line", loc.line), ("col", loc.column),
+            ("endLine", loc.end_line or loc.line), ("endColumn", loc.end_column), ("title", title),
+        ], d.message) + "\n")
+    for e in report.errors:
+        stream.write(command("error", [
+            ("file", posix_path(e.path)), ("line", e.line), ("col", e.column if e.line else None),
+            ("title", f"mpdoctor ({e.kind} error)"),
+        ], e.message) + "\n")

@@ -1,0 +1,50 @@
+"""GitLab Code Quality report: a JSON array of issues shown in the merge request widget.
+
+Fingerprints are MD5 of the same line-number-free material as SARIF's, so GitLab tracks a finding across commits
+that only move it. Files that could not be checked are reported too (check_name "mpdoctor/<kind>-error"), so a
+broken file cannot pass for a clean one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TextIO
+
+from mpdoctor.diagnostics import Severity
+from mpdoctor.report.sarif import fingerprint_materials, posix_path
+
+SEVERITIES = {Severity.ERROR: "critical", Severity.WARNING: "major", Severity.INFO: "info"}
+
+
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+def to_list(report) -> list[dict]:
+    issues = []
+    for d, material in zip(report.diagnostics, fingerprint_materials(report.diagnostics)):
+        loc = d.location
+        issues.append({
+            "description": f"{d.code}: {d.message}",
+            "check_name": d.code,
+            "fingerprint": _md5(material),
+            "severity": SEVERITIES[d.severity],
+            "location": {"path": posix_path(loc.path),
+                         "lines": {"begin": loc.line, "end": max(loc.line, loc.end_line or loc.line)}},
+        })
+    for e in report.errors:
+        line = e.line or 1
+        issues.append({
+            "description": e.render(),
+            "check_name": f"mpdoctor/{e.kind}-error",
+            "fingerprint": _md5("\0".join(("error", e.kind, posix_path(e.path), e.message))),
+            "severity": "critical",
+            "location": {"path": posix_path(e.path), "lines": {"begin": line, "end": line}},
+        })
+    return issues
+
+
+def render(report, stream: TextIO, **_options) -> None:
+    json.dump(to_list(report), stream, indent=2)
+    stream.write("\n")

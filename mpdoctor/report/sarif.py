@@ -1,0 +1,210 @@
+"""SARIF 2.1.0 for GitHub code scanning (and any other SARIF consumer).
+
+Every registered rule is listed in ``tool.driver.rules`` (generated from the registry, never by hand); each
+diagnostic becomes a result pointing at a path relative to ``%SRCROOT%``; files that could not be checked become
+``invocations[0].toolExecutionNotifications``. Fingerprints leave the line number out so an alert keeps its
+identity when code above it moves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path, PurePath
+from typing import TextIO
+from urllib.parse import quote
+
+from mpdoctor import __version__
+from mpdoctor.diagnostics import Diagnostic, Severity
+
+SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+SARIF_VERSION = "2.1.0"
+INFORMATION_URI = "https://github.com/mpdoctor/mpdoctor"
+SRCROOT = "%SRCROOT%"
+FINGERPRINT_KEY = "mpdoctorFingerprint/v1"
+RULE_TAGS = ("mixed-precision", "tensorflow", "keras")
+
+LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+# --- helpers shared with the other CI formats (github, junit, gitlab) ----------------------------------------------
+
+def rule_name(code: str) -> str | None:
+    """The rule's name, or None for a code the registry does not know (never raises)."""
+    from mpdoctor.registry import get_rule
+
+    try:
+        return get_rule(code).name
+    except KeyError:
+        return None
+
+
+def posix_path(path: str) -> str:
+    """A path as forward-slash text without a leading `./` (what CI systems match against repository files)."""
+    return PurePath(path).as_posix()  # also drops a leading "./" and doubled slashes
+
+
+class SourceLines:
+    """Reads each reported file at most once, for fingerprints; a file that cannot be read gives no lines."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, list[str] | None] = {}
+
+    def line(self, path: str, number: int) -> str | None:
+        if path not in self._cache:
+            self._cache[path] = self._read(path)
+        lines = self._cache[path]
+        if lines is None or not 1 <= number <= len(lines):
+            return None
+        return lines[number - 1]
+
+    @staticmethod
+    def _read(path: str) -> list[str] | None:
+        from mpdoctor.engine import read_source
+
+        try:
+            return read_source(Path(path)).splitlines()
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            return None
+
+
+def fingerprint_materials(diagnostics: list[Diagnostic], sources: SourceLines | None = None) -> list[str]:
+    """For each diagnostic, the text to hash: code, path and the stripped source line (or the message when the line
+    cannot be read). No line number, so it survives lines added above; identical findings are told apart by their
+    order of occurrence, as GitHub does with its own line hashes."""
+    sources = sources or SourceLines()
+    seen: dict[str, int] = {}
+    materials = []
+    for d in diagnostics:
+        text = sources.line(d.location.path, d.location.line)
+        text = text.strip() if text is not None and text.strip() else None
+        key = "\0".join((d.code, posix_path(d.location.path), "line" if text is not None else "message",
+                         text if text is not None else d.message))
+        occurrence = seen.get(key, 0)
+        seen[key] = occurrence + 1
+        materials.append(key if occurrence == 0 else f"{key}\0{occurrence}")
+    return materials
+
+
+# --- SARIF -------------------------------------------------------------------------------------------------------
+
+def artifact_location(path: str) -> dict:
+    if os.path.isabs(path):  # outside the working directory: an absolute file URI, no base
+        return {"uri": Path(path).as_uri()}
+    return {"uri": quote(posix_path(path), safe="/"), "uriBaseId": SRCROOT}
+
+
+def _region(line: int, column: int, end_line: int | None, end_column: int | None) -> dict:
+    region = {"startLine": max(1, line), "startColumn": max(1, column)}
+    if end_line is not None:
+        region["endLine"] = max(region["startLine"], end_line)
+    if end_column is not None:
+        region["endColumn"] = max(1, end_column)
+    return region
+
+
+def _help_markdown(rule) -> str:
+    return "\n\n".join([
+        f"**{rule.code} {rule.name}**: {rule.summary}",
+        f"### What it detects\n\n{rule.what}",
+        f"### Why it breaks\n\n{rule.why}",
+        f"### Bad\n\n```python\n{rule.bad}\n```",
+        f"### Good\n\n```python\n{rule.good}\n```",
+        f"### Fix\n\n{rule.fix}",
+    ])
+
+
+def _help_text(rule) -> str:
+    return "\n\n".join([f"{rule.code} {rule.name}: {rule.summary}", f"What it detects:\n{rule.what}",
+                        f"Why it breaks:\n{rule.why}", f"Bad:\n{rule.bad}", f"Good:\n{rule.good}",
+                        f"Fix:\n{rule.fix}"])
+
+
+def rule_descriptor(rule) -> dict:
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": rule.what},
+        "help": {"text": _help_text(rule), "markdown": _help_markdown(rule)},
+        "defaultConfiguration": {"level": LEVELS[rule.severity]},
+        "properties": {"tags": list(RULE_TAGS), "passes": list(rule.pass_names), "fixable": rule.fixable},
+    }
+
+
+def _fix(d: Diagnostic) -> dict:
+    changes: dict[str, list[dict]] = {}
+    for e in d.fix.edits:
+        changes.setdefault(e.path, []).append({
+            "deletedRegion": _region(e.line, e.column, e.end_line, e.end_column),
+            "insertedContent": {"text": e.content},
+        })
+    return {
+        "description": {"text": d.fix.description},
+        "artifactChanges": [{"artifactLocation": artifact_location(path), "replacements": replacements}
+                            for path, replacements in changes.items()],
+        "properties": {"applicability": d.fix.applicability},
+    }
+
+
+def _result(d: Diagnostic, rule_index: dict[str, int], material: str) -> dict:
+    loc = d.location
+    result: dict = {"ruleId": d.code}
+    if d.code in rule_index:
+        result["ruleIndex"] = rule_index[d.code]
+    result["level"] = LEVELS[d.severity]
+    result["message"] = {"text": d.message}
+    result["locations"] = [{"physicalLocation": {
+        "artifactLocation": artifact_location(loc.path),
+        "region": _region(loc.line, loc.column, loc.end_line or loc.line, loc.end_column),
+    }}]
+    if loc.layer:
+        result["locations"][0]["logicalLocations"] = [{"name": loc.layer}]
+    result["partialFingerprints"] = {FINGERPRINT_KEY: hashlib.sha256(material.encode("utf-8")).hexdigest()}
+    if d.fix is not None and d.fix.edits:
+        result["fixes"] = [_fix(d)]
+    properties = {"confidence": d.confidence.value, "passes": list(d.passes)}
+    if d.notes:
+        properties["notes"] = list(d.notes)
+    result["properties"] = properties
+    return result
+
+
+def _notification(error) -> dict:
+    notification: dict = {"level": "error", "message": {"text": error.render()},
+                          "descriptor": {"id": f"mpdoctor/{error.kind}"}}
+    physical: dict = {"artifactLocation": artifact_location(error.path)}
+    if error.line:
+        physical["region"] = _region(error.line, error.column or 1, None, None)
+    notification["locations"] = [{"physicalLocation": physical}]
+    return notification
+
+
+def to_dict(report) -> dict:
+    from mpdoctor.registry import all_rules
+
+    rules = all_rules()
+    rule_index = {r.code: i for i, r in enumerate(rules)}
+    materials = fingerprint_materials(report.diagnostics)
+    invocation: dict = {"executionSuccessful": not report.errors}
+    if report.errors:
+        invocation["toolExecutionNotifications"] = [_notification(e) for e in report.errors]
+    run = {
+        "tool": {"driver": {
+            "name": "mpdoctor",
+            "version": __version__,
+            "semanticVersion": __version__,
+            "informationUri": INFORMATION_URI,
+            "rules": [rule_descriptor(r) for r in rules],
+        }},
+        "invocations": [invocation],
+        "results": [_result(d, rule_index, m) for d, m in zip(report.diagnostics, materials)],
+        "properties": {"filesChecked": report.files_checked, "passes": list(report.passes)},
+    }
+    return {"$schema": SCHEMA_URI, "version": SARIF_VERSION, "runs": [run]}
+
+
+def render(report, stream: TextIO, **_options) -> None:
+    json.dump(to_dict(report), stream, indent=2)
+    stream.write("\n")
