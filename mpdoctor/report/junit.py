@@ -49,10 +49,11 @@ def to_element(report) -> ET.Element:
     for e in report.errors:
         path = posix_path(e.path)
         where = f"{e.line}:{e.column or 1}" if e.line else None
-        attributes = {"classname": path, "name": f"{e.kind} error" + (f" {where}" if where else ""), "file": path}
+        attributes: dict = {"classname": path, "name": f"{e.kind} error" + (f" {where}" if where else ""),
+                            "file": path}
         if e.line:
             attributes["line"] = e.line
-        case = _element(suite, "testcase", time="0", **attributes)
+        case = _element(suite, "testcase", **attributes, time="0")
         _element(case, "error", e.render(), type=e.kind, message=e.message)
     if not report.diagnostics and not report.errors:
         _element(suite, "testcase", classname="mpdoctor", name="mpdoctor", time="0")

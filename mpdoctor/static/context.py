@@ -64,12 +64,23 @@ class StaticContext:
         self.lines = text.splitlines()
         self.tree = tree
         self.settings = settings or Settings()
-        self.imports = ImportMap(tree)
+        # One traversal collects everything the rules index by (walking the tree is the dominant cost).
         self.parents: dict[ast.AST, ast.AST] = {}
-        for parent in ast.walk(tree):
+        self.calls: list[ast.Call] = []
+        import_nodes: list[ast.AST] = []
+        stack: list[ast.AST] = [tree]
+        parents = self.parents
+        while stack:
+            parent = stack.pop()
             for child in ast.iter_child_nodes(parent):
-                self.parents[child] = parent
-        self.calls: list[ast.Call] = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+                parents[child] = parent
+                stack.append(child)
+                if isinstance(child, ast.Call):
+                    self.calls.append(child)
+                elif isinstance(child, (ast.Import, ast.ImportFrom)):
+                    import_nodes.append(child)
+        self.calls.sort(key=lambda c: (c.lineno, c.col_offset))
+        self.imports = ImportMap(sorted(import_nodes, key=lambda n: (n.lineno, n.col_offset)))
         self.module_constants = self._module_constants()
 
     # ---------------------------------------------------------------- names
@@ -352,10 +363,18 @@ class StaticContext:
     def segment(self, node: ast.AST) -> str:
         return ast.get_source_segment(self.text, node) or ""
 
+    def column(self, line: int, byte_offset: int) -> int:
+        """1-based character column from ast's UTF-8 byte offset (they differ on non-ASCII lines)."""
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        if text.isascii():
+            return byte_offset + 1
+        return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="replace")) + 1
+
     def location(self, node: ast.AST) -> Location:
-        return Location(self.display_path, node.lineno, node.col_offset + 1,
-                        getattr(node, "end_lineno", None) or node.lineno,
-                        (getattr(node, "end_col_offset", None) or node.col_offset) + 1)
+        end_line = getattr(node, "end_lineno", None) or node.lineno
+        end_offset = getattr(node, "end_col_offset", None)
+        return Location(self.display_path, node.lineno, self.column(node.lineno, node.col_offset), end_line,
+                        self.column(end_line, end_offset if end_offset is not None else node.col_offset))
 
     def diagnostic(self, code: str, node: ast.AST, message: str, *, confidence: Confidence = Confidence.HIGH,
                    fix: Fix | None = None, notes: tuple[str, ...] = ()) -> Diagnostic:
@@ -386,13 +405,14 @@ class StaticContext:
             line, col = last.end_lineno, last.end_col_offset
         else:
             line, col = end_line, end_col
-        return Fix(description, (Edit(self.display_path, line, col + 1, line, col + 1, text),))
+        col = self.column(line, col)
+        return Fix(description, (Edit(self.display_path, line, col, line, col, text),))
 
     def _text_before(self, line: int, col: int) -> str:
-        """Source text from the start of the file up to (line, col), 1-based line, 0-based col; last few lines."""
+        """The few source lines before (line, byte offset), the last one cut at that offset."""
         start = max(0, line - 5)
         chunk = self.lines[start:line]
         if chunk:
-            chunk[-1] = chunk[-1][:col]
+            chunk[-1] = chunk[-1][:self.column(line, col) - 1]
         return "\n".join(chunk)
 

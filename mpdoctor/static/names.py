@@ -8,6 +8,7 @@ separately), ``hub`` (tensorflow_hub), ``np`` (numpy). ``tf.keras.layers.Dense``
 from __future__ import annotations
 
 import ast
+from typing import Iterable
 
 # Longest prefix first; applied once to the fully qualified import path.
 _CANONICAL_PREFIXES = (
@@ -56,11 +57,11 @@ def _flavour_of(module: str) -> str | None:
 class ImportMap:
     """Local name -> fully qualified (non-canonical) dotted path, from every import in the file."""
 
-    def __init__(self, tree: ast.AST) -> None:
+    def __init__(self, import_nodes: Iterable[ast.AST]) -> None:
         self.aliases: dict[str, str] = {}
         self.flavours: set[str] = set()
         self.modules: set[str] = set()
-        for node in ast.walk(tree):
+        for node in import_nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     self.modules.add(alias.name)
