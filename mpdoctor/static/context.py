@@ -273,13 +273,20 @@ class StaticContext:
     @functools.cached_property
     def policy_events(self) -> list[PolicyEvent]:
         events = []
-        for call in self.calls:
+        explicit_policy_set = False
+        for call in self.calls:  # in source order
             name = self.call_name(call)
-            if name in POLICY_SETTERS:
-                arg = call.args[0] if call.args else (call.keywords[0].value if call.keywords else None)
-                policy = policy_from_expr(arg, self.imports, self.module_constants)
-                events.append(PolicyEvent(call, policy, self.enclosing_function(call)))
-        return sorted(events, key=lambda e: (e.node.lineno, e.node.col_offset))
+            if name not in POLICY_SETTERS:
+                continue
+            if POLICY_SETTERS[name] and explicit_policy_set:
+                continue  # set_floatx no longer changes the policy once one was set explicitly
+            explicit_policy_set |= not POLICY_SETTERS[name]
+            arg = call.args[0] if call.args else (call.keywords[0].value if call.keywords else None)
+            if isinstance(arg, ast.Name) and arg.id not in self.module_constants:
+                arg = self.last_assignment(arg.id, call) or arg  # `policy = Policy(...)` inside a function
+            policy = policy_from_expr(arg, self.imports, self.module_constants)
+            events.append(PolicyEvent(call, policy, self.enclosing_function(call)))
+        return events
 
     def policies_at(self, node: ast.AST) -> frozenset[str | None]:
         """Every global policy that may be in force when `node` runs (None: set to an unknown value)."""
@@ -300,7 +307,12 @@ class StaticContext:
         visiting = visiting | {function}
         cls = self.enclosing_class(function)
         if cls is not None and cls.name in self.custom_layer_classes and self.enclosing_function(cls) is None:
-            return self.class_policies(cls.name, visiting)
+            # The global policy when a method runs is the one at the instance's construction; the instance's own
+            # `dtype=` is its compute dtype (class_policies), which sublayers built in __init__ do not inherit.
+            sites = self._construction_sites(cls.name)
+            if not sites:
+                return self.file_policies
+            return frozenset().union(*(self._policies_at(site.node, visiting) for site in sites))
         sites = [c for c in self.calls if isinstance(c.func, ast.Name) and c.func.id == function.name]  # type: ignore[attr-defined]
         if not sites:
             return self.file_policies
@@ -320,15 +332,17 @@ class StaticContext:
 
     def class_policies(self, class_name: str, visiting: frozenset = frozenset()) -> frozenset[str | None]:
         """Policies instances of a local layer class compute under (their `dtype=` or the global policy)."""
-        sites = [lc for lc in self.layer_calls if lc.custom and lc.qualname == class_name]
-        subclass_sites = [lc for lc in self.layer_calls if lc.custom and lc.qualname in self._subclasses(class_name)]
-        sites += subclass_sites
+        sites = self._construction_sites(class_name)
         if not sites:
             return self.file_policies
         result: set[str | None] = set()
         for site in sites:
             result |= self.layer_policies(site, visiting)
         return frozenset(result)
+
+    def _construction_sites(self, class_name: str) -> list[LayerCall]:
+        names = {class_name} | self._subclasses(class_name)
+        return [lc for lc in self.layer_calls if lc.custom and lc.qualname in names]
 
     def _subclasses(self, class_name: str) -> set[str]:
         return {name for name, cls in self.classes.items()

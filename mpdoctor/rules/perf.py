@@ -1,0 +1,230 @@
+"""MP6xx: performance hints (info). MP601 has a static check; MP602 and MP603 are trace-only (documented here)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterable, Iterator
+
+from mpdoctor.diagnostics import Confidence, Diagnostic
+from mpdoctor.registry import define_rule, static_check
+from mpdoctor.rules.outputs import PASS_THROUGH_LAYERS, _binds, layer_inputs, model_output_layers
+from mpdoctor.static.context import LayerCall, StaticContext
+from mpdoctor.static.policies import is_float16_compute, policy_from_expr
+
+define_rule(
+    "MP601", "tensor-core-alignment", "info", "ST", False,
+    summary="Under float16 compute: Dense units, Conv filters, Embedding sizes or batch size not a multiple of 8.",
+    what="""
+        Under a float16/bfloat16 compute policy, reports integer sizes written as literals that are not multiples
+        of 8: `Dense(units)`, `Conv1D/2D/3D`, `Conv*Transpose` and `SeparableConv*` `filters`, `Embedding`
+        `input_dim` (vocabulary) and `output_dim`, and `model.fit(..., batch_size=N)`. A literal may sit in the
+        call or in a module constant the call names (`HIDDEN = 100`). The message gives the next multiple of 8.
+
+        Deliberately not reported: model output layers (their size is the number of classes or targets, fixed by
+        the task), layers with `dtype="float32"`, sizes below 8, sizes computed at run time, and layers built
+        while no float16 policy is in force. Other dimensions (sequence length, input channels, feature
+        dimensions of the data) are not visible to the static pass.
+        """,
+    why="""
+        NVIDIA Tensor Cores run float16/bfloat16 matrix multiplies and convolutions fastest when the dimensions
+        involved are multiples of 8 (cuBLAS/cuDNN pad or fall back to slower kernels otherwise); NVIDIA's
+        performance guide and the TensorFlow mixed precision guide both recommend it. A Dense layer of 500 units
+        or a batch of 100 leaves part of the speed-up of mixed precision unused. This is a hint, not a bug: the
+        model is correct either way, and on CPUs it makes no difference.
+        """,
+    bad="""
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([
+            keras.Input((784,)),
+            keras.layers.Dense(500, activation="relu"),    # 500 is not a multiple of 8
+            keras.layers.Dense(10),
+            keras.layers.Activation("softmax", dtype="float32"),
+        ])
+        model.fit(x, y, batch_size=100)                    # neither is 100
+        """,
+    good="""
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([
+            keras.Input((784,)),
+            keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dense(10),
+            keras.layers.Activation("softmax", dtype="float32"),
+        ])
+        model.fit(x, y, batch_size=128)
+        """,
+    fix="""
+        No autofix: changing a layer size changes the model (and its checkpoints). Round the size up to the
+        suggested multiple of 8 when you are free to choose it.
+        """,
+)
+
+define_rule(
+    "MP602", "float64-input", "info", "T", False,
+    summary="Model inputs or datasets yield float64 (the numpy default): an extra cast every step.",
+    what="""
+        The trace pass sees float64 tensors arriving at a model input or yielded by a `tf.data.Dataset`
+        (typically numpy arrays created with `np.random.rand`, `np.array([...1.0...])` or pandas `.values`).
+        """,
+    why="""
+        Keras casts float64 inputs to the first layer's compute dtype on every step, on the device, after copying
+        twice the bytes of float32 (four times float16) from host memory. Converting once when the data is loaded
+        is free; converting every step is not.
+        """,
+    bad="""
+        x = np.random.rand(10000, 32)             # float64
+        model.fit(x, y, batch_size=256)
+        """,
+    good="""
+        x = np.random.rand(10000, 32).astype("float32")
+        model.fit(x, y, batch_size=256)
+        """,
+    fix="No autofix: cast the data once where it is loaded (`.astype(\"float32\")`, `tf.data` `map(tf.cast)`).",
+)
+
+define_rule(
+    "MP603", "no-fast-float16-hardware", "info", "T", False,
+    summary="A float16/bfloat16 policy on a machine without hardware that runs it fast.",
+    what="""
+        The trace pass finds `mixed_float16` in use while no GPU of compute capability 7.0 or higher is visible
+        (or `mixed_bfloat16` without bfloat16 support: no TPU, no GPU of compute capability 8.0 or higher, no CPU
+        with AVX512-BF16/AMX). Never an error: the model may be trained on other hardware.
+        """,
+    why="""
+        On hardware without fast float16 math, mixed precision gives no speed-up and usually runs slower (extra
+        casts, float16 emulated through float32), while still carrying the numerical risks float16 brings. TF
+        itself warns "The dtype policy mixed_float16 may run slowly because this machine does not have a GPU".
+        """,
+    bad="""
+        # on a CPU-only machine or a GPU older than Volta (e.g. K80, P100)
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        """,
+    good="""
+        import tensorflow as tf
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus and tf.config.experimental.get_device_details(gpus[0]).get("compute_capability", (0, 0)) >= (7, 0):
+            keras.mixed_precision.set_global_policy("mixed_float16")
+        """,
+    fix="No autofix: enable the policy only where the hardware supports it.",
+)
+
+
+# Layer kind -> the size arguments checked: (positional index, keyword).
+_SIZE_ARGUMENTS: dict[str, tuple[tuple[int, str], ...]] = {
+    "Dense": ((0, "units"),),
+    **{kind: ((0, "filters"),) for kind in (
+        "Conv1D", "Conv2D", "Conv3D", "Convolution1D", "Convolution2D", "Convolution3D",
+        "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose", "Convolution2DTranspose", "Convolution3DTranspose",
+        "SeparableConv1D", "SeparableConv2D", "SeparableConvolution1D", "SeparableConvolution2D")},
+    "Embedding": ((0, "input_dim"), (1, "output_dim")),
+}
+_MODEL_FIT = "fit"
+ALIGNMENT = 8
+
+
+def _next_multiple(value: int) -> int:
+    return -(-value // ALIGNMENT) * ALIGNMENT
+
+
+def _int_literal(ctx: StaticContext, expr: ast.AST | None) -> ast.Constant | None:
+    """The integer literal `expr` is, or the one a module constant it names was assigned (`UNITS = 100`), as long
+    as no enclosing function rebinds the name."""
+    if isinstance(expr, ast.Constant) and type(expr.value) is int:
+        return expr
+    if isinstance(expr, ast.Name) and expr.id in ctx.module_constants:
+        function = ctx.enclosing_function(expr)
+        while function is not None:
+            if _binds(function, expr.id):
+                return None
+            function = ctx.enclosing_function(function)
+        value = ctx.module_constants[expr.id]
+        if isinstance(value, ast.Constant) and type(value.value) is int:
+            return value
+    return None
+
+
+def _argument(call: ast.Call, position: int, keyword: str) -> ast.AST | None:
+    for kw in call.keywords:
+        if kw.arg == keyword:
+            return kw.value
+    if len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[:position + 1]):
+        return call.args[position]
+    return None
+
+
+def _confidence(policies) -> Confidence:
+    return Confidence.HIGH if all(is_float16_compute(p) for p in policies) else Confidence.MEDIUM
+
+
+@static_check("MP601")
+def check_tensor_core_alignment(ctx: StaticContext) -> Iterable[Diagnostic]:
+    if not ctx.any_float16_policy:
+        return
+    yield from _layer_sizes(ctx, _output_sized(ctx))
+    yield from _batch_sizes(ctx)
+
+
+def _output_sized(ctx: StaticContext) -> set[ast.AST]:
+    """Constructor calls of layers whose size the task fixes: model output layers and, behind a weight-free output
+    layer (`Dense(10)` then `Activation("softmax", dtype="float32")`), the layer feeding it."""
+    result: set[ast.AST] = set()
+    pending = [out.layer for out in model_output_layers(ctx) if isinstance(out.layer, LayerCall)]
+    while pending:
+        layer = pending.pop()
+        if layer.node in result:
+            continue
+        result.add(layer.node)
+        if not layer.custom and layer.kind in PASS_THROUGH_LAYERS:
+            pending += layer_inputs(ctx, layer)
+    return result
+
+
+def _layer_sizes(ctx: StaticContext, outputs: set[ast.AST]) -> Iterator[Diagnostic]:
+    for layer in ctx.layer_calls:
+        if layer.custom or layer.kind not in _SIZE_ARGUMENTS or layer.node in outputs:
+            continue
+        policies = ctx.layer_policies(layer)
+        policy = ctx.float16_policy(policies)
+        if policy is None:
+            continue
+        for position, keyword in _SIZE_ARGUMENTS[layer.kind]:
+            literal = _int_literal(ctx, _argument(layer.node, position, keyword))
+            if literal is None or literal.value < ALIGNMENT or literal.value % ALIGNMENT == 0:
+                continue
+            yield ctx.diagnostic(
+                "MP601", literal,
+                f"{layer.kind} {keyword}={literal.value} is not a multiple of {ALIGNMENT}: under {policy} Tensor "
+                f"Cores run fastest with multiples of {ALIGNMENT} (e.g. {_next_multiple(literal.value)})",
+                confidence=_confidence(policies),
+            )
+
+
+def _batch_sizes(ctx: StaticContext) -> Iterator[Diagnostic]:
+    for call in ctx.calls:
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr == _MODEL_FIT):
+            continue
+        batch = next((k.value for k in call.keywords if k.arg == "batch_size"), None)
+        literal = _int_literal(ctx, batch)
+        if literal is None or literal.value < ALIGNMENT or literal.value % ALIGNMENT == 0:
+            continue
+        policies = ctx.policies_at(call)
+        policy = ctx.float16_policy(policies) or _explicit_layer_float16(ctx)
+        if policy is None:
+            continue
+        yield ctx.diagnostic(
+            "MP601", literal,
+            f"batch_size={literal.value} is not a multiple of {ALIGNMENT}: under {policy} Tensor Cores run fastest "
+            f"with multiples of {ALIGNMENT} (e.g. {_next_multiple(literal.value)})",
+            confidence=_confidence(policies) if ctx.float16_policy(policies) else Confidence.MEDIUM,
+        )
+
+
+def _explicit_layer_float16(ctx: StaticContext) -> str | None:
+    """A float16 policy some layer of the file is given explicitly (`dtype="mixed_float16"`)."""
+    for layer in ctx.layer_calls:
+        for kw in layer.node.keywords:
+            if kw.arg == "dtype":
+                policy = policy_from_expr(kw.value, ctx.imports, ctx.module_constants)
+                if is_float16_compute(policy):
+                    return policy
+    return None
+
