@@ -89,7 +89,8 @@ def build2():
 
 
 def test_no_float16_policy_or_policy_set_after_is_quiet():
-    body = "m = keras.Sequential([keras.Input((4,)), layers.Dense(100), layers.Dense(2)])\nm.fit(x, y, batch_size=100)\n"
+    body = ("m = keras.Sequential([keras.Input((4,)), layers.Dense(100), layers.Dense(2)])\n"
+            "m.fit(x, y, batch_size=100)\n")
     assert check(K3 + body) == []
     assert check(K3 + body + MIXED) == []
     assert len(check(K3 + body, assume_policy="mixed_bfloat16")) == 2

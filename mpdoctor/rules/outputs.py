@@ -33,8 +33,9 @@ define_rule(
         of a `keras.Model` subclass returns, the inner layer of `TimeDistributed(...)`, and nested models used as
         the last block. Softmax in hidden layers and in models used as blocks of another model (attention
         weights, squeeze-and-excitation gates) is not reported, nor are activations passed as variables whose
-        value the static pass cannot see. It does not look through a cast or `Activation("linear", dtype="float32")` placed after
-        a float16 softmax (the damage is done already; the trace pass reports the float16 output as MP402/MP404).
+        value the static pass cannot see. It does not look through a cast or `Activation("linear",
+        dtype="float32")` placed after a float16 softmax (the damage is already done there; the trace pass sees
+        the values).
         """,
     why="""
         Under a float16 policy the last Dense computes its logits AND its activation in float16: logits whose
@@ -67,10 +68,10 @@ define_rule(
         Adds `dtype="float32"` to the output layer (replacing a float16 `dtype=` if present), so the layer runs its
         matmul and activation in float32 and returns float32; for a `tf.nn.softmax`/`keras.ops.softmax` op applied
         to the last layer, the `dtype="float32"` goes on that layer. For `TimeDistributed(Dense(...))` it goes on
-        both layers (measured: Keras 3 follows the wrapper's dtype, tf_keras the inner layer's). Safe: only the last layer leaves float16, its
-        cost is negligible. For `keras.applications` models there is no autofix: build with `include_top=False` and
-        add your own head with a float32 output, or pass `classifier_activation=None` and append
-        `keras.layers.Activation("softmax", dtype="float32")`.
+        both layers (measured: Keras 3 follows the wrapper's dtype, tf_keras the inner layer's). Safe: only the
+        last layer leaves float16 and its cost is negligible. For `keras.applications` models there is no
+        autofix: build with `include_top=False` and add your own head with a float32 output, or pass
+        `classifier_activation=None` and append `keras.layers.Activation("softmax", dtype="float32")`.
         """,
 )
 
@@ -308,7 +309,8 @@ def _model_outputs(ctx: StaticContext, call: ast.Call, depth: int, visiting: fro
     if kind == "application":
         return [ModelOutput(call, "classifier of a keras.applications model")]
     if kind == "subclass":
-        return _subclass_outputs(ctx, ctx.custom_layer_classes[call.func.id], depth + 1, visiting)  # type: ignore[attr-defined]
+        cls = ctx.custom_layer_classes[call.func.id]  # type: ignore[attr-defined]
+        return _subclass_outputs(ctx, cls, depth + 1, visiting)
     return []
 
 
@@ -611,7 +613,8 @@ def _is_submodel(ctx: StaticContext, node: ast.AST, depth: int) -> bool:
         function = ctx.enclosing_function(node)
         if function is None or ctx.enclosing_class(function) is not None:
             return False
-        sites = [c for c in ctx.calls if isinstance(c.func, ast.Name) and c.func.id == function.name]  # type: ignore[attr-defined]
+        name = function.name  # type: ignore[attr-defined]
+        sites = [c for c in ctx.calls if isinstance(c.func, ast.Name) and c.func.id == name]
         return bool(sites) and all(_is_submodel(ctx, site, depth + 1) for site in sites)
     return False
 
@@ -796,8 +799,8 @@ def _check_output_op(ctx: StaticContext, op: ast.Call, how: str) -> Iterable[Dia
     yield ctx.diagnostic(
         "MP401", op,
         f"model output {name} ({how}) runs in {_dtype(policy)}: it gets the {_dtype(policy)} output of "
-        f"{producer.kind} under {policy}, {_consequence(_dtype(policy), activation_op(ctx, op))}; set dtype=\"float32\" on that "
-        f"{producer.kind}",
+        f"{producer.kind} under {policy}, {_consequence(_dtype(policy), activation_op(ctx, op) or 'softmax')}; "
+        f"set dtype=\"float32\" on that {producer.kind}",
         confidence=_confidence(policies), fix=fix,
     )
 
@@ -854,7 +857,8 @@ def _application_argument(ctx: StaticContext, call: ast.Call, param: str, arch: 
 
 def _in_call_method(ctx: StaticContext, node: ast.AST) -> bool:
     function = ctx.enclosing_function(node)
-    return function is not None and function.name == "call" and ctx.enclosing_class(function) is not None  # type: ignore[attr-defined]
+    return (function is not None and function.name == "call"  # type: ignore[attr-defined]
+            and ctx.enclosing_class(function) is not None)
 
 
 def _dtype(policy: str) -> str:

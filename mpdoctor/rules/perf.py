@@ -20,10 +20,11 @@ define_rule(
         `input_dim` (vocabulary) and `output_dim`, and `model.fit(..., batch_size=N)`. A literal may sit in the
         call or in a module constant the call names (`HIDDEN = 100`). The message gives the next multiple of 8.
 
-        Deliberately not reported: model output layers (their size is the number of classes or targets, fixed by
-        the task), layers with `dtype="float32"`, sizes below 8, sizes computed at run time, and layers built
-        while no float16 policy is in force. Other dimensions (sequence length, input channels, feature
-        dimensions of the data) are not visible to the static pass.
+        Deliberately not reported: model output layers and the layer feeding a weight-free output layer (the
+        logits `Dense(10)` before `Activation("softmax", dtype="float32")`: their size is the number of classes or
+        targets, fixed by the task), layers with `dtype="float32"`, sizes below 8, sizes computed at run time,
+        and layers built while no float16 policy is in force. Other dimensions (sequence length, input channels,
+        feature dimensions of the data) are not visible to the static pass.
         """,
     why="""
         NVIDIA Tensor Cores run float16/bfloat16 matrix multiplies and convolutions fastest when the dimensions
