@@ -13,7 +13,7 @@ from typing import Iterable
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Severity
 from mpdoctor.registry import get_rule, static_checks
-from mpdoctor.static.context import Settings, StaticContext
+from mpdoctor.static.context import Settings, StaticContext, source_lines
 from mpdoctor.suppress import ALL, find_suppressions, is_suppressed
 
 # A file that mentions none of these cannot hold a finding: skip the rules (ruff/torchfix-style cheap path).
@@ -178,7 +178,7 @@ def finish(raw: list[Diagnostic], text: str, shown: str, config: Config, ran_pas
 
 def _unused_suppressions(suppressions, shown: str, config: Config, ran_passes: str, text: str) -> list[Diagnostic]:
     found = []
-    lines = text.splitlines()
+    lines = source_lines(text)
     for s in suppressions:
         if ALL in s.codes:
             unused = () if s.used else ("all codes",)

@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from mpdoctor.fixes import apply_fixes
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence, Severity
 from mpdoctor.engine import check_source
@@ -38,22 +39,8 @@ def check(body: str, header: str = K2, policy: str = "mixed_float16", codes=CODE
     return text, [d for d in diagnostics if d.code in codes]
 
 
-def apply_edits(text: str, edits) -> str:
-    lines = text.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-
-    def pos(line, col):
-        return offsets[line - 1] + col - 1
-
-    for edit in sorted(set(edits), key=lambda e: (e.line, e.column), reverse=True):
-        text = text[:pos(edit.line, edit.column)] + edit.content + text[pos(edit.end_line, edit.end_column):]
-    return text
-
-
 def fix_all(text: str, diagnostics) -> str:
-    fixed = apply_edits(text, [e for d in diagnostics if d.fix for e in d.fix.edits])
+    fixed = apply_fixes(text, diagnostics)
     ast.parse(fixed)
     return fixed
 

@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from mpdoctor.fixes import apply_edits
 from mpdoctor.config import Config, apply_overrides
 from mpdoctor.diagnostics import Confidence
 from mpdoctor.engine import check_source
@@ -45,19 +46,7 @@ def outputs(source: str) -> list[tuple[str, int, str]]:
 
 
 def apply(source: str, fix) -> str:
-    """Apply a Fix's edits (1-based line/column, end exclusive) to `source`."""
-    lines = source.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-
-    def offset(line: int, column: int) -> int:
-        return offsets[line - 1] + column - 1
-
-    for edit in sorted(fix.edits, key=lambda e: (e.line, e.column), reverse=True):
-        start, end = offset(edit.line, edit.column), offset(edit.end_line, edit.end_column)
-        source = source[:start] + edit.content + source[end:]
-    return source
+    return apply_edits(source, fix.edits)
 
 
 # ---------------------------------------------------------------- rule metadata

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from mpdoctor.fixes import apply_fixes as _apply_fixes
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence
 from mpdoctor.engine import check_source
@@ -26,18 +27,8 @@ def lines(diagnostics) -> list[int]:
 
 
 def apply_fixes(source: str, diagnostics) -> str:
-    """Apply every fix's edits (1-based, end exclusive), last first; the result must parse."""
-    text_lines = textwrap.dedent(source).splitlines(keepends=True)
-    offsets = [0]
-    for line in text_lines:
-        offsets.append(offsets[-1] + len(line))
-    text = "".join(text_lines)
-    edits = sorted((e for d in diagnostics if d.fix for e in d.fix.edits),
-                   key=lambda e: (e.line, e.column), reverse=True)
-    for e in edits:
-        start = offsets[e.line - 1] + e.column - 1
-        end = offsets[e.end_line - 1] + e.end_column - 1
-        text = text[:start] + e.content + text[end:]
+    """Apply every fix; the result must parse."""
+    text = _apply_fixes(textwrap.dedent(source), diagnostics)
     ast.parse(text)
     return text
 

@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from mpdoctor.fixes import apply_edits
 from mpdoctor.config import Config
 from mpdoctor.engine import check_source
 
@@ -21,15 +22,7 @@ def run(source, keras_version=None, assume_policy=None, codes=("MP501", "MP502")
 
 
 def apply_fix(source, diagnostic):
-    text = textwrap.dedent(source)
-    lines = text.splitlines(keepends=True)
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line.encode()))
-    data = text.encode()
-    for e in sorted(diagnostic.fix.edits, key=lambda e: (e.line, e.column), reverse=True):
-        data = data[:starts[e.line - 1] + e.column - 1] + e.content.encode() + data[starts[e.end_line - 1] + e.end_column - 1:]
-    fixed = data.decode()
+    fixed = apply_edits(textwrap.dedent(source), diagnostic.fix.edits)
     ast.parse(fixed)
     return fixed
 

@@ -400,7 +400,7 @@ def _function_of(ctx: StaticContext, expr: ast.AST | None) -> ast.AST | None:
     if isinstance(expr, ast.Lambda):
         return expr
     if isinstance(expr, ast.Name):
-        defs = [n for n in ast.walk(ctx.tree) if isinstance(n, FUNCTION_NODES) and n.name == expr.id]
+        defs = [n for n in ctx.nodes if isinstance(n, FUNCTION_NODES) and n.name == expr.id]
         if len(defs) == 1:
             return defs[0]
     return None

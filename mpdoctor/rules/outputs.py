@@ -621,7 +621,7 @@ def _is_submodel(ctx: StaticContext, node: ast.AST, depth: int) -> bool:
 
 def _name_used_as_layer(ctx: StaticContext, node: ast.AST, name: str) -> bool:
     scope = ctx.enclosing_function(node)
-    region = ast.walk(ctx.tree) if scope is None else ctx.walk_scope(scope)
+    region = ctx.nodes if scope is None else ctx.walk_scope(scope)
     as_layer = False
     for use in region:
         if not (isinstance(use, ast.Name) and use.id == name and isinstance(use.ctx, ast.Load)):

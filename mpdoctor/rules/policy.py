@@ -443,7 +443,7 @@ def _policy_literal(ctx: StaticContext, expr: ast.AST | None, depth: int) -> ast
     if isinstance(expr, ast.Attribute) and (ctx.resolve(expr) or "") in ("tf.float16", "tf.bfloat16", "tf.half"):
         return expr
     if isinstance(expr, ast.Name) and expr.id in ctx.module_constants:
-        uses = [n for n in ast.walk(ctx.tree) if isinstance(n, ast.Name) and n.id == expr.id
+        uses = [n for n in ctx.nodes if isinstance(n, ast.Name) and n.id == expr.id
                 and isinstance(n.ctx, ast.Load)]
         if len(uses) == 1:  # edit the constant only when nothing else reads it
             return _policy_literal(ctx, ctx.module_constants[expr.id], depth + 1)
@@ -485,7 +485,7 @@ _USE_POLICY = 'use keras.mixed_precision.set_global_policy("mixed_float16") (and
 @static_check("MP103")
 def check_legacy_mixed_precision_api(ctx: StaticContext) -> Iterable[Diagnostic]:
     found = list(_legacy_imports(ctx))
-    for node in ast.walk(ctx.tree):
+    for node in ctx.nodes:
         if isinstance(node, (ast.Name, ast.Attribute)) and not _inner_of_chain(ctx, node):
             name = ctx.resolve(node)
             if name:
@@ -503,7 +503,7 @@ def _version_guarded_lines(ctx: StaticContext) -> set[int]:
     """Lines of compatibility shims: a `try` body whose handler catches ImportError/AttributeError, or an `if`
     arm chosen by a version / `hasattr` test (`if tf.__version__ < "2.4":`)."""
     lines: set[int] = set()
-    for node in ast.walk(ctx.tree):
+    for node in ctx.nodes:
         blocks: list[list[ast.stmt]] = []
         if isinstance(node, ast.Try) and any(_catches_missing_api(h) for h in node.handlers):
             blocks.append(node.body)
@@ -536,7 +536,7 @@ def _is_version_test(test: ast.AST) -> bool:
 def _legacy_imports(ctx: StaticContext) -> Iterator[Diagnostic]:
     from mpdoctor.static.names import canonical
 
-    for node in ast.walk(ctx.tree):
+    for node in ctx.nodes:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             full = [canonical(f"{node.module}.{a.name}") for a in node.names]
             if any(_is_experimental(n) for n in full):
@@ -743,7 +743,7 @@ def _get_layer_policy_fix(ctx: StaticContext, call: ast.Call) -> Fix | None:
 
 
 def _tf_keras_loss_scale_calls(ctx: StaticContext) -> Iterator[Diagnostic]:
-    defined = {n.name for n in ast.walk(ctx.tree) if isinstance(n, FUNCTION_NODES)}
+    defined = {n.name for n in ctx.nodes if isinstance(n, FUNCTION_NODES)}
     confidence = Confidence.HIGH if ctx.keras_version.certain else Confidence.MEDIUM
     for call in ctx.calls:
         func = call.func
@@ -803,7 +803,7 @@ def _keras3_use(ctx: StaticContext, layer: ast.Call) -> str | None:
     parent = ctx.parents.get(layer)
     if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
         name = parent.targets[0].id
-        for node in ast.walk(ctx.tree):
+        for node in ctx.nodes:
             if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
                 bound = ctx.layer_instance(node)
                 how = _use_at(ctx, node) if bound is not None and bound.node is layer else None

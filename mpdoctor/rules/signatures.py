@@ -371,7 +371,7 @@ def _sequential_pairs(ctx: StaticContext) -> Iterator[tuple[ast.AST, LayerCall, 
         items = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "layers"), None)
         if isinstance(items, (ast.List, ast.Tuple)):
             yield from _adjacent_pairs(ctx, items.elts)
-    for body in _statement_lists(ctx.tree):
+    for body in _statement_lists(ctx):
         run: list[ast.AST] = []
         receiver = None
         for stmt in body:
@@ -416,8 +416,8 @@ def _added_layer(stmt: ast.stmt) -> tuple[str, ast.AST] | None:
     return ast.dump(call.func.value), call.args[0]
 
 
-def _statement_lists(tree: ast.AST) -> Iterator[list[ast.stmt]]:
-    for node in ast.walk(tree):
+def _statement_lists(ctx: StaticContext) -> Iterator[list[ast.stmt]]:
+    for node in [ctx.tree, *ctx.nodes]:
         for field in ("body", "orelse", "finalbody"):
             value = getattr(node, field, None)
             if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
@@ -532,7 +532,7 @@ def _is_cast_function(ctx: StaticContext, fn: ast.AST, at: ast.AST, depth: int =
     if isinstance(fn, ast.Lambda):
         return _returns_cast_of_first_param(ctx, fn.args, fn.body)
     if isinstance(fn, ast.Name):
-        defs = [n for n in ast.walk(ctx.tree) if isinstance(n, ast.FunctionDef) and n.name == fn.id]
+        defs = [n for n in ctx.nodes if isinstance(n, ast.FunctionDef) and n.name == fn.id]
         if len(defs) == 1:
             body = [s for s in defs[0].body
                     if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]  # docstring

@@ -214,7 +214,7 @@ class _Optimizer:
 
 def _scopes(ctx: StaticContext) -> Iterator[ast.AST]:
     yield ctx.tree
-    for node in ast.walk(ctx.tree):
+    for node in ctx.nodes:
         if isinstance(node, FUNCTION_NODES):
             yield node
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -16,11 +17,17 @@ from mpdoctor.static.policies import (POLICY_SETTERS, compute_dtype, dtype_keywo
                                       policy_from_expr)
 
 DEFAULT_POLICY = "float32"
+_LINE_BREAK = re.compile(r"\r\n?|\n")
 FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
 _BASE_LAYER_NAMES = ("keras.layers.Layer", "keras.Layer", "keras.engine.base_layer.Layer")
 _BASE_MODEL_NAMES = ("keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential",
                      "keras.engine.training.Model")
 SAVEDMODEL_LAYERS = ("hub.KerasLayer", "keras.layers.TFSMLayer")
+
+
+def source_lines(text: str) -> list[str]:
+    """Lines as ast and tokenize number them (str.splitlines also breaks on \\f, \\x1c, \\u2028...)."""
+    return _LINE_BREAK.split(text)
 
 
 @dataclass(frozen=True)
@@ -61,27 +68,36 @@ class StaticContext:
         self.path = path
         self.display_path = display_path
         self.text = text
-        self.lines = text.splitlines()
+        self.lines = source_lines(text)
         self.tree = tree
         self.settings = settings or Settings()
         # One traversal collects everything the rules index by (walking the tree is the dominant cost).
         self.parents: dict[ast.AST, ast.AST] = {}
-        self.calls: list[ast.Call] = []
-        import_nodes: list[ast.AST] = []
+        self.nodes: list[ast.AST] = []  # every node below the module, parents before children
         stack: list[ast.AST] = [tree]
-        parents = self.parents
+        parents, nodes = self.parents, self.nodes
         while stack:
             parent = stack.pop()
             for child in ast.iter_child_nodes(parent):
                 parents[child] = parent
+                nodes.append(child)
                 stack.append(child)
-                if isinstance(child, ast.Call):
-                    self.calls.append(child)
-                elif isinstance(child, (ast.Import, ast.ImportFrom)):
-                    import_nodes.append(child)
-        self.calls.sort(key=lambda c: (c.lineno, c.col_offset))
+        self._by_type: dict[type, list[ast.AST]] = {}
+        for node in nodes:
+            self._by_type.setdefault(type(node), []).append(node)
+        self.calls: list[ast.Call] = sorted(self.nodes_of(ast.Call), key=lambda c: (c.lineno, c.col_offset))
+        import_nodes = self.nodes_of(ast.Import, ast.ImportFrom)
         self.imports = ImportMap(sorted(import_nodes, key=lambda n: (n.lineno, n.col_offset)))
         self.module_constants = self._module_constants()
+        self._scope_nodes: dict[ast.AST, list[ast.AST]] = {}
+        self._scope_assignments: dict[ast.AST, dict[str, list[tuple[int, ast.AST]]]] = {}
+        self._self_attributes: dict[ast.AST, dict[str, tuple[int, ast.AST]]] = {}
+
+    def nodes_of(self, *types: type) -> list:
+        """Every node of exactly these ast types, from the one traversal (use instead of ast.walk(ctx.tree))."""
+        if len(types) == 1:
+            return self._by_type.get(types[0], [])
+        return [node for t in types for node in self._by_type.get(t, ())]
 
     # ---------------------------------------------------------------- names
 
@@ -125,30 +141,50 @@ class StaticContext:
             node = self.parents[node]
         return node
 
-    def walk_scope(self, scope: ast.AST) -> Iterator[ast.AST]:
-        """Nodes of a function body or module, not descending into nested functions, lambdas or classes."""
-        stack = list(ast.iter_child_nodes(scope))
-        while stack:
-            node = stack.pop()
-            yield node
-            if not isinstance(node, (*FUNCTION_NODES, ast.ClassDef, ast.Lambda)):
-                stack.extend(ast.iter_child_nodes(node))
+    def walk_scope(self, scope: ast.AST) -> list[ast.AST]:
+        """Nodes of a function body or module, not descending into nested functions, lambdas or classes (cached;
+        not in source order)."""
+        nodes = self._scope_nodes.get(scope)
+        if nodes is None:
+            nodes = []
+            stack = list(ast.iter_child_nodes(scope))
+            while stack:
+                node = stack.pop()
+                nodes.append(node)
+                if not isinstance(node, (*FUNCTION_NODES, ast.ClassDef, ast.Lambda)):
+                    stack.extend(ast.iter_child_nodes(node))
+            self._scope_nodes[scope] = nodes
+        return nodes
+
+    def _assignments(self, scope: ast.AST) -> dict[str, list[tuple[int, ast.AST]]]:
+        """name -> [(line, value)] of simple `name = value` assignments in a scope, in source order."""
+        found = self._scope_assignments.get(scope)
+        if found is None:
+            found = {}
+            for node in self.walk_scope(scope):
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for target in targets:
+                        if isinstance(target, ast.Name):
+                            found.setdefault(target.id, []).append((node.lineno, node.value))
+            for values in found.values():
+                values.sort(key=lambda item: item[0])
+            self._scope_assignments[scope] = found
+        return found
 
     def last_assignment(self, name: str, before: ast.AST) -> ast.AST | None:
         """The value last assigned to `name` in the same scope before `before` (straight-line approximation)."""
         scope = self.enclosing_function(before) or self.tree
-        best: tuple[int, ast.AST] | None = None
-        for node in self.walk_scope(scope):
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and node.lineno < before.lineno:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                    if best is None or node.lineno >= best[0]:
-                        best = (node.lineno, node.value)
-        return best[1] if best else None
+        best = None
+        for line, value in self._assignments(scope).get(name, ()):
+            if line >= before.lineno:
+                break
+            best = value
+        return best
 
     @functools.cached_property
     def classes(self) -> dict[str, ast.ClassDef]:
-        return {n.name: n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)}
+        return {n.name: n for n in self.nodes_of(ast.ClassDef)}
 
     def _class_kind(self, cls: ast.ClassDef, depth: int = 0) -> str | None:
         """'model', 'layer' or None, following local base classes."""
@@ -224,17 +260,24 @@ class StaticContext:
         return None
 
     def self_attribute(self, at: ast.AST, attr: str) -> ast.AST | None:
-        """The value assigned to `self.<attr>` in the methods of the class enclosing `at`."""
+        """The value first assigned to `self.<attr>` in the methods of the class enclosing `at`."""
         cls = self.enclosing_class(at)
         if cls is None:
             return None
-        for node in ast.walk(cls):
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    if (isinstance(target, ast.Attribute) and target.attr == attr
-                            and isinstance(target.value, ast.Name) and target.value.id == "self"):
-                        return node.value
-        return None
+        attributes = self._self_attributes.get(cls)
+        if attributes is None:
+            attributes = {}
+            for node in ast.walk(cls):
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                                and target.value.id == "self"):
+                            attributes.setdefault(target.attr, (node.lineno, node.value))
+                            if node.lineno < attributes[target.attr][0]:
+                                attributes[target.attr] = (node.lineno, node.value)
+            self._self_attributes[cls] = attributes
+        found = attributes.get(attr)
+        return found[1] if found else None
 
     # ---------------------------------------------------------------- keras version
 
@@ -252,7 +295,7 @@ class StaticContext:
 
     @functools.cached_property
     def sets_legacy_keras_env(self) -> bool:
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             key, value = None, None
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
                 key, value = node.targets[0].slice, node.value
@@ -375,7 +418,15 @@ class StaticContext:
     # ---------------------------------------------------------------- source text and diagnostics
 
     def segment(self, node: ast.AST) -> str:
-        return ast.get_source_segment(self.text, node) or ""
+        """Source text of `node` (ast.get_source_segment re-splits the whole file on every call)."""
+        start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        if start is None or end is None or node.end_col_offset is None:
+            return ""
+        if start == end:
+            return self.lines[start - 1].encode()[node.col_offset:node.end_col_offset].decode(errors="replace")
+        first = self.lines[start - 1].encode()[node.col_offset:].decode(errors="replace")
+        last = self.lines[end - 1].encode()[:node.end_col_offset].decode(errors="replace")
+        return "\n".join([first, *self.lines[start:end - 1], last])
 
     def column(self, line: int, byte_offset: int) -> int:
         """1-based character column from ast's UTF-8 byte offset (they differ on non-ASCII lines)."""

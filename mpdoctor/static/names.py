@@ -95,14 +95,6 @@ class ImportMap:
         parts.append(self.aliases[node.id])
         return canonical(".".join(reversed(parts)))
 
-    def uses_tf_keras_attribute(self, tree: ast.AST) -> bool:
-        """True when the file spells Keras as `tf.keras.*` (attribute access on tensorflow)."""
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and node.attr == "keras" and isinstance(node.value, ast.Name):
-                if self.aliases.get(node.value.id) == "tensorflow":
-                    return True
-        return False
-
 
 def dotted_name(node: ast.AST) -> str | None:
     """`a.b.c` for a Name/Attribute chain regardless of imports (e.g. `self.head`)."""
