@@ -13,6 +13,7 @@ from typing import Iterable
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Severity
 from mpdoctor.registry import get_rule, static_checks
+from mpdoctor.static.policies import is_float16_compute
 from mpdoctor.static.context import Settings, StaticContext, source_lines
 from mpdoctor.suppress import ALL, find_suppressions, is_suppressed
 
@@ -146,19 +147,22 @@ def check_source(text: str, shown: str, config: Config, path: str | None = None
     raw: list[Diagnostic] = []
     internal: FileError | None = None
     if _MARKER.search(text):
-        ctx = StaticContext(path or shown, shown, text, tree,
-                            Settings(keras_version=config.keras_version, assumed_policy=config.assume_policy))
-        for codes, check in static_checks():
-            if not any(config.enabled(c, shown) for c in codes):
+        ctx = None  # built only for a file some check may fire on: most files of a big tree need none
+        float16_assumed = is_float16_compute(config.assume_policy)
+        seen: dict[str, bool] = {}
+        for check in static_checks():
+            if not any(config.enabled(c, shown) for c in check.codes) or \
+                    not check.may_fire(text, float16_assumed, seen):
                 continue
+            ctx = ctx or StaticContext(path or shown, shown, text, tree, Settings(
+                keras_version=config.keras_version, assumed_policy=config.assume_policy))
+            name = check.fn.__name__
             try:
-                raw.extend(check(ctx))
+                raw.extend(check.fn(ctx))
             except RecursionError:
-                internal = FileError(shown, f"internal error: {check.__name__} gave up on deeply nested code",
-                                     kind="internal")
+                internal = FileError(shown, f"internal error: {name} gave up on deeply nested code", kind="internal")
             except Exception as exc:  # a bug in one rule must not hide the others' findings
-                internal = FileError(shown, f"internal error in {check.__name__}: {type(exc).__name__}: {exc}",
-                                     kind="internal")
+                internal = FileError(shown, f"internal error in {name}: {type(exc).__name__}: {exc}", kind="internal")
     return finish(raw, text, shown, config, ran_passes="S"), internal
 
 

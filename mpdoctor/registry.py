@@ -61,8 +61,35 @@ def define_rule(code: str, name: str, severity: str, passes: str, fixable: bool,
     return rule
 
 
-def static_check(*codes: str) -> Callable[[Callable], Callable]:
-    """Register a static check ``fn(ctx) -> Iterable[Diagnostic]`` that may raise the given codes."""
+# Most rules need float16/bfloat16 compute, which no file can have without spelling one of these.
+FLOAT16_TEXT = r"float16|half"
+
+
+@dataclass(frozen=True)
+class StaticCheck:
+    codes: tuple[str, ...]
+    fn: Callable
+    requires: tuple[re.Pattern, ...]  # the check cannot fire on a file whose text misses one (cheap early skip)
+
+    def may_fire(self, text: str, float16_assumed: bool, seen: dict[str, bool]) -> bool:
+        """`seen` caches pattern -> found for one file (checks share patterns)."""
+        for pattern in self.requires:
+            if float16_assumed and pattern.pattern == FLOAT16_TEXT:
+                continue
+            if pattern.pattern not in seen:
+                seen[pattern.pattern] = pattern.search(text) is not None
+            if not seen[pattern.pattern]:
+                return False
+        return True
+
+
+def static_check(*codes: str, requires: str | tuple[str, ...] = FLOAT16_TEXT) -> Callable[[Callable], Callable]:
+    """Register a static check ``fn(ctx) -> Iterable[Diagnostic]`` that may raise the given codes.
+
+    `requires`: regexes that the text of any file the check can fire on matches, every one of them. A necessary
+    condition (the spelling of an API the rule is about), never a heuristic. `FLOAT16_TEXT` is waived when the
+    configuration assumes a float16 policy.
+    """
 
     def register(fn: Callable) -> Callable:
         for code in codes:
@@ -70,7 +97,8 @@ def static_check(*codes: str) -> Callable[[Callable], Callable]:
                 raise ValueError(f"static check for undefined rule {code}")
             if "S" not in _RULES[code].passes:
                 raise ValueError(f"{code} is not a static rule")
-        _STATIC_CHECKS[fn.__module__ + "." + fn.__qualname__] = (codes, fn)
+        patterns = tuple(re.compile(r) for r in ((requires,) if isinstance(requires, str) else requires))
+        _STATIC_CHECKS[fn.__module__ + "." + fn.__qualname__] = StaticCheck(codes, fn, patterns)
         return fn
 
     return register
@@ -97,7 +125,7 @@ def get_rule(code: str) -> Rule:
     return _RULES[code]
 
 
-def static_checks() -> Iterable[tuple[tuple[str, ...], Callable]]:
+def static_checks() -> list[StaticCheck]:
     load_rules()
     return [_STATIC_CHECKS[k] for k in sorted(_STATIC_CHECKS)]
 

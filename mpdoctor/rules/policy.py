@@ -482,7 +482,7 @@ _TF1_GRAPH_MARKERS = ("Session", "placeholder", "disable_eager_execution", "disa
 _USE_POLICY = 'use keras.mixed_precision.set_global_policy("mixed_float16") (and LossScaleOptimizer in custom loops)'
 
 
-@static_check("MP103")
+@static_check("MP103", requires=r"mixed_precision|get_scaled_loss|get_unscaled_gradients|LossScale")
 def check_legacy_mixed_precision_api(ctx: StaticContext) -> Iterable[Diagnostic]:
     found = list(_legacy_imports(ctx))
     for node in ctx.nodes:
@@ -771,7 +771,7 @@ _SEQUENTIAL = ("keras.Sequential", "keras.models.Sequential")
 _KERAS_INPUTS = ("keras.Input", "keras.layers.Input", "keras.input")
 
 
-@static_check("MP104")
+@static_check("MP104", requires=r"KerasLayer")
 def check_hub_layer_on_keras3(ctx: StaticContext) -> Iterable[Diagnostic]:
     version = ctx.keras_version
     if version.major < 3:

@@ -12,7 +12,7 @@ import re
 from typing import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
-from mpdoctor.registry import define_rule, static_check
+from mpdoctor.registry import FLOAT16_TEXT, define_rule, static_check
 from mpdoctor.static.context import SAVEDMODEL_LAYERS, LayerCall, StaticContext
 from mpdoctor.static.policies import compute_dtype, dtype_keyword, is_float16_compute, policy_from_expr
 
@@ -185,7 +185,7 @@ _TEXT_HANDLE = re.compile(
     r"elmo|labse|muril|preprocess|tokeni[sz]|/text[-_/]|text[-_]embedding")
 
 
-@static_check("MP201")
+@static_check("MP201", requires=(FLOAT16_TEXT, r"KerasLayer|TFSMLayer"))
 def check_savedmodel_input_dtype(ctx: StaticContext) -> Iterable[Diagnostic]:
     for layer in ctx.layer_calls:
         if layer.qualname not in SAVEDMODEL_LAYERS:
@@ -284,7 +284,7 @@ _NO_AUTOCAST = {"Embedding", "InputLayer", "Input", "StringLookup", "IntegerLook
 _NO_AUTOCAST_KERAS3 = {"LayerNormalization", "GroupNormalization", "RandomFlip", "RandomCrop", "Pipeline"}
 
 
-@static_check("MP207")
+@static_check("MP207", requires=(FLOAT16_TEXT, r"cast"))
 def check_cast_undone_by_autocast(ctx: StaticContext) -> Iterable[Diagnostic]:
     found: dict[ast.AST, list[tuple[LayerCall, str]]] = {}  # cast node -> consuming layers (with policy)
     unknown_input: set[ast.AST] = set()  # casts whose input may be an integer tensor (a real conversion)

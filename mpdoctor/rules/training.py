@@ -539,7 +539,7 @@ def _add_scaling_fix(ctx: StaticContext, loop: _Loop, optimizer: _Optimizer, *, 
 # ------------------------------------------------------------------------------------------------ checks
 
 
-@static_check("MP501", "MP502")
+@static_check("MP501", "MP502", requires=r"GradientTape")
 def check_loss_scaling(ctx: StaticContext) -> Iterable[Diagnostic]:
     found: list[Diagnostic] = []
     loops = _loops(ctx)

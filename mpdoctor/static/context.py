@@ -19,6 +19,7 @@ from mpdoctor.static.policies import (POLICY_SETTERS, compute_dtype, dtype_keywo
 DEFAULT_POLICY = "float32"
 _LINE_BREAK = re.compile(r"\r\n?|\n")
 FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _BASE_LAYER_NAMES = ("keras.layers.Layer", "keras.Layer", "keras.engine.base_layer.Layer")
 _BASE_MODEL_NAMES = ("keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential",
                      "keras.engine.training.Model")
@@ -71,17 +72,23 @@ class StaticContext:
         self.lines = source_lines(text)
         self.tree = tree
         self.settings = settings or Settings()
+        self._resolved: dict[ast.AST, str | None] = {}
+        self._layer_instances: dict[ast.AST, LayerCall | None] = {}
         # One traversal collects everything the rules index by (walking the tree is the dominant cost).
         self.parents: dict[ast.AST, ast.AST] = {}
         self.nodes: list[ast.AST] = []  # every node below the module, parents before children
-        stack: list[ast.AST] = [tree]
-        parents, nodes = self.parents, self.nodes
+        self._scope_nodes: dict[ast.AST, list[ast.AST]] = {tree: []}
+        stack: list[tuple[ast.AST, list[ast.AST]]] = [(tree, self._scope_nodes[tree])]
+        parents, nodes, scope_nodes = self.parents, self.nodes, self._scope_nodes
         while stack:
-            parent = stack.pop()
+            parent, members = stack.pop()
+            if isinstance(parent, _SCOPE_NODES):
+                members = scope_nodes[parent] = []
             for child in ast.iter_child_nodes(parent):
                 parents[child] = parent
                 nodes.append(child)
-                stack.append(child)
+                members.append(child)
+                stack.append((child, members))
         self._by_type: dict[type, list[ast.AST]] = {}
         for node in nodes:
             self._by_type.setdefault(type(node), []).append(node)
@@ -89,9 +96,9 @@ class StaticContext:
         import_nodes = self.nodes_of(ast.Import, ast.ImportFrom)
         self.imports = ImportMap(sorted(import_nodes, key=lambda n: (n.lineno, n.col_offset)))
         self.module_constants = self._module_constants()
-        self._scope_nodes: dict[ast.AST, list[ast.AST]] = {}
         self._scope_assignments: dict[ast.AST, dict[str, list[tuple[int, ast.AST]]]] = {}
         self._self_attributes: dict[ast.AST, dict[str, tuple[int, ast.AST]]] = {}
+
 
     def nodes_of(self, *types: type) -> list:
         """Every node of exactly these ast types, from the one traversal (use instead of ast.walk(ctx.tree))."""
@@ -102,7 +109,11 @@ class StaticContext:
     # ---------------------------------------------------------------- names
 
     def resolve(self, node: ast.AST) -> str | None:
-        return self.imports.resolve(node)
+        try:
+            return self._resolved[node]
+        except KeyError:
+            result = self._resolved[node] = self.imports.resolve(node)
+            return result
 
     def call_name(self, call: ast.Call) -> str | None:
         return self.resolve(call.func)
@@ -142,18 +153,17 @@ class StaticContext:
         return node
 
     def walk_scope(self, scope: ast.AST) -> list[ast.AST]:
-        """Nodes of a function body or module, not descending into nested functions, lambdas or classes (cached;
-        not in source order)."""
+        """Nodes of a function, class, lambda or module body, not descending into nested functions, lambdas or
+        classes (those nodes themselves are included). Not in source order."""
         nodes = self._scope_nodes.get(scope)
-        if nodes is None:
+        if nodes is None:  # any other subtree: walk it now
             nodes = []
             stack = list(ast.iter_child_nodes(scope))
             while stack:
                 node = stack.pop()
                 nodes.append(node)
-                if not isinstance(node, (*FUNCTION_NODES, ast.ClassDef, ast.Lambda)):
+                if not isinstance(node, _SCOPE_NODES):
                     stack.extend(ast.iter_child_nodes(node))
-            self._scope_nodes[scope] = nodes
         return nodes
 
     def _assignments(self, scope: ast.AST) -> dict[str, list[tuple[int, ast.AST]]]:
@@ -246,6 +256,13 @@ class StaticContext:
 
     def layer_instance(self, expr: ast.AST, depth: int = 0) -> LayerCall | None:
         """The constructor call of a layer object (`Dense(4)` itself, or a name / self attribute bound to it)."""
+        if depth == 0:
+            if expr not in self._layer_instances:
+                self._layer_instances[expr] = self._layer_instance(expr, 0)
+            return self._layer_instances[expr]
+        return self._layer_instance(expr, depth)
+
+    def _layer_instance(self, expr: ast.AST, depth: int) -> LayerCall | None:
         if depth > 8:
             return None
         direct = self.layer_call(expr)
