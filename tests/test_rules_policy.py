@@ -468,3 +468,16 @@ def test_mp103_compatibility_shims_are_quiet():
             opt = tf.keras.mixed_precision.experimental.LossScaleOptimizer(opt, "dynamic")
     """
     assert run(src, "MP103", 2) == []
+
+
+def test_mp103_ignores_tf1_loss_scale_classes_named_but_not_called():
+    source = """
+        import tensorflow as tf
+
+        def from_legacy(loss_scale):
+            table = {"FixedLossScale": tf.compat.v1.mixed_precision.FixedLossScale}
+            if isinstance(loss_scale, tf.compat.v1.mixed_precision.FixedLossScale):
+                return loss_scale._loss_scale_value
+            return tf.compat.v1.mixed_precision.DynamicLossScale()
+        """
+    assert lines(run(source, "MP103")) == [8]

@@ -488,12 +488,21 @@ def check_legacy_mixed_precision_api(ctx: StaticContext) -> Iterable[Diagnostic]
     for node in ctx.nodes:
         if isinstance(node, (ast.Name, ast.Attribute)) and not _inner_of_chain(ctx, node):
             name = ctx.resolve(node)
-            if name:
+            if name and not _harmless_tf1_reference(ctx, node, name):
                 found += _legacy_reference(ctx, node, name)
     if ctx.is_keras3:
         found += _tf_keras_loss_scale_calls(ctx)
     guarded = _version_guarded_lines(ctx)
     return [d for d in found if d.location.line not in guarded]
+
+
+def _harmless_tf1_reference(ctx: StaticContext, node: ast.AST, name: str) -> bool:
+    """`tf.compat.v1.mixed_precision` still exists: naming its classes without calling them (isinstance checks,
+    deserialisation tables of compatibility code) breaks nothing. Removed `experimental` names fail on any use."""
+    if not name.startswith("tf.compat.v1.mixed_precision."):
+        return False
+    parent = ctx.parents.get(node)
+    return not (isinstance(parent, ast.Call) and parent.func is node)
 
 
 _GUARD_EXCEPTIONS = {"ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException"}
