@@ -72,7 +72,6 @@ def _use_colour(choice: str, stream) -> bool:
 
 def run_check(args) -> int:
     from mpdoctor.config import ConfigError, apply_overrides, load_config
-    from mpdoctor.diagnostics import Severity
     from mpdoctor.engine import check_paths
     from mpdoctor.report import write_report
 

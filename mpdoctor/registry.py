@@ -11,7 +11,7 @@ import importlib
 import pkgutil
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable
 
 from mpdoctor.diagnostics import Severity
 

@@ -17,6 +17,7 @@ from typing import Iterable
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.registry import define_rule, static_check
+from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 from mpdoctor.static.policies import policy_from_expr
 
@@ -204,10 +205,6 @@ def _low_dtype(ctx: StaticContext, expr: ast.AST | None, at: ast.AST) -> str | N
     return dtype if dtype in _LOW else None
 
 
-def _keyword(call: ast.Call, name: str) -> ast.AST | None:
-    return next((k.value for k in call.keywords if k.arg == name), None)
-
-
 def _graph_container(ctx: StaticContext, node: ast.AST) -> ast.AST:
     """The innermost `with <tf.Graph()>.as_default():` block, function or module holding `node`."""
     current = ctx.parents.get(node)
@@ -244,7 +241,7 @@ def _in_custom_getter_scope(ctx: StaticContext, node: ast.AST) -> bool:
             for item in current.items:
                 expr = item.context_expr
                 if isinstance(expr, ast.Call) and _name(ctx, expr) in _VARIABLE_SCOPES \
-                        and _keyword(expr, "custom_getter") is not None:
+                        and keyword_value(expr, "custom_getter") is not None:
                     return True
         current = ctx.parents.get(current)
     return False
@@ -258,7 +255,7 @@ def _scope_dtype(ctx: StaticContext, node: ast.AST) -> str | None:
             for item in current.items:
                 expr = item.context_expr
                 if isinstance(expr, ast.Call) and _name(ctx, expr) in _VARIABLE_SCOPES:
-                    dtype = _low_dtype(ctx, _keyword(expr, "dtype"), expr)
+                    dtype = _low_dtype(ctx, keyword_value(expr, "dtype"), expr)
                     if dtype:
                         return dtype
         current = ctx.parents.get(current)
@@ -279,7 +276,7 @@ def _low_tensor(ctx: StaticContext, expr: ast.AST | None, at: ast.AST, depth: in
         return made
     name = _name(ctx, expr) or ""
     if name in _TENSOR_MAKERS:
-        dtype_arg = _keyword(expr, "dtype")
+        dtype_arg = keyword_value(expr, "dtype")
         if dtype_arg is None and len(expr.args) > 1 and name in ("tf.cast", "tf.zeros", "tf.ones", "tf.constant",
                                                                   "tf.convert_to_tensor"):
             dtype_arg = expr.args[1]
@@ -287,7 +284,7 @@ def _low_tensor(ctx: StaticContext, expr: ast.AST | None, at: ast.AST, depth: in
             dtype_arg = expr.args[0]
         return _low_dtype(ctx, dtype_arg, expr)
     if name.startswith(_TF1_LAYER_PREFIXES) and name.rsplit(".", 1)[-1][:1].islower():
-        inputs = expr.args[0] if expr.args else _keyword(expr, "inputs")
+        inputs = expr.args[0] if expr.args else keyword_value(expr, "inputs")
         return _low_tensor(ctx, inputs, at, depth + 1)
     if name in ("tf.matmul", "tf.nn.relu", "tf.add", "tf.nn.bias_add", "tf.reshape", "tf.identity"):
         return _low_tensor(ctx, expr.args[0] if expr.args else None, at, depth + 1)
@@ -300,24 +297,24 @@ def _low_variable(ctx: StaticContext, call: ast.Call) -> str | None:
     if name in _GET_VARIABLE:
         if _in_custom_getter_scope(ctx, call):
             return None
-        dtype_arg = _keyword(call, "dtype")
+        dtype_arg = keyword_value(call, "dtype")
         if dtype_arg is None and len(call.args) > 2:
             dtype_arg = call.args[2]
         return _low_dtype(ctx, dtype_arg, call) if dtype_arg is not None else _scope_dtype(ctx, call)
     if name in _VARIABLE:
-        dtype_arg = _keyword(call, "dtype")
+        dtype_arg = keyword_value(call, "dtype")
         if dtype_arg is None:
-            initial = call.args[0] if call.args else _keyword(call, "initial_value")
+            initial = call.args[0] if call.args else keyword_value(call, "initial_value")
             return _low_tensor(ctx, initial, call, 1) if isinstance(initial, ast.Call) else None
         return _low_dtype(ctx, dtype_arg, call)
     if name and name.startswith(_TF1_LAYER_PREFIXES) and name.rsplit(".", 1)[-1][:1].islower():
-        inputs = call.args[0] if call.args else _keyword(call, "inputs")
+        inputs = call.args[0] if call.args else keyword_value(call, "inputs")
         return _low_tensor(ctx, inputs, call, 1)
     return None
 
 
 def _variable_label(ctx: StaticContext, call: ast.Call) -> str:
-    name = _keyword(call, "name")
+    name = keyword_value(call, "name")
     if name is None and _name(ctx, call) in _GET_VARIABLE and call.args:
         name = call.args[0]
     if isinstance(name, ast.Constant) and isinstance(name.value, str):
@@ -361,7 +358,7 @@ def _path_key(ctx: StaticContext, expr: ast.AST | None, at: ast.AST, depth: int 
         return ("latest", ("manager", ctx.segment(expr.value)))
     if isinstance(expr, ast.Call):
         if isinstance(expr.func, ast.Attribute) and expr.func.attr == "latest_checkpoint":
-            directory = expr.args[0] if expr.args else _keyword(expr, "checkpoint_dir")
+            directory = expr.args[0] if expr.args else keyword_value(expr, "checkpoint_dir")
             return ("latest", ("dir", _path_key(ctx, directory, at, depth + 1)))
         if (_name(ctx, expr) or "").endswith("path.join") and expr.args:
             parts = [_path_key(ctx, a, at, depth + 1) for a in expr.args]
@@ -432,7 +429,7 @@ def _tf1_saver_restores(ctx: StaticContext) -> list[Diagnostic]:
         if saver is None:
             continue
         if _graph_key(ctx, saver) in graphs:
-            path = call.args[1] if len(call.args) > 1 else _keyword(call, "save_path")
+            path = call.args[1] if len(call.args) > 1 else keyword_value(call, "save_path")
             saves.append((_path_key(ctx, path, call), call))
     found = []
     for call in _method_calls(ctx, "restore"):
@@ -442,12 +439,12 @@ def _tf1_saver_restores(ctx: StaticContext) -> list[Diagnostic]:
             saver = call.func.value
         if saver is None:
             continue
-        if _keyword(saver, "builder") is not None:
+        if keyword_value(saver, "builder") is not None:
             continue
         key = _graph_key(ctx, saver)
         if key not in graphs:
             continue
-        path = call.args[1] if len(call.args) > 1 else _keyword(call, "save_path")
+        path = call.args[1] if len(call.args) > 1 else keyword_value(call, "save_path")
         path_key = _path_key(ctx, path, call)
         if _own_checkpoint(path_key, saves):
             continue
@@ -539,7 +536,7 @@ def _tf2_saves(ctx: StaticContext) -> list[tuple[tuple, ast.Call]]:
                 saves.append((_path_key(ctx, call.args[0] if call.args else None, call), call))
         elif manager is not None:
             if _pure_low(ctx.policies_at(call)):
-                directory = manager.args[1] if len(manager.args) > 1 else _keyword(manager, "directory")
+                directory = manager.args[1] if len(manager.args) > 1 else keyword_value(manager, "directory")
                 saves.append((("manager", ctx.segment(call.func.value)), call))  # type: ignore[attr-defined]
                 saves.append((("dir", _path_key(ctx, directory, manager)), call))
     for call in _method_calls(ctx, "save_weights"):
@@ -547,7 +544,7 @@ def _tf2_saves(ctx: StaticContext) -> list[tuple[tuple, ast.Call]]:
             saves.append((_path_key(ctx, call.args[0] if call.args else None, call), call))
     for call in ctx.calls_named("keras.callbacks.ModelCheckpoint"):
         if _pure_low(ctx.policies_at(call)):
-            saves.append((_path_key(ctx, call.args[0] if call.args else _keyword(call, "filepath"), call), call))
+            saves.append((_path_key(ctx, call.args[0] if call.args else keyword_value(call, "filepath"), call), call))
     return saves
 
 
@@ -567,7 +564,7 @@ def _tf2_restores(ctx: StaticContext) -> list[Diagnostic]:
         low = _pure_low(policies)
         if not low:
             continue
-        path = call.args[0] if call.args else _keyword(call, "save_path")
+        path = call.args[0] if call.args else keyword_value(call, "save_path")
         if _own_checkpoint(_path_key(ctx, path, call), saves):
             continue
         policy = sorted(low)[0]
@@ -583,7 +580,7 @@ def _tf2_restores(ctx: StaticContext) -> list[Diagnostic]:
     if ctx.is_keras3:
         return found  # Keras 3 load_weights only reads .keras / .weights.h5 / .h5, which cast silently
     for call in _method_calls(ctx, "load_weights"):
-        path = call.args[0] if call.args else _keyword(call, "filepath")
+        path = call.args[0] if call.args else keyword_value(call, "filepath")
         suffix = _path_suffix(ctx, path, call)
         if suffix is None or suffix.lower().endswith(_H5_SUFFIXES):
             continue

@@ -24,6 +24,8 @@ from typing import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.registry import define_rule, static_check
+from mpdoctor.static.astutil import contains
+from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 from mpdoctor.static.policies import compute_dtype, is_float16_compute
 
@@ -548,7 +550,7 @@ class _Flow:
             func = value.func
             if (isinstance(func, ast.Attribute) and func.attr in _WEIGHT_MAKERS and isinstance(func.value, ast.Name)
                     and func.value.id == "self"):
-                dtype = _keyword(value, "dtype")
+                dtype = keyword_value(value, "dtype")
                 cls = self.dtype_class(dtype) if dtype is not None else None
                 if cls == INT:
                     return Kind(INT)
@@ -573,7 +575,7 @@ class _Flow:
         if isinstance(value, ast.Call):
             name = self.ctx.call_name(value)
             if name in _VALUE or name in _DEFAULT_FLOAT32 or name in _CAST:
-                dtype = _keyword(value, "dtype")
+                dtype = keyword_value(value, "dtype")
                 if dtype is None and name in _CAST and len(value.args) > 1:
                     dtype = value.args[1]
                 if dtype is not None:
@@ -643,7 +645,7 @@ class _Flow:
             return _UNKNOWN
         short = _short(name)
         if name in _CAST:
-            dtype = call.args[1] if len(call.args) > 1 else _keyword(call, "dtype")
+            dtype = call.args[1] if len(call.args) > 1 else keyword_value(call, "dtype")
             cls = self.dtype_class(dtype)
             if cls == F32:
                 return Kind(F32, call)
@@ -651,7 +653,7 @@ class _Flow:
                 return Kind(cls)
             return Kind(TENSOR)
         if name in _VALUE or name in _DEFAULT_FLOAT32:
-            dtype = _keyword(call, "dtype")
+            dtype = keyword_value(call, "dtype")
             if dtype is None and name in ("tf.constant", "tf.convert_to_tensor", "tf.Variable") and len(call.args) > 1:
                 dtype = call.args[1] if name != "tf.Variable" else None
             if dtype is not None:
@@ -660,7 +662,7 @@ class _Flow:
             if name in _DEFAULT_FLOAT32:
                 return Kind(F32, call)
             value = call.args[-1] if name in ("tf.fill", "keras.ops.full") and call.args else (
-                call.args[0] if call.args else _keyword(call, "initial_value") or _keyword(call, "value"))
+                call.args[0] if call.args else keyword_value(call, "initial_value") or keyword_value(call, "value"))
             inner = self.kind(value) if not outside else self._outside_kind(value)
             if _is_float_literal(value):
                 return Kind(F32, call)
@@ -672,7 +674,7 @@ class _Flow:
                 return Kind(F32, call if name in ("tf.Variable", "keras.Variable") else inner.origin or call)
             return Kind(inner.kind) if inner.kind in (F16, INT, TENSOR) else _UNKNOWN
         if name in _FOLLOW_FIRST:
-            dtype = _keyword(call, "dtype")
+            dtype = keyword_value(call, "dtype")
             if dtype is not None:
                 cls = self.dtype_class(dtype)
                 return Kind(cls, call if cls == F32 else None) if cls else Kind(TENSOR)
@@ -698,13 +700,6 @@ class _Flow:
 def _inside(node: ast.AST, stmt: ast.AST) -> bool:
     return (stmt.lineno, stmt.col_offset) <= (node.lineno, node.col_offset) <= (
         getattr(stmt, "end_lineno", stmt.lineno), getattr(stmt, "end_col_offset", stmt.col_offset))
-
-
-def _keyword(call: ast.Call, name: str) -> ast.AST | None:
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    return None
 
 
 def _number(node: ast.AST | None) -> float | None:
@@ -813,10 +808,10 @@ def _literal_context(ctx: StaticContext, flow: _Flow, start: ast.AST, problem: s
         if not _is_math(name):
             return None  # user functions, built-in layer constructors (LayerNormalization(epsilon=...)), ...
         if name in _CAST:
-            cls = flow.dtype_class(call.args[1] if len(call.args) > 1 else _keyword(call, "dtype"))
+            cls = flow.dtype_class(call.args[1] if len(call.args) > 1 else keyword_value(call, "dtype"))
             return _LiteralUse(Confidence.HIGH, call) if cls == F16 else None
         if name in _VALUE or name in _DEFAULT_FLOAT32:
-            dtype = _keyword(call, "dtype")
+            dtype = keyword_value(call, "dtype")
             if dtype is None and name in ("tf.constant", "tf.convert_to_tensor") and len(call.args) > 1:
                 dtype = call.args[1]
             if dtype is not None:
@@ -826,7 +821,7 @@ def _literal_context(ctx: StaticContext, flow: _Flow, start: ast.AST, problem: s
             continue
         if problem == _OVERFLOW and _short(name) in _BOUNDS:
             return None  # max(x, -inf) is x: a huge bound that becomes inf is harmless
-        operands = [o for o in _tensor_operands(name, call) if o is not cur and not _contains(o, start)]
+        operands = [o for o in _tensor_operands(name, call) if o is not cur and not contains(o, start)]
         kinds = [flow.kind(o).kind for o in operands]
         if F32 in kinds:
             return None
@@ -836,10 +831,6 @@ def _literal_context(ctx: StaticContext, flow: _Flow, start: ast.AST, problem: s
             return _LiteralUse(Confidence.MEDIUM, call)
         cur = call
     return None
-
-
-def _contains(tree: ast.AST, node: ast.AST) -> bool:
-    return any(n is node for n in ast.walk(tree))
 
 
 @dataclass
@@ -1026,7 +1017,7 @@ def _mp406_fix(ctx: StaticContext, region: _Region, origin: ast.AST) -> Fix | No
         return ctx.add_keyword_fix(origin, "dtype", "self.compute_dtype" if region.cls else target,
                                    "create the weight in the compute dtype")
     if name in _CAST:
-        dtype = origin.args[1] if len(origin.args) > 1 else _keyword(origin, "dtype")
+        dtype = origin.args[1] if len(origin.args) > 1 else keyword_value(origin, "dtype")
         if dtype is None:
             return None
         return Fix(f"cast to `{target}` instead", (ctx.edit(dtype, target),), applicability="unsafe")
@@ -1045,7 +1036,7 @@ def _mp406_fix(ctx: StaticContext, region: _Region, origin: ast.AST) -> Fix | No
             return None
         arg = origin.args[0]
         return Fix(f"cast the argument to `{target}`", (ctx.edit(arg, f"{cast}({ctx.segment(arg)}, {target})"),))
-    if name == "tf.constant" and len(origin.args) > 1 and _keyword(origin, "dtype") is None:
+    if name == "tf.constant" and len(origin.args) > 1 and keyword_value(origin, "dtype") is None:
         return Fix(f"create it with dtype `{target}`", (ctx.edit(origin.args[1], target),))
     fix = ctx.add_keyword_fix(origin, "dtype", target, f"create it with dtype `{target}`")
     if name in ("tf.Variable", "keras.Variable"):
@@ -1067,7 +1058,7 @@ def _describe_origin(ctx: StaticContext, region: _Region, origin: ast.AST) -> st
     if isinstance(origin, ast.Call) and isinstance(origin.func, ast.Attribute) and origin.func.attr in _WEIGHT_MAKERS:
         return f"the float32 weight `{short}` (policy {region.low_policy} does not autocast it)"
     if name in _CAST:
-        dtype = origin.args[1] if len(origin.args) > 1 else _keyword(origin, "dtype")
+        dtype = origin.args[1] if len(origin.args) > 1 else keyword_value(origin, "dtype")
         if isinstance(dtype, ast.Attribute) and dtype.attr in ("dtype", "variable_dtype", "_dtype") and isinstance(
                 dtype.value, ast.Name) and dtype.value.id == "self":
             return f"`{short}` (self.dtype is the variable dtype, float32 under {region.low_policy})"
@@ -1078,7 +1069,7 @@ def _describe_origin(ctx: StaticContext, region: _Region, origin: ast.AST) -> st
         return f"the raw float32 variable `{short}` (Keras never autocasts it)"
     if _is_math(name) and name not in _VALUE and name not in _DEFAULT_FLOAT32 and name not in _FOLLOW_FIRST:
         return f"`{short}` (a math op on Python numbers returns a float32 tensor)"
-    dtype = _keyword(origin, "dtype") if isinstance(origin, ast.Call) else None
+    dtype = keyword_value(origin, "dtype") if isinstance(origin, ast.Call) else None
     if isinstance(dtype, ast.Call):
         return f"`{short}` (floatx() stays float32 under {region.low_policy})"
     if dtype is None and name in _DEFAULT_FLOAT32:
@@ -1172,7 +1163,7 @@ def _risky_reduction(ctx: StaticContext, flow: _Flow, call: ast.Call, operand: a
     """A float16 sum/mean likely to overflow: a full reduction (no axis), or one over squares/powers/exponentials
     (`reduce_sum(x * x)`, `reduce_mean(tf.square(x))`, `reduce_sum(tf.exp(z))`). A sum of bounded values over one
     axis (attention-weighted features) is not flagged: the static pass cannot see its size."""
-    if len(call.args) < 2 and _keyword(call, "axis") is None:
+    if len(call.args) < 2 and keyword_value(call, "axis") is None:
         return True
     return operand is not None and _grows(ctx, flow, operand, 0)
 
@@ -1264,10 +1255,10 @@ def check_unsafe_ops(ctx: StaticContext) -> Iterable[Diagnostic]:
                 continue
             operands = node.args[:2] if op in ("pow", "power") else node.args[:1]
             if op in _CROSS_ENTROPY:
-                operands = [o for o in [*node.args[:2], _keyword(node, "logits"), _keyword(node, "output"),
-                                        _keyword(node, "y_pred")] if o is not None]
+                operands = [o for o in [*node.args[:2], keyword_value(node, "logits"), keyword_value(node, "output"),
+                                        keyword_value(node, "y_pred")] if o is not None]
             if not operands:
-                first = _keyword(node, "x") or _keyword(node, "input_tensor")
+                first = keyword_value(node, "x") or keyword_value(node, "input_tensor")
                 operands = [first] if first is not None else []
             kinds = [flow.kind(o).kind for o in operands]
             if F16 not in kinds or F32 in kinds:

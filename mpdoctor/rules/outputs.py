@@ -12,6 +12,7 @@ from typing import Iterable, NamedTuple
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.registry import define_rule, static_check
+from mpdoctor.static.astutil import binds
 from mpdoctor.static.context import FUNCTION_NODES, LayerCall, StaticContext
 from mpdoctor.static.names import dotted_name
 from mpdoctor.static.policies import is_float16_compute
@@ -673,19 +674,10 @@ def _activation_value(ctx: StaticContext, expr: ast.AST | None, depth: int = 0) 
         return _ACTIVATION_STRINGS.get(expr.value.lower())
     if isinstance(expr, ast.Name) and ctx.resolve(expr) is None and expr.id in ctx.module_constants:
         function = ctx.enclosing_function(expr)
-        if function is None or not _binds(function, expr.id):
+        if function is None or not binds(function, expr.id):
             return _activation_value(ctx, ctx.module_constants[expr.id], depth + 1)
         return None
     return _activation_function(ctx.resolve(expr))
-
-
-def _binds(function: ast.AST, name: str) -> bool:
-    args = function.args  # type: ignore[attr-defined]
-    params = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
-    params += [a.arg for a in (args.vararg, args.kwarg) if a]
-    if name in params:
-        return True
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(function))
 
 
 def layer_activation(ctx: StaticContext, layer: LayerCall) -> str | None:
@@ -712,7 +704,7 @@ def _wrapped_layer(ctx: StaticContext, layer: LayerCall) -> LayerCall | None:
     return ctx.layer_instance(inner) if inner is not None else None
 
 
-def _confidence(policies: Iterable[str | None]) -> Confidence:
+def policy_confidence(policies: Iterable[str | None]) -> Confidence:
     """HIGH when every policy the node may run under is float16, MEDIUM when some run may be float32."""
     return Confidence.HIGH if all(is_float16_compute(p) for p in policies) else Confidence.MEDIUM
 
@@ -754,7 +746,7 @@ def _check_output_layer(ctx: StaticContext, layer: LayerCall, how: str) -> Itera
         f"model output {where} ({how}) computes {activation} in {_dtype(policy)} under {policy}, "
         f"{_consequence(_dtype(policy), activation)}; set dtype=\"float32\" on "
         + ("both layers" if inner is not None else "it"),
-        confidence=_confidence(policies),
+        confidence=policy_confidence(policies),
         fix=Fix(f"compute the output {where} in float32", tuple(sorted(edits, key=lambda e: (e.line, e.column)))),
     )
 
@@ -801,7 +793,7 @@ def _check_output_op(ctx: StaticContext, op: ast.Call, how: str) -> Iterable[Dia
         f"model output {name} ({how}) runs in {_dtype(policy)}: it gets the {_dtype(policy)} output of "
         f"{producer.kind} under {policy}, {_consequence(_dtype(policy), activation_op(ctx, op) or 'softmax')}; "
         f"set dtype=\"float32\" on that {producer.kind}",
-        confidence=_confidence(policies), fix=fix,
+        confidence=policy_confidence(policies), fix=fix,
     )
 
 
@@ -826,7 +818,7 @@ def _check_application(ctx: StaticContext, call: ast.Call) -> Iterable[Diagnosti
         f"{arch} with include_top=True ends in a {act} Dense ('predictions') computed in {_dtype(policy)} under "
         f"{policy}; use include_top=False with your own float32 output layer, or classifier_activation=None "
         f"followed by Activation(\"{act}\", dtype=\"float32\")",
-        confidence=_confidence(policies),
+        confidence=policy_confidence(policies),
     )
 
 

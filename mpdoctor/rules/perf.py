@@ -7,7 +7,8 @@ from typing import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.registry import define_rule, static_check
-from mpdoctor.rules.outputs import PASS_THROUGH_LAYERS, _binds, layer_inputs, model_output_layers
+from mpdoctor.rules.outputs import PASS_THROUGH_LAYERS, layer_inputs, model_output_layers, policy_confidence
+from mpdoctor.static.astutil import binds
 from mpdoctor.static.context import LayerCall, StaticContext
 from mpdoctor.static.policies import is_float16_compute, policy_from_expr
 
@@ -134,7 +135,7 @@ def _int_literal(ctx: StaticContext, expr: ast.AST | None) -> ast.Constant | Non
     if isinstance(expr, ast.Name) and expr.id in ctx.module_constants:
         function = ctx.enclosing_function(expr)
         while function is not None:
-            if _binds(function, expr.id):
+            if binds(function, expr.id):
                 return None
             function = ctx.enclosing_function(function)
         value = ctx.module_constants[expr.id]
@@ -150,10 +151,6 @@ def _argument(call: ast.Call, position: int, keyword: str) -> ast.AST | None:
     if len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[:position + 1]):
         return call.args[position]
     return None
-
-
-def _confidence(policies) -> Confidence:
-    return Confidence.HIGH if all(is_float16_compute(p) for p in policies) else Confidence.MEDIUM
 
 
 @static_check("MP601")
@@ -195,7 +192,7 @@ def _layer_sizes(ctx: StaticContext, outputs: set[ast.AST]) -> Iterator[Diagnost
                 "MP601", literal,
                 f"{layer.kind} {keyword}={literal.value} is not a multiple of {ALIGNMENT}: under {policy} Tensor "
                 f"Cores run fastest with multiples of {ALIGNMENT} (e.g. {_next_multiple(literal.value)})",
-                confidence=_confidence(policies),
+                confidence=policy_confidence(policies),
             )
 
 
@@ -215,7 +212,7 @@ def _batch_sizes(ctx: StaticContext) -> Iterator[Diagnostic]:
             "MP601", literal,
             f"batch_size={literal.value} is not a multiple of {ALIGNMENT}: under {policy} Tensor Cores run fastest "
             f"with multiples of {ALIGNMENT} (e.g. {_next_multiple(literal.value)})",
-            confidence=_confidence(policies) if ctx.float16_policy(policies) else Confidence.MEDIUM,
+            confidence=policy_confidence(policies) if ctx.float16_policy(policies) else Confidence.MEDIUM,
         )
 
 

@@ -18,6 +18,7 @@ from typing import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix
 from mpdoctor.registry import define_rule, static_check
+from mpdoctor.static.astutil import contains
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 
 define_rule(
@@ -263,10 +264,6 @@ def _names_in(node: ast.AST, skip: tuple[ast.AST, ...] = ()) -> set[str]:
     return names
 
 
-def _contains(node: ast.AST, target: ast.AST) -> bool:
-    return any(n is target for n in ast.walk(node))
-
-
 def _assigned_names(targets: Iterable[ast.AST]) -> set[str]:
     return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
@@ -294,14 +291,14 @@ def _loops(ctx: StaticContext) -> list[_Loop]:
                 changed = False
                 for node in assigns:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    if _contains(node.value, gradient) or _names_in(node.value, others) & tainted:
+                    if contains(node.value, gradient) or _names_in(node.value, others) & tainted:
                         new = _assigned_names(targets) - tainted
                         if new:
                             tainted |= new
                             changed = True
             for apply in applies:
                 args = [*apply.args, *(k.value for k in apply.keywords)]
-                if any(_contains(a, gradient) or _names_in(a, others) & tainted for a in args):
+                if any(contains(a, gradient) or _names_in(a, others) & tainted for a in args):
                     tape = gradient.func.value.id  # type: ignore[attr-defined]
                     blocks = [w for w in tapes[tape] if w.lineno <= gradient.lineno]
                     loops.append(_Loop(scope, gradient, apply, tape, blocks[-1] if blocks else None,
@@ -392,7 +389,7 @@ def _policy_confidence(policies: frozenset) -> tuple[bool, Confidence]:
 
 
 def _in_block(node: ast.AST, block: ast.With | None) -> bool:
-    return block is not None and any(_contains(stmt, node) for stmt in block.body)
+    return block is not None and any(contains(stmt, node) for stmt in block.body)
 
 
 # ------------------------------------------------------------------------------------------------ fixes

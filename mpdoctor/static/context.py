@@ -13,7 +13,7 @@ from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location
 from mpdoctor.registry import get_rule
 from mpdoctor.static import environment
 from mpdoctor.static.names import FLAVOUR_KERAS2, FLAVOUR_KERAS3, ImportMap
-from mpdoctor.static.policies import (POLICY_SETTERS, compute_dtype, dtype_keyword, is_float16_compute,
+from mpdoctor.static.policies import (POLICY_SETTERS, dtype_keyword, is_float16_compute,
                                       policy_from_expr)
 
 DEFAULT_POLICY = "float32"

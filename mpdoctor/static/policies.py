@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.names import ImportMap
 
 KNOWN_POLICIES = ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16", "float32", "float64")
@@ -54,7 +55,7 @@ def policy_from_expr(expr: ast.AST | None, imports: ImportMap, constants: dict[s
     if isinstance(expr, ast.Call):
         name = imports.resolve(expr.func)
         if name in POLICY_CONSTRUCTORS:
-            arg = expr.args[0] if expr.args else _keyword(expr, "name")
+            arg = expr.args[0] if expr.args else keyword_value(expr, "name")
             return policy_from_expr(arg, imports, constants, _depth + 1)
         return None
     name = imports.resolve(expr)
@@ -69,11 +70,4 @@ def policy_from_expr(expr: ast.AST | None, imports: ImportMap, constants: dict[s
 
 
 def dtype_keyword(call: ast.Call) -> ast.AST | None:
-    return _keyword(call, "dtype")
-
-
-def _keyword(call: ast.Call, name: str) -> ast.AST | None:
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    return None
+    return keyword_value(call, "dtype")
