@@ -451,7 +451,12 @@ def _tail_calls(stmts: list[ast.stmt], pick) -> tuple[list[ast.Call], bool]:
 def _element_outputs(ctx: StaticContext, element: ast.AST, how: str, depth: int,
                      visiting: frozenset) -> list[ModelOutput]:
     """The output(s) of a layer-list element: a layer, a name bound to one, or a nested model."""
-    constructor = _constructor_of(ctx, element, depth)
+    return _constructed_outputs(ctx, _constructor_of(ctx, element, depth), how, depth, visiting)
+
+
+def _constructed_outputs(ctx: StaticContext, constructor: ast.Call | None, how: str, depth: int,
+                         visiting: frozenset) -> list[ModelOutput]:
+    """The output(s) of the object a constructor call builds: that layer, or a nested model's outputs."""
     if constructor is None:
         return []
     if _model_kind(ctx, constructor):
@@ -510,15 +515,7 @@ def _tensor_sources(ctx: StaticContext, expr: ast.AST | None, how: str, depth: i
         return [out for node in ctx.walk_scope(helper) if isinstance(node, ast.Return) and node.value is not None
                 for e in _flatten(ctx, node.value, depth + 1)
                 for out in _tensor_sources(ctx, e, how, depth + 1, visiting | {helper})]
-    constructor = _constructor_of(ctx, expr.func, depth + 1)
-    if constructor is None:
-        return []
-    if _model_kind(ctx, constructor):
-        return _model_outputs(ctx, constructor, depth + 1, visiting)
-    layer = ctx.layer_call(constructor)
-    if layer is None or layer.qualname in _INPUTS:
-        return []
-    return [ModelOutput(layer, how)]
+    return _constructed_outputs(ctx, _constructor_of(ctx, expr.func, depth + 1), how, depth, visiting)
 
 
 def _local_function(ctx: StaticContext, func: ast.AST) -> ast.FunctionDef | None:
