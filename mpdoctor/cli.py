@@ -29,8 +29,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="check model files and directories")
     check.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="files or directories (default: .)")
-    check.add_argument("--no-trace", action="store_true",
-                       help="static pass only (no TensorFlow import); currently the only pass")
+    trace = check.add_mutually_exclusive_group()
+    trace.add_argument("--no-trace", action="store_true", help="static pass only: never imports TensorFlow")
+    trace.add_argument("--trace", action="store_true",
+                       help="require the trace pass (default: run it when TensorFlow is installed)")
+    check.add_argument("--trace-timeout", type=float, metavar="SECONDS",
+                       help="time limit for running one file's model code (default: 300)")
+    check.add_argument("--entry", metavar="NAME",
+                       help="the function (called without arguments) or module attribute that gives the model")
     check.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes to enable (e.g. MP2,MP401)")
     check.add_argument("--extend-select", metavar="CODES", help="codes or prefixes to enable in addition")
     check.add_argument("--ignore", metavar="CODES", help="codes or prefixes to disable")
@@ -88,7 +94,25 @@ def run_check(args) -> int:
         print(f"mpdoctor: error: {args.config}: no such file", file=sys.stderr)
         return EXIT_ERROR
 
-    report = check_paths(paths, config)
+    from mpdoctor.engine import TraceOptions
+    from mpdoctor.trace.runner import tensorflow_available
+
+    if args.no_trace:
+        tracing = False
+    elif args.trace:
+        if not tensorflow_available():
+            print("mpdoctor: error: --trace needs TensorFlow in this environment (pip install 'mpdoctor[tf]'); "
+                  "use --no-trace for the static pass alone", file=sys.stderr)
+            return EXIT_ERROR
+        tracing = True
+    else:
+        tracing = tensorflow_available()
+    options = TraceOptions(enabled=tracing, timeout=args.trace_timeout or config.trace_timeout,
+                           entry=args.entry or config.entry)
+    if options.timeout <= 0:
+        print("mpdoctor: error: --trace-timeout must be positive", file=sys.stderr)
+        return EXIT_ERROR
+    report = check_paths(paths, config, options)
     for error in report.errors:
         print(error.render(), file=sys.stderr)
 

@@ -16,7 +16,7 @@ DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__py
                    "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache")
 
 KNOWN_KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "fail-on",
-              "keras-version", "assume-policy"}
+              "keras-version", "assume-policy", "entry", "trace-timeout"}
 
 
 class ConfigError(Exception):
@@ -32,6 +32,8 @@ class Config:
     fail_on: Severity = Severity.WARNING
     keras_version: int | None = None
     assume_policy: str | None = None
+    entry: str | None = None  # trace: the function or attribute that gives the model
+    trace_timeout: float = 300.0
     root: Path = field(default_factory=Path.cwd)  # directory of the pyproject.toml, or cwd
     source: Path | None = None  # the pyproject.toml read, if any
 
@@ -118,7 +120,7 @@ def load_config(start: Path, config_file: Path | None = None) -> Config:
 
 def apply_overrides(config: Config, where: str, *, select=None, extend_select=None, ignore=None,
                     per_file_ignores=None, exclude=None, extend_exclude=None, fail_on=None, keras_version=None,
-                    assume_policy=None) -> None:
+                    assume_policy=None, entry=None, trace_timeout=None) -> None:
     if select is not None:  # a later layer's select starts afresh, dropping earlier ignores (ruff semantics)
         config.select = _selectors(select, f"{where} select")
         config.ignore = set()
@@ -150,3 +152,11 @@ def apply_overrides(config: Config, where: str, *, select=None, extend_select=No
             raise ConfigError(f"{where} assume-policy: expected one of {', '.join(KNOWN_POLICIES)}, "
                               f"got {assume_policy!r}")
         config.assume_policy = assume_policy
+    if entry is not None:
+        if not isinstance(entry, str) or not entry.isidentifier():
+            raise ConfigError(f"{where} entry: expected a Python name, got {entry!r}")
+        config.entry = entry
+    if trace_timeout is not None:
+        if isinstance(trace_timeout, bool) or not isinstance(trace_timeout, (int, float)) or trace_timeout <= 0:
+            raise ConfigError(f"{where} trace-timeout: expected a positive number of seconds, got {trace_timeout!r}")
+        config.trace_timeout = float(trace_timeout)

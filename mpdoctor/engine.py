@@ -6,12 +6,12 @@ import ast
 import os
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable
 
 from mpdoctor.config import Config
-from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Severity
+from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location, Severity
 from mpdoctor.registry import get_rule, static_checks
 from mpdoctor.static.policies import is_float16_compute
 from mpdoctor.static.context import Settings, StaticContext, source_lines
@@ -108,17 +108,28 @@ def read_source(path: Path) -> str:
     return data.decode(encoding)
 
 
-def check_paths(paths: Iterable[Path], config: Config) -> Report:
+@dataclass(frozen=True)
+class TraceOptions:
+    enabled: bool = False
+    timeout: float = 300.0
+    entry: str | None = None
+
+
+def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | None = None,
+                progress=None) -> Report:
+    trace = trace or TraceOptions()
     files, errors = collect_files(paths, config)
-    report = Report(errors=errors)
+    report = Report(errors=errors, passes=("static", "trace") if trace.enabled else ("static",))
     for path in files:
         shown = display_path(path)
+        if progress:
+            progress(shown)
         try:
             text = read_source(path)
         except (OSError, UnicodeDecodeError, SyntaxError) as exc:
             report.errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
             continue
-        diagnostics, error = check_source(text, shown, config, path=str(path))
+        diagnostics, error = check_source(text, shown, config, path=str(path), trace=trace)
         report.files_checked += 1
         report.diagnostics += diagnostics
         if error:
@@ -131,39 +142,74 @@ def _reason(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 
-def check_source(text: str, shown: str, config: Config, path: str | None = None
-                 ) -> tuple[list[Diagnostic], FileError | None]:
-    """Static pass over one file's text: diagnostics after selection and suppression, or a parse error."""
+def parse_source(text: str, shown: str) -> tuple[ast.Module | None, FileError | None]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences in user code are not our business
-            tree = ast.parse(text, filename=shown)
+            return ast.parse(text, filename=shown), None
     except SyntaxError as exc:
-        line = exc.lineno or 1
-        return [], FileError(shown, f"syntax error: {exc.msg}", line, exc.offset or 1, kind="syntax")
+        return None, FileError(shown, f"syntax error: {exc.msg}", exc.lineno or 1, exc.offset or 1, kind="syntax")
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, pathological nesting
-        return [], FileError(shown, f"cannot parse: {exc}", kind="syntax")
+        return None, FileError(shown, f"cannot parse: {exc}", kind="syntax")
 
+
+def check_source(text: str, shown: str, config: Config, path: str | None = None,
+                 trace: TraceOptions | None = None) -> tuple[list[Diagnostic], FileError | None]:
+    """Static (and, when enabled, trace) pass over one file: diagnostics after selection and suppression, or a
+    parse error. A file that does not parse is never run."""
+    tree, error = parse_source(text, shown)
+    if tree is None:
+        return [], error
+    settings = Settings(keras_version=config.keras_version, assumed_policy=config.assume_policy)
+    raw, internal = _static_diagnostics(text, shown, tree, config, path, settings)
+    passes = "S"
+    if trace is not None and trace.enabled and _MARKER.search(text):
+        from mpdoctor.trace.checks import trace_diagnostics
+
+        traced = trace_diagnostics(path or shown, shown, text, tree, config, settings, trace)
+        raw = merge_passes(raw, traced)
+        passes = "ST"
+    return finish(raw, text, shown, config, ran_passes=passes), internal
+
+
+def _static_diagnostics(text: str, shown: str, tree: ast.Module, config: Config, path: str | None,
+                        settings: Settings) -> tuple[list[Diagnostic], FileError | None]:
     raw: list[Diagnostic] = []
     internal: FileError | None = None
-    if _MARKER.search(text):
-        ctx = None  # built only for a file some check may fire on: most files of a big tree need none
-        float16_assumed = is_float16_compute(config.assume_policy)
-        seen: dict[str, bool] = {}
-        for check in static_checks():
-            if not any(config.enabled(c, shown) for c in check.codes) or \
-                    not check.may_fire(text, float16_assumed, seen):
-                continue
-            ctx = ctx or StaticContext(path or shown, shown, text, tree, Settings(
-                keras_version=config.keras_version, assumed_policy=config.assume_policy))
-            name = check.fn.__name__
-            try:
-                raw.extend(check.fn(ctx))
-            except RecursionError:
-                internal = FileError(shown, f"internal error: {name} gave up on deeply nested code", kind="internal")
-            except Exception as exc:  # a bug in one rule must not hide the others' findings
-                internal = FileError(shown, f"internal error in {name}: {type(exc).__name__}: {exc}", kind="internal")
-    return finish(raw, text, shown, config, ran_passes="S"), internal
+    if not _MARKER.search(text):
+        return raw, internal
+    ctx = None  # built only for a file some check may fire on: most files of a big tree need none
+    float16_assumed = is_float16_compute(config.assume_policy)
+    seen: dict[str, bool] = {}
+    for check in static_checks():
+        if not any(config.enabled(c, shown) for c in check.codes) or not check.may_fire(text, float16_assumed, seen):
+            continue
+        ctx = ctx or StaticContext(path or shown, shown, text, tree, settings)
+        name = check.fn.__name__
+        try:
+            raw.extend(check.fn(ctx))
+        except RecursionError:
+            internal = FileError(shown, f"internal error: {name} gave up on deeply nested code", kind="internal")
+        except Exception as exc:  # a bug in one rule must not hide the others' findings
+            internal = FileError(shown, f"internal error in {name}: {type(exc).__name__}: {exc}", kind="internal")
+    return raw, internal
+
+
+def merge_passes(static: list[Diagnostic], traced: list[Diagnostic]) -> list[Diagnostic]:
+    """One diagnostic per problem: a trace finding of the same code on the same line as a static one confirms
+    it (passes static+trace, high confidence, the trace's observed message, whichever fix exists)."""
+    by_key = {(d.code, d.location.path, d.location.line): d for d in static}
+    merged = list(static)
+    for t in traced:
+        s = by_key.get((t.code, t.location.path, t.location.line))
+        if s is None:
+            merged.append(t)
+            continue
+        merged[merged.index(s)] = replace(
+            t, location=replace(s.location, layer=t.location.layer or s.location.layer),
+            passes=("static", "trace"), confidence=Confidence.HIGH, fix=t.fix or s.fix,
+            notes=tuple(dict.fromkeys(t.notes + s.notes)))
+    return merged
 
 
 def finish(raw: list[Diagnostic], text: str, shown: str, config: Config, ran_passes: str) -> list[Diagnostic]:

@@ -41,7 +41,8 @@ class Rule:
 
 
 _RULES: dict[str, Rule] = {}
-_STATIC_CHECKS: dict[str, Callable] = {}
+_STATIC_CHECKS: dict[str, "StaticCheck"] = {}
+_TRACE_CHECKS: dict[str, tuple[tuple[str, ...], Callable]] = {}
 _loaded = False
 
 
@@ -102,6 +103,26 @@ def static_check(*codes: str, requires: str | tuple[str, ...] = FLOAT16_TEXT) ->
         return fn
 
     return register
+
+
+def trace_check(*codes: str) -> Callable[[Callable], Callable]:
+    """Register a trace check ``fn(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]`` (pure: facts only)."""
+
+    def register(fn: Callable) -> Callable:
+        for code in codes:
+            if code not in _RULES:
+                raise ValueError(f"trace check for undefined rule {code}")
+            if "T" not in _RULES[code].passes:
+                raise ValueError(f"{code} is not a trace rule")
+        _TRACE_CHECKS[fn.__module__ + "." + fn.__qualname__] = (codes, fn)
+        return fn
+
+    return register
+
+
+def trace_checks() -> list[tuple[tuple[str, ...], Callable]]:
+    load_rules()
+    return [_TRACE_CHECKS[k] for k in sorted(_TRACE_CHECKS)]
 
 
 def load_rules() -> None:

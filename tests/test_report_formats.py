@@ -485,7 +485,7 @@ SOURCE = "import tensorflow as tf\n\nx = 1  # noqa: MP002\n"
 
 def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR",)}
-    return subprocess.run([sys.executable, "-m", "mpdoctor", "check", *args], cwd=tmp_path, env=env,
+    return subprocess.run([sys.executable, "-m", "mpdoctor", "check", "--no-trace", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -1,0 +1,1 @@
+"""Artifact pass: read SavedModels and checkpoints from disk without running (or importing) TensorFlow."""

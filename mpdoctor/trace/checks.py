@@ -1,0 +1,77 @@
+"""Run the trace child for one file and turn its facts into diagnostics (parent side, no TensorFlow).
+
+MP001 is raised here, after every trace check ran: an exception is "explained" only when the rule its message
+points at (mpdoctor.trace.exceptions) actually reported something.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from mpdoctor.config import Config
+from mpdoctor.diagnostics import Confidence, Diagnostic
+from mpdoctor.registry import trace_checks
+from mpdoctor.static.context import Settings
+from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace.runner import run_trace
+
+
+def trace_diagnostics(path: str, shown: str, text: str, tree: ast.Module, config: Config, settings: Settings,
+                      options) -> list[Diagnostic]:
+    outcome = run_trace(path, entry=options.entry, timeout=options.timeout)
+    ctx = TraceContext(path, shown, text, tree, settings)
+    facts = outcome.facts
+    if facts is None:
+        return [_trace_failed(ctx, outcome.failure or "the trace child reported nothing", outcome.output_tail)]
+    found = run_checks(facts, ctx, config)
+    if outcome.failure:
+        found.append(_trace_failed(ctx, outcome.failure, outcome.output_tail))
+    exception = facts.get("exception")
+    if exception and not _explained(exception, found):
+        found.append(_unexplained_exception(ctx, exception))
+    return found
+
+
+def run_checks(facts: dict, ctx: TraceContext, config: Config) -> list[Diagnostic]:
+    found: list[Diagnostic] = []
+    for codes, check in trace_checks():
+        if not any(config.enabled(code, ctx.display_path) for code in codes):
+            continue
+        try:
+            found.extend(check(facts, ctx))
+        except Exception as exc:  # a bug in one trace rule must not hide the others
+            found.append(ctx.diagnostic("MP001", None, f"internal error in {check.__name__} while reading the "
+                                        f"trace facts: {type(exc).__name__}: {exc} (please report this)",
+                                        confidence=Confidence.LOW))
+    return found
+
+
+def _explained(exception: dict, found: list[Diagnostic]) -> bool:
+    try:
+        from mpdoctor.trace.exceptions import classify_exception
+    except ImportError:
+        return False
+    verdict = classify_exception(exception.get("type", ""), exception.get("message", ""))
+    return bool(verdict) and any(d.code == verdict["code"] for d in found)
+
+
+def _first_line(message: str) -> str:
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    interesting = [line for line in lines if not line.startswith(("Exception encountered", "Traceback", "File "))]
+    return (interesting or lines or [""])[0][:300]
+
+
+def _unexplained_exception(ctx: TraceContext, exception: dict) -> Diagnostic:
+    phase = {"import": "importing the file", "build": "building the model", "call": "calling the model on a sample "
+             "batch", "internal": "tracing the file"}.get(exception.get("phase", ""), "tracing the file")
+    message = f"{phase} raised {exception.get('type', 'an exception')}: {_first_line(exception.get('message', ''))}"
+    if not exception.get("location"):
+        message += " (no frame of this file in the traceback)"
+    return ctx.diagnostic("MP001", exception.get("location"), message)
+
+
+def _trace_failed(ctx: TraceContext, reason: str, output_tail: str) -> Diagnostic:
+    last = [line for line in output_tail.strip().splitlines() if line.strip()]
+    hint = f"; last output: {last[-1][:200]}" if last else ""
+    return ctx.diagnostic("MP001", None, f"trace pass failed: {reason}{hint}; static findings are still reported",
+                          confidence=Confidence.HIGH)

@@ -1,0 +1,331 @@
+"""The trace child: `python -m mpdoctor.trace.child REQUEST.json RESULT.json`.
+
+Imports TensorFlow, installs the hooks, imports the user's file as a module (never as `__main__`, so a training
+block under `if __name__ == "__main__":` does not run), finds its models, builds and calls them once, and writes
+the facts (mpdoctor/trace schema, version 1) to RESULT.json. Whatever happens, it tries to write what it recorded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import traceback
+
+FACTS_VERSION = 1
+BUILDER_NAMES = ("build_model", "create_model", "get_model", "make_model")
+
+
+def main(argv: list[str]) -> int:
+    request_path, result_path = argv
+    with open(request_path, encoding="utf-8") as handle:
+        request = json.load(handle)
+    facts = {"version": FACTS_VERSION, "status": "ok", "environment": {}, "policy_events": [], "layers": {},
+             "savedmodel_loads": [], "restores": [], "exports": [], "models": [], "exception": None}
+    recorder = None
+    try:
+        recorder = _prepare(request, facts)
+        module = _import_user_file(request["file"], facts, recorder)
+        models = _discover(module, request.get("entry"), recorder, facts)
+        for name, how, model in models:
+            facts["models"].append(_analyse_model(name, how, model, recorder, facts))
+    except BaseException as exc:  # noqa: BLE001 - the child must report, never die silently
+        if facts["exception"] is None:
+            facts["exception"] = _describe(exc, "internal", recorder)
+            facts["status"] = "exception"
+    finally:
+        if recorder is not None:
+            _collect(recorder, facts)
+        _write(result_path, facts)
+    return 0
+
+
+def _flavours(source: str) -> set[str]:
+    flavours = {"keras"}
+    if os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes") or "tf_keras" in source:
+        flavours.add("tf_keras")
+    if os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes") and "import keras" not in source:
+        flavours.discard("keras")
+    if "tensorflow_hub" in source:
+        flavours.add("hub")
+    return flavours
+
+
+def _prepare(request: dict, facts: dict):
+    from mpdoctor.trace import hooks
+
+    source = open(request["file"], encoding="utf-8", errors="replace").read()
+    if "TF_USE_LEGACY_KERAS" in source and ("'1'" in source or '"1"' in source):
+        os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # the file asks for it before importing TF
+    import tensorflow as tf
+
+    recorder = hooks.Recorder(request["file"])
+    hooks.install(recorder, _flavours(source))
+    facts["environment"] = _environment(tf)
+    return recorder
+
+
+def _environment(tf) -> dict:
+    from importlib import metadata
+
+    def version(dist):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    legacy = os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
+    gpus = []
+    for device in tf.config.list_physical_devices("GPU"):
+        details = tf.config.experimental.get_device_details(device)
+        gpus.append({"name": details.get("device_name", device.name),
+                     "compute_capability": list(details["compute_capability"])
+                     if details.get("compute_capability") else None})
+    return {"tensorflow": tf.__version__, "keras": version("keras"), "tf_keras": version("tf-keras"),
+            "hub": version("tensorflow-hub"), "legacy_keras": legacy, "keras_major": 2 if legacy else 3,
+            "gpus": gpus, "global_policy": None}
+
+
+def _import_user_file(path: str, facts: dict, recorder):
+    directory = os.path.dirname(os.path.abspath(path))
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    spec = importlib.util.spec_from_file_location("__mpdoctor_model__", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SystemExit as exc:
+        facts["exception"] = {"type": "SystemExit", "message": f"the file called sys.exit({exc.code!r}) on import",
+                              "phase": "import", "location": _user_frame(exc, recorder), "layer_uid": None}
+        facts["status"] = "exception"
+    except BaseException as exc:  # noqa: BLE001
+        facts["exception"] = _describe(exc, "import", recorder)
+        facts["status"] = "exception"
+    return module
+
+
+def _model_classes() -> tuple[type, ...]:
+    classes = []
+    if "keras" in sys.modules:
+        from keras.src.models.model import Model
+
+        classes.append(Model)
+    if "tf_keras" in sys.modules:
+        from tf_keras.src.engine.training import Model as Model2
+
+        classes.append(Model2)
+    return tuple(classes)
+
+
+def _discover(module, entry: str | None, recorder, facts: dict) -> list[tuple[str, str, object]]:
+    """(name, how found, model): --entry; else zero-argument builders; else module-level models; else every
+    top-level model created during import."""
+    model_classes = _model_classes()
+    found: list[tuple[str, str, object]] = []
+
+    def add(value, name, how):
+        if isinstance(value, model_classes):
+            if all(value is not m for _, _, m in found):
+                found.append((name, how, value))
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                add(item, f"{name}[{i}]", how)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                add(item, f"{name}[{key!r}]", how)
+
+    def call(name):
+        target = getattr(module, name, None)
+        if target is None:
+            raise LookupError(f"--entry {name}: the file defines no such name")
+        if not callable(target) or isinstance(target, model_classes):
+            add(target, name, f"module attribute `{name}`")
+            return
+        try:
+            value = target()
+        except BaseException as exc:  # noqa: BLE001
+            if facts["exception"] is None:
+                facts["exception"] = _describe(exc, "build", recorder)
+                facts["status"] = "exception"
+            return
+        add(value, value.name if hasattr(value, "name") else name, f"{name}()")
+
+    if entry:
+        call(entry)
+        return found
+    if facts["exception"] is None:
+        for name in BUILDER_NAMES:
+            target = getattr(module, name, None)
+            if callable(target) and _zero_argument(target):
+                call(name)
+        if found:
+            return found
+        for name, value in list(vars(module).items()):
+            if not name.startswith("__"):
+                add(value, name, f"module attribute `{name}`")
+        if found:
+            return found
+    nested = _nested_model_ids(recorder.models)
+    for model in recorder.models:
+        if id(model) not in nested:
+            where = recorder.layers.get(str(id(model)), {}).get("created_at") or {}
+            add(model, getattr(model, "name", "model"), f"created at line {where.get('line', '?')}")
+    return found
+
+
+def _zero_argument(fn) -> bool:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+               for p in signature.parameters.values())
+
+
+def _nested_model_ids(models) -> set[int]:
+    nested: set[int] = set()
+    for model in models:
+        for layer in _sublayers(model):
+            if layer is not model:
+                nested.add(id(layer))
+    return nested
+
+
+def _sublayers(model):
+    try:
+        return list(model._flatten_layers(include_self=False, recursive=True))
+    except Exception:
+        return list(getattr(model, "layers", []))
+
+
+def _analyse_model(name: str, how: str, model, recorder, facts: dict) -> dict:
+    from mpdoctor.trace import graph as graph_module
+
+    record = {"name": name, "how": how, "location": recorder.layers.get(str(id(model)), {}).get("created_at"),
+              "compiled": bool(getattr(model, "compiled", False) or getattr(model, "_is_compiled", False)),
+              "graph": None, "error": None}
+    try:
+        _call_once(model)
+    except BaseException as exc:  # noqa: BLE001 - a model that cannot run is a finding, not a crash
+        record["error"] = _describe(exc, "call", recorder)
+        if facts["exception"] is None:
+            facts["exception"] = record["error"]
+            facts["status"] = "exception"
+    try:
+        record["graph"] = graph_module.model_graph(model, recorder.layers)
+    except BaseException as exc:  # noqa: BLE001
+        record["graph_error"] = f"{type(exc).__name__}: {exc}"
+    return record
+
+
+def _call_once(model) -> None:
+    """Run the model on a small deterministic batch built from its input specs (catches failures that only
+    happen when the model runs, like a Keras 3 TFSMLayer fed float16)."""
+    import numpy as np
+
+    inputs = getattr(model, "inputs", None)
+    if not inputs:
+        return
+    rng = np.random.default_rng(0)
+    batch = []
+    for spec in inputs:
+        shape = [2 if i == 0 or d is None else int(d) for i, d in enumerate(spec.shape)]
+        dtype = np.dtype(getattr(spec.dtype, "name", spec.dtype) if not isinstance(spec.dtype, str) else spec.dtype)
+        if dtype.kind in "iu":
+            batch.append(np.zeros(shape, dtype=dtype))
+        elif dtype.kind == "b":
+            batch.append(np.ones(shape, dtype=dtype))
+        elif dtype.kind in "SOU":
+            batch.append(np.array([""] * shape[0], dtype=object).reshape(shape))
+        else:
+            batch.append(rng.standard_normal(shape).astype(dtype))
+    model(batch[0] if len(batch) == 1 else batch, training=False)
+
+
+def _collect(recorder, facts: dict) -> None:
+    from mpdoctor.trace.hooks import dtype_name
+
+    facts["policy_events"] = recorder.policy_events
+    facts["layers"] = recorder.layers
+    facts["restores"] = recorder.restores
+    facts["exports"] = recorder.exports
+    facts["savedmodel_loads"] = recorder.savedmodel_loads
+    for load in recorder.savedmodel_loads:
+        if load.get("handle") and load.get("savedmodel") is None:
+            load["savedmodel"] = _read_savedmodel(load["handle"])
+    for export in recorder.exports:
+        if export.get("path") and export.get("error") is None and os.path.isdir(export["path"]):
+            export["savedmodel"] = _read_savedmodel(export["path"])
+    policy = None
+    for name in ("keras", "tf_keras"):
+        module = sys.modules.get(name)
+        if module is not None:
+            try:
+                policy = dtype_name(module.mixed_precision.global_policy())
+            except Exception:  # noqa: BLE001
+                pass
+    facts["environment"]["global_policy"] = policy
+
+
+def _read_savedmodel(handle: str) -> dict:
+    try:
+        from mpdoctor.artifacts.savedmodel import read_savedmodel
+
+        return read_savedmodel(handle)
+    except BaseException as exc:  # noqa: BLE001
+        return {"handle": handle, "path": None, "signatures": [], "functions": [], "accepted_input_dtypes": [],
+                "error": {"kind": "internal", "message": f"{type(exc).__name__}: {exc}"}}
+
+
+def _describe(exc: BaseException, phase: str, recorder) -> dict:
+    message = str(exc)
+    return {"type": type(exc).__name__, "message": message[:8000], "phase": phase,
+            "location": _user_frame(exc, recorder), "layer_uid": _failed_layer(message, recorder),
+            "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:]}
+
+
+def _user_frame(exc: BaseException, recorder) -> dict | None:
+    """The deepest traceback frame in the user's file."""
+    if recorder is None:
+        return None
+    found = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        if os.path.realpath(frame.f_code.co_filename) == recorder.user_file:
+            found = {"file": recorder.user_file, "line": line}
+    return found
+
+
+def _failed_layer(message: str, recorder) -> str | None:
+    """Keras names the layer whose call raised: "Exception encountered when calling layer 'keras_layer'" (tf_keras)
+    / "Exception encountered when calling KerasLayer.call()" or "...calling layer 'x' (type X)"."""
+    import re
+
+    if recorder is None:
+        return None
+    match = re.search(r"calling layer ['\"]([^'\"]+)['\"]", message)
+    if match:
+        name = match.group(1)
+        for uid, layer in reversed(list(recorder.layers.items())):
+            if layer.get("name") == name:
+                return uid
+    match = re.search(r"calling (\w+)\.call\(\)", message)
+    if match:
+        cls = match.group(1)
+        for uid, layer in reversed(list(recorder.layers.items())):
+            if layer.get("class") == cls:
+                return uid
+    return None
+
+
+def _write(path: str, facts: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(facts, handle, default=str)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

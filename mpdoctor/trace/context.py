@@ -1,0 +1,67 @@
+"""What trace checks get besides the facts: where the file is, how to anchor diagnostics, and the file's static
+context for building source fixes. Imported by the parent: no TensorFlow here."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+
+from mpdoctor.diagnostics import Confidence, Diagnostic, Fix, Location
+from mpdoctor.registry import get_rule
+from mpdoctor.static.context import Settings, StaticContext
+
+
+class TraceContext:
+    def __init__(self, path: str, display_path: str, text: str, tree: ast.Module | None,
+                 settings: Settings | None = None) -> None:
+        self.path = os.path.realpath(path)
+        self.display_path = display_path
+        self.text = text
+        self.tree = tree
+        self.settings = settings or Settings()
+
+    @functools.cached_property
+    def static(self) -> StaticContext | None:
+        if self.tree is None:
+            return None
+        return StaticContext(self.path, self.display_path, self.text, self.tree, self.settings)
+
+    def shown(self, file: str | None) -> str:
+        if not file or os.path.realpath(file) == self.path:
+            return self.display_path
+        relative = os.path.relpath(file)
+        return file if relative.startswith("..") else relative
+
+    def location(self, where: dict | None, layer: str | None = None) -> Location:
+        """A Location from a facts location ({"file", "line"}); the whole file (line 1) when unknown."""
+        if not where or not where.get("line"):
+            return Location(self.display_path, 1, 1, 1, 1, layer=layer)
+        line = int(where["line"])
+        shown = self.shown(where.get("file"))
+        column, end_column = 1, 1
+        if shown == self.display_path and self.static is not None and 0 < line <= len(self.static.lines):
+            text = self.static.lines[line - 1]
+            column = len(text) - len(text.lstrip()) + 1
+            end_column = len(text.rstrip()) + 1
+        return Location(shown, line, column, line, end_column, layer=layer)
+
+    def diagnostic(self, code: str, where: dict | None, message: str, *, layer: str | None = None,
+                   confidence: Confidence = Confidence.HIGH, fix: Fix | None = None,
+                   notes: tuple[str, ...] = ()) -> Diagnostic:
+        return Diagnostic(code=code, message=message, location=self.location(where, layer),
+                          severity=get_rule(code).severity, passes=("trace",), confidence=confidence, fix=fix,
+                          notes=notes)
+
+    def call_at(self, line: int | None, *names: str) -> ast.Call | None:
+        """The outermost call starting on `line` whose callee's last name part is one of `names` (any call when no
+        names are given): the constructor a trace finding points at, to build its source fix."""
+        if self.static is None or not line:
+            return None
+        for call in self.static.calls:
+            if call.lineno != line:
+                continue
+            callee = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+            if not names or callee in names:
+                return call
+        return None

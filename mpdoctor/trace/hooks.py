@@ -1,0 +1,283 @@
+"""Hooks installed in the trace child before the user's file is imported. They record, with the user's source
+location, every policy change, layer creation, SavedModel load, checkpoint restore and model export.
+
+Runs only in the child (imports TensorFlow and Keras). Every wrapper calls the original and re-raises its
+exceptions unchanged: the user's code must behave exactly as without mpdoctor.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import types
+from typing import Any, Callable
+
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the mpdoctor package
+
+
+class Recorder:
+    def __init__(self, user_file: str) -> None:
+        self.user_file = os.path.realpath(user_file)
+        self.policy_events: list[dict] = []
+        self.layers: dict[str, dict] = {}
+        self.layer_objects: list[Any] = []  # strong refs keep ids unique while we run
+        self.models: list[Any] = []
+        self.savedmodel_loads: list[dict] = []
+        self.restores: list[dict] = []
+        self.exports: list[dict] = []
+        self.failed_calls: list[dict] = []  # innermost layer whose call raised, first
+
+    # ------------------------------------------------------------------ locations
+
+    def location(self, skip: int = 2) -> dict | None:
+        """The deepest frame in the user's file, else the first frame outside mpdoctor and site-packages."""
+        frame = sys._getframe(skip)
+        fallback = None
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename == self.user_file or os.path.realpath(filename) == self.user_file:
+                return {"file": self.user_file, "line": frame.f_lineno}
+            if fallback is None and not _is_library(filename):
+                fallback = {"file": os.path.realpath(filename), "line": frame.f_lineno}
+            frame = frame.f_back
+        return fallback
+
+
+def _is_library(filename: str) -> bool:
+    return (filename.startswith(_HERE) or "site-packages" in filename or "dist-packages" in filename
+            or filename.startswith("<") or os.sep + "lib" + os.sep + "python" in filename)
+
+
+def _policy_name(layer: Any) -> tuple[str | None, str | None, str | None]:
+    policy = getattr(layer, "dtype_policy", None) or getattr(layer, "_dtype_policy", None)
+    name = getattr(policy, "name", None)
+    return name, getattr(policy, "compute_dtype", None), getattr(policy, "variable_dtype", None)
+
+
+def dtype_name(value: Any) -> str | None:
+    """'float16' for tf.float16, np.float16, 'float16', a Policy('mixed_float16') (-> its name)..."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    name = getattr(value, "name", None)
+    if isinstance(name, str):
+        return name
+    try:
+        import numpy as np
+
+        return np.dtype(value).name
+    except Exception:
+        return str(value)
+
+
+# ---------------------------------------------------------------------- patching
+
+
+def wrap_method(cls: type, name: str, make_wrapper: Callable[[Callable], Callable]) -> None:
+    original = cls.__dict__.get(name)
+    if original is None or getattr(original, "__mpdoctor_wrapped__", False):
+        return
+    wrapper = functools.wraps(original)(make_wrapper(original))
+    wrapper.__mpdoctor_wrapped__ = True  # type: ignore[attr-defined]
+    setattr(cls, name, wrapper)
+
+
+def patch_functions(replacements: dict[int, Callable]) -> None:
+    """Replace functions by id in every loaded module's namespace: `keras.mixed_precision.set_global_policy`,
+    `keras.config.set_dtype_policy` and `tf.keras.mixed_precision.set_global_policy` are one function object
+    re-exported from several modules, and users may have imported it under any of them."""
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(module, types.ModuleType) or not isinstance(namespace, dict):
+            continue
+        for attr, value in list(namespace.items()):
+            wrapper = replacements.get(id(value))
+            if wrapper is not None:
+                namespace[attr] = wrapper
+
+
+def install(recorder: Recorder, flavours: set[str]) -> None:
+    """Install every hook for the Keras flavours the file may use ("keras", "tf_keras") and for TF/hub."""
+    import tensorflow as tf
+
+    replacements: dict[int, Callable] = {}
+
+    def function_hook(original: Callable, on_call: Callable) -> None:
+        @functools.wraps(original)
+        def wrapper(*args, **kwargs):
+            where = recorder.location()
+            try:
+                result = original(*args, **kwargs)
+            except BaseException as exc:
+                on_call(args, kwargs, where, exc)
+                raise
+            on_call(args, kwargs, where, None)
+            return result
+
+        replacements[id(original)] = wrapper
+
+    def record_policy(api: str):
+        def on_call(args, kwargs, where, exc):
+            value = args[0] if args else next(iter(kwargs.values()), None)
+            recorder.policy_events.append({"policy": dtype_name(value), "api": api, "location": where,
+                                           "layers_before": len(recorder.layers)})
+        return on_call
+
+    def record_restore(api: str, path_of: Callable):
+        def on_call(args, kwargs, where, exc):
+            recorder.restores.append({"api": api, "path": _safe_str(path_of(args, kwargs)), "location": where,
+                                      "error": _error(exc)})
+        return on_call
+
+    def record_export(api: str, path_of: Callable):
+        def on_call(args, kwargs, where, exc):
+            recorder.exports.append({"api": api, "path": _safe_str(path_of(args, kwargs)), "location": where,
+                                     "error": _error(exc)})
+        return on_call
+
+    first = lambda args, kwargs, key="filepath": args[0] if args else kwargs.get(key)  # noqa: E731
+    second = lambda args, kwargs, key="filepath": args[1] if len(args) > 1 else kwargs.get(key)  # noqa: E731
+
+    # TensorFlow itself
+    function_hook(tf.saved_model.load, _record_savedmodel_function(recorder, "tf.saved_model.load"))
+    function_hook(tf.saved_model.save, record_export("tf.saved_model.save",
+                                                     lambda a, k: second(a, k, "export_dir")))
+    checkpoint = tf.train.Checkpoint
+    for method in ("restore", "read"):
+        wrap_method(checkpoint, method, _method_recorder(recorder, recorder.restores, f"tf.train.Checkpoint.{method}",
+                                                         lambda a, k: a[1] if len(a) > 1 else k.get("save_path")))
+    wrap_method(tf.compat.v1.train.Saver, "restore", _method_recorder(
+        recorder, recorder.restores, "tf.compat.v1.train.Saver.restore",
+        lambda a, k: a[2] if len(a) > 2 else k.get("save_path")))
+
+    if "keras" in flavours:
+        _install_keras3(recorder, function_hook, record_policy, record_restore, record_export, first)
+    if "tf_keras" in flavours:
+        _install_tf_keras(recorder, function_hook, record_policy, record_restore, first)
+    if "hub" in flavours:
+        _install_hub(recorder, function_hook)
+    patch_functions(replacements)
+
+
+def _install_keras3(recorder, function_hook, record_policy, record_restore, record_export, first) -> None:
+    import keras
+
+    from keras.src.layers.layer import Layer
+    from keras.src.models.model import Model
+
+    function_hook(keras.config.set_dtype_policy, record_policy("keras.mixed_precision.set_global_policy"))
+    function_hook(keras.config.set_floatx, record_policy("keras.config.set_floatx"))
+    function_hook(keras.saving.load_model, record_restore("keras.models.load_model", first))
+    wrap_method(Layer, "__init__", _layer_init_recorder(recorder, "keras", Model))
+    wrap_method(Model, "load_weights", _method_recorder(recorder, recorder.restores, "model.load_weights",
+                                                        lambda a, k: a[1] if len(a) > 1 else k.get("filepath")))
+    for method in ("save", "export"):
+        wrap_method(Model, method, _method_recorder(recorder, recorder.exports, f"model.{method}",
+                                                    lambda a, k: a[1] if len(a) > 1 else k.get("filepath")))
+    tfsm = keras.layers.TFSMLayer
+    wrap_method(tfsm, "__init__", _savedmodel_layer_recorder(recorder, "keras.layers.TFSMLayer", "filepath"))
+
+
+def _install_tf_keras(recorder, function_hook, record_policy, record_restore, first) -> None:
+    import tf_keras
+
+    from tf_keras.src.engine.base_layer import Layer
+    from tf_keras.src.engine.training import Model
+
+    function_hook(tf_keras.mixed_precision.set_global_policy,
+                  record_policy("tf_keras.mixed_precision.set_global_policy"))
+    function_hook(tf_keras.backend.set_floatx, record_policy("tf_keras.backend.set_floatx"))
+    function_hook(tf_keras.models.load_model, record_restore("tf_keras.models.load_model", first))
+    wrap_method(Layer, "__init__", _layer_init_recorder(recorder, "tf_keras", Model))
+    wrap_method(Model, "load_weights", _method_recorder(recorder, recorder.restores, "model.load_weights",
+                                                        lambda a, k: a[1] if len(a) > 1 else k.get("filepath")))
+    wrap_method(Model, "save", _method_recorder(recorder, recorder.exports, "model.save",
+                                                lambda a, k: a[1] if len(a) > 1 else k.get("filepath")))
+
+
+def _install_hub(recorder, function_hook) -> None:
+    import tensorflow_hub as hub
+
+    function_hook(hub.load, _record_savedmodel_function(recorder, "hub.load"))
+    wrap_method(hub.KerasLayer, "__init__", _savedmodel_layer_recorder(recorder, "hub.KerasLayer", "handle"))
+
+
+# ---------------------------------------------------------------------- recorders
+
+
+def _layer_init_recorder(recorder: Recorder, flavour: str, model_class: type):
+    def make(original):
+        def __init__(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            uid = str(id(self))
+            if uid in recorder.layers:  # a subclass __init__ calling super().__init__: keep the outermost record
+                recorder.layers[uid]["name"] = getattr(self, "name", None)
+                return
+            policy, compute, variable = _policy_name(self)
+            is_model = isinstance(self, model_class)
+            recorder.layers[uid] = {
+                "name": getattr(self, "name", None), "class": type(self).__name__,
+                "module": type(self).__module__, "flavour": flavour, "policy": policy, "compute_dtype": compute,
+                "variable_dtype": variable, "autocast": bool(getattr(self, "autocast", getattr(self, "_autocast", True))),
+                "explicit_dtype": dtype_name(kwargs.get("dtype")), "created_at": recorder.location(2),
+                "is_model": is_model,
+            }
+            recorder.layer_objects.append(self)
+            if is_model:
+                recorder.models.append(self)
+        return __init__
+    return make
+
+
+def _savedmodel_layer_recorder(recorder: Recorder, api: str, handle_arg: str):
+    def make(original):
+        def __init__(self, *args, **kwargs):
+            handle = args[0] if args else kwargs.get(handle_arg)
+            entry = {"api": api, "handle": _safe_str(handle), "layer_uid": str(id(self)),
+                     "location": recorder.location(2), "savedmodel": None,
+                     "call_endpoint": kwargs.get("call_endpoint")}
+            recorder.savedmodel_loads.append(entry)
+            original(self, *args, **kwargs)
+        return __init__
+    return make
+
+
+def _record_savedmodel_function(recorder: Recorder, api: str):
+    def on_call(args, kwargs, where, exc):
+        handle = args[0] if args else kwargs.get("export_dir", kwargs.get("handle"))
+        recorder.savedmodel_loads.append({"api": api, "handle": _safe_str(handle), "layer_uid": None,
+                                          "location": where, "savedmodel": None, "error": _error(exc)})
+    return on_call
+
+
+def _method_recorder(recorder: Recorder, sink: list, api: str, path_of: Callable):
+    def make(original):
+        def method(*args, **kwargs):
+            where = recorder.location(2)
+            try:
+                result = original(*args, **kwargs)
+            except BaseException as exc:
+                sink.append({"api": api, "path": _safe_str(path_of(args, kwargs)), "location": where,
+                             "error": _error(exc)})
+                raise
+            sink.append({"api": api, "path": _safe_str(path_of(args, kwargs)), "location": where, "error": None})
+            return result
+        return method
+    return make
+
+
+def _error(exc: BaseException | None) -> dict | None:
+    if exc is None:
+        return None
+    return {"type": type(exc).__name__, "message": str(exc)[:4000]}
+
+
+def _safe_str(value: Any) -> str | None:
+    if value is None:
+        return None
+    try:
+        return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+    except Exception:
+        return repr(value)
