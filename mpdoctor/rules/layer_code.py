@@ -23,11 +23,13 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
-from mpdoctor.registry import define_rule, static_check
+from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import contains
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 from mpdoctor.static.policies import compute_dtype, is_float16_compute
+from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace.facts import exception_verdict, first_message_line, layer
 
 define_rule(
     "MP403", "float16-unsafe-constant", "error", "ST", True,
@@ -1293,3 +1295,26 @@ def _mp407_diagnostic(ctx: StaticContext, region: _Region, node: ast.Call, op: s
                            "float32 logits"), Confidence.MEDIUM
     return ctx.diagnostic("MP407", node, f"`{name}` runs on float16 tensors in {region.where} (policy {policy}): "
                                          f"{why}", confidence=confidence)
+
+
+# ---------------------------------------------------------------- trace forms
+
+
+@trace_check("MP406")
+def trace_dtype_conflict(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """The run raised a float16/float32 mismatch ("expected half but is float"): report it on the class of the
+    layer whose call raised (when it is defined in this file), else at the raising line."""
+    verdict = exception_verdict(facts)
+    if not verdict or verdict.get("code") != "MP406":
+        return []
+    exception = facts["exception"]
+    record = layer(facts, exception.get("layer_uid"))
+    where = exception.get("location")
+    cls = ctx.static.classes.get(record["class"]) if record and ctx.static else None
+    if cls is not None:
+        where = {"file": ctx.path, "line": cls.lineno}
+    name = f"layer `{record['class']}`" if record else "a layer"
+    op = f" in {verdict['op']}" if verdict.get("op") else ""
+    return [ctx.diagnostic("MP406", where, f"{name} mixes float16 and float32{op} and raised when the model ran: "
+                           f"{first_message_line(exception.get('message', ''))}; use self.compute_dtype / inputs.dtype "
+                           f"instead of hard-coded float32", layer=record.get("name") if record else None)]

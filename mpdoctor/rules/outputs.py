@@ -11,11 +11,13 @@ import weakref
 from typing import Iterable, NamedTuple
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
-from mpdoctor.registry import define_rule, static_check
+from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import binds
 from mpdoctor.static.context import FUNCTION_NODES, LayerCall, StaticContext
 from mpdoctor.static.names import dotted_name
 from mpdoctor.static.policies import is_float16_compute
+from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace.facts import graphs, low_precision
 
 define_rule(
     "MP401", "float16-output-activation", "error", "ST", True,
@@ -852,3 +854,60 @@ def _in_call_method(ctx: StaticContext, node: ast.AST) -> bool:
 
 def _dtype(policy: str) -> str:
     return policy.removeprefix("mixed_")
+
+
+# ---------------------------------------------------------------- trace forms
+
+_SATURATING = frozenset(_ACTIVATION_STRINGS.values())
+
+
+def _output_nodes(graph: dict):
+    nodes = {n["id"]: n for n in graph.get("nodes", [])}
+    for output in graph.get("outputs", []):
+        node = nodes.get(output.get("node"))
+        if node is not None:
+            yield node, output
+
+
+def _saturating_activation(node: dict) -> str | None:
+    activation = node.get("activation")
+    if activation in _SATURATING:
+        return activation
+    if node.get("class") == "Softmax":
+        return "softmax"
+    return None
+
+
+def _float32_fix(ctx: TraceContext, node: dict) -> Fix | None:
+    where = node.get("created_at") or {}
+    call = ctx.call_at(where.get("line"), node.get("class", ""))
+    if call is None or ctx.static is None or any(k.arg is None for k in call.keywords):
+        return None
+    return ctx.static.add_keyword_fix(call, "dtype", '"float32"', 'set dtype="float32" on the output layer')
+
+
+@trace_check("MP401", "MP402")
+def trace_float16_outputs(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """Model outputs observed as float16/bfloat16: MP401 when a saturating activation (softmax, sigmoid...)
+    produced them in low precision, MP402 otherwise."""
+    found = []
+    for model, graph in graphs(facts):
+        for node, output in _output_nodes(graph):
+            dtype = output.get("dtype")
+            if not low_precision(dtype):
+                continue
+            activation = _saturating_activation(node)
+            layer_name = node.get("id")
+            if activation:
+                found.append(ctx.diagnostic(
+                    "MP401", node.get("created_at"), f"output `{layer_name}` of model `{model['name']}` is a "
+                    f"{activation} computed in {dtype} (policy \"{node.get('policy')}\"): logits beyond 65504 "
+                    f"give NaN and probabilities below 6e-8 flush to 0; set dtype=\"float32\" on this layer",
+                    layer=layer_name, fix=_float32_fix(ctx, node)))
+            else:
+                found.append(ctx.diagnostic(
+                    "MP402", node.get("created_at"), f"output `{layer_name}` of model `{model['name']}` is {dtype}: "
+                    f"the loss and metrics are then computed in {dtype}; end the model with "
+                    f"Activation(\"linear\", dtype=\"float32\") or give this layer dtype=\"float32\"",
+                    layer=layer_name, fix=_float32_fix(ctx, node)))
+    return found

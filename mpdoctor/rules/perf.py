@@ -6,11 +6,13 @@ import ast
 from typing import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
-from mpdoctor.registry import define_rule, static_check
+from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.rules.outputs import PASS_THROUGH_LAYERS, layer_inputs, model_output_layers, policy_confidence
 from mpdoctor.static.astutil import binds
 from mpdoctor.static.context import LayerCall, StaticContext
-from mpdoctor.static.policies import is_float16_compute, policy_from_expr
+from mpdoctor.static.policies import compute_dtype, is_float16_compute, policy_from_expr
+from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace.facts import float16_policy_events
 
 define_rule(
     "MP601", "tensor-core-alignment", "info", "ST", False,
@@ -226,3 +228,30 @@ def _explicit_layer_float16(ctx: StaticContext) -> str | None:
                     return policy
     return None
 
+
+
+# ---------------------------------------------------------------- trace forms
+
+
+@trace_check("MP603")
+def trace_no_fast_float16_hardware(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """A float16 policy on a machine whose devices do not compute it fast. Info only: the model may train
+    elsewhere."""
+    events = float16_policy_events(facts)
+    if not events:
+        return []
+    event = events[0]
+    environment = facts.get("environment", {})
+    capabilities = [tuple(g["compute_capability"]) for g in environment.get("gpus", []) if g.get("compute_capability")]
+    if compute_dtype(event["policy"]) == "float16":
+        if any(cc >= (7, 0) for cc in capabilities):
+            return []
+        have = "no GPU" if not environment.get("gpus") else "no GPU of compute capability 7.0 or higher"
+        why = "float16 only runs faster on Tensor Core GPUs (compute capability >= 7.0)"
+    else:
+        if any(cc >= (8, 0) for cc in capabilities) or environment.get("cpu_bf16"):
+            return []
+        have = "no bfloat16-capable device (GPU of compute capability 8.0+, or a CPU with AVX512-BF16/AMX)"
+        why = "bfloat16 is emulated and slower than float32 there"
+    return [ctx.diagnostic("MP603", event.get("location"), f"policy \"{event['policy']}\" on a machine with {have}: "
+                           f"{why}; fine if the model trains elsewhere")]

@@ -22,10 +22,12 @@ import ast
 from typing import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
-from mpdoctor.registry import define_rule, static_check
+from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static import environment
 from mpdoctor.static.context import FUNCTION_NODES, LayerCall, PolicyEvent, StaticContext
 from mpdoctor.static.policies import POLICY_CONSTRUCTORS, POLICY_SETTERS, dtype_keyword, is_float16_compute
+from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace.facts import exception_verdict, final_policy, first_message_line, keras_major
 
 define_rule(
     "MP101", "policy-set-after-layers", "warning", "ST", False,
@@ -862,3 +864,36 @@ def _is_keras_tensor(ctx: StaticContext, expr: ast.AST, depth: int) -> bool:
         if ctx.producer(expr) is not None and expr.args:
             return _is_keras_tensor(ctx, expr.args[0], depth + 1)
     return False
+
+
+# ---------------------------------------------------------------- trace forms
+
+
+@trace_check("MP102")
+def trace_pure_float16_policy(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """The run ends under a pure float16/bfloat16 policy and a compiled (to be trained) model has float16 weights."""
+    policy = final_policy(facts)
+    if policy not in ("float16", "bfloat16"):
+        return []
+    compiled = [m for m in facts.get("models", []) if m.get("compiled")]
+    if not compiled:
+        return []
+    events = [e for e in facts.get("policy_events", []) if e.get("policy") == policy]
+    where = events[-1]["location"] if events else None
+    names = ", ".join(f"`{m['name']}`" for m in compiled[:3])
+    return [ctx.diagnostic("MP102", where, f"policy \"{policy}\" is in force when {names} is compiled: its "
+                           f"variables are {policy} too, so small updates round to zero and Adam's moments "
+                           f"overflow; use \"mixed_{policy}\" (float32 variables, {policy} compute)")]
+
+
+@trace_check("MP104")
+def trace_hub_layer_on_keras3(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    verdict = exception_verdict(facts)
+    if not verdict or verdict.get("code") != "MP104" or keras_major(facts) < 3:
+        return []
+    hub_loads = [load for load in facts.get("savedmodel_loads", []) if load.get("api") == "hub.KerasLayer"]
+    where = hub_loads[-1]["location"] if hub_loads else facts["exception"].get("location")
+    return [ctx.diagnostic("MP104", where, "hub.KerasLayer is a tf_keras layer and this run uses Keras 3: the "
+                           "model fails to build (" + first_message_line(facts["exception"]["message"]) + "); set "
+                           "TF_USE_LEGACY_KERAS=1 before importing TensorFlow and use tf_keras, or load the "
+                           "SavedModel with keras.layers.TFSMLayer")]

@@ -12,9 +12,11 @@ import re
 from typing import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
-from mpdoctor.registry import FLOAT16_TEXT, define_rule, static_check
+from mpdoctor.registry import FLOAT16_TEXT, define_rule, static_check, trace_check
 from mpdoctor.static.context import SAVEDMODEL_LAYERS, LayerCall, StaticContext
 from mpdoctor.static.policies import compute_dtype, dtype_keyword, is_float16_compute, policy_from_expr
+from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace.facts import exception_verdict, layer, low_precision
 
 define_rule(
     "MP201", "savedmodel-input-dtype", "error", "STA", True,
@@ -572,3 +574,85 @@ def _non_float_tensor(ctx: StaticContext, expr: ast.AST, at: ast.AST, depth: int
         value = ctx.last_assignment(expr.id, at)
         return value is not None and _non_float_tensor(ctx, value, at, depth + 1)
     return _non_float_input_layer(ctx, expr)
+
+
+# ---------------------------------------------------------------- trace forms
+
+
+def _dtype_fix(ctx: TraceContext, location: dict | None) -> Fix | None:
+    call = ctx.call_at((location or {}).get("line"), "KerasLayer", "TFSMLayer")
+    if call is None or ctx.static is None or any(k.arg is None for k in call.keywords):
+        return None
+    return ctx.static.add_keyword_fix(call, "dtype", '"float32"', 'pass dtype="float32" so the layer feeds its '
+                                      "SavedModel float32")
+
+
+@trace_check("MP201")
+def trace_savedmodel_input_dtype(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """Compare what each SavedModel-backed layer feeds its SavedModel (its compute dtype, after autocast) with the
+    input dtypes the SavedModel's concrete functions / signatures accept."""
+    found = []
+    for load in facts.get("savedmodel_loads", []):
+        record = layer(facts, load.get("layer_uid"))
+        info = load.get("savedmodel") or {}
+        accepted = info.get("accepted_input_dtypes") or []
+        if record is None or info.get("error") or not accepted:
+            continue
+        received = record.get("compute_dtype")
+        if not record.get("autocast", True) or not low_precision(received) or received in accepted:
+            continue
+        found.append(ctx.diagnostic(
+            "MP201", load["location"],
+            f"{load['api']} `{record.get('name')}` computes in {received} (policy \"{record.get('policy')}\") and "
+            f"casts its input to {received}, but the SavedModel at {load['handle']} accepts only "
+            f"{', '.join(accepted)}: the call fails (\"Could not find matching concrete function\" / \"Expects "
+            f"arg[0] to be float but half is provided\"); pass dtype=\"float32\" to this layer",
+            layer=record.get("name"), fix=_dtype_fix(ctx, load["location"])))
+    verdict = exception_verdict(facts)
+    if not found and verdict and verdict.get("code") == "MP201":
+        load = _failing_load(facts)
+        where = load["location"] if load else facts["exception"].get("location")
+        accepted = ", ".join(verdict.get("accepted") or []) or "float32"
+        found.append(ctx.diagnostic(
+            "MP201", where, f"the SavedModel-backed layer received {verdict.get('received', 'float16')} but its "
+            f"SavedModel accepts {accepted}: the model failed when it ran; pass dtype=\"float32\" to this layer",
+            fix=_dtype_fix(ctx, where)))
+    return found
+
+
+def _failing_load(facts: dict) -> dict | None:
+    uid = (facts.get("exception") or {}).get("layer_uid")
+    loads = [load for load in facts.get("savedmodel_loads", []) if load.get("layer_uid")]
+    for load in loads:
+        if load["layer_uid"] == uid:
+            return load
+    return loads[-1] if loads else None
+
+
+@trace_check("MP202")
+def trace_savedmodel_unreadable(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    found = []
+    for load in facts.get("savedmodel_loads", []):
+        error = (load.get("savedmodel") or {}).get("error")
+        if error:
+            found.append(ctx.diagnostic(
+                "MP202", load["location"], f"cannot read the SavedModel behind {load['api']} "
+                f"({load['handle']}): {error.get('message', error.get('kind'))}; its signature checks were skipped"))
+    return found
+
+
+@trace_check("MP203")
+def trace_exported_signature_float16(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    found = []
+    for export in facts.get("exports", []):
+        info = export.get("savedmodel") or {}
+        low = sorted({f"{kind} `{spec.get('name')}` is {spec.get('dtype')}"
+                      for signature in info.get("signatures", [])
+                      for kind in ("inputs", "outputs") for spec in signature.get(kind, [])
+                      if low_precision(spec.get("dtype"))})
+        if low:
+            found.append(ctx.diagnostic(
+                "MP203", export["location"], f"{export['api']} wrote a serving signature with low-precision "
+                f"tensors ({'; '.join(low[:4])}): consumers that feed float32 or expect float32 break; make the "
+                f"output layer float32 and give the input an explicit float32 spec"))
+    return found

@@ -13,6 +13,7 @@ from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.registry import trace_checks
 from mpdoctor.static.context import Settings
 from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace.facts import first_message_line
 from mpdoctor.trace.runner import run_trace
 
 
@@ -55,16 +56,10 @@ def _explained(exception: dict, found: list[Diagnostic]) -> bool:
     return bool(verdict) and any(d.code == verdict["code"] for d in found)
 
 
-def _first_line(message: str) -> str:
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    interesting = [line for line in lines if not line.startswith(("Exception encountered", "Traceback", "File "))]
-    return (interesting or lines or [""])[0][:300]
-
-
 def _unexplained_exception(ctx: TraceContext, exception: dict) -> Diagnostic:
     phase = {"import": "importing the file", "build": "building the model", "call": "calling the model on a sample "
              "batch", "internal": "tracing the file"}.get(exception.get("phase", ""), "tracing the file")
-    message = f"{phase} raised {exception.get('type', 'an exception')}: {_first_line(exception.get('message', ''))}"
+    message = f"{phase} raised {exception.get('type', 'an exception')}: {first_message_line(exception.get('message', ''))}"
     if not exception.get("location"):
         message += " (no frame of this file in the traceback)"
     return ctx.diagnostic("MP001", exception.get("location"), message)

@@ -83,9 +83,19 @@ def _environment(tf) -> dict:
         gpus.append({"name": details.get("device_name", device.name),
                      "compute_capability": list(details["compute_capability"])
                      if details.get("compute_capability") else None})
-    return {"tensorflow": tf.__version__, "keras": version("keras"), "tf_keras": version("tf-keras"),
+    return {"cpu_bf16": _cpu_has_bf16(), "tensorflow": tf.__version__, "keras": version("keras"), "tf_keras": version("tf-keras"),
             "hub": version("tensorflow-hub"), "legacy_keras": legacy, "keras_major": 2 if legacy else 3,
             "gpus": gpus, "global_policy": None}
+
+
+def _cpu_has_bf16() -> bool:
+    """x86 CPUs with AVX512-BF16 or AMX compute bfloat16 natively (oneDNN uses them)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            flags = handle.read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def _import_user_file(path: str, facts: dict, recorder):

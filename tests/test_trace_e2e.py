@@ -1,0 +1,131 @@
+"""The trace pass end to end: real model files run in the child under Keras 3 and tf_keras, compared with what
+actually happens when the same scripts run."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from trace_support import codes_at, make_float32_savedmodel, run_python, trace_check  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def savedmodel(tmp_path_factory):
+    return make_float32_savedmodel(tmp_path_factory.mktemp("savedmodel"))
+
+
+HUB_SEED = """\
+    import tensorflow as tf
+    import tensorflow_hub as hub
+
+    tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    model = tf.keras.Sequential([
+        tf.keras.layers.InputLayer(input_shape=(3,)),
+        hub.KerasLayer({handle!r}{dtype}),
+        tf.keras.layers.Dense(2, dtype=tf.float32),
+    ])
+    model.build((None, 3))
+    print(model(tf.ones([2, 3])).dtype)
+    """
+
+
+def test_first_seed_on_tf_keras_is_mp201_at_the_hub_layer_and_the_fix_works(tmp_path, savedmodel):
+    broken = tmp_path / "seed.py"
+    broken.write_text(textwrap.dedent(HUB_SEED.format(handle=str(savedmodel), dtype="")))
+    assert run_python(broken, legacy=True).returncode != 0  # ground truth: it really fails
+
+    diagnostics = trace_check(broken, legacy=True)
+    [mp201] = [d for d in diagnostics if d.code == "MP201"]
+    assert mp201.location.line == 7 and mp201.passes == ("static", "trace")
+    assert "float16" in mp201.message and "float32" in mp201.message
+    assert not [d for d in diagnostics if d.code == "MP001"], [d.message for d in diagnostics]
+
+    fixed = tmp_path / "fixed.py"
+    fixed.write_text(textwrap.dedent(HUB_SEED.format(handle=str(savedmodel), dtype=', dtype="float32"')))
+    assert run_python(fixed, legacy=True).returncode == 0
+    assert not [d for d in trace_check(fixed, legacy=True) if d.code in ("MP201", "MP001")]
+
+
+TFSM = """\
+    import keras
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    inputs = keras.Input((3,))
+    features = keras.layers.TFSMLayer({handle!r}, call_endpoint="serving_default"{dtype})(inputs)["output_0"]
+    outputs = keras.layers.Dense(2, dtype="float32")(features)
+    model = keras.Model(inputs, outputs)
+    """
+
+
+def test_keras3_tfsmlayer_builds_but_fails_when_run_mp201_and_fix(tmp_path, savedmodel):
+    broken = tmp_path / "tfsm.py"
+    broken.write_text(textwrap.dedent(TFSM.format(handle=str(savedmodel), dtype="")))
+    diagnostics = trace_check(broken, legacy=False)
+    assert ("MP201", 5) in codes_at(diagnostics)
+    assert not [d for d in diagnostics if d.code == "MP001"], [d.message for d in diagnostics]
+
+    fixed = tmp_path / "tfsm_fixed.py"
+    fixed.write_text(textwrap.dedent(TFSM.format(handle=str(savedmodel), dtype=', dtype="float32"')))
+    assert not [d for d in trace_check(fixed, legacy=False) if d.code in ("MP201", "MP001")]
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
+def test_float32_constant_in_custom_layer_is_mp406_on_its_class(tmp_path, legacy):
+    script = tmp_path / "scale.py"
+    script.write_text(textwrap.dedent("""\
+        import tensorflow as tf
+
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+
+
+        class Scale(tf.keras.layers.Layer):
+            def call(self, inputs):
+                return inputs * tf.constant(2.0, dtype=tf.float32)
+
+
+        def build_model():
+            inputs = tf.keras.Input((4,))
+            return tf.keras.Model(inputs, Scale()(tf.keras.layers.Dense(4)(inputs)))
+        """))
+    diagnostics = trace_check(script, legacy=legacy)
+    assert ("MP406", 6) in codes_at(diagnostics), [(d.code, d.location.line, d.message) for d in diagnostics]
+    assert not [d for d in diagnostics if d.code == "MP001"], [d.message for d in diagnostics]
+
+
+def test_main_block_never_runs_and_unexplained_errors_are_mp001_at_the_user_line(tmp_path):
+    canary = tmp_path / "trained.txt"
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(f"""\
+        import keras
+
+        def build_model():
+            inputs = keras.Input((4,))
+            x = keras.layers.Dense(8)(inputs)
+            return keras.Model(inputs, keras.layers.Reshape((3, 3))(x))
+
+        if __name__ == "__main__":
+            open({str(canary)!r}, "w").write("trained")
+        """))
+    diagnostics = trace_check(script, legacy=False)
+    assert not canary.exists()
+    [mp001] = [d for d in diagnostics if d.code == "MP001"]
+    assert mp001.location.line == 6 and "ValueError" in mp001.message
+
+
+@pytest.mark.parametrize("body,reason", [
+    ("while True:\n    pass\n", "did not finish within 20 s"),
+    ("import os\nos._exit(3)\n", "exited with code 3"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "killed by SIGKILL"),
+])
+def test_hostile_model_code_becomes_mp001_and_static_findings_survive(tmp_path, body, reason):
+    script = tmp_path / "hostile.py"
+    script.write_text("import keras\nkeras.mixed_precision.set_global_policy('mixed_float16')\n"
+                      "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation='softmax')])\n"
+                      + body)
+    diagnostics = trace_check(script, legacy=False, timeout=20)
+    assert ("MP401", 3) in codes_at(diagnostics)
+    [mp001] = [d for d in diagnostics if d.code == "MP001"]
+    assert reason in mp001.message
