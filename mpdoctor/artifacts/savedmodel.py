@@ -369,8 +369,8 @@ def _function_inputs(concrete, argument_names: list[str]) -> list[dict]:
         args, kwargs = signature.tuple_value.values
     else:  # not the usual (args, kwargs) pair
         args, kwargs = signature, None
-    positional = list(args.tuple_value.values) if args.WhichOneof("kind") in ("tuple_value",) else \
-        list(args.list_value.values) if args.WhichOneof("kind") == "list_value" else [args]
+    args_kind = args.WhichOneof("kind")
+    positional = list(getattr(args, args_kind).values) if args_kind in ("tuple_value", "list_value") else [args]
     for index, value in enumerate(positional):
         _flatten(value, argument_names[index] if index < len(argument_names) else f"arg{index}", inputs)
     if kwargs is not None and kwargs.WhichOneof("kind") == "dict_value":

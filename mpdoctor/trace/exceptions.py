@@ -55,7 +55,7 @@ _CANNOT_CAST = re.compile(rf"Can not cast TensorSpec\([^`]*?dtype=({_DTYPE})[^`]
                           rf"TensorSpec\([^`]*?dtype=({_DTYPE})")
 _NO_MATCHING_CONCRETE = "Could not find matching concrete function to call loaded from the SavedModel"
 _GOT_TENSOR_DTYPE = re.compile(rf"<tf\.Tensor [^>]*?dtype=({_DTYPE})>")
-_SPEC_DTYPE = re.compile(rf"TensorSpec\(.*?dtype=({_DTYPE})", re.S)
+_SPEC_DTYPE = re.compile(rf"TensorSpec\(.*?dtype=({_DTYPE})", re.DOTALL)
 _EXPECTS_ARG = re.compile(rf"Expects arg\[(\d+)\] to be ({_DTYPE}) but ({_DTYPE}) is provided")
 
 # MP201 when the op is a loaded function, MP406 otherwise
@@ -78,8 +78,7 @@ _LOOSE_EXPECTED = re.compile(rf"\bexpected (?:an? )?({_DTYPE}) (?:tensor )?but (
 def dtype_name(text: str) -> str:
     """'half' / 'tf.float16' / 'float16' -> 'float16'; 'float' -> 'float32'."""
     text = text.strip().strip("'\"")
-    if text.startswith("tf."):
-        text = text[3:]
+    text = text.removeprefix("tf.")
     return _CPP_DTYPE_NAMES.get(text, text)
 
 

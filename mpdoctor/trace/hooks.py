@@ -8,6 +8,7 @@ exceptions unchanged: the user's code must behave exactly as without mpdoctor.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 import types
@@ -81,6 +82,10 @@ def wrap_method(cls: type, name: str, make_wrapper: Callable[[Callable], Callabl
         return
     wrapper = functools.wraps(original)(make_wrapper(original))
     wrapper.__mpdoctor_wrapped__ = True  # type: ignore[attr-defined]
+    try:  # Keras 3 reads constructor arguments with getfullargspec, which does not follow __wrapped__
+        wrapper.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        pass
     setattr(cls, name, wrapper)
 
 

@@ -1,0 +1,333 @@
+"""`mpdoctor inspect` and `mpdoctor convert-checkpoint`.
+
+Exit codes, as for `mpdoctor check`: 0 done (inspect: the audit found nothing), 1 the range audit found values that
+overflow, underflow or are already inf/NaN (inspect --dtype only), 2 an artifact that cannot be read or written: one
+line `mpdoctor: error: PATH: problem` on stderr, no traceback, nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def add_inspect_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "inspect", help="show what a checkpoint, weights file or SavedModel holds; --dtype audits its value ranges",
+        description="Show every variable of a checkpoint (TF2 object-based, TF1 Saver), Keras .h5 / .weights.h5 / "
+                    ".keras weights, or the signatures of a SavedModel directory. With --dtype, audit every float "
+                    "variable for the target dtype: values that overflow, flush to zero or become subnormal "
+                    "(float16), the relative precision loss (bfloat16). Exit 1 when the audit finds a problem.")
+    parser.add_argument("path", metavar="PATH", help="checkpoint prefix, .index file or directory, .h5, "
+                        ".weights.h5, .keras file, or SavedModel directory")
+    parser.add_argument("--dtype", choices=("float16", "bfloat16"), help="audit the values for this dtype")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    parser.add_argument("--underflow-threshold", type=float, default=None, metavar="FRACTION",
+                        help="a variable underflows when more than this fraction of its values flush to zero or "
+                             "become subnormal (default: 0.01)")
+    parser.set_defaults(handler=run_inspect)
+    return parser
+
+
+def add_convert_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "convert-checkpoint", help="write a copy of a checkpoint with its float tensors cast to another dtype",
+        description="Write a copy of IN at OUT in the same format (TF checkpoint, Keras .h5, .weights.h5, .keras) "
+                    "with every float tensor cast to --dtype; integer and string entries are copied untouched. IN is "
+                    "never modified, OUT is written atomically and verified by reading it back, and the range audit "
+                    "of the cast tensors is printed.")
+    parser.add_argument("input", metavar="IN", help="checkpoint prefix or directory, .h5, .weights.h5 or .keras file")
+    parser.add_argument("output", metavar="OUT", help="output prefix (a directory when IN is a directory) or file")
+    parser.add_argument("--dtype", required=True, choices=("float16", "bfloat16", "float32"),
+                        help="dtype of the float tensors in OUT")
+    parser.add_argument("--only", metavar="REGEX", help="cast only the float entries whose key matches REGEX "
+                        "(re.search); the others are copied untouched")
+    parser.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    parser.set_defaults(handler=run_convert)
+    return parser
+
+
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _shown(path) -> str:
+    """Relative to the working directory when inside it (like `mpdoctor check`), else as given."""
+    text = os.fspath(path)
+    try:
+        relative = os.path.relpath(text)
+    except ValueError:
+        return text
+    return text if relative.startswith("..") or os.path.isabs(text) and not relative else relative
+
+
+def _error(path, problem: str) -> int:
+    print(f"mpdoctor: error: {_shown(path)}: {problem}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _shape(shape) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]" if shape is not None else "?"
+
+
+def _table(rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _dtype_counts(counts: dict) -> str:
+    return ", ".join(f"{dtype} {n:,}" for dtype, n in counts.items()) or "none"
+
+
+def _print(lines, stream=None) -> None:
+    stream = stream or sys.stdout
+    stream.write("\n".join(lines) + "\n")
+
+
+def _checkpoint_lines(info: dict) -> list[str]:
+    lines = [f"{_shown(info['path'])}: {info['description']}",
+             "  files: " + ", ".join(_shown(f) for f in info["files"]),
+             f"  {_plural(len(info['variables']), 'variable')}, {_size(info['total_bytes'])}: "
+             f"{_dtype_counts(info['dtypes'])}"]
+    variables = info["variables"]
+    if not variables:
+        return lines
+    extra = None
+    if any(v.get("object_path") for v in variables):
+        extra = ("OBJECT PATH", "object_path")
+    elif any(v.get("name") for v in variables):
+        extra = ("WEIGHT NAME", "name")
+    header = ["KEY", "DTYPE", "SHAPE"] + ([extra[0]] if extra else [])
+    rows = [header] + [[v["key"], v["dtype"], _shape(v["shape"])] + ([v.get(extra[1]) or ""] if extra else [])
+                       for v in variables]
+    return lines + [""] + _table(rows)
+
+
+def _fmt_max(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _audit_lines(audit: dict) -> list[str]:
+    target = audit["target_dtype"]
+    rows = audit["variables"]
+    summary = audit["summary"]
+    lines = [f"{target} range audit: {_plural(len(rows), 'float variable')} to cast "
+             f"({_plural(summary['values'], 'value')}), {_plural(audit['skipped'], 'entry', 'entries')} skipped "
+             f"(not float, or already {target})"]
+    if not rows:
+        return lines
+    if target == "bfloat16":
+        table = [["KEY", "DTYPE", "VALUES", "OVERFLOW", "MAX |X|", "MAX REL ERR", "MEAN REL ERR", "STATUS"]]
+        for r in rows:
+            table.append([r["key"], r["dtype"], f"{r['values']:,}", f"{r['overflow']:,}", _fmt_max(r["max_abs"]),
+                          f"{r['max_relative_error']:.3%}", f"{r['mean_relative_error']:.3%}", _status(r)])
+        return lines + [""] + _table(table, right={2, 3, 4, 5, 6})
+    table = [["KEY", "DTYPE", "VALUES", "OVERFLOW", "MAX |X|", "FLUSHED", "SUBNORMAL", "UNDERFLOW", "STATUS"]]
+    for r in rows:
+        table.append([r["key"], r["dtype"], f"{r['values']:,}", f"{r['overflow']:,}", _fmt_max(r["max_abs"]),
+                      f"{r['flushed']:,}", f"{r['subnormal']:,}",
+                      f"{r['flushed_fraction'] + r['subnormal_fraction']:.3%}", _status(r)])
+    return lines + [""] + _table(table, right={2, 3, 4, 5, 6, 7})
+
+
+def _status(row: dict) -> str:
+    if row["status"] == "nonfinite":
+        return f"inf/NaN x{row['nonfinite']:,}"
+    return row["status"]
+
+
+def _tool() -> dict:
+    from mpdoctor import __version__
+
+    return {"name": "mpdoctor", "version": __version__}
+
+
+def _json(document: dict) -> None:
+    json.dump(document, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# inspect
+
+
+def run_inspect(args) -> int:
+    from mpdoctor.artifacts import checkpoints as ck
+
+    threshold = ck.DEFAULT_UNDERFLOW_THRESHOLD if args.underflow_threshold is None else args.underflow_threshold
+    if not 0 <= threshold <= 1:
+        return _error("--underflow-threshold", f"must be a fraction between 0 and 1, not {threshold}")
+    try:
+        located = ck.locate(args.path)
+        if located.kind == "savedmodel":
+            return _inspect_savedmodel(args, located, threshold)
+        with ck.open_source(args.path) as (located, source):
+            info = ck._describe(located, source)
+            audit = ck._audit_source(located, source, args.dtype, threshold, None) if args.dtype else None
+    except ck.CheckpointError as exc:
+        return _error(exc.path, exc.problem)
+    verdict = audit["verdict"] if audit else _plain_verdict(info)
+    if args.format == "json":
+        _json({"version": 1, "tool": _tool(), "kind": "checkpoint", "checkpoint": info, "audit": audit,
+               "verdict": verdict})
+    else:
+        lines = _checkpoint_lines(info)
+        if audit:
+            lines += [""] + _audit_lines(audit)
+        _print(lines + ["", f"verdict: {verdict}"])
+    return EXIT_FINDINGS if audit and not audit["safe"] else EXIT_OK
+
+
+def _plain_verdict(info: dict) -> str:
+    counts = info["dtypes"]
+    floats = {d: n for d, n in counts.items() if d in ("float16", "bfloat16", "float32", "float64")}
+    text = f"{len(info['variables']):,} variables ({_dtype_counts(counts)})"
+    if floats.get("float32") or floats.get("float64"):
+        text += ("; restoring them into float16/bfloat16 variables needs a cast (MP301): pass --dtype float16 or "
+                 "bfloat16 to audit the values, `mpdoctor convert-checkpoint` to convert")
+    return text
+
+
+def _split_message(message: str) -> tuple[str, str]:
+    """savedmodel.py messages read "PATH cannot be ...": as (PATH, problem) for the one-line error."""
+    for marker in (" cannot ", " contains ", " has no ", " is a ", " does not ", " is not "):
+        if marker in message:
+            path, rest = message.split(marker, 1)
+            return path, marker.strip() + " " + rest
+    return "", message
+
+
+def _inspect_savedmodel(args, located, threshold: float) -> int:
+    from mpdoctor.artifacts import checkpoints as ck
+
+    try:
+        from mpdoctor.artifacts.savedmodel import read_savedmodel
+    except ImportError as exc:
+        return _error(located.target, f"cannot read SavedModels here: {exc}")
+    info = read_savedmodel(os.path.abspath(located.target))
+    if info.get("error"):
+        path, problem = _split_message(info["error"].get("message") or info["error"].get("kind", "unreadable"))
+        return _error(path or located.target, problem)
+    prefix = os.path.join(located.target, "variables", "variables")
+    variables = audit = None
+    if os.path.isfile(prefix + ".index"):
+        try:
+            with ck.open_source(prefix) as (vloc, source):
+                variables = ck._describe(vloc, source)
+                if args.dtype:
+                    audit = ck._audit_source(vloc, source, args.dtype, threshold, None)
+        except ck.CheckpointError as exc:
+            return _error(exc.path, exc.problem)
+    verdict = _savedmodel_verdict(info, variables, audit, args.dtype)
+    if args.format == "json":
+        _json({"version": 1, "tool": _tool(), "kind": "savedmodel", "savedmodel": info, "checkpoint": variables,
+               "audit": audit, "verdict": verdict})
+    else:
+        lines = [f"{_shown(located.path)}: SavedModel (tags: {', '.join(info.get('tags') or []) or 'none'})"]
+        for title, key in (("signatures", "signatures"), ("concrete functions", "functions")):
+            entries = info.get(key) or []
+            lines.append(f"{title}: {len(entries)}")
+            for entry in entries:
+                label = entry.get("name", "?")
+                if entry.get("concrete_function"):
+                    label += f" ({entry['concrete_function']})"
+                lines.append(f"  {label}")
+                lines.append("    inputs:  " + _tensors(entry.get("inputs")))
+                if "outputs" in entry:
+                    lines.append("    outputs: " + _tensors(entry.get("outputs")))
+        accepted = info.get("accepted_input_dtypes") or []
+        lines.append(f"accepted input dtypes: {', '.join(accepted) or 'unknown'}")
+        if variables:
+            lines += [""] + _checkpoint_lines(variables)
+        if audit:
+            lines += [""] + _audit_lines(audit)
+        _print(lines + ["", f"verdict: {verdict}"])
+    return EXIT_FINDINGS if audit and not audit["safe"] else EXIT_OK
+
+
+def _tensors(items) -> str:
+    if not items:
+        return "none"
+    parts = []
+    for item in items:
+        if "value" in item and item.get("dtype") is None:
+            parts.append(f"{item.get('name')}={item['value']!r}")
+        else:
+            parts.append(f"{item.get('name')}: {item.get('dtype') or '?'} {_shape(item.get('shape'))}")
+    return ", ".join(parts)
+
+
+def _savedmodel_verdict(info: dict, variables: dict | None, audit: dict | None, dtype: str | None) -> str:
+    accepted = info.get("accepted_input_dtypes") or []
+    parts = []
+    if accepted and not any(d in ("float16", "bfloat16") for d in accepted):
+        parts.append(f"accepts {', '.join(accepted)} inputs only: a layer wrapping it under a float16/bfloat16 "
+                     "policy needs dtype=\"float32\" (MP201)")
+    elif accepted:
+        parts.append(f"accepts {', '.join(accepted)} inputs")
+    else:
+        parts.append("input dtypes unknown (no signature or __call__ function)")
+    if audit:
+        parts.append(f"variables: {audit['verdict']}")
+    elif variables is not None:
+        parts.append(f"{len(variables['variables']):,} variables ({_dtype_counts(variables['dtypes'])})")
+    return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# convert-checkpoint
+
+
+def run_convert(args) -> int:
+    from mpdoctor.artifacts import checkpoints as ck
+
+    try:
+        result = ck.convert_checkpoint(args.input, args.output, args.dtype, only=args.only, force=args.force,
+                                       require_match=args.only is not None)
+    except ck.CheckpointError as exc:
+        return _error(exc.path, exc.problem)
+    except OSError as exc:
+        return _error(exc.filename or args.output, f"cannot write: {exc.strerror or exc}")
+    if args.format == "json":
+        _json({"version": 1, "tool": _tool(), "conversion": result})
+        return EXIT_OK
+    audit = result["audit"]
+    lines = [f"{_shown(result['path'])}: {ck.FORMAT_DESCRIPTIONS[result['format']]}",
+             f"cast {len(result['cast']):,} float entries to {result['target_dtype']}, copied "
+             f"{result['copied']:,} entries untouched"]
+    if not result["cast"]:
+        lines.append(f"note: nothing to cast: every float entry is already {result['target_dtype']}")
+    if audit["variables"]:
+        lines += [""] + _audit_lines(audit) + ["", f"verdict: {audit['verdict']}"]
+        if audit["summary"]["overflow_values"]:
+            lines.append(f"warning: {audit['summary']['overflow_values']:,} values became inf in the output")
+    seconds = max(result["seconds"], 1e-9)
+    lines += ["", "wrote " + ", ".join(_shown(f) for f in result["files"])
+              + f" ({_size(result['bytes_in'])} read, {_size(result['bytes_out'])} written, {result['seconds']:.2f} s, "
+              f"{result['bytes_in'] / seconds / 2**20:.0f} MiB/s); verified by reading it back"]
+    if result.get("notes"):
+        lines += [f"note: {n}" for n in result["notes"]]
+    _print(lines)
+    return EXIT_OK
