@@ -20,7 +20,10 @@ class_names = ["cat", "dog"]
 
 tf.keras.mixed_precision.set_global_policy("mixed_float16")
 
-model_handle = os.environ.get("MODEL_HANDLE", "https://tfhub.dev/google/imagenet/resnet_v1_50/feature_vector/5")
+# The report used https://tfhub.dev/google/imagenet/resnet_v1_50/feature_vector/5; this offline stand-in is a
+# float32-only SavedModel like it (examples/make_savedmodel.py).
+model_handle = os.environ.get("MODEL_HANDLE", os.path.join(os.path.dirname(__file__), "savedmodels",
+                                                           "feature_extractor"))
 do_fine_tuning = False
 model = tf.keras.Sequential([
     tf.keras.layers.InputLayer(input_shape=IMAGE_SIZE + (3,)),

@@ -326,6 +326,84 @@ def _object_paths(graph_bytes: bytes) -> dict[str, str]:
     return result
 
 
+_TABLE_MAGIC = 0xDB4775248B80FB57
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("bad varint")
+
+
+def _table_entries(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """(key, value) of an uncompressed LevelDB-format table (TF's tensor bundle index: tensorflow/core/lib/io)."""
+    if len(data) < 48 or int.from_bytes(data[-8:], "little") != _TABLE_MAGIC:
+        raise ValueError("not an sstable (bad magic number)")
+    footer = data[-48:-8]
+    _, pos = _varint(footer, 0)
+    _, pos = _varint(footer, pos)  # metaindex handle
+    index_offset, pos = _varint(footer, pos)
+    index_size, _ = _varint(footer, pos)
+    for _, handle in _block_entries(data, index_offset, index_size):
+        offset, pos = _varint(handle, 0)
+        size, _ = _varint(handle, pos)
+        yield from _block_entries(data, offset, size)
+
+
+def _block_entries(data: bytes, offset: int, size: int) -> Iterator[tuple[bytes, bytes]]:
+    if offset + size + 5 > len(data):
+        raise ValueError("block past the end of the file")
+    if data[offset + size] != 0:
+        raise ValueError("compressed block")
+    block = data[offset:offset + size]
+    restarts = int.from_bytes(block[-4:], "little")
+    end = len(block) - 4 * (restarts + 1)
+    pos, key = 0, b""
+    while pos < end:
+        shared, pos = _varint(block, pos)
+        unshared, pos = _varint(block, pos)
+        length, pos = _varint(block, pos)
+        key = key[:shared] + block[pos:pos + unshared]
+        pos += unshared
+        yield key, block[pos:pos + length]
+        pos += length
+
+
+def _bundle_extents(index: str) -> tuple[int, dict[int, tuple[int, str]]] | None:
+    """(num_shards, {shard: (bytes the index needs, last tensor)}) from the bundle index; None when it cannot be
+    parsed here (TF's own reader then has the last word)."""
+    try:
+        from tensorflow.core.protobuf import tensor_bundle_pb2
+
+        with open(index, "rb") as handle:
+            data = handle.read()
+        shards = 1
+        extents: dict[int, tuple[int, str]] = {}
+        for key, value in _table_entries(data):
+            if key == b"":
+                header = tensor_bundle_pb2.BundleHeaderProto()
+                header.ParseFromString(value)
+                shards = header.num_shards
+                continue
+            entry = tensor_bundle_pb2.BundleEntryProto()
+            entry.ParseFromString(value)
+            if entry.slices:
+                continue
+            end = entry.offset + entry.size
+            if end > extents.get(entry.shard_id, (0, ""))[0]:
+                extents[entry.shard_id] = (end, key.decode("utf-8", "replace"))
+        return shards, extents
+    except Exception:  # noqa: BLE001 - any surprise: fall back to TF's reader
+        return None
+
+
 class _TFSource:
     """An open TF checkpoint: metadata from the index, tensors one at a time."""
 
@@ -345,11 +423,25 @@ class _TFSource:
         self.object_based = OBJECT_GRAPH_KEY in self.dtypes
         self.format = "tf2-object" if self.object_based else "tf1-name"
         self.data_bytes = sum(os.path.getsize(s) for s in self.shards)
-        numeric = sum(_nbytes(self.dtypes[k], self.shapes[k]) or 0 for k in self.dtypes)
-        if numeric > self.data_bytes:
-            where = self.shards[0] if len(self.shards) == 1 else prefix + ".data-*"
-            raise CheckpointError(where, f"truncated data shard: {self.data_bytes:,} bytes on disk, the index "
-                                  f"describes at least {numeric:,}")
+        extents = _bundle_extents(self.index)
+        if extents is not None:
+            num_shards, needed = extents
+            if num_shards != len(self.shards):
+                missing = f"{prefix}.data-{len(self.shards) if num_shards > len(self.shards) else 0:05d}-of-" \
+                          f"{num_shards:05d}"
+                raise CheckpointError(missing, f"missing data shard: the index names {num_shards} shards, "
+                                      f"{len(self.shards)} found")
+            for shard, (end, key) in sorted(needed.items()):
+                size = os.path.getsize(self.shards[shard])
+                if size < end:
+                    raise CheckpointError(self.shards[shard], f"truncated data shard: {size:,} bytes on disk, the "
+                                          f"index places tensor {key!r} up to byte {end:,}")
+        else:
+            numeric = sum(_nbytes(self.dtypes[k], self.shapes[k]) or 0 for k in self.dtypes)
+            if numeric > self.data_bytes:
+                where = self.shards[0] if len(self.shards) == 1 else prefix + ".data-*"
+                raise CheckpointError(where, f"truncated data shard: {self.data_bytes:,} bytes on disk, the index "
+                                      f"describes at least {numeric:,}")
         self.object_paths: dict[str, str] = {}
         if self.object_based:
             try:
@@ -366,8 +458,14 @@ class _TFSource:
         try:
             return self.reader.get_tensor(key)
         except Exception as exc:  # noqa: BLE001
-            where = self.shards[0] if len(self.shards) == 1 else self.prefix
-            raise CheckpointError(where, f"cannot read tensor {key!r}: {_tf_message(exc)}") from None
+            where = self.shards[0] if len(self.shards) == 1 else self.prefix + ".data-*"
+            message = _tf_message(exc)
+            if "Read less bytes than requested" in message or "OutOfRange" in type(exc).__name__:
+                raise CheckpointError(where, f"truncated data shard: cannot read tensor {key!r} ({message})") \
+                    from None
+            if "Checksum does not match" in message:
+                raise CheckpointError(where, f"corrupt data shard: tensor {key!r} fails its checksum") from None
+            raise CheckpointError(where, f"cannot read tensor {key!r}: {message}") from None
 
     def files(self) -> list[str]:
         return [self.index, *self.shards]

@@ -16,7 +16,7 @@ from mpdoctor.registry import FLOAT16_TEXT, define_rule, static_check, trace_che
 from mpdoctor.static.context import SAVEDMODEL_LAYERS, LayerCall, StaticContext
 from mpdoctor.static.policies import compute_dtype, dtype_keyword, is_float16_compute, policy_from_expr
 from mpdoctor.trace.context import TraceContext
-from mpdoctor.trace.facts import exception_verdict, layer, low_precision
+from mpdoctor.trace.facts import exception_verdict, first_message_line, layer, low_precision
 
 define_rule(
     "MP201", "savedmodel-input-dtype", "error", "STA", True,
@@ -601,12 +601,15 @@ def trace_savedmodel_input_dtype(facts: dict, ctx: TraceContext) -> Iterable[Dia
         received = record.get("compute_dtype")
         if not record.get("autocast", True) or not low_precision(received) or received in accepted:
             continue
+        exception = facts.get("exception") or {}
+        observed = (f"; the run failed with: {first_message_line(exception.get('message', ''))}"
+                    if exception.get("layer_uid") == load.get("layer_uid") else
+                    "; the call fails (\"Could not find matching concrete function\")")
         found.append(ctx.diagnostic(
             "MP201", load["location"],
             f"{load['api']} `{record.get('name')}` computes in {received} (policy \"{record.get('policy')}\") and "
             f"casts its input to {received}, but the SavedModel at {load['handle']} accepts only "
-            f"{', '.join(accepted)}: the call fails (\"Could not find matching concrete function\" / \"Expects "
-            f"arg[0] to be float but half is provided\"); pass dtype=\"float32\" to this layer",
+            f"{', '.join(accepted)}{observed}; pass dtype=\"float32\" to this layer",
             layer=record.get("name"), fix=_dtype_fix(ctx, load["location"])))
     verdict = exception_verdict(facts)
     if not found and verdict and verdict.get("code") == "MP201":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from mpdoctor.static.policies import compute_dtype, is_float16_compute
 
 FLOAT16_DTYPES = ("float16", "bfloat16")
@@ -52,6 +54,9 @@ def first_message_line(message: str) -> str:
     """The line of an exception message that says what went wrong (not Keras' "Exception encountered when
     calling layer ..." wrapper), at most 300 characters."""
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    for line in lines:  # a graph-mode error quotes the real exception inside "in user code:"
+        if re.match(r"\w+(Error|Exception): ", line):
+            return line[:300]
     interesting = [line for line in lines if not line.startswith(("Exception encountered", "Traceback", "File ",
                                                                    "in user code:", "Call arguments received"))]
     return (interesting or lines or [""])[0][:300]
