@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("rules", help="list every rule code")
     explain = sub.add_parser("explain", help="explain a rule: what, why, bad and good example, fix")
     explain.add_argument("code", metavar="CODE")
+    from mpdoctor.artifacts.commands import add_convert_parser, add_inspect_parser
+
+    add_inspect_parser(sub)
+    add_convert_parser(sub)
     return parser
 
 
@@ -198,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_rules()
         if args.command == "explain":
             return run_explain(args.code)
+        if args.command in ("inspect", "convert-checkpoint"):
+            return args.handler(args)
         parser.print_help()
         return EXIT_ERROR
     except KeyboardInterrupt:

@@ -11,10 +11,11 @@ import hashlib
 import os
 import zipfile
 
-import numpy as np
 import pytest
 
-from mpdoctor.artifacts import checkpoints as ck
+np = pytest.importorskip("numpy")  # comes with TensorFlow; without it every test here is moot
+
+from mpdoctor.artifacts import checkpoints as ck  # noqa: E402
 
 F16_MAX = 65504.0
 F16_NORMAL = 2.0 ** -14
@@ -45,8 +46,13 @@ def tree_digest(path) -> dict:
         files = [path]
     else:
         directory = os.path.dirname(path) or "."
-        files = [os.path.join(directory, f) for f in os.listdir(directory) if f.startswith(os.path.basename(path) + ".")]
-    return {f: hashlib.sha256(open(f, "rb").read()).hexdigest() for f in sorted(files)}
+        prefix = os.path.basename(path) + "."
+        files = [os.path.join(directory, f) for f in os.listdir(directory) if f.startswith(prefix)]
+    digests = {}
+    for name in sorted(files):
+        with open(name, "rb") as handle:
+            digests[name] = hashlib.sha256(handle.read()).hexdigest()
+    return digests
 
 
 def reference_f16(values: np.ndarray) -> dict:
@@ -216,21 +222,48 @@ def test_audit_tf2_finds_the_overflow(artifacts):
     assert audit["verdict"].startswith("NOT safe for float16: 1 variable overflow")
 
 
-def test_audit_reads_one_tensor_at_a_time(artifacts, monkeypatch):
-    live = []
-    original = ck._TFSource.read
+def test_audit_streams_float_tensors_from_the_shards_in_small_chunks(tf, tmp_path, monkeypatch):
+    rng = np.random.default_rng(5)
+    big = (rng.standard_normal((700, 1000)) * 0.02).astype(np.float32)  # 2.8 MB: three 1 MiB chunks
+    big[699, 999] = -9e4
+    prefix = tf.train.Checkpoint(big=tf.Variable(big), half=tf.Variable(big[:3].astype(np.float16)),
+                                 f64=tf.Variable(np.array([1e6, 1e-30]))).write(str(tmp_path / "ck"))
+    sizes, reads = [], []
+    original_add, original_read = ck._RangeStats.add, ck._TFSource.read
+    monkeypatch.setattr(ck._RangeStats, "add", lambda self, a: sizes.append(a.nbytes) or original_add(self, a))
+    monkeypatch.setattr(ck._TFSource, "read", lambda self, key: reads.append(key) or original_read(self, key))
+    streamed = ck.audit_checkpoint(prefix, "float16")
+    assert max(sizes) <= ck._READ_BYTES and sum(sizes) == big.nbytes + 16  # float16 entry: already the target
+    assert reads == [ck.OBJECT_GRAPH_KEY]  # TF's reader only for the object graph
+    sizes.clear()
+    verified = ck.audit_checkpoint(prefix, "float16", verify_checksums=True)
+    assert max(sizes) == big.nbytes  # whole tensors through TF's reader
+    assert len(streamed["variables"]) == len(verified["variables"])
+    for a, b in zip(streamed["variables"], verified["variables"], strict=True):
+        assert a == b
+    rows = {r["key"].split("/")[0]: r for r in streamed["variables"]}
+    assert rows["big"]["overflow"] == 1 and rows["big"]["max_abs"] == pytest.approx(9e4)
+    assert (rows["f64"]["overflow"], rows["f64"]["flushed"]) == (1, 1)
+    assert streamed["summary"]["values"] == big.size + 2
 
-    def tracking(self, key):
-        value = original(self, key)
-        live.append(key)
-        return value
 
-    seen = []
-    original_add = ck._RangeStats.add
-    monkeypatch.setattr(ck._TFSource, "read", tracking)
-    monkeypatch.setattr(ck._RangeStats, "add", lambda self, a: seen.append(len(live)) or original_add(self, a))
-    ck.audit_checkpoint(artifacts["tf2"], "float16")
-    assert seen == [2, 3]  # object graph, then each float tensor read right before it is audited
+def test_corrupt_shard_checksum_caught_by_converter_and_verified_audit(tf, artifacts, tmp_path):
+    _, entries = ck._bundle_index(artifacts["tf2"] + ".index")
+    where = entries["model/w/.ATTRIBUTES/VARIABLE_VALUE"].offset
+    for name in os.listdir(os.path.dirname(artifacts["tf2"])):
+        if name.startswith(os.path.basename(artifacts["tf2"]) + "."):
+            with open(os.path.join(os.path.dirname(artifacts["tf2"]), name), "rb") as handle:
+                data = bytearray(handle.read())
+            if ".data-" in name:
+                data[where] ^= 0x40  # flip a bit of model/w
+            (tmp_path / name).write_bytes(bytes(data))
+    prefix = str(tmp_path / os.path.basename(artifacts["tf2"]))
+    ck.audit_checkpoint(prefix, "float16")  # the streaming audit does not check CRC32C (documented)
+    with pytest.raises(ck.CheckpointError, match="corrupt data shard: tensor .* fails its checksum"):
+        ck.audit_checkpoint(prefix, "float16", verify_checksums=True)
+    with pytest.raises(ck.CheckpointError, match="corrupt data shard"):
+        ck.convert_checkpoint(prefix, str(tmp_path / "out"), "float16")
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(("out", "."))]
 
 
 def test_audit_bfloat16_tf1(artifacts):
@@ -378,7 +411,8 @@ def test_convert_many_batches_merges_shards(tf, tmp_path, monkeypatch):
 
 
 def test_verification_failure_leaves_nothing(tf, artifacts, tmp_path, monkeypatch):
-    monkeypatch.setattr(ck, "_fingerprint", lambda value, _n=iter(range(10 ** 6)): next(_n))
+    counter = iter(range(10 ** 6))
+    monkeypatch.setattr(ck, "_fingerprint", lambda value: next(counter))  # every read-back differs
     with pytest.raises(ck.CheckpointError, match="verification failed"):
         ck.convert_checkpoint(artifacts["tf2"], str(tmp_path / "v"), "float16")
     assert os.listdir(tmp_path) == []
@@ -462,7 +496,8 @@ def keras3_files(tmp_path_factory):
 
 
 def build_keras3(keras, policy):
-    return keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, dtype=policy), keras.layers.Dense(2, dtype=policy)])
+    return keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, dtype=policy),
+                             keras.layers.Dense(2, dtype=policy)])
 
 
 @pytest.mark.parametrize("name", ["m.weights.h5", "m.keras"])
@@ -482,7 +517,7 @@ def test_keras3_weights_convert_and_load(keras3_files, tmp_path, name, target):
         half = keras.saving.load_model(out)
     else:
         half.load_weights(out)
-    for mine, theirs in zip(half.weights, model.weights):
+    for mine, theirs in zip(half.weights, model.weights, strict=True):
         np.testing.assert_allclose(np.asarray(mine.numpy(), np.float32),
                                    np.asarray(theirs.numpy()).astype(ck._np_dtype(target)).astype(np.float32))
 

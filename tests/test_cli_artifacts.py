@@ -11,10 +11,11 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 
-from mpdoctor.artifacts.commands import add_convert_parser, add_inspect_parser
+np = pytest.importorskip("numpy")  # comes with TensorFlow; without it every test here is moot
+
+from mpdoctor.artifacts.commands import add_convert_parser, add_inspect_parser  # noqa: E402
 
 
 def _wired() -> bool:
@@ -113,7 +114,7 @@ def test_inspect_float16_audit_finds_overflow_exit_1(ckpt, capfd):
     code, out, err = run_cli(["inspect", ckpt, "--dtype", "float16"], capfd)
     assert code == 1, err
     assert "float16 range audit: 1 float variable to cast (12 values)" in out
-    row = next(line for line in out.splitlines() if line.startswith("w/.ATTRIBUTES"))
+    row = [line for line in out.splitlines() if line.startswith("w/.ATTRIBUTES")][-1]  # the audit table's row
     assert row.split()[2:] == ["12", "1", "1e+05", "0", "0", "0.000%", "overflow"]
     assert out.strip().splitlines()[-1] == ("verdict: NOT safe for float16: 1 variable overflow (1 value above 65504 "
                                             "become inf)")
@@ -160,9 +161,9 @@ def test_convert_prints_audit_writes_verifies_and_refuses_to_overwrite(ckpt, tmp
     code, out, err = run_cli(["convert-checkpoint", ckpt, out_prefix, "--dtype", "float16"], capfd)
     assert code == 0, err
     assert err == ""
-    assert "cast 1 float entry to float16, copied 4 entries untouched" in out
+    assert "cast 1 float entry to float16, copied 3 entries untouched" in out
     assert "verdict: NOT safe for float16: 1 variable overflow" in out
-    assert "warning: 1 values became inf in the output" in out or "warning: 1 value" in out
+    assert "warning: 1 value became inf in the output" in out
     assert "verified by reading it back" in out
     assert listing(tmp_path) == ["half.data-00000-of-00001", "half.index"]
 
@@ -199,10 +200,17 @@ def test_convert_json(ckpt, tmp_path, capfd):
 # Bad input: one line naming the file and the problem, exit 2, no traceback, nothing written
 
 
-def make_bad(kind, tmp_path, ckpt, h5py):
-    """Returns (path to pass, file the error must name, problem text)."""
-    src_dir = os.path.dirname(ckpt)
-    base = os.path.basename(ckpt)
+NEEDS_TF = ("prefix with no index", "truncated data shard", "corrupt index")
+
+
+def make_bad(kind, tmp_path, request):
+    """Returns (path to pass, file the error must name, problem text). Only the cases that need them load the
+    TensorFlow checkpoint or h5py."""
+    if kind in NEEDS_TF:
+        ckpt = request.getfixturevalue("ckpt")
+        src_dir, base = os.path.dirname(ckpt), os.path.basename(ckpt)
+    if "h5" in kind:
+        h5py = request.getfixturevalue("h5py")
     bad = tmp_path / "bad"
     bad.mkdir()
     if kind == "missing path":
@@ -245,8 +253,8 @@ BAD = ["missing path", "prefix with no index", "truncated data shard", "corrupt 
 
 @pytest.mark.parametrize("command", ["inspect", "convert"])
 @pytest.mark.parametrize("kind", BAD)
-def test_bad_input_one_line_exit_2_nothing_written(kind, command, ckpt, h5py, tmp_path, capfd, monkeypatch):
-    path, named, problem = make_bad(kind, tmp_path, ckpt, h5py)
+def test_bad_input_one_line_exit_2_nothing_written(kind, command, request, tmp_path, capfd, monkeypatch):
+    path, named, problem = make_bad(kind, tmp_path, request)
     monkeypatch.chdir(tmp_path)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
@@ -270,15 +278,15 @@ def test_bad_input_one_line_exit_2_nothing_written(kind, command, ckpt, h5py, tm
     assert listing(tmp_path) == before  # nothing written, no temporaries left
 
 
-def test_bad_input_in_a_real_process_has_no_tensorflow_noise(ckpt, h5py, tmp_path):
-    path, named, problem = make_bad("truncated data shard", tmp_path, ckpt, h5py)
+def test_bad_input_in_a_real_process_has_no_tensorflow_noise(request, tmp_path):
+    path, named, problem = make_bad("truncated data shard", tmp_path, request)
     result = run_process(["convert-checkpoint", path, tmp_path / "out", "--dtype", "float16"], tmp_path)
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.splitlines() == [f"mpdoctor: error: {os.path.relpath(named, tmp_path)}: truncated data "
-                                          f"shard: {os.path.getsize(named):,} bytes on disk, the index describes at "
-                                          f"least {2 * os.path.getsize(named):,}"] or \
-        (len(result.stderr.splitlines()) == 1 and problem in result.stderr), result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"mpdoctor: error: {os.path.relpath(named, tmp_path)}: {problem}: ")
+    assert not os.path.exists(tmp_path / "out.index")
 
 
 def test_successful_conversion_in_a_real_process_prints_nothing_on_stderr(ckpt, tmp_path):

@@ -8,9 +8,13 @@ Formats (`read_checkpoint(path)["format"]`):
 - ``keras3-weights-h5``: Keras 3 `.weights.h5`; keys are the HDF5 dataset paths (`layers/dense/vars/0`).
 - ``keras3-archive``: Keras 3 `.keras` zip archive; the weights are its `model.weights.h5` member.
 
-Dtypes and shapes come from the index or HDF5 metadata, no tensor is read. The audit and the converter stream: one
-tensor at a time for TF checkpoints (TF's `CheckpointReader.get_tensor`), row slabs of at most `SLAB_BYTES` for HDF5,
-so the peak memory is about the largest tensor plus a constant.
+Dtypes and shapes come from the index (TF's CheckpointReader dtype/shape maps) or the HDF5 metadata; no tensor is
+read. The audit streams: for TF checkpoints each float tensor is read from its data shard at the offset the bundle
+index gives, 1 MiB at a time into one reused buffer (constant memory; `verify_checksums=True` reads whole tensors
+through TF's CheckpointReader instead, which also checks their CRC32C); for HDF5, row slabs of at most `SLAB_BYTES`.
+The converter reads one tensor at a time through TF's reader (checksums checked), writes batches of at most
+`_BATCH_BYTES` (one data shard each, merged by MergeV2Checkpoints), so its peak memory is about the largest tensor
+plus a constant.
 
 Range audit thresholds (the contract of MP302/MP303 in docs/RULES.md), for a float16 target:
 - overflow: finite |x| > 65504 (float16 max), reported with max |x| (finite values);
@@ -40,7 +44,7 @@ import zipfile
 import zlib
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -119,7 +123,7 @@ def _tf():
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
             try:
                 with _quiet_stderr():
-                    import tensorflow as tf  # noqa: F401
+                    import tensorflow as tf
             except ImportError as exc:
                 raise CheckpointError("tensorflow", f"TensorFlow is needed to read TF checkpoints: {exc}") from None
             _tf_module = tf
@@ -376,30 +380,37 @@ def _block_entries(data: bytes, offset: int, size: int) -> Iterator[tuple[bytes,
         pos += length
 
 
-def _bundle_extents(index: str) -> tuple[int, dict[int, tuple[int, str]]] | None:
-    """(num_shards, {shard: (bytes the index needs, last tensor)}) from the bundle index; None when it cannot be
-    parsed here (TF's own reader then has the last word)."""
+@dataclass(frozen=True)
+class _Entry:
+    shard: int
+    offset: int
+    size: int
+
+
+def _bundle_index(index: str) -> tuple[int, dict[str, _Entry]] | None:
+    """(num_shards, {key: where its bytes are}) from a tensor bundle index (tensorflow/core/util/tensor_bundle);
+    None when it cannot be parsed here (big-endian data, a compressed block, ...): TF's own reader then has the
+    last word. Sliced (partitioned) entries are left out."""
     try:
         from tensorflow.core.protobuf import tensor_bundle_pb2
 
         with open(index, "rb") as handle:
             data = handle.read()
         shards = 1
-        extents: dict[int, tuple[int, str]] = {}
+        entries: dict[str, _Entry] = {}
         for key, value in _table_entries(data):
             if key == b"":
                 header = tensor_bundle_pb2.BundleHeaderProto()
                 header.ParseFromString(value)
+                if header.endianness != tensor_bundle_pb2.BundleHeaderProto.LITTLE or sys.byteorder != "little":
+                    return None
                 shards = header.num_shards
                 continue
             entry = tensor_bundle_pb2.BundleEntryProto()
             entry.ParseFromString(value)
-            if entry.slices:
-                continue
-            end = entry.offset + entry.size
-            if end > extents.get(entry.shard_id, (0, ""))[0]:
-                extents[entry.shard_id] = (end, key.decode("utf-8", "replace"))
-        return shards, extents
+            if not entry.slices:
+                entries[key.decode("utf-8", "surrogateescape")] = _Entry(entry.shard_id, entry.offset, entry.size)
+        return shards, entries
     except Exception:  # noqa: BLE001 - any surprise: fall back to TF's reader
         return None
 
@@ -423,19 +434,23 @@ class _TFSource:
         self.object_based = OBJECT_GRAPH_KEY in self.dtypes
         self.format = "tf2-object" if self.object_based else "tf1-name"
         self.data_bytes = sum(os.path.getsize(s) for s in self.shards)
-        extents = _bundle_extents(self.index)
-        if extents is not None:
-            num_shards, needed = extents
+        parsed = _bundle_index(self.index)
+        self.entries: dict[str, _Entry] | None = None
+        if parsed is not None:
+            num_shards, entries = parsed
             if num_shards != len(self.shards):
                 missing = f"{prefix}.data-{len(self.shards) if num_shards > len(self.shards) else 0:05d}-of-" \
                           f"{num_shards:05d}"
                 raise CheckpointError(missing, f"missing data shard: the index names {num_shards} shards, "
                                       f"{len(self.shards)} found")
-            for shard, (end, key) in sorted(needed.items()):
-                size = os.path.getsize(self.shards[shard])
-                if size < end:
-                    raise CheckpointError(self.shards[shard], f"truncated data shard: {size:,} bytes on disk, the "
-                                          f"index places tensor {key!r} up to byte {end:,}")
+            sizes = [os.path.getsize(shard) for shard in self.shards]
+            for key, entry in entries.items():
+                if entry.shard >= len(sizes) or entry.offset + entry.size > sizes[entry.shard]:
+                    where = self.shards[min(entry.shard, len(sizes) - 1)]
+                    raise CheckpointError(where, f"truncated data shard: {sizes[min(entry.shard, len(sizes) - 1)]:,} "
+                                          f"bytes on disk, the index places tensor {key!r} up to byte "
+                                          f"{entry.offset + entry.size:,}")
+            self.entries = entries
         else:
             numeric = sum(_nbytes(self.dtypes[k], self.shapes[k]) or 0 for k in self.dtypes)
             if numeric > self.data_bytes:
@@ -469,6 +484,49 @@ class _TFSource:
 
     def files(self) -> list[str]:
         return [self.index, *self.shards]
+
+    def pieces(self, key: str, verify_checksums: bool = False) -> Iterator[np.ndarray]:
+        """The values of `key`. A float tensor is read straight from its shard at the offset the index gives, in
+        chunks of _CHUNK elements into one reused buffer (constant memory, no checksum); otherwise, or with
+        `verify_checksums`, the whole tensor through TF's reader, which checks the tensor's CRC32C."""
+        entry = self.entries.get(key) if self.entries is not None and not verify_checksums else None
+        dtype = self.dtypes[key]
+        itemsize = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}.get(dtype)
+        count = int(np.prod(self.shapes[key], dtype=np.int64))
+        if entry is None or itemsize is None or entry.size != count * itemsize:
+            yield np.asarray(self.read(key))
+            return
+        np_dtype = _np_dtype(dtype)
+        buffer = _read_buffer()
+        step = (buffer.size // itemsize) * itemsize
+        path = self.shards[entry.shard]
+        try:
+            with open(path, "rb", buffering=0) as handle:
+                handle.seek(entry.offset)
+                remaining = entry.size
+                while remaining:
+                    want = min(step, remaining)
+                    view = buffer[:want]
+                    got = 0
+                    while got < want:
+                        n = handle.readinto(memoryview(view)[got:])
+                        if not n:
+                            raise CheckpointError(path, f"truncated data shard: tensor {key!r} ends past the end "
+                                                  "of the file")
+                        got += n
+                    remaining -= want
+                    yield view.view(np_dtype)
+        except OSError as exc:
+            raise CheckpointError(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+_READ_BYTES = 1 << 20
+
+
+def _read_buffer() -> np.ndarray:
+    if not hasattr(_local, "read"):
+        _local.read = np.empty(_READ_BYTES, np.uint8)
+    return _local.read
 
 
 def _nbytes(dtype: str, shape) -> int | None:
@@ -864,14 +922,6 @@ def _auditable(dtype: str, target: str) -> bool:
     return dtype in FLOAT_DTYPES and dtype != target
 
 
-def _iter_values(source, key: str) -> Iterator[np.ndarray]:
-    if isinstance(source, _TFSource):
-        value = source.read(key)
-        yield np.asarray(value)
-    else:
-        yield from source.pieces(key)
-
-
 def _compile_only(only: str | None):
     if only is None:
         return None
@@ -890,37 +940,41 @@ def _check_target(target_dtype: str) -> str:
 
 
 def audit_checkpoint(path: str | os.PathLike, target_dtype: str = "float16", *,
-                     underflow_threshold: float = DEFAULT_UNDERFLOW_THRESHOLD, only: str | None = None) -> dict:
+                     underflow_threshold: float = DEFAULT_UNDERFLOW_THRESHOLD, only: str | None = None,
+                     verify_checksums: bool = False) -> dict:
     """Range audit of every float variable whose dtype differs from `target_dtype`, streaming one tensor at a time.
 
     Returns {path, format, target_dtype, underflow_threshold, variables: [{key, dtype, shape, object_path, values,
     max_abs, overflow, flushed, subnormal, nonfinite, zeros, *_fraction, status, (bfloat16:) max_relative_error,
     mean_relative_error}], skipped, summary, safe, verdict, bytes_read, seconds}. status is ok | overflow |
-    underflow | nonfinite. Raises CheckpointError."""
+    underflow | nonfinite.
+
+    TF checkpoints: float tensors are read from the shards at the offsets of the index, 1 MiB at a time (the memory
+    used does not grow with the checkpoint or its tensors); `verify_checksums=True` reads each tensor whole through
+    TF's CheckpointReader instead, which also checks its CRC32C. Raises CheckpointError."""
     target = _check_target(target_dtype)
     pattern = _compile_only(only)
     with open_source(path) as (located, source):
-        return _audit_source(located, source, target, underflow_threshold, pattern)
+        return _audit_source(located, source, target, underflow_threshold, pattern, verify_checksums)
 
 
-def _audit_source(located: Located, source, target: str, threshold: float, pattern) -> dict:
+def _audit_source(located: Located, source, target: str, threshold: float, pattern,
+                  verify_checksums: bool = False) -> dict:
     started = time.perf_counter()
     rows = []
-    skipped = 0
     read = 0
-    for key in source.keys():
-        if key == OBJECT_GRAPH_KEY:
-            continue
-        dtype = source.dtypes[key]
-        if not _auditable(dtype, target) or (pattern is not None and not pattern.search(key)):
-            skipped += 1
-            continue
+    keys = [k for k in source.keys() if k != OBJECT_GRAPH_KEY]
+    selected = [k for k in keys if _auditable(source.dtypes[k], target) and (pattern is None or pattern.search(k))]
+    skipped = len(keys) - len(selected)
+    for key in selected:
+        pieces = source.pieces(key, verify_checksums) if isinstance(source, _TFSource) else source.pieces(key)
         stats = _RangeStats(target)
-        for piece in _iter_values(source, key):
+        for piece in pieces:
             read += piece.nbytes
             stats.add(piece)
             del piece
-        row = {"key": key, "dtype": dtype, "shape": source.shapes[key],
+        pieces = None
+        row = {"key": key, "dtype": source.dtypes[key], "shape": source.shapes[key],
                "object_path": source.object_paths.get(key) if isinstance(source, _TFSource) else None}
         row.update(stats.result(threshold))
         rows.append(row)
@@ -1126,7 +1180,7 @@ def _remove(path: str) -> None:
 
 def _convert_tf(plan: _Plan, source: _TFSource, target: str, selected: set[str], threshold: float) -> dict:
     tf = _tf_eager()
-    out_dtype = _np_dtype(target)
+    out_tf_dtype = tf.as_dtype(target)
     final_dir = plan.out_target if plan.located.from_dir else os.path.dirname(os.path.abspath(plan.out_target))
     parent = os.path.dirname(os.path.abspath(plan.out_target))
     base = os.path.basename(source.prefix) if plan.located.from_dir else os.path.basename(plan.out_target)
@@ -1164,15 +1218,21 @@ def _convert_tf(plan: _Plan, source: _TFSource, target: str, selected: set[str],
                        "object_path": source.object_paths.get(key)}
                 row.update(stats.result(threshold))
                 rows.append(row)
-                value = _cast(value, out_dtype)
+                # TF's cast: round to nearest even like numpy's astype, vectorised; the tensor goes to SaveV2 as is
+                tensor = tf.cast(value, out_tf_dtype)
+                value = tensor.numpy()
+            elif isinstance(value, bytes):
+                tensor = tf.constant(value, dtype=tf.string)
+            else:
+                tensor = value
             expected[key] = (_out_dtype_name(source.dtypes[key], key in selected, target), _fingerprint(value))
             size = value.nbytes if isinstance(value, np.ndarray) else len(value) if isinstance(value, bytes) else 0
             if batch_names and batch_bytes + size > _BATCH_BYTES:
                 flush()
             batch_names.append(key)
-            batch_values.append(tf.constant(value, dtype=tf.string) if isinstance(value, bytes) else value)
+            batch_values.append(tensor)
             batch_bytes += size
-            del value
+            del value, tensor
         flush()
         if not parts:  # an empty checkpoint still needs an index and a data shard
             tf.raw_ops.SaveV2(prefix=os.path.join(workdir, "part-00000"), tensor_names=[], shape_and_slices=[],

@@ -29,6 +29,9 @@ def add_inspect_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--underflow-threshold", type=float, default=None, metavar="FRACTION",
                         help="a variable underflows when more than this fraction of its values flush to zero or "
                              "become subnormal (default: 0.01)")
+    parser.add_argument("--verify-checksums", action="store_true",
+                        help="audit through TensorFlow's checkpoint reader, which checks every tensor's CRC32C "
+                             "(slower; by default float tensors are streamed straight from the data shards)")
     parser.set_defaults(handler=run_inspect)
     return parser
 
@@ -62,7 +65,7 @@ def _shown(path) -> str:
         relative = os.path.relpath(text)
     except ValueError:
         return text
-    return text if relative.startswith("..") or os.path.isabs(text) and not relative else relative
+    return text if relative.startswith("..") else relative
 
 
 def _error(path, problem: str) -> int:
@@ -173,8 +176,20 @@ def _json(document: dict) -> None:
 # inspect
 
 
+def _load(path):
+    """The checkpoints module, or None after a one-line error when numpy (which comes with TensorFlow) is missing."""
+    try:
+        from mpdoctor.artifacts import checkpoints
+    except ImportError as exc:
+        _error(path, f"reading checkpoints needs numpy ({exc}): pip install 'mpdoctor[tf]'")
+        return None
+    return checkpoints
+
+
 def run_inspect(args) -> int:
-    from mpdoctor.artifacts import checkpoints as ck
+    ck = _load(args.path)
+    if ck is None:
+        return EXIT_ERROR
 
     threshold = ck.DEFAULT_UNDERFLOW_THRESHOLD if args.underflow_threshold is None else args.underflow_threshold
     if not 0 <= threshold <= 1:
@@ -185,7 +200,8 @@ def run_inspect(args) -> int:
             return _inspect_savedmodel(args, located, threshold)
         with ck.open_source(args.path) as (located, source):
             info = ck._describe(located, source)
-            audit = ck._audit_source(located, source, args.dtype, threshold, None) if args.dtype else None
+            audit = (ck._audit_source(located, source, args.dtype, threshold, None, args.verify_checksums)
+                     if args.dtype else None)
     except ck.CheckpointError as exc:
         return _error(exc.path, exc.problem)
     verdict = audit["verdict"] if audit else _plain_verdict(info)
@@ -237,7 +253,7 @@ def _inspect_savedmodel(args, located, threshold: float) -> int:
             with ck.open_source(prefix) as (vloc, source):
                 variables = ck._describe(vloc, source)
                 if args.dtype:
-                    audit = ck._audit_source(vloc, source, args.dtype, threshold, None)
+                    audit = ck._audit_source(vloc, source, args.dtype, threshold, None, args.verify_checksums)
         except ck.CheckpointError as exc:
             return _error(exc.path, exc.problem)
     verdict = _savedmodel_verdict(info, variables, audit, args.dtype)
@@ -301,7 +317,9 @@ def _savedmodel_verdict(info: dict, variables: dict | None, audit: dict | None, 
 
 
 def run_convert(args) -> int:
-    from mpdoctor.artifacts import checkpoints as ck
+    ck = _load(args.input)
+    if ck is None:
+        return EXIT_ERROR
 
     try:
         result = ck.convert_checkpoint(args.input, args.output, args.dtype, only=args.only, force=args.force,
@@ -315,14 +333,14 @@ def run_convert(args) -> int:
         return EXIT_OK
     audit = result["audit"]
     lines = [f"{_shown(result['path'])}: {ck.FORMAT_DESCRIPTIONS[result['format']]}",
-             f"cast {len(result['cast']):,} float entries to {result['target_dtype']}, copied "
-             f"{result['copied']:,} entries untouched"]
+             f"cast {_plural(len(result['cast']), 'float entry', 'float entries')} to {result['target_dtype']}, "
+             f"copied {_plural(result['copied'], 'entry', 'entries')} untouched"]
     if not result["cast"]:
         lines.append(f"note: nothing to cast: every float entry is already {result['target_dtype']}")
     if audit["variables"]:
         lines += [""] + _audit_lines(audit) + ["", f"verdict: {audit['verdict']}"]
         if audit["summary"]["overflow_values"]:
-            lines.append(f"warning: {audit['summary']['overflow_values']:,} values became inf in the output")
+            lines.append(f"warning: {_plural(audit['summary']['overflow_values'], 'value')} became inf in the output")
     seconds = max(result["seconds"], 1e-9)
     lines += ["", "wrote " + ", ".join(_shown(f) for f in result["files"])
               + f" ({_size(result['bytes_in'])} read, {_size(result['bytes_out'])} written, {result['seconds']:.2f} s, "

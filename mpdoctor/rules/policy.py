@@ -897,3 +897,36 @@ def trace_hub_layer_on_keras3(facts: dict, ctx: TraceContext) -> Iterable[Diagno
                            "model fails to build (" + first_message_line(facts["exception"]["message"]) + "); set "
                            "TF_USE_LEGACY_KERAS=1 before importing TensorFlow and use tf_keras, or load the "
                            "SavedModel with keras.layers.TFSMLayer")]
+
+
+@trace_check("MP101")
+def trace_policy_after_layers(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """A float16 policy set on import after layers were created under another policy. Layers whose creating line
+    also ran after the policy change (a builder called once for a float32 reference, once for the real model)
+    are the comparison pattern, not a mistake."""
+    uids = list(facts.get("layers", {}))
+    imported = uids[:facts.get("layers_created_on_import", len(uids))]
+    found = []
+    for event in facts.get("policy_events", []):
+        if not is_float16_compute(event.get("policy")):
+            continue
+        before = imported[:event.get("layers_before", 0)]
+        rebuilt = {_line(facts["layers"][uid]) for uid in imported[len(before):]}
+        stale = [facts["layers"][uid] for uid in before
+                 if facts["layers"][uid].get("explicit_dtype") is None
+                 and facts["layers"][uid].get("policy") != event["policy"]
+                 and facts["layers"][uid].get("class") != "InputLayer" and not facts["layers"][uid].get("is_model")
+                 and _line(facts["layers"][uid]) not in rebuilt]
+        if not stale:
+            continue
+        first = stale[0]
+        found.append(ctx.diagnostic(
+            "MP101", event.get("location"), f"the policy becomes \"{event['policy']}\" after {len(stale)} layer(s) "
+            f"were created under \"{first.get('policy')}\" (first: {first.get('class')} `{first.get('name')}` at "
+            f"line {_line(first) or '?'}); they keep \"{first.get('policy')}\": set the policy before building "
+            f"the model"))
+    return found
+
+
+def _line(record: dict) -> int | None:
+    return (record.get("created_at") or {}).get("line")

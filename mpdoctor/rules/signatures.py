@@ -16,7 +16,7 @@ from mpdoctor.registry import FLOAT16_TEXT, define_rule, static_check, trace_che
 from mpdoctor.static.context import SAVEDMODEL_LAYERS, LayerCall, StaticContext
 from mpdoctor.static.policies import compute_dtype, dtype_keyword, is_float16_compute, policy_from_expr
 from mpdoctor.trace.context import TraceContext
-from mpdoctor.trace.facts import exception_verdict, first_message_line, layer, low_precision
+from mpdoctor.trace.facts import exception_verdict, first_message_line, graphs, layer, low_precision
 
 define_rule(
     "MP201", "savedmodel-input-dtype", "error", "STA", True,
@@ -658,4 +658,31 @@ def trace_exported_signature_float16(facts: dict, ctx: TraceContext) -> Iterable
                 "MP203", export["location"], f"{export['api']} wrote a serving signature with low-precision "
                 f"tensors ({'; '.join(low[:4])}): consumers that feed float32 or expect float32 break; make the "
                 f"output layer float32 and give the input an explicit float32 spec"))
+    return found
+
+
+@trace_check("MP207")
+def trace_cast_undone_by_autocast(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """A Lambda that casts to float32 (per its source line) whose output feeds, as an autocast argument, a layer
+    computing in float16: the graph shows the consumer's input after autocast is float16 again."""
+    found = []
+    for _, graph in graphs(facts):
+        nodes = {n["id"]: n for n in graph.get("nodes", [])}
+        for edge in graph.get("edges", []):
+            source, target = nodes.get(edge.get("source")), nodes.get(edge.get("target"))
+            if not source or not target or source.get("class") != "Lambda":
+                continue
+            line = (source.get("created_at") or {}).get("line")
+            text = ctx.static.lines[line - 1] if ctx.static and line and line <= len(ctx.static.lines) else ""
+            if "cast" not in text or "float32" not in text:
+                continue
+            index = edge.get("arg_index") or 0
+            predicted = target.get("predicted_input_dtypes") or []
+            after = predicted[index] if index < len(predicted) else None
+            if target.get("autocast") and low_precision(after):
+                found.append(ctx.diagnostic(
+                    "MP207", source.get("created_at"), f"the float32 cast in `{source['id']}` is undone: "
+                    f"`{target['id']}` ({target.get('class')}, policy \"{target.get('policy')}\") autocasts its "
+                    f"input back to {after}; put dtype=\"float32\" on `{target['id']}` instead",
+                    layer=source["id"]))
     return found

@@ -28,6 +28,7 @@ def main(argv: list[str]) -> int:
     try:
         recorder = _prepare(request, facts)
         module = _import_user_file(request["file"], facts, recorder)
+        facts["layers_created_on_import"] = len(recorder.layers)
         models = _discover(module, request.get("entry"), recorder, facts)
         for name, how, model in models:
             facts["models"].append(_analyse_model(name, how, model, recorder, facts))
