@@ -178,13 +178,26 @@ def _discover(module, entry: str | None, recorder, facts: dict) -> list[tuple[st
             if not name.startswith("__"):
                 add(value, name, f"module attribute `{name}`")
         if found:
-            return found
+            return _drop_contained(found)
     nested = _nested_model_ids(recorder.models)
     for model in recorder.models:
         if id(model) not in nested:
             where = recorder.layers.get(str(id(model)), {}).get("created_at") or {}
             add(model, getattr(model, "name", "model"), f"created at line {where.get('line', '?')}")
     return found
+
+
+def _drop_contained(found: list) -> list:
+    """A model whose layers all belong to another found model (a backbone whose output feeds a new head) is
+    analysed as part of that model, not on its own: its float16 output is an inner tensor there."""
+    layer_sets = [{id(layer) for layer in _sublayers(model)} for _, _, model in found]
+    kept = []
+    for i, entry in enumerate(found):
+        inner = layer_sets[i]
+        if inner and any(j != i and inner < other for j, other in enumerate(layer_sets)):
+            continue
+        kept.append(entry)
+    return kept
 
 
 def _zero_argument(fn) -> bool:
