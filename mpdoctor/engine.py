@@ -44,6 +44,7 @@ class Report:
     errors: list[FileError] = field(default_factory=list)
     files_checked: int = 0
     passes: tuple[str, ...] = ("static",)
+    traces: list[dict] = field(default_factory=list)  # per traced file: models' graphs, SavedModels, environment
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Severity}
@@ -129,7 +130,7 @@ def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | Non
         except (OSError, UnicodeDecodeError, SyntaxError) as exc:
             report.errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
             continue
-        diagnostics, error = check_source(text, shown, config, path=str(path), trace=trace)
+        diagnostics, error = check_source(text, shown, config, path=str(path), trace=trace, traces=report.traces)
         report.files_checked += 1
         report.diagnostics += diagnostics
         if error:
@@ -154,7 +155,8 @@ def parse_source(text: str, shown: str) -> tuple[ast.Module | None, FileError | 
 
 
 def check_source(text: str, shown: str, config: Config, path: str | None = None,
-                 trace: TraceOptions | None = None) -> tuple[list[Diagnostic], FileError | None]:
+                 trace: TraceOptions | None = None, traces: list | None = None
+                 ) -> tuple[list[Diagnostic], FileError | None]:
     """Static (and, when enabled, trace) pass over one file: diagnostics after selection and suppression, or a
     parse error. A file that does not parse is never run."""
     tree, error = parse_source(text, shown)
@@ -166,7 +168,7 @@ def check_source(text: str, shown: str, config: Config, path: str | None = None,
     if trace is not None and trace.enabled and _MARKER.search(text):
         from mpdoctor.trace.checks import trace_diagnostics
 
-        traced = trace_diagnostics(path or shown, shown, text, tree, config, settings, trace)
+        traced = trace_diagnostics(path or shown, shown, text, tree, config, settings, trace, traces)
         raw = merge_passes(raw, traced)
         passes = "ST"
     return finish(raw, text, shown, config, ran_passes=passes), internal

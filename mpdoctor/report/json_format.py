@@ -44,6 +44,7 @@ def to_dict(report) -> dict:
         "errors": [{"path": e.path, "line": e.line, "column": e.column, "kind": e.kind, "message": e.message}
                    for e in report.errors],
         "summary": report.summary(),
+        "traces": report.traces,
     }
 
 

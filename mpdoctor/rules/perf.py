@@ -12,7 +12,7 @@ from mpdoctor.static.astutil import binds
 from mpdoctor.static.context import LayerCall, StaticContext
 from mpdoctor.static.policies import compute_dtype, is_float16_compute, policy_from_expr
 from mpdoctor.trace.context import TraceContext
-from mpdoctor.trace.facts import float16_policy_events
+from mpdoctor.trace.facts import float16_policy_events, graphs
 
 define_rule(
     "MP601", "tensor-core-alignment", "info", "ST", False,
@@ -255,3 +255,21 @@ def trace_no_fast_float16_hardware(facts: dict, ctx: TraceContext) -> Iterable[D
         why = "bfloat16 is emulated and slower than float32 there"
     return [ctx.diagnostic("MP603", event.get("location"), f"policy \"{event['policy']}\" on a machine with {have}: "
                            f"{why}; fine if the model trains elsewhere")]
+
+
+@trace_check("MP602")
+def trace_float64_input(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """Model inputs declared float64: every step casts them (numpy arrays default to float64, and
+    `keras.Input(dtype="float64")` / `tf.constant` of Python floats in float64 follow)."""
+    found = []
+    for model, graph in graphs(facts):
+        nodes = {n["id"]: n for n in graph.get("nodes", [])}
+        for spec in graph.get("inputs", []):
+            if spec.get("dtype") == "float64":
+                node = nodes.get(spec.get("node"), {})
+                found.append(ctx.diagnostic(
+                    "MP602", node.get("created_at") or model.get("location"),
+                    f"input `{spec.get('node')}` of model `{model['name']}` is float64: each step casts it to the "
+                    f"compute dtype; feed float32 (e.g. x.astype('float32')) and declare the input float32",
+                    layer=spec.get("node")))
+    return found

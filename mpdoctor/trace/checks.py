@@ -17,11 +17,25 @@ from mpdoctor.trace.facts import first_message_line
 from mpdoctor.trace.runner import run_trace
 
 
+def trace_summary(shown: str, facts: dict | None, failure: str | None) -> dict:
+    """What the report keeps of a trace: the models' graphs (nodes and edges with dtypes), the SavedModels read and
+    the environment, for the JSON/HTML output and other tools."""
+    facts = facts or {}
+    return {"path": shown, "status": "failed" if failure else facts.get("status", "ok"), "failure": failure,
+            "environment": facts.get("environment", {}),
+            "models": [{"name": m.get("name"), "how": m.get("how"), "graph": m.get("graph")}
+                       for m in facts.get("models", [])],
+            "savedmodels": [{"api": load.get("api"), "handle": load.get("handle"), "savedmodel": load.get("savedmodel")}
+                            for load in facts.get("savedmodel_loads", [])]}
+
+
 def trace_diagnostics(path: str, shown: str, text: str, tree: ast.Module, config: Config, settings: Settings,
-                      options) -> list[Diagnostic]:
+                      options, summaries: list | None = None) -> list[Diagnostic]:
     outcome = run_trace(path, entry=options.entry, timeout=options.timeout)
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
+    if summaries is not None:
+        summaries.append(trace_summary(shown, facts, outcome.failure))
     if facts is None:
         return [_trace_failed(ctx, outcome.failure or "the trace child reported nothing", outcome.output_tail)]
     found = run_checks(facts, ctx, config)

@@ -1,0 +1,151 @@
+"""Trace rules: pure checks on hand-made facts (no TensorFlow), then small real scripts run in the child."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from mpdoctor.config import Config
+from mpdoctor.trace.checks import run_checks
+from mpdoctor.trace.context import TraceContext
+
+
+def facts(**overrides) -> dict:
+    base = {"version": 1, "status": "ok", "environment": {"gpus": [], "keras_major": 3, "global_policy": None},
+            "policy_events": [], "layers": {}, "savedmodel_loads": [], "restores": [], "exports": [], "models": [],
+            "exception": None}
+    base.update(overrides)
+    return base
+
+
+def run(f: dict, code: str):
+    ctx = TraceContext("m.py", "m.py", "", None)
+    return [d for d in run_checks(f, ctx, Config()) if d.code == code]
+
+
+POLICY = {"policy": "mixed_float16", "api": "set_global_policy", "location": {"file": "m.py", "line": 3},
+          "layers_before": 0}
+
+
+@pytest.mark.parametrize("gpus,expected", [([], 1), ([{"name": "T4", "compute_capability": [7, 5]}], 0),
+                                           ([{"name": "K80", "compute_capability": [3, 7]}], 1)])
+def test_mp603_depends_on_the_devices(gpus, expected):
+    assert len(run(facts(policy_events=[POLICY], environment={"gpus": gpus}), "MP603")) == expected
+
+
+def savedmodel_load(accepted):
+    return {"api": "hub.KerasLayer", "handle": "/m", "layer_uid": "1", "location": {"file": "m.py", "line": 7},
+            "savedmodel": {"error": None, "accepted_input_dtypes": accepted, "signatures": []}}
+
+
+@pytest.mark.parametrize("accepted,compute,expected", [(["float32"], "float16", 1), (["float16", "float32"], "float16", 0),
+                                                       (["float32"], "float32", 0), (["float32"], "bfloat16", 1)])
+def test_mp201_compares_the_dtype_after_autocast_with_the_accepted_ones(accepted, compute, expected):
+    layers = {"1": {"name": "keras_layer", "class": "KerasLayer", "policy": f"mixed_{compute}",
+                    "compute_dtype": compute, "autocast": True}}
+    found = run(facts(layers=layers, savedmodel_loads=[savedmodel_load(accepted)]), "MP201")
+    assert [(d.location.line, d.passes) for d in found] == [(7, ("trace",))] * expected
+
+
+def test_mp202_reports_an_unreadable_handle():
+    load = savedmodel_load([])
+    load["savedmodel"] = {"error": {"kind": "offline", "message": "https://tfhub.dev/x is not in the TF Hub cache"}}
+    [d] = run(facts(savedmodel_loads=[load]), "MP202")
+    assert "not in the TF Hub cache" in d.message and d.location.line == 7
+
+
+def test_mp402_and_mp401_from_graph_outputs():
+    graph = {"nodes": [{"id": "logits", "class": "Dense", "activation": "linear", "policy": "mixed_float16",
+                        "created_at": {"file": "m.py", "line": 5}},
+                       {"id": "probs", "class": "Dense", "activation": "softmax", "policy": "mixed_float16",
+                        "created_at": {"file": "m.py", "line": 6}},
+                       {"id": "safe", "class": "Activation", "activation": "softmax", "policy": "float32",
+                        "created_at": {"file": "m.py", "line": 8}}],
+             "edges": [], "outputs": [{"node": "logits", "dtype": "float16"}, {"node": "probs", "dtype": "float16"},
+                                      {"node": "safe", "dtype": "float32"}]}
+    f = facts(models=[{"name": "m", "graph": graph}])
+    assert [d.location.line for d in run(f, "MP402")] == [5]
+    assert [d.location.line for d in run(f, "MP401")] == [6]
+
+
+
+
+def _has_tensorflow() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("tensorflow") is not None
+
+
+needs_tf = pytest.mark.skipif(not _has_tensorflow(), reason="TensorFlow is not installed")
+
+
+@needs_tf
+def test_json_output_carries_the_graph_and_the_trace_confirms_mp101(tmp_path):
+    script = tmp_path / "late.py"
+    script.write_text(textwrap.dedent("""\
+        import keras
+
+        def build_model():
+            inputs = keras.Input((8,))
+            return keras.Model(inputs, keras.layers.Dense(2, dtype="float32")(keras.layers.Dense(16)(inputs)))
+
+        model = build_model()
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        """))
+    result = subprocess.run([sys.executable, "-m", "mpdoctor", "check", "--trace", "--format", "json", "late.py"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            env={**__import__("os").environ, "TF_USE_LEGACY_KERAS": "0"})
+    data = json.loads(result.stdout)
+    mp101 = [d for d in data["diagnostics"] if d["code"] == "MP101"]
+    assert [(d["line"], d["passes"]) for d in mp101] == [(8, ["static", "trace"])]
+    [trace] = data["traces"]
+    [model] = trace["models"]
+    nodes = {n["id"]: n for n in model["graph"]["nodes"]}
+    assert {n["compute_dtype"] for n in nodes.values() if n["class"] == "Dense"} == {"float16", "float32"}
+    assert all("dtype" in e for e in model["graph"]["edges"]) and model["graph"]["edges"]
+
+
+@needs_tf
+@pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
+def test_lambda_cast_is_confirmed_by_the_graph(tmp_path, legacy):
+    from trace_support import trace_check
+
+    script = tmp_path / "lam.py"
+    script.write_text(textwrap.dedent("""\
+        import tensorflow as tf
+
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+        inputs = tf.keras.Input((8,), dtype="float64")
+        x = tf.keras.layers.Lambda(lambda t: tf.cast(t, tf.float32))(inputs)
+        x = tf.keras.layers.Dense(4)(x)
+        outputs = tf.keras.layers.Activation("linear", dtype="float32")(x)
+        model = tf.keras.Model(inputs, outputs)
+        model.compile("adam", "mse")
+        """))
+    found = {(d.code, d.location.line): d for d in trace_check(script, legacy=legacy)}
+    assert found[("MP207", 5)].passes == ("static", "trace")
+    assert ("MP602", 4) in found
+    assert not [key for key in found if key[0] in ("MP001", "MP402", "MP401")]
+
+
+@needs_tf
+def test_pure_float16_policy_with_a_compiled_model_and_float16_export(tmp_path):
+    from trace_support import trace_check
+
+    export_dir = tmp_path / "exported"
+    script = tmp_path / "pure.py"
+    script.write_text(textwrap.dedent(f"""\
+        import keras
+
+        keras.mixed_precision.set_global_policy("float16")
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        model.compile("adam", "mse")
+        model.export({str(export_dir)!r})
+        """))
+    found = {(d.code, d.location.line) for d in trace_check(script, legacy=False)}
+    assert ("MP102", 3) in found
+    assert ("MP203", 6) in found
