@@ -129,3 +129,18 @@ def test_hostile_model_code_becomes_mp001_and_static_findings_survive(tmp_path, 
     assert ("MP401", 3) in codes_at(diagnostics)
     [mp001] = [d for d in diagnostics if d.code == "MP001"]
     assert reason in mp001.message
+
+
+def test_second_seed_tf1_restore_into_float16_is_mp301_at_the_saver(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    source = (Path(__file__).parent / "fixtures" / "MP301" / "seed003_question_float16_saver_keras2.py").read_text()
+    script = tmp_path / "seed003.py"
+    script.write_text(source)
+    monkeypatch.chdir(tmp_path)  # the script writes tmp.ckpt* next to where it runs
+    assert run_python(script, legacy=True).returncode != 0  # ground truth: the restore really fails
+    diagnostics = trace_check(script, legacy=True)
+    [mp301] = [d for d in diagnostics if d.code == "MP301"]
+    assert mp301.location.line == 29 and mp301.passes == ("static", "trace")
+    assert "dense/kernel" in mp301.message and "float32" in mp301.message and "float16" in mp301.message
+    assert not [d for d in diagnostics if d.code == "MP001"], [d.message for d in diagnostics]

@@ -16,10 +16,11 @@ import ast
 from typing import Iterable
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
-from mpdoctor.registry import define_rule, static_check
+from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 from mpdoctor.static.policies import policy_from_expr
+from mpdoctor.trace.context import TraceContext
 
 define_rule(
     "MP301", "checkpoint-dtype-mismatch", "error", "STA", True,
@@ -608,3 +609,31 @@ def _tf2_restores(ctx: StaticContext) -> list[Diagnostic]:
 @static_check("MP301")
 def check_checkpoint_dtype(ctx: StaticContext) -> Iterable[Diagnostic]:
     return [*_tf1_saver_restores(ctx), *_tf2_restores(ctx)]
+
+
+# ---------------------------------------------------------------- trace forms
+
+
+@trace_check("MP301")
+def trace_checkpoint_dtype_mismatch(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """A restore the trace recorded failed because checkpoint values and variables differ in dtype: one finding per
+    restore call, listing each variable (key, checkpoint dtype, variable dtype)."""
+    from mpdoctor.trace.exceptions import classify_exception
+
+    found = []
+    for restore in facts.get("restores", []):
+        error = restore.get("error")
+        verdict = classify_exception(error["type"], error["message"]) if error else None
+        if not verdict or verdict.get("code") != "MP301":
+            continue
+        tensors = verdict.get("tensors") or []
+        listed = "; ".join(f"{t['name']}: checkpoint {t['checkpoint_dtype']}, variable {t['variable_dtype']}"
+                           for t in tensors[:6])
+        more = f" and {len(tensors) - 6} more" if len(tensors) > 6 else ""
+        where = restore.get("receiver_created_at") or restore.get("location")  # a Saver's builder= goes there
+        found.append(ctx.diagnostic(
+            "MP301", where, f"{restore['api']}({restore.get('path')!s}) failed: {listed}{more}; "
+            f"restore with a cast (a Saver builder that reads float32 and casts, or float32 variables under "
+            f"mixed_float16) or convert the checkpoint: mpdoctor convert-checkpoint IN OUT --dtype "
+            f"{verdict.get('variable_dtype', 'float16')}"))
+    return found

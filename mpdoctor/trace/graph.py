@@ -75,6 +75,7 @@ non-float inputs through, see Observation).
 
 from __future__ import annotations
 
+import gc
 import inspect
 import sys
 from collections.abc import Mapping
@@ -973,7 +974,13 @@ def model_graph(model, layer_records: dict | None = None, probe: bool = True) ->
     `layer_records` maps layer uids (str(id(layer))) to the hook's layer records; `explicit_dtype` and
     `created_at` are taken from them. `probe=False` never calls the model (subclassed models then have no dtypes).
     """
-    return _Builder(model, layer_records or {}, probe).build()
+    enabled = gc.isenabled()
+    gc.disable()  # a collection of the garbage left by building a big model would land here and dominate
+    try:
+        return _Builder(model, layer_records or {}, probe).build()
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def to_networkx(graph: dict) -> nx.MultiDiGraph:

@@ -153,6 +153,7 @@ def install(recorder: Recorder, flavours: set[str]) -> None:
     for method in ("restore", "read"):
         wrap_method(checkpoint, method, _method_recorder(recorder, recorder.restores, f"tf.train.Checkpoint.{method}",
                                                          lambda a, k: a[1] if len(a) > 1 else k.get("save_path")))
+    wrap_method(tf.compat.v1.train.Saver, "__init__", _creation_site_recorder(recorder))
     wrap_method(tf.compat.v1.train.Saver, "restore", _method_recorder(
         recorder, recorder.restores, "tf.compat.v1.train.Saver.restore",
         lambda a, k: a[2] if len(a) > 2 else k.get("save_path")))
@@ -257,17 +258,29 @@ def _record_savedmodel_function(recorder: Recorder, api: str):
     return on_call
 
 
+def _creation_site_recorder(recorder: Recorder):
+    """Remember where an object (a TF1 Saver) was created: the finding about its restore belongs there."""
+    def make(original):
+        def __init__(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            self._mpdoctor_created_at = recorder.location(2)
+        return __init__
+    return make
+
+
 def _method_recorder(recorder: Recorder, sink: list, api: str, path_of: Callable):
     def make(original):
         def method(*args, **kwargs):
             where = recorder.location(2)
+            entry = {"api": api, "path": _safe_str(path_of(args, kwargs)), "location": where, "error": None,
+                     "receiver_created_at": getattr(args[0], "_mpdoctor_created_at", None) if args else None}
             try:
                 result = original(*args, **kwargs)
             except BaseException as exc:
-                sink.append({"api": api, "path": _safe_str(path_of(args, kwargs)), "location": where,
-                             "error": _error(exc)})
+                entry["error"] = _error(exc)
+                sink.append(entry)
                 raise
-            sink.append({"api": api, "path": _safe_str(path_of(args, kwargs)), "location": where, "error": None})
+            sink.append(entry)
             return result
         return method
     return make
