@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Callable, TextIO
 
-FORMATS = ("text", "json", "sarif", "github", "junit", "gitlab")
+FORMATS = ("text", "json", "sarif", "github", "junit", "gitlab", "html")
 
 
 def renderer(name: str) -> Callable[..., None]:
