@@ -107,7 +107,7 @@ KERAS3_OP_DTYPES = {**{name: "bool" for name in ("Equal", "NotEqual", "Less", "L
                     "Argmax": "int32", "Argmin": "int32"}
 _FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
 
-__all__ = ["model_graph", "to_networkx", "flavour_of"]
+__all__ = ["flavour_of", "model_graph", "to_networkx"]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -127,7 +127,7 @@ def _dt(dtype) -> str | None:
 
 
 def _is_float(dtype: str | None) -> bool:
-    return bool(dtype) and (dtype.startswith("float") or dtype.startswith("bfloat"))
+    return bool(dtype) and dtype.startswith(("float", "bfloat"))
 
 
 def _shape(tensor):
@@ -201,10 +201,7 @@ def _fn_name(fn) -> str | None:
             return layer_name
         cls = type(fn).__name__
         name = "".join("_" + ch.lower() if ch.isupper() and i else ch.lower() for i, ch in enumerate(cls))
-    for suffix in ("_v2", "_v1"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    return name
+    return name.removesuffix("_v2").removesuffix("_v1")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -389,7 +386,6 @@ class _Builder:
         self.node_of: dict[tuple[str, int], str] = {}   # (scope prefix, id(op)) -> node id
         self.scope_of_model: dict[tuple[str, int], str] = {}  # (scope, id(nested model)) -> inner prefix
         self.call_pred: dict[int, list] = {}  # id(keras node) -> predicted output dtypes
-        self.ops: dict[str, object] = {}  # node id -> layer object
         self.probe_info: dict | None = None
         self.graph_inputs: list[dict] = []
         self.graph_outputs: list[dict] = []
@@ -432,7 +428,6 @@ class _Builder:
             "calls": 0,
             "observed": None,
         }
-        self.ops[node_id] = op
         return node_id
 
     # -- entry
@@ -653,7 +648,7 @@ class _Builder:
             return list(pre)
         keras3 = self.api.keras3
         return [target if _is_float(dtype) and (keras3 or arg_index == 0) else dtype
-                for dtype, (_, arg_index, _) in zip(pre, inputs)]
+                for dtype, (_, arg_index, _) in zip(pre, inputs, strict=True)]
 
     def _predict_outputs(self, op, kind, inputs, post, n_out, knode=None):
         n_out = max(n_out, 1)
@@ -771,7 +766,7 @@ class _Builder:
         if parent is not None:
             # Nested in a graph: shaped like its first symbolic call.
             for knode in getattr(model, "_inbound_nodes", []) or []:
-                args, kwargs = self.api.node_args(knode)
+                args, _ = self.api.node_args(knode)
                 first = args[0] if args else None
                 if first is not None:
                     specs = _map_structure(lambda t: _Spec(_shape(t), _dt(t.dtype)) if _is_keras_tensor(t) else None,
