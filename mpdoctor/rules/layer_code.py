@@ -29,7 +29,7 @@ from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 from mpdoctor.static.policies import compute_dtype, is_float16_compute
 from mpdoctor.trace.context import TraceContext
-from mpdoctor.trace.facts import exception_verdict, first_message_line, layer
+from mpdoctor.trace.facts import exception_verdict, first_message_line, layer_record
 
 define_rule(
     "MP403", "float16-unsafe-constant", "error", "ST", True,
@@ -1308,7 +1308,7 @@ def trace_dtype_conflict(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]
     if not verdict or verdict.get("code") != "MP406":
         return []
     exception = facts["exception"]
-    record = layer(facts, exception.get("layer_uid"))
+    record = layer_record(facts, exception.get("layer_uid"))
     where = exception.get("location")
     cls = ctx.static.classes.get(record["class"]) if record and ctx.static else None
     if cls is not None:

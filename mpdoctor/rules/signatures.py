@@ -16,7 +16,7 @@ from mpdoctor.registry import FLOAT16_TEXT, define_rule, static_check, trace_che
 from mpdoctor.static.context import SAVEDMODEL_LAYERS, LayerCall, StaticContext
 from mpdoctor.static.policies import compute_dtype, dtype_keyword, is_float16_compute, policy_from_expr
 from mpdoctor.trace.context import TraceContext
-from mpdoctor.trace.facts import exception_verdict, first_message_line, graphs, layer, low_precision
+from mpdoctor.trace.facts import exception_verdict, first_message_line, graphs, layer_record, low_precision
 
 define_rule(
     "MP201", "savedmodel-input-dtype", "error", "STA", True,
@@ -593,7 +593,7 @@ def trace_savedmodel_input_dtype(facts: dict, ctx: TraceContext) -> Iterable[Dia
     input dtypes the SavedModel's concrete functions / signatures accept."""
     found = []
     for load in facts.get("savedmodel_loads", []):
-        record = layer(facts, load.get("layer_uid"))
+        record = layer_record(facts, load.get("layer_uid"))
         info = load.get("savedmodel") or {}
         accepted = info.get("accepted_input_dtypes") or []
         if record is None or info.get("error") or not accepted:

@@ -13,7 +13,7 @@ def low_precision(dtype: str | None) -> bool:
     return dtype in FLOAT16_DTYPES
 
 
-def layer(facts: dict, uid: str | None) -> dict | None:
+def layer_record(facts: dict, uid: str | None) -> dict | None:
     return facts.get("layers", {}).get(uid) if uid else None
 
 
