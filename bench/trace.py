@@ -47,26 +47,35 @@ def overhead(repeat: int) -> tuple[float, float]:
 
 
 SCALING = textwrap.dedent("""\
-    import sys, time, os
+    import sys, threading, time, os
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     import keras
     from mpdoctor.trace.graph import model_graph
     from mpdoctor.trace.checks import run_checks
     from mpdoctor.trace.context import TraceContext
     from mpdoctor.config import Config
-    keras.mixed_precision.set_global_policy("mixed_float16")
-    for n in [int(v) for v in sys.argv[1].split(",")]:
-        start = time.perf_counter()
-        layers = [keras.Input((8,))] + [keras.layers.Dense(8) for _ in range(n)]
-        model = keras.Sequential(layers)
-        build = time.perf_counter() - start
-        start = time.perf_counter()
-        graph = model_graph(model, {})
-        facts = {"layers": {}, "models": [{"name": "m", "graph": graph}], "policy_events": [],
-                 "environment": {"gpus": []}, "savedmodel_loads": [], "exports": [], "restores": []}
-        run_checks(facts, TraceContext("m.py", "m.py", "", None), Config())
-        analysis = time.perf_counter() - start
-        print(n, build, analysis, flush=True)
+
+    def measure():
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        for n in [int(v) for v in sys.argv[1].split(",")]:
+            start = time.perf_counter()
+            layers = [keras.Input((8,))] + [keras.layers.Dense(8) for _ in range(n)]
+            model = keras.Sequential(layers)
+            build = time.perf_counter() - start
+            start = time.perf_counter()
+            graph = model_graph(model, {})
+            facts = {"layers": {}, "models": [{"name": "m", "graph": graph}], "policy_events": [],
+                     "environment": {"gpus": []}, "savedmodel_loads": [], "exports": [], "restores": []}
+            run_checks(facts, TraceContext("m.py", "m.py", "", None), Config())
+            analysis = time.perf_counter() - start
+            print(n, build, analysis, flush=True)
+
+    # Keras recurses once per layer while building a deep model: a big stack and recursion limit.
+    sys.setrecursionlimit(200000)
+    threading.stack_size(512 * 1024 * 1024)
+    worker = threading.Thread(target=measure)
+    worker.start()
+    worker.join()
     """)
 
 
