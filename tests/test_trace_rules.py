@@ -149,3 +149,25 @@ def test_pure_float16_policy_with_a_compiled_model_and_float16_export(tmp_path):
     found = {(d.code, d.location.line) for d in trace_check(script, legacy=False)}
     assert ("MP102", 3) in found
     assert ("MP203", 6) in found
+
+
+def diagnose_codes(f: dict) -> list[str]:
+    from mpdoctor.trace.checks import diagnose
+
+    return sorted(d.code for d in diagnose(f, None, "", TraceContext("m.py", "m.py", "", None), Config()))
+
+
+def test_a_failed_load_of_an_unreadable_savedmodel_is_mp202_not_mp001():
+    load = savedmodel_load([])
+    load["error"] = {"type": "OSError", "message": "/data/hub/x does not exist."}
+    load["savedmodel"] = {"error": {"kind": "missing", "message": "/data/hub/x: no such file or directory"}}
+    exception = {"type": "OSError", "message": "/data/hub/x does not exist.", "phase": "import",
+                 "location": {"file": "m.py", "line": 7}}
+    assert diagnose_codes(facts(savedmodel_loads=[load], exception=exception)) == ["MP202"]
+
+
+def test_unexplained_import_errors_are_mp001_but_a_failing_synthetic_batch_is_not():
+    exception = {"type": "InvalidArgumentError", "message": "indices[0,9] = -1 is not in [0, 20000)",
+                 "location": None}
+    assert diagnose_codes(facts(exception={**exception, "phase": "call"})) == []
+    assert diagnose_codes(facts(exception={**exception, "phase": "import"})) == ["MP001"]

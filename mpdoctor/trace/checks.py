@@ -36,14 +36,22 @@ def trace_diagnostics(path: str, shown: str, text: str, tree: ast.Module, config
     facts = outcome.facts
     if summaries is not None:
         summaries.append(trace_summary(shown, facts, outcome.failure))
+    return diagnose(facts, outcome.failure, outcome.output_tail, ctx, config)
+
+
+def diagnose(facts: dict | None, failure: str | None, output_tail: str, ctx: TraceContext,
+             config: Config) -> list[Diagnostic]:
+    """Diagnostics from one trace: every trace check, then MP001 for a failed child or an unexplained exception."""
     if facts is None:
-        return [_trace_failed(ctx, outcome.failure or "the trace child reported nothing", outcome.output_tail)]
+        return [_trace_failed(ctx, failure or "the trace child reported nothing", output_tail)]
     found = run_checks(facts, ctx, config)
-    if outcome.failure:
-        found.append(_trace_failed(ctx, outcome.failure, outcome.output_tail))
+    if failure:
+        found.append(_trace_failed(ctx, failure, output_tail))
     exception = facts.get("exception")
-    if exception and not _explained(exception, found):
+    if exception and exception.get("phase") != "call" and not _explained(exception, facts, found):
         found.append(_unexplained_exception(ctx, exception))
+    # A failure of the one forward pass on mpdoctor's own synthetic batch (index ranges, strings, ragged inputs)
+    # may be the batch's fault, not the model's: rules that recognise it report it, it is never MP001.
     return found
 
 
@@ -61,13 +69,17 @@ def run_checks(facts: dict, ctx: TraceContext, config: Config) -> list[Diagnosti
     return found
 
 
-def _explained(exception: dict, found: list[Diagnostic]) -> bool:
-    try:
-        from mpdoctor.trace.exceptions import classify_exception
-    except ImportError:
-        return False
+def _explained(exception: dict, facts: dict, found: list[Diagnostic]) -> bool:
+    """Whether a reported finding explains the run's exception: the rule its message points at reported, or a
+    SavedModel load that raised is already reported as unreadable (MP202)."""
+    from mpdoctor.trace.exceptions import classify_exception
+
     verdict = classify_exception(exception.get("type", ""), exception.get("message", ""))
-    return bool(verdict) and any(d.code == verdict["code"] for d in found)
+    if verdict and any(d.code == verdict["code"] for d in found):
+        return True
+    failed_loads = [load for load in facts.get("savedmodel_loads", [])
+                    if load.get("error") and (load.get("savedmodel") or {}).get("error")]
+    return bool(failed_loads) and any(d.code == "MP202" for d in found)
 
 
 def _unexplained_exception(ctx: TraceContext, exception: dict) -> Diagnostic:

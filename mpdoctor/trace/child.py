@@ -264,8 +264,8 @@ def _call_once(model) -> None:
             batch.append(np.ones(shape, dtype=dtype))
         elif dtype.kind in "SOU":
             batch.append(np.array([""] * shape[0], dtype=object).reshape(shape))
-        else:
-            batch.append(rng.standard_normal(shape).astype(dtype))
+        else:  # non-negative: float inputs often carry indices (Embedding) or pixel values
+            batch.append(rng.random(shape).astype(dtype))
     model(batch[0] if len(batch) == 1 else batch, training=False)
 
 

@@ -71,6 +71,8 @@ _LIST_OF_OP = re.compile(r"Tensors in list passed to '(\w+)' of '(\w+)' Op have 
                          r"that don't all match")
 _CONVERSION = re.compile(rf"(?:(\w+): )?Tensor conversion requested dtype ({_DTYPE}) for Tensor with dtype "
                          rf"({_DTYPE})")
+# tf.experimental.numpy / math_ops dtype checks: "`x` and `y` must have the same dtype, got tf.float16 != tf.float32."
+_SAME_DTYPE = re.compile(rf"must have the same dtype, got ({_DTYPE}) != ({_DTYPE})")
 _LOOSE_EXPECTED = re.compile(rf"\bexpected (?:an? )?({_DTYPE}) (?:tensor )?but (?:is|got|received) (?:an? )?"
                              rf"({_DTYPE})\b")
 
@@ -197,6 +199,9 @@ def _dtype_conflict(message: str) -> dict | None:
         if argument and argument.endswith(("Error", "Exception")):  # "ValueError: Tensor conversion ..."
             argument = None
         return _mp406(None, match.group(2), match.group(3), "tensor_conversion", argument=argument)
+    match = _SAME_DTYPE.search(message)
+    if match:
+        return _mp406(None, match.group(1), match.group(2), "same_dtype_check")
     match = _LOOSE_EXPECTED.search(message)
     if match:
         return _mp406(None, match.group(1), match.group(2), "expected_but")

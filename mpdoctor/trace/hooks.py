@@ -245,7 +245,11 @@ def _savedmodel_layer_recorder(recorder: Recorder, api: str, handle_arg: str):
                      "location": recorder.location(2), "savedmodel": None,
                      "call_endpoint": kwargs.get("call_endpoint")}
             recorder.savedmodel_loads.append(entry)
-            original(self, *args, **kwargs)
+            try:
+                original(self, *args, **kwargs)
+            except BaseException as exc:
+                entry["error"] = _error(exc)  # the load itself failed (missing handle, no network...)
+                raise
         return __init__
     return make
 
