@@ -171,3 +171,16 @@ def test_unexplained_import_errors_are_mp001_but_a_failing_synthetic_batch_is_no
                  "location": None}
     assert diagnose_codes(facts(exception={**exception, "phase": "call"})) == []
     assert diagnose_codes(facts(exception={**exception, "phase": "import"})) == ["MP001"]
+
+
+def test_a_crash_on_a_removed_api_is_reported_once_as_mp103():
+    from mpdoctor.diagnostics import Location, Severity
+    from mpdoctor.engine import merge_passes
+    from mpdoctor.diagnostics import Diagnostic
+
+    static = [Diagnostic("MP103", "removed API", Location("m.py", 6, 1), Severity.ERROR)]
+    crash = Diagnostic("MP001", "importing the file raised AttributeError: module 'keras.mixed_precision' has no "
+                       "attribute 'experimental'", Location("m.py", 6, 1), Severity.ERROR, passes=("trace",))
+    other = Diagnostic("MP001", "importing the file raised ValueError: bad shape", Location("m.py", 9, 1),
+                       Severity.ERROR, passes=("trace",))
+    assert [(d.code, d.location.line) for d in merge_passes(static, [crash, other])] == [("MP103", 6), ("MP001", 9)]
