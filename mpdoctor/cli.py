@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="require the trace pass (default: run it when TensorFlow is installed)")
     check.add_argument("--trace-timeout", type=float, metavar="SECONDS",
                        help="time limit for running one file's model code (default: 300)")
+    check.add_argument("--checkpoint", action="append", default=[], metavar="PATH",
+                       help="trace: also range-audit this checkpoint for the model's float16 compute (repeatable)")
     check.add_argument("--entry", metavar="NAME",
                        help="the function (called without arguments) or module attribute that gives the model")
     check.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes to enable (e.g. MP2,MP401)")
@@ -111,8 +113,16 @@ def run_check(args) -> int:
         tracing = True
     else:
         tracing = tensorflow_available()
+    missing = [c for c in args.checkpoint if not (os.path.exists(c) or os.path.exists(c + ".index"))]
+    if missing:
+        print(f"mpdoctor: error: {missing[0]}: no such checkpoint", file=sys.stderr)
+        return EXIT_ERROR
+    if args.checkpoint and not tracing:
+        print("mpdoctor: error: --checkpoint needs the trace pass (TensorFlow installed, no --no-trace)",
+              file=sys.stderr)
+        return EXIT_ERROR
     options = TraceOptions(enabled=tracing, timeout=args.trace_timeout or config.trace_timeout,
-                           entry=args.entry or config.entry)
+                           entry=args.entry or config.entry, checkpoints=tuple(args.checkpoint))
     if options.timeout <= 0:
         print("mpdoctor: error: --trace-timeout must be positive", file=sys.stderr)
         return EXIT_ERROR

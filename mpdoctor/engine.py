@@ -114,6 +114,7 @@ class TraceOptions:
     enabled: bool = False
     timeout: float = 300.0
     entry: str | None = None
+    checkpoints: tuple[str, ...] = ()  # --checkpoint: audited against the model's compute dtype
 
 
 def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | None = None,

@@ -144,3 +144,57 @@ def test_second_seed_tf1_restore_into_float16_is_mp301_at_the_saver(tmp_path, mo
     assert mp301.location.line == 29 and mp301.passes == ("static", "trace")
     assert "dense/kernel" in mp301.message and "float32" in mp301.message and "float16" in mp301.message
     assert not [d for d in diagnostics if d.code == "MP001"], [d.message for d in diagnostics]
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
+def test_restored_checkpoint_values_beyond_float16_range_are_mp302(tmp_path, legacy, monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    ckpt = tmp_path / "big" / "ckpt"
+    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+        import numpy as np, tensorflow as tf
+        kernel = tf.Variable(np.full((4, 2), 1e5, dtype=np.float32))
+        bias = tf.Variable(np.zeros(2, dtype=np.float32))
+        tf.train.Checkpoint(kernel=kernel, bias=bias).write({str(ckpt)!r})
+        """)], check=True, capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=300)
+    script = tmp_path / "restore.py"
+    script.write_text(textwrap.dedent(f"""\
+        import tensorflow as tf
+
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+        dense = tf.keras.layers.Dense(2)
+        dense.build((None, 4))
+        checkpoint = tf.train.Checkpoint(kernel=dense.kernel, bias=dense.bias)
+        checkpoint.read({str(ckpt)!r}).expect_partial()
+        print(dense(tf.ones([1, 4])))
+        """))
+    found = [d for d in trace_check(script, legacy=legacy) if d.code in ("MP302", "MP303", "MP001")]
+    assert [(d.code, d.location.line, d.location.layer) for d in found] == [
+        ("MP302", 7, "kernel/.ATTRIBUTES/VARIABLE_VALUE")], [d.message for d in found]
+    assert "4 of 8 values" in found[0].message or "8 of 8 values" in found[0].message
+
+
+def test_cli_checkpoint_option_audits_against_the_models_compute_dtype(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    ckpt = tmp_path / "ckpt"
+    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+        import numpy as np, tensorflow as tf
+        tf.train.Checkpoint(w=tf.Variable(np.array([1e-12, 2e-12, 0.5], dtype=np.float32))).write({str(ckpt)!r})
+        """)], check=True, capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=300)
+    script = tmp_path / "model.py"
+    script.write_text("import keras\nkeras.mixed_precision.set_global_policy('mixed_float16')\n"
+                      "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, dtype='float32')])\n")
+    result = subprocess.run([sys.executable, "-m", "mpdoctor", "check", "--trace", "--format", "json",
+                             "--checkpoint", str(ckpt), "model.py"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300)
+    found = [(d["code"], d["layer"]) for d in json.loads(result.stdout)["diagnostics"] if d["code"].startswith("MP30")]
+    assert found == [("MP303", "w/.ATTRIBUTES/VARIABLE_VALUE")]
+    missing = subprocess.run([sys.executable, "-m", "mpdoctor", "check", "--trace", "--checkpoint", "nope/ckpt",
+                              "model.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert missing.returncode == 2 and missing.stderr.strip() == "mpdoctor: error: nope/ckpt: no such checkpoint"

@@ -630,10 +630,56 @@ def trace_checkpoint_dtype_mismatch(facts: dict, ctx: TraceContext) -> Iterable[
         listed = "; ".join(f"{t['name']}: checkpoint {t['checkpoint_dtype']}, variable {t['variable_dtype']}"
                            for t in tensors[:6])
         more = f" and {len(tensors) - 6} more" if len(tensors) > 6 else ""
-        where = restore.get("receiver_created_at") or restore.get("location")  # a Saver's builder= goes there
+        where = _restore_where(restore)  # a Saver's builder= goes where the Saver was created
         found.append(ctx.diagnostic(
             "MP301", where, f"{restore['api']}({restore.get('path')!s}) failed: {listed}{more}; "
             f"restore with a cast (a Saver builder that reads float32 and casts, or float32 variables under "
             f"mixed_float16) or convert the checkpoint: mpdoctor convert-checkpoint IN OUT --dtype "
             f"{verdict.get('variable_dtype', 'float16')}"))
+    return found
+
+
+_MAX_PER_CHECKPOINT = 20
+
+
+def _audited_variables(facts: dict, status: str):
+    """(restore, variable rows) of every audited checkpoint whose variables have the given audit status."""
+    for restore in facts.get("restores", []):
+        audit = restore.get("audit") or {}
+        rows = [v for v in audit.get("variables", []) if v.get("status") == status]
+        if rows:
+            yield restore, audit, rows
+
+
+def _restore_where(restore: dict) -> dict | None:
+    return restore.get("receiver_created_at") or restore.get("location")
+
+
+@trace_check("MP302")
+def trace_checkpoint_float16_overflow(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    found = []
+    for restore, audit, rows in _audited_variables(facts, "overflow"):
+        for row in rows[:_MAX_PER_CHECKPOINT]:
+            found.append(ctx.diagnostic(
+                "MP302", _restore_where(restore), f"{row['key']} in {restore['path']}: {row['overflow']} of "
+                f"{row['values']} values exceed 65504 (max |x| = {row['max_abs']:.4g}) and become inf when this "
+                f"model computes in {audit['target_dtype']}; rescale the weights or keep that layer in float32",
+                layer=row["key"]))
+        if len(rows) > _MAX_PER_CHECKPOINT:
+            found.append(ctx.diagnostic("MP302", _restore_where(restore), f"{len(rows) - _MAX_PER_CHECKPOINT} more "
+                                        f"variables of {restore['path']} overflow float16 (mpdoctor inspect "
+                                        f"{restore['path']} --dtype float16 lists them all)", layer="(more)"))
+    return found
+
+
+@trace_check("MP303")
+def trace_checkpoint_float16_underflow(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    found = []
+    for restore, audit, rows in _audited_variables(facts, "underflow"):
+        for row in rows[:_MAX_PER_CHECKPOINT]:
+            found.append(ctx.diagnostic(
+                "MP303", _restore_where(restore), f"{row['key']} in {restore['path']}: {row['flushed']} nonzero "
+                f"values flush to zero and {row['subnormal']} become subnormal in {audit['target_dtype']} "
+                f"({row['flushed_fraction'] + row['subnormal_fraction']:.1%} of {row['values']}, above the "
+                f"{audit.get('underflow_threshold', 0.01):.0%} threshold)", layer=row["key"]))
     return found

@@ -31,7 +31,7 @@ def trace_summary(shown: str, facts: dict | None, failure: str | None) -> dict:
 
 def trace_diagnostics(path: str, shown: str, text: str, tree: ast.Module, config: Config, settings: Settings,
                       options, summaries: list | None = None) -> list[Diagnostic]:
-    outcome = run_trace(path, entry=options.entry, timeout=options.timeout)
+    outcome = run_trace(path, entry=options.entry, timeout=options.timeout, checkpoints=options.checkpoints)
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
     if summaries is not None:

@@ -27,6 +27,7 @@ def main(argv: list[str]) -> int:
     recorder = None
     try:
         recorder = _prepare(request, facts)
+        recorder.extra_checkpoints = request.get("checkpoints") or []
         module = _import_user_file(request["file"], facts, recorder)
         facts["layers_created_on_import"] = len(recorder.layers)
         models = _discover(module, request.get("entry"), recorder, facts)
@@ -270,8 +271,6 @@ def _call_once(model) -> None:
 
 
 def _collect(recorder, facts: dict) -> None:
-    from mpdoctor.trace.hooks import dtype_name
-
     facts["policy_events"] = recorder.policy_events
     facts["layers"] = recorder.layers
     facts["restores"] = recorder.restores
@@ -280,9 +279,18 @@ def _collect(recorder, facts: dict) -> None:
     for load in recorder.savedmodel_loads:
         if load.get("handle") and load.get("savedmodel") is None:
             load["savedmodel"] = _read_savedmodel(load["handle"])
+    for path in recorder.extra_checkpoints:
+        recorder.restores.append({"api": "--checkpoint", "path": path, "location": None, "error": None})
+    _audit_restores(recorder.restores, policy_now())
     for export in recorder.exports:
         if export.get("path") and export.get("error") is None and os.path.isdir(export["path"]):
             export["savedmodel"] = _read_savedmodel(export["path"])
+    facts["environment"]["global_policy"] = policy_now()
+
+
+def policy_now() -> str | None:
+    from mpdoctor.trace.hooks import dtype_name
+
     policy = None
     for name in ("keras", "tf_keras"):
         module = sys.modules.get(name)
@@ -291,7 +299,26 @@ def _collect(recorder, facts: dict) -> None:
                 policy = dtype_name(module.mixed_precision.global_policy())
             except Exception:  # noqa: BLE001
                 pass
-    facts["environment"]["global_policy"] = policy
+    return policy
+
+
+def _audit_restores(restores: list[dict], policy: str | None) -> None:
+    """Range-audit every checkpoint that was (or, with --checkpoint, would be) restored into a model computing in
+    float16: values beyond float16's range become inf when the weights are cast for compute (MP302/MP303)."""
+    from mpdoctor.static.policies import compute_dtype
+
+    target = compute_dtype(policy)
+    if target != "float16":
+        return
+    from mpdoctor.artifacts.checkpoints import audit_checkpoint
+
+    for restore in restores:
+        if restore.get("error") or not restore.get("path") or "audit" in restore:
+            continue
+        try:
+            restore["audit"] = audit_checkpoint(restore["path"], target)
+        except BaseException as exc:  # noqa: BLE001 - an unreadable checkpoint is reported, not fatal
+            restore["audit_error"] = f"{type(exc).__name__}: {exc}"
 
 
 def _read_savedmodel(handle: str) -> dict:

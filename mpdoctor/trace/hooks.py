@@ -27,7 +27,7 @@ class Recorder:
         self.savedmodel_loads: list[dict] = []
         self.restores: list[dict] = []
         self.exports: list[dict] = []
-        self.failed_calls: list[dict] = []  # innermost layer whose call raised, first
+        self.extra_checkpoints: list[str] = []  # --checkpoint paths, audited like recorded restores
 
     # ------------------------------------------------------------------ locations
 
