@@ -117,15 +117,12 @@ class TraceOptions:
     checkpoints: tuple[str, ...] = ()  # --checkpoint: audited against the model's compute dtype
 
 
-def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | None = None,
-                progress=None) -> Report:
+def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | None = None) -> Report:
     trace = trace or TraceOptions()
     files, errors = collect_files(paths, config)
     report = Report(errors=errors, passes=("static", "trace") if trace.enabled else ("static",))
     for path in files:
         shown = display_path(path)
-        if progress:
-            progress(shown)
         try:
             text = read_source(path)
         except (OSError, UnicodeDecodeError, SyntaxError) as exc:
