@@ -12,7 +12,7 @@ from typing import Iterable
 
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location, Severity
-from mpdoctor.registry import get_rule, static_checks
+from mpdoctor.registry import get_rule, implemented_codes, static_checks
 from mpdoctor.static.policies import is_float16_compute
 from mpdoctor.static.context import Settings, StaticContext, source_lines
 from mpdoctor.suppress import ALL, find_suppressions, is_suppressed
@@ -258,7 +258,7 @@ def _could_have_run(code: str, config: Config, shown: str, ran_passes: str) -> b
         rule = get_rule(code)
     except KeyError:
         return True  # a code we do not know is certainly unused
-    return config.enabled(code, shown) and any(p in ran_passes for p in rule.passes)
+    return config.enabled(code, shown) and any(p in ran_passes for p in rule.passes) and code in implemented_codes()
 
 
 def _remove_comment_fix(shown: str, lines: list[str], s) -> Fix:

@@ -125,6 +125,21 @@ def trace_checks() -> list[tuple[tuple[str, ...], Callable]]:
     return [_TRACE_CHECKS[k] for k in sorted(_TRACE_CHECKS)]
 
 
+# Raised by the engine itself rather than by a registered check.
+_ENGINE_CODES = frozenset({"MP001", "MP002"})
+
+
+def implemented_codes() -> set[str]:
+    """Codes some pass of this version can raise (the others are defined in the contract, not yet checked)."""
+    load_rules()
+    codes = set(_ENGINE_CODES)
+    for check in _STATIC_CHECKS.values():
+        codes.update(check.codes)
+    for codes_of_check, _ in _TRACE_CHECKS.values():
+        codes.update(codes_of_check)
+    return codes
+
+
 def load_rules() -> None:
     global _loaded
     if _loaded:
