@@ -166,8 +166,8 @@ def check_source(text: str, shown: str, config: Config, path: str | None = None,
     if trace is not None and trace.enabled and _MARKER.search(text):
         from mpdoctor.trace.checks import trace_diagnostics
 
-        traced = trace_diagnostics(path or shown, shown, text, tree, config, settings, trace, traces)
-        raw = merge_passes(raw, traced)
+        traced, cleared = trace_diagnostics(path or shown, shown, text, tree, config, settings, trace, traces)
+        raw = merge_passes([d for d in raw if (d.code, d.location.line) not in cleared], traced)
         passes = "ST"
     return finish(raw, text, shown, config, ran_passes=passes), internal
 

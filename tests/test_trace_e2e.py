@@ -198,3 +198,45 @@ def test_cli_checkpoint_option_audits_against_the_models_compute_dtype(tmp_path)
     missing = subprocess.run([sys.executable, "-m", "mpdoctor", "check", "--trace", "--checkpoint", "nope/ckpt",
                               "model.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert missing.returncode == 2 and missing.stderr.strip() == "mpdoctor: error: nope/ckpt: no such checkpoint"
+
+
+def test_static_mp301_is_cleared_when_the_traced_restore_succeeds(tmp_path, monkeypatch):
+    """The static pass cannot know the checkpoint's dtypes and flags a float16 graph restoring an unknown
+    checkpoint; when the traced restore succeeds (the checkpoint was float16), the finding is withdrawn."""
+    import os
+    import subprocess
+    import sys
+
+    from mpdoctor.config import Config
+    from mpdoctor.engine import check_source
+
+    half = tmp_path / "half.ckpt"
+    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+        import tensorflow as tf
+        tf.compat.v1.disable_eager_execution()
+        a = tf.compat.v1.get_variable("a", shape=[2], dtype=tf.float16)
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            tf.compat.v1.train.Saver().save(sess, {str(half)!r})
+        """)], check=True, capture_output=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1"))
+    script = tmp_path / "restore_half.py"
+    script.write_text(textwrap.dedent("""\
+        import os
+
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"
+        import tensorflow as tf
+
+        tf.compat.v1.disable_eager_execution()
+        with tf.Graph().as_default():
+            b = tf.compat.v1.get_variable("a", shape=[2], dtype=tf.float16)
+            reader = tf.compat.v1.train.Saver()
+            with tf.compat.v1.Session() as sess:
+                reader.restore(sess, os.environ["CKPT"])
+        """))
+    monkeypatch.setenv("CKPT", str(half))
+    assert run_python(script, legacy=True).returncode == 0
+    static_only, _ = check_source(script.read_text(), script.name, Config())
+    assert [(d.code, d.location.line) for d in static_only if d.code == "MP301"] == [("MP301", 9)]
+    traced = trace_check(script, legacy=True)
+    assert not [d for d in traced if d.code in ("MP301", "MP001")], [(d.code, d.message) for d in traced]

@@ -30,13 +30,25 @@ def trace_summary(shown: str, facts: dict | None, failure: str | None) -> dict:
 
 
 def trace_diagnostics(path: str, shown: str, text: str, tree: ast.Module, config: Config, settings: Settings,
-                      options, summaries: list | None = None) -> list[Diagnostic]:
+                      options, summaries: list | None = None) -> tuple[list[Diagnostic], set[tuple[str, int]]]:
+    """Trace diagnostics, and the (code, line) of static findings the run disproved."""
     outcome = run_trace(path, entry=options.entry, timeout=options.timeout, checkpoints=options.checkpoints)
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
     if summaries is not None:
         summaries.append(trace_summary(shown, facts, outcome.failure))
-    return diagnose(facts, outcome.failure, outcome.output_tail, ctx, config)
+    return diagnose(facts, outcome.failure, outcome.output_tail, ctx, config), cleared_static(facts, ctx)
+
+
+def cleared_static(facts: dict | None, ctx: TraceContext) -> set[tuple[str, int]]:
+    """A restore the static pass expected to fail on dtypes (MP301) that the run completed without error."""
+    cleared = set()
+    for restore in (facts or {}).get("restores", []):
+        if restore.get("error") is None:
+            for where in (restore.get("location"), restore.get("receiver_created_at")):
+                if where and ctx.shown(where.get("file")) == ctx.display_path:
+                    cleared.add(("MP301", where["line"]))
+    return cleared
 
 
 def diagnose(facts: dict | None, failure: str | None, output_tail: str, ctx: TraceContext,
