@@ -84,6 +84,15 @@ class StaticCheck:
         return True
 
 
+def _check_codes(codes: tuple[str, ...], letter: str, kind: str) -> None:
+    """A check may only raise defined codes whose rule lists its pass."""
+    for code in codes:
+        if code not in _RULES:
+            raise ValueError(f"{kind} check for undefined rule {code}")
+        if letter not in _RULES[code].passes:
+            raise ValueError(f"{code} is not a {kind} rule")
+
+
 def static_check(*codes: str, requires: str | tuple[str, ...] = FLOAT16_TEXT) -> Callable[[Callable], Callable]:
     """Register a static check ``fn(ctx) -> Iterable[Diagnostic]`` that may raise the given codes.
 
@@ -93,11 +102,7 @@ def static_check(*codes: str, requires: str | tuple[str, ...] = FLOAT16_TEXT) ->
     """
 
     def register(fn: Callable) -> Callable:
-        for code in codes:
-            if code not in _RULES:
-                raise ValueError(f"static check for undefined rule {code}")
-            if "S" not in _RULES[code].passes:
-                raise ValueError(f"{code} is not a static rule")
+        _check_codes(codes, "S", "static")
         patterns = tuple(re.compile(r) for r in ((requires,) if isinstance(requires, str) else requires))
         _STATIC_CHECKS[fn.__module__ + "." + fn.__qualname__] = StaticCheck(codes, fn, patterns)
         return fn
@@ -109,11 +114,7 @@ def trace_check(*codes: str) -> Callable[[Callable], Callable]:
     """Register a trace check ``fn(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]`` (pure: facts only)."""
 
     def register(fn: Callable) -> Callable:
-        for code in codes:
-            if code not in _RULES:
-                raise ValueError(f"trace check for undefined rule {code}")
-            if "T" not in _RULES[code].passes:
-                raise ValueError(f"{code} is not a trace rule")
+        _check_codes(codes, "T", "trace")
         _TRACE_CHECKS[fn.__module__ + "." + fn.__qualname__] = (codes, fn)
         return fn
 

@@ -184,3 +184,14 @@ def test_a_crash_on_a_removed_api_is_reported_once_as_mp103():
     other = Diagnostic("MP001", "importing the file raised ValueError: bad shape", Location("m.py", 9, 1),
                        Severity.ERROR, passes=("trace",))
     assert [(d.code, d.location.line) for d in merge_passes(static, [crash, other])] == [("MP103", 6), ("MP001", 9)]
+
+
+@pytest.mark.parametrize("code,status", [("MP302", "overflow"), ("MP303", "underflow")])
+def test_audit_findings_are_capped_per_checkpoint_but_the_rest_is_counted(code, status):
+    row = {"values": 10, "overflow": 1, "max_abs": 1e5, "flushed": 5, "subnormal": 0, "flushed_fraction": 0.5,
+           "subnormal_fraction": 0.0, "status": status}
+    audit = {"target_dtype": "float16", "variables": [{**row, "key": f"v{i}"} for i in range(23)]}
+    restore = {"api": "tf.train.Checkpoint.read", "path": "ck", "location": {"file": "m.py", "line": 4},
+               "error": None, "audit": audit}
+    found = run(facts(restores=[restore]), code)
+    assert len(found) == 21 and "3 more variables of ck" in found[-1].message

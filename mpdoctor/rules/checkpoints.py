@@ -655,31 +655,33 @@ def _restore_where(restore: dict) -> dict | None:
     return restore.get("receiver_created_at") or restore.get("location")
 
 
+def _per_variable(facts: dict, ctx: TraceContext, code: str, status: str, describe) -> list[Diagnostic]:
+    """One finding per audited variable with `status`, at most _MAX_PER_CHECKPOINT per checkpoint, then one that
+    counts the rest (nothing is dropped silently)."""
+    found = []
+    for restore, audit, rows in _audited_variables(facts, status):
+        where = _restore_where(restore)
+        for row in rows[:_MAX_PER_CHECKPOINT]:
+            found.append(ctx.diagnostic(code, where, f"{row['key']} in {restore['path']}: {describe(row, audit)}",
+                                        layer=row["key"]))
+        if len(rows) > _MAX_PER_CHECKPOINT:
+            found.append(ctx.diagnostic(code, where, f"{len(rows) - _MAX_PER_CHECKPOINT} more variables of "
+                                        f"{restore['path']} are {status} for {audit['target_dtype']} (mpdoctor "
+                                        f"inspect {restore['path']} --dtype {audit['target_dtype']} lists them all)",
+                                        layer="(more)"))
+    return found
+
+
 @trace_check("MP302")
 def trace_checkpoint_float16_overflow(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
-    found = []
-    for restore, audit, rows in _audited_variables(facts, "overflow"):
-        for row in rows[:_MAX_PER_CHECKPOINT]:
-            found.append(ctx.diagnostic(
-                "MP302", _restore_where(restore), f"{row['key']} in {restore['path']}: {row['overflow']} of "
-                f"{row['values']} values exceed 65504 (max |x| = {row['max_abs']:.4g}) and become inf when this "
-                f"model computes in {audit['target_dtype']}; rescale the weights or keep that layer in float32",
-                layer=row["key"]))
-        if len(rows) > _MAX_PER_CHECKPOINT:
-            found.append(ctx.diagnostic("MP302", _restore_where(restore), f"{len(rows) - _MAX_PER_CHECKPOINT} more "
-                                        f"variables of {restore['path']} overflow float16 (mpdoctor inspect "
-                                        f"{restore['path']} --dtype float16 lists them all)", layer="(more)"))
-    return found
+    return _per_variable(facts, ctx, "MP302", "overflow", lambda row, audit: (
+        f"{row['overflow']} of {row['values']} values exceed 65504 (max |x| = {row['max_abs']:.4g}) and become inf "
+        f"when this model computes in {audit['target_dtype']}; rescale the weights or keep that layer in float32"))
 
 
 @trace_check("MP303")
 def trace_checkpoint_float16_underflow(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
-    found = []
-    for restore, audit, rows in _audited_variables(facts, "underflow"):
-        for row in rows[:_MAX_PER_CHECKPOINT]:
-            found.append(ctx.diagnostic(
-                "MP303", _restore_where(restore), f"{row['key']} in {restore['path']}: {row['flushed']} nonzero "
-                f"values flush to zero and {row['subnormal']} become subnormal in {audit['target_dtype']} "
-                f"({row['flushed_fraction'] + row['subnormal_fraction']:.1%} of {row['values']}, above the "
-                f"{audit.get('underflow_threshold', 0.01):.0%} threshold)", layer=row["key"]))
-    return found
+    return _per_variable(facts, ctx, "MP303", "underflow", lambda row, audit: (
+        f"{row['flushed']} nonzero values flush to zero and {row['subnormal']} become subnormal in "
+        f"{audit['target_dtype']} ({row['flushed_fraction'] + row['subnormal_fraction']:.1%} of {row['values']}, "
+        f"above the {audit.get('underflow_threshold', 0.01):.0%} threshold)"))

@@ -356,18 +356,12 @@ def _failed_layer(message: str, recorder) -> str | None:
 
     if recorder is None:
         return None
-    match = re.search(r"calling layer ['\"]([^'\"]+)['\"]", message)
-    if match:
-        name = match.group(1)
-        for uid, layer in reversed(list(recorder.layers.items())):
-            if layer.get("name") == name:
-                return uid
-    match = re.search(r"calling (\w+)\.call\(\)", message)
-    if match:
-        cls = match.group(1)
-        for uid, layer in reversed(list(recorder.layers.items())):
-            if layer.get("class") == cls:
-                return uid
+    for pattern, field in ((r"calling layer ['\"]([^'\"]+)['\"]", "name"), (r"calling (\w+)\.call\(\)", "class")):
+        match = re.search(pattern, message)
+        if match:  # the most recently created layer with that name / class
+            for uid, layer in reversed(list(recorder.layers.items())):
+                if layer.get(field) == match.group(1):
+                    return uid
     return None
 
 
