@@ -685,3 +685,34 @@ def trace_checkpoint_float16_underflow(facts: dict, ctx: TraceContext) -> Iterab
         f"{row['flushed']} nonzero values flush to zero and {row['subnormal']} become subnormal in "
         f"{audit['target_dtype']} ({row['flushed_fraction'] + row['subnormal_fraction']:.1%} of {row['values']}, "
         f"above the {audit.get('underflow_threshold', 0.01):.0%} threshold)"))
+
+
+@trace_check("MP304")
+def trace_checkpoint_unmatched(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """One finding per traced restore that left model variables without a value, or checkpoint values unused unless
+    the user declared the restore partial (`expect_partial()`)."""
+    found = []
+    for restore in facts.get("restores", []):
+        unmatched = restore.get("unmatched") or {}
+        missing, unused = unmatched.get("variables_without_value", 0), unmatched.get("unused_values", 0)
+        if not missing and not (unused and not unmatched.get("expect_partial")):
+            continue
+        parts = []
+        if missing:
+            parts.append(f"{missing} variable{'s' if missing > 1 else ''} got no value and keep their initial "
+                         f"values ({_some(unmatched['variable_names'], missing)})")
+        if unused:
+            parts.append(f"{unused} checkpoint value{'s' if unused > 1 else ''} matched no "
+                         f"{'object' if unmatched['kind'] == 'object' else 'variable of the Saver'} "
+                         f"({_some(unmatched['unused_value_names'], unused)})")
+        hint = ("align the names: the checkpoint's object path (attribute names given to tf.train.Checkpoint, layer "
+                "structure) must match the model's" if unmatched["kind"] == "object" else
+                "align the variable names (scopes) with the checkpoint's keys, or pass var_list")
+        found.append(ctx.diagnostic("MP304", restore.get("location") or _restore_where(restore),
+                                    f"{restore['api']}({restore.get('path')!s}): {'; '.join(parts)}; {hint}"))
+    return found
+
+
+def _some(names: list[str], total: int, shown: int = 4) -> str:
+    listed = ", ".join(names[:shown])
+    return listed + (f" and {total - shown} more" if total > shown else "")

@@ -281,6 +281,9 @@ def _collect(recorder, facts: dict) -> None:
             load["savedmodel"] = _read_savedmodel(load["handle"])
     for path in recorder.extra_checkpoints:
         recorder.restores.append({"api": "--checkpoint", "path": path, "location": None, "error": None})
+    from mpdoctor.trace.matching import match_restores
+
+    match_restores(recorder.live_restores)
     _audit_restores(recorder.restores, policy_now())
     for export in recorder.exports:
         if export.get("path") and export.get("error") is None and os.path.isdir(export["path"]):

@@ -26,6 +26,8 @@ class Recorder:
         self.models: list[Any] = []
         self.savedmodel_loads: list[dict] = []
         self.restores: list[dict] = []
+        self.live_restores: list[tuple[dict, Any, Any]] = []  # (entry, receiver, result): matched after the call
+        self.active_sinks: set[int] = set()  # sinks with a recorded call in progress (see _method_recorder)
         self.exports: list[dict] = []
         self.extra_checkpoints: list[str] = []  # --checkpoint paths, audited like recorded restores
 
@@ -273,18 +275,26 @@ def _creation_site_recorder(recorder: Recorder):
 
 
 def _method_recorder(recorder: Recorder, sink: list, api: str, path_of: Callable):
+    """Record each call with its location; a call made inside another recorded call to the same sink (restore()
+    calling read(), tf_keras load_weights() calling Checkpoint.read()) is the library's, not the user's: skipped."""
     def make(original):
         def method(*args, **kwargs):
+            if id(sink) in recorder.active_sinks:
+                return original(*args, **kwargs)
             where = recorder.location(2)
             entry = {"api": api, "path": _safe_str(path_of(args, kwargs)), "location": where, "error": None,
                      "receiver_created_at": getattr(args[0], "_mpdoctor_created_at", None) if args else None}
+            recorder.active_sinks.add(id(sink))
             try:
                 result = original(*args, **kwargs)
             except BaseException as exc:
                 entry["error"] = _error(exc)
-                sink.append(entry)
                 raise
-            sink.append(entry)
+            finally:
+                recorder.active_sinks.discard(id(sink))
+                sink.append(entry)
+            if sink is recorder.restores and args:
+                recorder.live_restores.append((entry, args[0], result))
             return result
         return method
     return make

@@ -1,0 +1,69 @@
+"""Which checkpoint values a traced restore left unused and which variables it left without a value (MP304).
+
+Runs in the trace child after the model's first call, so restorations that TF deferred until a layer built its
+variables have happened by then. Only names leave the child.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_MAX_NAMES = 50  # per side and restore; the counts stay exact
+
+
+def match_restores(live_restores: list[tuple[dict, Any, Any]]) -> None:
+    """Add `unmatched` to each recorded restore entry whose API reports matching: TF2 object-based restores (a
+    tf.train.Checkpoint, tf_keras `load_weights` of a TF-format checkpoint) and TF1 `Saver.restore`."""
+    for entry, receiver, result in live_restores:
+        if entry.get("error"):
+            continue
+        try:
+            if _is_object_based_status(result):
+                entry["unmatched"] = _object_based(result)
+            elif type(receiver).__name__ == "Saver" and entry.get("path"):
+                entry["unmatched"] = _name_based(receiver, entry["path"])
+        except Exception as exc:  # noqa: BLE001 - TF internals changed: say so, never fail the trace
+            entry["unmatched_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def _is_object_based_status(result: Any) -> bool:
+    checkpoint = getattr(result, "_checkpoint", None)
+    return hasattr(checkpoint, "object_graph_proto") and hasattr(checkpoint, "object_by_proto_id")
+
+
+def _object_based(status: Any) -> dict:
+    from tensorflow.python.checkpoint import checkpoint as checkpoint_lib
+    from tensorflow.python.checkpoint import util
+
+    coordinator = status._checkpoint
+    proto = coordinator.object_graph_proto
+    names = checkpoint_lib.ObjectGraphProtoPrettyPrinter(proto).node_names
+    unused = [names[node_id] for node_id, node in enumerate(proto.nodes)
+              if node.attributes and node_id not in coordinator.object_by_proto_id]
+    unused += [f"{names[node_id]}.{attribute}" for node_id, attributes in coordinator.unused_attributes.items()
+               for attribute in attributes]
+    matched = {id(obj) for obj in coordinator.object_by_proto_id.values()}
+    holders = checkpoint_lib._objects_with_attributes(util.list_objects(status._object_graph_view))
+    missing = [_variable_name(obj) for obj in holders if id(obj) not in matched]
+    return _summary("object", unused, missing, bool(getattr(coordinator, "expect_partial", False)))
+
+
+def _name_based(saver: Any, path: str) -> dict:
+    import tensorflow as tf
+    from tensorflow.python.training.saving import saveable_object_util
+
+    restored = set(saveable_object_util.op_list_to_dict(saver._var_list))
+    unused = [key for key, _ in tf.train.list_variables(path) if key not in restored]
+    # A Saver fails on a variable the checkpoint lacks, so a completed restore leaves none without a value.
+    return _summary("name", unused, [], False)
+
+
+def _variable_name(obj: Any) -> str:
+    name = getattr(obj, "path", None) or getattr(obj, "name", None) or type(obj).__name__
+    return str(name).removesuffix(":0")
+
+
+def _summary(kind: str, unused: list[str], missing: list[str], expect_partial: bool) -> dict:
+    return {"kind": kind, "expect_partial": expect_partial,
+            "unused_values": len(unused), "unused_value_names": unused[:_MAX_NAMES],
+            "variables_without_value": len(missing), "variable_names": missing[:_MAX_NAMES]}
