@@ -6,7 +6,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
 from trace_support import run_python, trace_check
 
 pytest.importorskip("tensorflow")
