@@ -141,3 +141,54 @@ def test_tf1_saver_restore_reports_checkpoint_keys_no_variable_reads(tmp_path, e
     assert [d.code for d in found] == expected, [d.message for d in found]
     if found:
         assert found[0].location.line == 19 and "old_scope/b" in found[0].message
+
+
+CLI_MODEL = """\
+{import_keras}
+
+keras.mixed_precision.set_global_policy("mixed_float16")
+
+
+def build_model():
+    inputs = keras.Input((4,))
+    x = keras.layers.Dense(8, name="d1")(inputs)
+    return keras.Model(inputs, keras.layers.Dense(2, name="d2", dtype="float32")(x))
+"""
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
+def test_checkpoint_option_is_matched_against_the_model(tmp_path, legacy):
+    """`check --checkpoint`: a checkpoint written from the same architecture (as `model=`, or by tf_keras
+    save_weights with the model as root) matches; one written under other names does not."""
+    import os
+    import subprocess
+    import sys
+
+    from mpdoctor.config import Config
+    from mpdoctor.engine import TraceOptions, check_source
+
+    script = tmp_path / "model.py"
+    script.write_text(CLI_MODEL.format(import_keras=KERAS[legacy]))
+    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+        import tensorflow as tf
+        {KERAS[legacy]}
+        inputs = keras.Input((4,))
+        model = keras.Model(inputs, keras.layers.Dense(2)(keras.layers.Dense(8)(inputs)))
+        tf.train.Checkpoint(model=model).write({str(tmp_path / 'good')!r})
+        tf.train.Checkpoint(net=model, extra=tf.Variable(1.0)).write({str(tmp_path / 'renamed')!r})
+        """)], check=True, capture_output=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0"))
+    found = {}
+    os.environ["TF_USE_LEGACY_KERAS"] = "1" if legacy else "0"
+    try:
+        for name in ("good", "renamed"):
+            diagnostics, error = check_source(script.read_text(), "model.py", Config(), path=str(script),
+                                              trace=TraceOptions(enabled=True, checkpoints=(str(tmp_path / name),)))
+            assert error is None
+            found[name] = _mp304(diagnostics)
+    finally:
+        os.environ.pop("TF_USE_LEGACY_KERAS")
+    assert found["good"] == []
+    [finding] = found["renamed"]
+    assert finding.location.line == 9 and finding.message.startswith(f"--checkpoint {tmp_path / 'renamed'}: ")
+    assert "4 variables got no value" in finding.message and "(root).extra" in finding.message

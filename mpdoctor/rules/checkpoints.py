@@ -709,8 +709,14 @@ def trace_checkpoint_unmatched(facts: dict, ctx: TraceContext) -> Iterable[Diagn
                 "structure) must match the model's" if unmatched["kind"] == "object" else
                 "align the variable names (scopes) with the checkpoint's keys, or pass var_list")
         found.append(ctx.diagnostic("MP304", restore.get("location") or _restore_where(restore),
-                                    f"{restore['api']}({restore.get('path')!s}): {'; '.join(parts)}; {hint}"))
+                                    f"{_restore_call(restore)}: {'; '.join(parts)}; {hint}"))
     return found
+
+
+def _restore_call(restore: dict) -> str:
+    if restore["api"] == "--checkpoint":
+        return f"--checkpoint {restore.get('path')}"
+    return f"{restore['api']}({restore.get('path')!s})"
 
 
 def _some(names: list[str], total: int, shown: int = 4) -> str:

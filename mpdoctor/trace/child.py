@@ -33,6 +33,7 @@ def main(argv: list[str]) -> int:
         models = _discover(module, request.get("entry"), recorder, facts)
         for name, how, model in models:
             facts["models"].append(_analyse_model(name, how, model, recorder, facts))
+            recorder.analysed_models.append(model)
     except BaseException as exc:  # noqa: BLE001 - the child must report, never die silently
         if facts["exception"] is None:
             facts["exception"] = _describe(exc, "internal", recorder)
@@ -279,11 +280,13 @@ def _collect(recorder, facts: dict) -> None:
     for load in recorder.savedmodel_loads:
         if load.get("handle") and load.get("savedmodel") is None:
             load["savedmodel"] = _read_savedmodel(load["handle"])
-    for path in recorder.extra_checkpoints:
-        recorder.restores.append({"api": "--checkpoint", "path": path, "location": None, "error": None})
-    from mpdoctor.trace.matching import match_restores
+    from mpdoctor.trace.matching import match_checkpoint, match_restores
 
     match_restores(recorder.live_restores)
+    for path in recorder.extra_checkpoints:
+        entry = {"api": "--checkpoint", "path": path, "location": None, "error": None}
+        match_checkpoint(entry, recorder)
+        recorder.restores.append(entry)
     _audit_restores(recorder.restores, policy_now())
     for export in recorder.exports:
         if export.get("path") and export.get("error") is None and os.path.isdir(export["path"]):

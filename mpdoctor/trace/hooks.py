@@ -24,6 +24,7 @@ class Recorder:
         self.layers: dict[str, dict] = {}
         self.layer_objects: list[Any] = []  # strong refs keep ids unique while we run
         self.models: list[Any] = []
+        self.analysed_models: list[Any] = []
         self.savedmodel_loads: list[dict] = []
         self.restores: list[dict] = []
         self.live_restores: list[tuple[dict, Any, Any]] = []  # (entry, receiver, result): matched after the call

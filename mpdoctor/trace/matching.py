@@ -26,6 +26,40 @@ def match_restores(live_restores: list[tuple[dict, Any, Any]]) -> None:
             entry["unmatched_error"] = f"{type(exc).__name__}: {exc}"
 
 
+def match_checkpoint(entry: dict, recorder: Any) -> None:
+    """`check --checkpoint PATH`: read an object-based checkpoint into each analysed model, as the root of the
+    checkpoint (`model.save_weights`) and as its `model` attribute (`tf.train.Checkpoint(model=...)`); the reading
+    that matches the most values is the intended one. A dtype error is recorded like a failed restore (MP301)."""
+    import tensorflow as tf
+
+    try:
+        if not tf.train.load_checkpoint(entry["path"]).has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
+            return  # name-based (TF1) or Keras files: their keys do not name a model's objects
+    except Exception:  # noqa: BLE001 - unreadable: the range audit reports it
+        return
+    best = None
+    recorder.active_sinks.add(id(recorder.restores))  # these reads are mpdoctor's, not restores of the user's
+    try:
+        for model in recorder.analysed_models:
+            created_at = recorder.layers.get(str(id(model)), {}).get("created_at")
+            for attach in ({"root": model}, {"model": model}):
+                try:
+                    status = tf.train.Checkpoint(**attach).read(entry["path"]).expect_partial()
+                except Exception as exc:  # noqa: BLE001 - e.g. a dtype mismatch: MP301 explains it
+                    entry["error"] = {"type": type(exc).__name__, "message": str(exc)[:4000]}
+                    entry["location"] = created_at
+                    return
+                matched = len(status._checkpoint.object_by_proto_id)
+                if best is None or matched > best[0]:
+                    best = (matched, _object_based(status), created_at)
+    finally:
+        recorder.active_sinks.discard(id(recorder.restores))
+    if best is not None:
+        _, found, entry["location"] = best
+        found["expect_partial"] = False  # --checkpoint asks for the whole checkpoint to match
+        entry["unmatched"] = found
+
+
 def _is_object_based_status(result: Any) -> bool:
     checkpoint = getattr(result, "_checkpoint", None)
     return hasattr(checkpoint, "object_graph_proto") and hasattr(checkpoint, "object_by_proto_id")
