@@ -241,3 +241,33 @@ def test_static_mp301_is_cleared_when_the_traced_restore_succeeds(tmp_path, monk
     assert [(d.code, d.location.line) for d in static_only if d.code == "MP301"] == [("MP301", 9)]
     traced = trace_check(script, legacy=True)
     assert not [d for d in traced if d.code in ("MP301", "MP001")], [(d.code, d.message) for d in traced]
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
+def test_builder_like_functions_are_traced_and_data_loaders_are_not_called(tmp_path, legacy):
+    """A script whose model is built only by `build()` (called under `__main__`, which the trace never runs): the
+    trace calls `build()`, not `get_dataset()` (whose canary file must not appear)."""
+    keras = "tf_keras as keras" if legacy else "keras"
+    script = tmp_path / "script.py"
+    canary = tmp_path / "canary"
+    script.write_text(textwrap.dedent(f"""\
+        import {keras}
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+
+
+        def get_dataset():
+            open({str(canary)!r}, "w").close()
+
+
+        def build():
+            inputs = keras.Input((4,))
+            return keras.Model(inputs, keras.layers.Dense(3, activation="softmax")(inputs))
+
+
+        if __name__ == "__main__":
+            build().fit(get_dataset())
+        """))
+    found = [d for d in trace_check(script, legacy=legacy) if d.code == "MP401"]
+    assert [(d.location.line, d.passes) for d in found] == [(12, ("static", "trace"))]
+    assert not canary.exists()

@@ -11,11 +11,17 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import sys
 import traceback
 
 FACTS_VERSION = 1
 BUILDER_NAMES = ("build_model", "create_model", "get_model", "make_model")
+_BUILDER_LIKE = re.compile(r"^_?(?:(?:build|create|make|get|define|construct)(?:_\w+)?|\w*model\w*|\w+_(?:net|network|"
+                           r"classifier|encoder|decoder|backbone|cnn|mlp))$", re.IGNORECASE)
+_NOT_A_BUILDER = re.compile(r"data|loader|optimi[sz]er|loss|metric|callback|train|fit|eval|predict|input|generator|"
+                            r"pipeline|config|arg|pars|path|save|load|export|test|plot|summary|step|batch",
+                            re.IGNORECASE)
 
 
 def main(argv: list[str]) -> int:
@@ -170,10 +176,8 @@ def _discover(module, entry: str | None, recorder, facts: dict) -> list[tuple[st
         call(entry)
         return found
     if facts["exception"] is None:
-        for name in BUILDER_NAMES:
-            target = getattr(module, name, None)
-            if callable(target) and _zero_argument(target):
-                call(name)
+        for name in _builder_names(module):
+            call(name)
         if found:
             return found
         for name, value in list(vars(module).items()):
@@ -187,6 +191,19 @@ def _discover(module, entry: str | None, recorder, facts: dict) -> list[tuple[st
             where = recorder.layers.get(str(id(model)), {}).get("created_at") or {}
             add(model, getattr(model, "name", "model"), f"created at line {where.get('line', '?')}")
     return found
+
+
+def _builder_names(module) -> list[str]:
+    """The conventional builder names if the file defines one; else its own zero-argument functions whose name says
+    they build a model (`build`, `create_classifier`, `get_unet`, `transformer_model`), never ones that say they
+    load data, train or evaluate."""
+    conventional = [name for name in BUILDER_NAMES
+                    if callable(getattr(module, name, None)) and _zero_argument(getattr(module, name))]
+    if conventional:
+        return conventional
+    return [name for name, target in vars(module).items()
+            if _BUILDER_LIKE.match(name) and not _NOT_A_BUILDER.search(name) and inspect.isfunction(target)
+            and target.__module__ == module.__name__ and _zero_argument(target)]
 
 
 def _drop_contained(found: list) -> list:
