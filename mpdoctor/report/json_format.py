@@ -24,6 +24,7 @@ def diagnostic_to_dict(d: Diagnostic) -> dict:
         "end_line": loc.end_line or loc.line,
         "end_column": loc.end_column or loc.column,
         "layer": loc.layer,
+        "cell": loc.cell,  # notebooks: the cell (from 1), line/end_line are within it; null for .py files
         "passes": list(d.passes),
         "confidence": d.confidence.value,
         "notes": list(d.notes),
