@@ -23,7 +23,8 @@ PYTHON_BODY_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _ASSIGNED_MAGIC = re.compile(r"^(\s*)([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\s*=\s*[!%]")
-_MAGIC = re.compile(r"^(\s*)(?:[!%]|\?)")
+# `%name` and `%%` (no space: `% b` continuing an expression is Python), `!cmd` (not `!=`), `?name`.
+_MAGIC = re.compile(r"^(\s*)(?:%[A-Za-z_%]|!(?!=)|\?)")
 _HELP = re.compile(r"^(\s*)[\w.]+(?:\(\))?\?{1,2}\s*$")
 _CELL_MAGIC = re.compile(r"^\s*%%(\w+)")
 

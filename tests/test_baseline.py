@@ -3,6 +3,7 @@ to edits of the offending line), the `baseline` config key, bad baseline files, 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pty
@@ -161,3 +162,24 @@ def test_no_progress_for_one_file_or_when_stderr_is_not_a_terminal(project):
     assert code == 1 and terminal == ""
     result = mpdoctor("check", "--no-trace", "clean.py", "model.py", cwd=project)
     assert result.stderr == ""
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_for_a_single_file_only_when_the_trace_runs():
+    from mpdoctor.progress import Progress
+
+    terminal = FakeTerminal()
+    progress = Progress.for_stream(terminal, tracing=True)
+    progress(1, 1, "model.py")
+    progress.clear()
+    assert terminal.getvalue() == "\r\x1b[K[1/1] model.py (trace)\r\x1b[K"
+    terminal = FakeTerminal()
+    progress = Progress.for_stream(terminal, tracing=False)
+    progress(1, 1, "model.py")
+    progress.clear()
+    assert terminal.getvalue() == ""
+    assert Progress.for_stream(io.StringIO(), tracing=True) is None

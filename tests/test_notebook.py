@@ -73,10 +73,10 @@ def softmax_notebook(keras: str = "keras", head_dtype: str = "") -> dict:
 
 def test_ipython_syntax_becomes_placeholders_of_the_same_line_count():
     lines = ["%matplotlib inline", "!pip install x", "files = !ls", "a, b = %sx echo", "model.fit?",
-             "?model", "x = 1 % 2", "if x:", "    !echo indented", "y = 7 \\", "% 2"]
+             "?model", "x = 1 % 2", "if x:", "    !echo indented", "y = 7 \\", "%2", "z = (x", "    % 2", "    != 3)"]
     out = python_lines(lines)
     assert out == ["pass", "pass", "files = None", "a, b = None", "pass", "pass", "x = 1 % 2", "if x:",
-                   "    pass", "y = 7 \\", "% 2"]
+                   "    pass", "y = 7 \\", "%2", "z = (x", "    % 2", "    != 3)"]
     compile("\n".join(out), "cell", "exec")
 
 
