@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from test_cli import CLEAN, SOFTMAX_HEAD, mpdoctor
 
 

@@ -4,18 +4,15 @@ cells, directory walking, bad notebooks, and the trace pass running the cells in
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from test_cli import mpdoctor
 
 from mpdoctor.config import Config
 from mpdoctor.engine import TraceOptions, check_paths
 from mpdoctor.notebook import NotebookError, parse_notebook, python_lines, read_notebook
-
-from test_cli import mpdoctor
 
 
 def code(source: str) -> dict:

@@ -15,11 +15,9 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-
 from test_cli import CLEAN, SOFTMAX_HEAD
 from test_notebook import softmax_notebook
 
