@@ -228,8 +228,8 @@ def merge_passes(static: list[Diagnostic], traced: list[Diagnostic]) -> list[Dia
         if t.code == "MP001" and (t.location.path, t.location.line) in removed_api_lines and \
                 re.search(r"raised (ImportError|ModuleNotFoundError|AttributeError)\b", t.message):
             continue  # the crash is the removed mixed-precision API that MP103 (static-only) reports on that line
-        s = by_key.get((t.code, t.location.path, t.location.line))
-        if s is None:
+        s = by_key.pop((t.code, t.location.path, t.location.line), None)
+        if s is None:  # no static finding, or one already confirmed by another trace finding on that line
             merged.append(t)
             continue
         merged[merged.index(s)] = replace(

@@ -54,12 +54,12 @@ class Notebook:
 
     def map_location(self, loc: Location) -> Location:
         cell, line = self.to_cell(loc.line)
-        end_line = None
+        end_line, end_column = None, loc.end_column
         if loc.end_line is not None:
             end_cell, end_line = self.to_cell(loc.end_line)
             if end_cell != cell:  # a span cannot leave its cell in the rendered notebook
-                end_line = line
-        return replace(loc, line=line, end_line=end_line, cell=cell)
+                end_line, end_column = line, None
+        return replace(loc, line=line, end_line=end_line, end_column=end_column, cell=cell)
 
     def map_diagnostic(self, d: Diagnostic, shown: str) -> Diagnostic:
         """Locations in the cell; a fix is reported (as a note) but never carried: its edits are lines of the
@@ -93,7 +93,7 @@ def parse_notebook(data) -> Notebook:
             if not isinstance(cell, dict) or cell.get("cell_type") != "code":
                 continue
             source = cell.get("source", "")
-            text = "".join(source) if isinstance(source, list) else str(source)
+            text = "".join(map(str, source)) if isinstance(source, list) else str(source)
             original = _LINE_BREAK.split(text)
             if original and original[-1] == "":
                 original.pop()

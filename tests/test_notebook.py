@@ -241,3 +241,13 @@ def test_trace_runs_the_cells_and_confirms_mp401_in_cell_3(tmp_path, legacy):
     fixed = write(broken, softmax_notebook(keras, head_dtype=', dtype="float32"'))
     assert _output_dtype(read_notebook(fixed).source, tmp_path, legacy) == "float32"
     assert not [d for d in _trace(fixed, legacy).diagnostics if d.code == "MP401"]
+
+
+def test_locations_past_the_end_and_spans_across_cells_stay_in_a_cell():
+    from mpdoctor.diagnostics import Location
+
+    nb = parse_notebook(notebook(code("a = 1\nb = 2"), markdown("m"), code("c = 3")))
+    assert nb.map_location(Location("n", 2, 1, 3, 6)) == Location("n", 2, 1, 2, None, cell=1)
+    assert nb.map_location(Location("n", 3, 1, 3, 6)) == Location("n", 1, 1, 1, 6, cell=3)
+    assert nb.to_cell(99) == (3, 1)
+    assert parse_notebook(notebook(markdown("only prose"))).to_cell(1) == (None, 1)
