@@ -251,3 +251,14 @@ def test_locations_past_the_end_and_spans_across_cells_stay_in_a_cell():
     assert nb.map_location(Location("n", 3, 1, 3, 6)) == Location("n", 1, 1, 1, 6, cell=3)
     assert nb.to_cell(99) == (3, 1)
     assert parse_notebook(notebook(markdown("only prose"))).to_cell(1) == (None, 1)
+
+
+def test_trace_reports_an_exception_at_the_cell_that_raised(tmp_path):
+    pytest.importorskip("tensorflow")
+    data = softmax_notebook(head_dtype=', dtype="float32"')
+    data["cells"][4] = code("x = 1\nraise RuntimeError('boom in the last cell')")
+    path = write(tmp_path / "boom.ipynb", data)
+    report = _trace(path, legacy=False)
+    [crash] = [d for d in report.diagnostics if d.code == "MP001"]
+    assert (crash.location.cell, crash.location.line) == (5, 2)
+    assert "RuntimeError: boom in the last cell" in crash.message
