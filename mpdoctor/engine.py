@@ -146,12 +146,10 @@ def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | Non
         except (OSError, UnicodeDecodeError, SyntaxError) as exc:
             report.errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
             continue
+        traced_before = len(report.traces)
         diagnostics, error = check_source(text, shown, config, path=str(path), trace=trace, traces=report.traces)
         if notebook is not None:
-            diagnostics = [notebook.map_diagnostic(d, shown) for d in diagnostics]
-            if error is not None and error.line:
-                cell, line = notebook.to_cell(error.line)
-                error = replace(error, line=line, cell=cell)
+            diagnostics, error = notebook.map_results(shown, path, diagnostics, error, report.traces[traced_before:])
         report.files_checked += 1
         report.diagnostics += diagnostics
         if error:

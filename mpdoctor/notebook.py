@@ -11,6 +11,7 @@ they are listed in the notebook; lines from 1 within the cell. Reading is plain 
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -70,6 +71,30 @@ class Notebook:
         if d.fix is not None:
             notes += (f"fix available but not applied to notebooks: {d.fix.description}",)
         return replace(d, location=self.map_location(d.location), fix=None, notes=notes)
+
+
+    def map_results(self, shown: str, path: Path, diagnostics: list[Diagnostic], error, traces: list[dict]):
+        """The engine's results for the combined source, located in cells: diagnostics, a syntax error, and the
+        locations ({"file", "line"}) in the trace summaries (which gain a "cell")."""
+        diagnostics = [self.map_diagnostic(d, shown) for d in diagnostics]
+        if error is not None and error.line:
+            cell, line = self.to_cell(error.line)
+            error = replace(error, line=line, cell=cell)
+        identity = os.path.realpath(path)
+        for summary in traces:
+            self._map_facts(summary, identity)
+        return diagnostics, error
+
+    def _map_facts(self, value, identity: str) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("file"), str) and isinstance(value.get("line"), int) and \
+                    os.path.realpath(value["file"]) == identity:
+                value["cell"], value["line"] = self.to_cell(value["line"])
+            for item in value.values():
+                self._map_facts(item, identity)
+        elif isinstance(value, list):
+            for item in value:
+                self._map_facts(item, identity)
 
 
 def read_notebook(path: Path) -> Notebook:

@@ -237,6 +237,9 @@ def test_trace_runs_the_cells_and_confirms_mp401_in_cell_3(tmp_path, legacy):
     assert mp401.passes == ("static", "trace")
     assert not [d for d in report.diagnostics if d.code == "MP001"], report.diagnostics
     assert sorted(p.name for p in broken.parent.iterdir()) == before  # nothing written next to the notebook
+    [graph] = [m["graph"] for m in report.traces[0]["models"]]
+    created = {node["name"]: node["created_at"] for node in graph["nodes"]}
+    assert created[mp401.location.layer] == {"file": str(broken), "line": 5, "cell": 3}
 
     fixed = write(broken, softmax_notebook(keras, head_dtype=', dtype="float32"'))
     assert _output_dtype(read_notebook(fixed).source, tmp_path, legacy) == "float32"
