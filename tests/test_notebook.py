@@ -192,6 +192,9 @@ def test_syntax_error_in_a_cell_is_located_in_the_cell(tmp_path):
     result = mpdoctor("check", "--no-trace", "broken.ipynb", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.startswith("broken.ipynb:cell 3:line 2:col "), result.stderr
+    [error] = json.loads(mpdoctor("check", "--no-trace", "--format", "json", "broken.ipynb", cwd=tmp_path).stdout)[
+        "errors"]
+    assert (error["cell"], error["line"], error["kind"]) == (3, 2, "syntax")
 
 
 # --- trace: the child runs the cells in order -----------------------------------------------------------------------

@@ -42,7 +42,8 @@ def to_dict(report) -> dict:
         "version": SCHEMA_VERSION,
         "tool": {"name": "mpdoctor", "version": __version__},
         "diagnostics": [diagnostic_to_dict(d) for d in report.diagnostics],
-        "errors": [{"path": e.path, "line": e.line, "column": e.column, "kind": e.kind, "message": e.message}
+        "errors": [{"path": e.path, "line": e.line, "column": e.column, "cell": e.cell, "kind": e.kind,
+                    "message": e.message}
                    for e in report.errors],
         "summary": report.summary(),
         "traces": report.traces,
