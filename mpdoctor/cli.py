@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--fail-on", choices=("error", "warning", "info"),
                        help="lowest severity that makes the exit code 1 (default: warning)")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when problems are found")
+    baseline = check.add_mutually_exclusive_group()
+    baseline.add_argument("--baseline", type=Path, metavar="FILE",
+                          help="findings listed in FILE do not fail the run (only new ones are reported)")
+    baseline.add_argument("--write-baseline", type=Path, metavar="FILE",
+                          help="record the current findings in FILE (for --baseline) and exit 0")
     check.add_argument("--statistics", action="store_true", help="count findings per code")
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     check.add_argument("--keras-version", choices=("2", "3"), help="assume this Keras (default: from the file, "
@@ -126,7 +131,29 @@ def run_check(args) -> int:
     if options.timeout <= 0:
         print("mpdoctor: error: --trace-timeout must be positive", file=sys.stderr)
         return EXIT_ERROR
-    report = check_paths(paths, config, options)
+    from mpdoctor.baseline import BaselineError, load_baseline, split, write_baseline
+    from mpdoctor.progress import Progress
+
+    baseline_file = None if args.write_baseline else args.baseline or config.baseline
+    try:
+        baseline_keys = load_baseline(baseline_file) if baseline_file else None
+    except BaselineError as exc:
+        print(f"mpdoctor: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    progress = Progress.for_stream(sys.stderr, tracing)
+    report = check_paths(paths, config, options, progress=progress)
+    if progress is not None:
+        progress.clear()
+    if baseline_keys is not None:
+        report.diagnostics, report.baselined = split(report.diagnostics, baseline_keys, baseline_file.parent)
+    if args.write_baseline:
+        try:
+            count = write_baseline(args.write_baseline, report.diagnostics)
+        except BaselineError as exc:
+            print(f"mpdoctor: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        print(f"mpdoctor: {args.write_baseline}: baseline of {count} finding{'' if count == 1 else 's'} written",
+              file=sys.stderr)
     for error in report.errors:
         print(error.render(), file=sys.stderr)
 
@@ -146,7 +173,7 @@ def run_check(args) -> int:
 
     if report.errors:
         return EXIT_ERROR
-    if args.exit_zero:
+    if args.exit_zero or args.write_baseline:
         return EXIT_OK
     threshold = config.fail_on.rank
     failing = any(d.severity.rank >= threshold for d in report.diagnostics)

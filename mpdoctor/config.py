@@ -13,10 +13,11 @@ from mpdoctor.registry import expand_selector
 from mpdoctor.static.policies import KNOWN_POLICIES
 
 DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
-                   "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache")
+                   "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache",
+                   ".ipynb_checkpoints")
 
 KNOWN_KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "fail-on",
-              "keras-version", "assume-policy", "entry", "trace-timeout"}
+              "keras-version", "assume-policy", "entry", "trace-timeout", "baseline"}
 
 
 class ConfigError(Exception):
@@ -34,6 +35,7 @@ class Config:
     assume_policy: str | None = None
     entry: str | None = None  # trace: the function or attribute that gives the model
     trace_timeout: float = 300.0
+    baseline: Path | None = None  # findings listed there do not fail the run (relative to the pyproject.toml)
     root: Path = field(default_factory=Path.cwd)  # directory of the pyproject.toml, or cwd
     source: Path | None = None  # the pyproject.toml read, if any
 
@@ -120,7 +122,7 @@ def load_config(start: Path, config_file: Path | None = None) -> Config:
 
 def apply_overrides(config: Config, where: str, *, select=None, extend_select=None, ignore=None,
                     per_file_ignores=None, exclude=None, extend_exclude=None, fail_on=None, keras_version=None,
-                    assume_policy=None, entry=None, trace_timeout=None) -> None:
+                    assume_policy=None, entry=None, trace_timeout=None, baseline=None) -> None:
     if select is not None:  # a later layer's select starts afresh, dropping earlier ignores (ruff semantics)
         config.select = _selectors(select, f"{where} select")
         config.ignore = set()
@@ -160,3 +162,7 @@ def apply_overrides(config: Config, where: str, *, select=None, extend_select=No
         if isinstance(trace_timeout, bool) or not isinstance(trace_timeout, (int, float)) or trace_timeout <= 0:
             raise ConfigError(f"{where} trace-timeout: expected a positive number of seconds, got {trace_timeout!r}")
         config.trace_timeout = float(trace_timeout)
+    if baseline is not None:
+        if not isinstance(baseline, str) or not baseline:
+            raise ConfigError(f"{where} baseline: expected the path of a baseline file, got {baseline!r}")
+        config.baseline = config.root / baseline

@@ -35,6 +35,7 @@ class Location:
     end_line: int | None = None
     end_column: int | None = None
     layer: str | None = None
+    cell: int | None = None  # notebooks: the cell (from 1); line and end_line are then lines within the cell
 
 
 @dataclass(frozen=True)
@@ -75,4 +76,4 @@ class Diagnostic:
 
     def sort_key(self) -> tuple:
         loc = self.location
-        return (loc.path, loc.line, loc.column, self.code, self.message)
+        return (loc.path, loc.cell or 0, loc.line, loc.column, self.code, self.message)

@@ -8,10 +8,11 @@ import re
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location, Severity
+from mpdoctor.notebook import SUFFIX as NOTEBOOK_SUFFIX, NotebookError, is_notebook, read_notebook
 from mpdoctor.registry import get_rule, implemented_codes, static_checks
 from mpdoctor.static.policies import is_float16_compute
 from mpdoctor.static.context import Settings, StaticContext, source_lines
@@ -32,9 +33,13 @@ class FileError:
     line: int | None = None
     column: int | None = None
     kind: str = "error"  # "syntax" | "io" | "internal"
+    cell: int | None = None  # notebooks: line is then the line within this cell
 
     def render(self) -> str:
-        where = f"{self.path}:{self.line}:{self.column}" if self.line else self.path
+        if self.cell is not None:
+            where = f"{self.path}:cell {self.cell}:line {self.line}:col {self.column}"
+        else:
+            where = f"{self.path}:{self.line}:{self.column}" if self.line else self.path
         return f"{where}: {self.message}"
 
 
@@ -45,6 +50,7 @@ class Report:
     files_checked: int = 0
     passes: tuple[str, ...] = ("static",)
     traces: list[dict] = field(default_factory=list)  # per traced file: models' graphs, SavedModels, environment
+    baselined: int = 0  # findings left out because the --baseline file lists them
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Severity}
@@ -64,7 +70,7 @@ class Report:
     def summary(self) -> dict:
         return {"files": self.files_checked, "total": len(self.diagnostics), "by_severity": self.counts(),
                 "by_code": self.by_code(), "fixable": self.fixable(), "errors": len(self.errors),
-                "passes": list(self.passes)}
+                "passes": list(self.passes), "baselined": self.baselined}
 
 
 def display_path(path: Path) -> str:
@@ -91,7 +97,7 @@ def collect_files(paths: Iterable[Path], config: Config) -> tuple[list[Path], li
                 root_path = Path(root)
                 dirs[:] = sorted(d for d in dirs if not config.is_excluded(root_path / d))
                 candidates += [root_path / n for n in sorted(names)
-                               if n.endswith(".py") and not config.is_excluded(root_path / n)]
+                               if n.endswith((".py", NOTEBOOK_SUFFIX)) and not config.is_excluded(root_path / n)]
         for candidate in candidates:
             key = candidate.resolve()
             if key not in seen:
@@ -117,18 +123,33 @@ class TraceOptions:
     checkpoints: tuple[str, ...] = ()  # --checkpoint: audited against the model's compute dtype
 
 
-def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | None = None) -> Report:
+def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | None = None,
+                progress: Callable[[int, int, str], None] | None = None) -> Report:
+    """`progress(index, total, shown)` is called before each file (the CLI draws it on a terminal)."""
     trace = trace or TraceOptions()
     files, errors = collect_files(paths, config)
     report = Report(errors=errors, passes=("static", "trace") if trace.enabled else ("static",))
-    for path in files:
+    for index, path in enumerate(files, start=1):
         shown = display_path(path)
+        if progress is not None:
+            progress(index, len(files), shown)
+        notebook = None
         try:
-            text = read_source(path)
+            if is_notebook(path):
+                notebook = read_notebook(path)
+                text = notebook.source
+            else:
+                text = read_source(path)
+        except NotebookError as exc:
+            report.errors.append(FileError(shown, str(exc), kind="io"))
+            continue
         except (OSError, UnicodeDecodeError, SyntaxError) as exc:
             report.errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
             continue
+        traced_before = len(report.traces)
         diagnostics, error = check_source(text, shown, config, path=str(path), trace=trace, traces=report.traces)
+        if notebook is not None:
+            diagnostics, error = notebook.map_results(shown, path, diagnostics, error, report.traces[traced_before:])
         report.files_checked += 1
         report.diagnostics += diagnostics
         if error:
@@ -205,8 +226,8 @@ def merge_passes(static: list[Diagnostic], traced: list[Diagnostic]) -> list[Dia
         if t.code == "MP001" and (t.location.path, t.location.line) in removed_api_lines and \
                 re.search(r"raised (ImportError|ModuleNotFoundError|AttributeError)\b", t.message):
             continue  # the crash is the removed mixed-precision API that MP103 (static-only) reports on that line
-        s = by_key.get((t.code, t.location.path, t.location.line))
-        if s is None:
+        s = by_key.pop((t.code, t.location.path, t.location.line), None)
+        if s is None:  # no static finding, or one already confirmed by another trace finding on that line
             merged.append(t)
             continue
         merged[merged.index(s)] = replace(

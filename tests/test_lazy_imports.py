@@ -20,13 +20,20 @@ PROBE = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["rules"], ["explain", "MP201"], ["check", "--no-trace", "{model}"],
-                                  ["check", "--no-trace", "--format", "sarif", "{model}"]])
+                                  ["check", "--no-trace", "--format", "sarif", "{model}"],
+                                  ["check", "--no-trace", "--format", "sarif", "{notebook}"],
+                                  ["check", "--no-trace", "--write-baseline", "{baseline}", "{model}"]])
 def test_no_heavy_imports(tmp_path, argv):
+    import json
+
     model = tmp_path / "model.py"
     model.write_text("import tensorflow as tf\nimport tensorflow_hub as hub\n"
                      "tf.keras.mixed_precision.set_global_policy('mixed_float16')\n"
                      "m = tf.keras.Sequential([hub.KerasLayer('/x'), tf.keras.layers.Dense(3, activation='softmax')])\n")
-    argv = [a.format(model=model) for a in argv]
+    notebook = tmp_path / "model.ipynb"
+    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "metadata": {}, "outputs": [], "source": ["%pip install x\n", model.read_text()]}]}))
+    argv = [a.format(model=model, notebook=notebook, baseline=tmp_path / "baseline.json") for a in argv]
     result = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True)
     heavy_line = [line for line in result.stderr.splitlines() if line.startswith("HEAVY=")]
     assert heavy_line == ["HEAVY="], result.stderr

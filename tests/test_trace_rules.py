@@ -186,6 +186,18 @@ def test_a_crash_on_a_removed_api_is_reported_once_as_mp103():
     assert [(d.code, d.location.line) for d in merge_passes(static, [crash, other])] == [("MP103", 6), ("MP001", 9)]
 
 
+def test_two_trace_findings_on_one_static_line_merge_once():
+    """A model discovered twice (a failed import falls back to every created model) reports the same line twice."""
+    from mpdoctor.diagnostics import Diagnostic, Location, Severity
+    from mpdoctor.engine import merge_passes
+
+    static = [Diagnostic("MP401", "static", Location("m.py", 10, 5), Severity.ERROR)]
+    traced = [Diagnostic("MP401", f"trace {i}", Location("m.py", 10, 5, layer="dense_1"), Severity.ERROR,
+                         passes=("trace",)) for i in range(2)]
+    merged = merge_passes(static, traced)
+    assert [(d.message, d.passes) for d in merged] == [("trace 0", ("static", "trace")), ("trace 1", ("trace",))]
+
+
 @pytest.mark.parametrize("code,status", [("MP302", "overflow"), ("MP303", "underflow")])
 def test_audit_findings_are_capped_per_checkpoint_but_the_rest_is_counted(code, status):
     row = {"values": 10, "overflow": 1, "max_abs": 1e5, "flushed": 5, "subnormal": 0, "flushed_fraction": 0.5,

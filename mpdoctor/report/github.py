@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from mpdoctor.diagnostics import Severity
-from mpdoctor.report.sarif import posix_path, rule_name
+from mpdoctor.report.sarif import cell_prefix, posix_path, rule_name
 
 COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
@@ -32,10 +32,13 @@ def render(report, stream: TextIO, **_options) -> None:
         loc = d.location
         name = rule_name(d.code)
         title = f"{d.code} ({name})" if name else d.code
-        stream.write(command(COMMANDS[d.severity], [
-            ("file", posix_path(loc.path)), ("line", loc.line), ("col", loc.column),
-            ("endLine", loc.end_line or loc.line), ("endColumn", loc.end_column), ("title", title),
-        ], d.message) + "\n")
+        if loc.cell is not None:  # lines of a cell are not lines of the .ipynb file: a file-level annotation
+            position = []
+        else:
+            position = [("line", loc.line), ("col", loc.column), ("endLine", loc.end_line or loc.line),
+                        ("endColumn", loc.end_column)]
+        stream.write(command(COMMANDS[d.severity], [("file", posix_path(loc.path)), *position, ("title", title)],
+                             cell_prefix(loc) + d.message) + "\n")
     for e in report.errors:
         stream.write(command("error", [
             ("file", posix_path(e.path)), ("line", e.line), ("col", e.column if e.line else None),

@@ -12,7 +12,7 @@ import json
 from typing import TextIO
 
 from mpdoctor.diagnostics import Severity
-from mpdoctor.report.sarif import fingerprint_materials, posix_path
+from mpdoctor.report.sarif import cell_prefix, fingerprint_materials, posix_path
 
 SEVERITIES = {Severity.ERROR: "critical", Severity.WARNING: "major", Severity.INFO: "info"}
 
@@ -26,7 +26,7 @@ def to_list(report) -> list[dict]:
     for d, material in zip(report.diagnostics, fingerprint_materials(report.diagnostics)):
         loc = d.location
         issues.append({
-            "description": f"{d.code}: {d.message}",
+            "description": f"{d.code}: {cell_prefix(loc)}{d.message}",
             "check_name": d.code,
             "fingerprint": _md5(material),
             "severity": SEVERITIES[d.severity],

@@ -24,6 +24,7 @@ def diagnostic_to_dict(d: Diagnostic) -> dict:
         "end_line": loc.end_line or loc.line,
         "end_column": loc.end_column or loc.column,
         "layer": loc.layer,
+        "cell": loc.cell,  # notebooks: the cell (from 1), line/end_line are within it; null for .py files
         "passes": list(d.passes),
         "confidence": d.confidence.value,
         "notes": list(d.notes),
@@ -41,7 +42,8 @@ def to_dict(report) -> dict:
         "version": SCHEMA_VERSION,
         "tool": {"name": "mpdoctor", "version": __version__},
         "diagnostics": [diagnostic_to_dict(d) for d in report.diagnostics],
-        "errors": [{"path": e.path, "line": e.line, "column": e.column, "kind": e.kind, "message": e.message}
+        "errors": [{"path": e.path, "line": e.line, "column": e.column, "cell": e.cell, "kind": e.kind,
+                    "message": e.message}
                    for e in report.errors],
         "summary": report.summary(),
         "traces": report.traces,

@@ -8,10 +8,12 @@ finding or error gets a single passing testcase named "mpdoctor" (a suite with n
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 import xml.etree.ElementTree as ET
 from typing import TextIO
 
 from mpdoctor.report.sarif import posix_path, rule_name
+from mpdoctor.report.text import where_text
 
 # Characters XML 1.0 cannot carry at all, even escaped: replaced, so a hostile message cannot break the document.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -37,10 +39,11 @@ def to_element(report) -> ET.Element:
     for d in report.diagnostics:
         loc = d.location
         path = posix_path(loc.path)
-        case = _element(suite, "testcase", classname=path, name=f"{d.code} {loc.line}:{loc.column}",
+        cell = f"cell {loc.cell} " if loc.cell is not None else ""
+        case = _element(suite, "testcase", classname=path, name=f"{d.code} {cell}{loc.line}:{loc.column}",
                         file=path, line=loc.line, time="0")
         name = rule_name(d.code)
-        body = [f"{path}:{loc.line}:{loc.column}: {d.code}{f' {name}' if name else ''} "
+        body = [f"{where_text(replace(loc, path=path))}: {d.code}{f' {name}' if name else ''} "
                 f"({d.severity.value}): {d.message}"]
         body += [f"note: {n}" for n in d.notes]
         if d.fix is not None:

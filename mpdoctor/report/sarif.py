@@ -45,46 +45,63 @@ def posix_path(path: str) -> str:
     return PurePath(path).as_posix()  # also drops a leading "./" and doubled slashes
 
 
+def cell_prefix(loc) -> str:
+    """Formats whose line fields mean lines of the file say where in a notebook the finding is in the message."""
+    return f"cell {loc.cell}, line {loc.line}: " if loc.cell is not None else ""
+
+
 class SourceLines:
-    """Reads each reported file at most once, for fingerprints; a file that cannot be read gives no lines."""
+    """Reads each reported file at most once, for fingerprints; a file that cannot be read gives no lines. In a
+    notebook, `number` is a line of `cell`."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, list[str] | None] = {}
+        self._cache: dict[str, object] = {}
 
-    def line(self, path: str, number: int) -> str | None:
+    def line(self, path: str, number: int, cell: int | None = None) -> str | None:
         if path not in self._cache:
             self._cache[path] = self._read(path)
         lines = self._cache[path]
-        if lines is None or not 1 <= number <= len(lines):
+        if lines is None:
+            return None
+        if not isinstance(lines, list):  # a Notebook
+            return lines.cell_line(cell, number) if cell is not None else None
+        if not 1 <= number <= len(lines):
             return None
         return lines[number - 1]
 
     @staticmethod
-    def _read(path: str) -> list[str] | None:
+    def _read(path: str):
         from mpdoctor.engine import read_source
+        from mpdoctor.notebook import is_notebook, read_notebook
 
         try:
-            return read_source(Path(path)).splitlines()
+            return read_notebook(Path(path)) if is_notebook(path) else read_source(Path(path)).splitlines()
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
             return None
 
 
-def fingerprint_materials(diagnostics: list[Diagnostic], sources: SourceLines | None = None) -> list[str]:
-    """For each diagnostic, the text to hash: code, path and the stripped source line (or the message when the line
-    cannot be read). No line number, so it survives lines added above; identical findings are told apart by their
-    order of occurrence, as GitHub does with its own line hashes."""
+def fingerprint_materials(diagnostics: list[Diagnostic], sources: SourceLines | None = None,
+                          path_of=posix_path) -> list[str]:
+    """For each diagnostic, the text to hash: code, path (as `path_of` gives it) and the source line with its
+    whitespace normalised (or the message when the line cannot be read). No line (or cell) number, so it survives
+    lines added above; identical findings are told apart by their order of occurrence, as GitHub does with its own
+    line hashes."""
     sources = sources or SourceLines()
     seen: dict[str, int] = {}
     materials = []
     for d in diagnostics:
-        text = sources.line(d.location.path, d.location.line)
-        text = text.strip() if text is not None and text.strip() else None
-        key = "\0".join((d.code, posix_path(d.location.path), "line" if text is not None else "message",
+        text = sources.line(d.location.path, d.location.line, d.location.cell)
+        text = " ".join(text.split()) if text is not None and text.strip() else None
+        key = "\0".join((d.code, path_of(d.location.path), "line" if text is not None else "message",
                          text if text is not None else d.message))
         occurrence = seen.get(key, 0)
         seen[key] = occurrence + 1
         materials.append(key if occurrence == 0 else f"{key}\0{occurrence}")
     return materials
+
+
+def fingerprint(material: str) -> str:
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
 # --- SARIF -------------------------------------------------------------------------------------------------------
@@ -154,17 +171,22 @@ def _result(d: Diagnostic, rule_index: dict[str, int], material: str) -> dict:
     if d.code in rule_index:
         result["ruleIndex"] = rule_index[d.code]
     result["level"] = LEVELS[d.severity]
-    result["message"] = {"text": d.message}
+    result["message"] = {"text": cell_prefix(loc) + d.message}
     result["locations"] = [{"physicalLocation": {
         "artifactLocation": artifact_location(loc.path),
         "region": _region(loc.line, loc.column, loc.end_line or loc.line, loc.end_column),
     }}]
-    if loc.layer:
-        result["locations"][0]["logicalLocations"] = [{"name": loc.layer}]
-    result["partialFingerprints"] = {FINGERPRINT_KEY: hashlib.sha256(material.encode("utf-8")).hexdigest()}
+    # A notebook's region lines are lines of the cell named by the "cell" logical location (and in the message).
+    logical = ([{"name": f"cell {loc.cell}", "kind": "cell"}] if loc.cell is not None else []) + \
+        ([{"name": loc.layer}] if loc.layer else [])
+    if logical:
+        result["locations"][0]["logicalLocations"] = logical
+    result["partialFingerprints"] = {FINGERPRINT_KEY: fingerprint(material)}
     if d.fix is not None and d.fix.edits:
         result["fixes"] = [_fix(d)]
     properties = {"confidence": d.confidence.value, "passes": list(d.passes)}
+    if loc.cell is not None:
+        properties["cell"] = loc.cell
     if d.notes:
         properties["notes"] = list(d.notes)
     result["properties"] = properties
@@ -179,6 +201,11 @@ def _notification(error) -> dict:
         physical["region"] = _region(error.line, error.column or 1, None, None)
     notification["locations"] = [{"physicalLocation": physical}]
     return notification
+
+
+def _directory_uri(directory: Path) -> str:
+    uri = directory.as_uri()
+    return uri if uri.endswith("/") else uri + "/"  # SARIF: a base URI ends with a slash
 
 
 def to_dict(report) -> dict:
@@ -198,6 +225,7 @@ def to_dict(report) -> dict:
             "informationUri": INFORMATION_URI,
             "rules": [rule_descriptor(r) for r in rules],
         }},
+        "originalUriBaseIds": {SRCROOT: {"uri": _directory_uri(Path.cwd())}},  # relative paths are from the cwd
         "invocations": [invocation],
         "results": [_result(d, rule_index, m) for d, m in zip(report.diagnostics, materials)],
         "properties": {"filesChecked": report.files_checked, "passes": list(report.passes)},

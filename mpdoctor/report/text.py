@@ -13,6 +13,13 @@ def _paint(text: str, code: str, colour: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if colour else text
 
 
+def where_text(loc) -> str:
+    """`path:line:col`, or `notebook.ipynb:cell 3:line 2:col 5` for a notebook."""
+    if loc.cell is not None:
+        return f"{loc.path}:cell {loc.cell}:line {loc.line}:col {loc.column}"
+    return f"{loc.path}:{loc.line}:{loc.column}"
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -21,7 +28,7 @@ def render(report, stream: TextIO, *, colour: bool = False, statistics: bool = F
            **_options) -> None:
     for d in report.diagnostics:
         loc = d.location
-        where = _paint(f"{loc.path}:{loc.line}:{loc.column}:", "1", colour)
+        where = _paint(f"{where_text(loc)}:", "1", colour)
         code = _paint(d.code, "1;" + _SEVERITY_COLOUR[d.severity], colour)
         marker = " [*]" if d.fix is not None else ""
         stream.write(f"{where} {code}{marker} {d.message}\n")
@@ -40,10 +47,13 @@ def render(report, stream: TextIO, *, colour: bool = False, statistics: bool = F
     total = len(report.diagnostics)
     files = _plural(report.files_checked, "file")
     if total == 0:
-        stream.write(_paint(f"All checks passed ({files} checked).", "32", colour) + "\n")
+        baselined = f"; {report.baselined} baselined" if report.baselined else ""
+        stream.write(_paint(f"All checks passed ({files} checked{baselined}).", "32", colour) + "\n")
         return
     parts = [_plural(counts[s.value], s.value) for s in Severity if counts[s.value]]
     line = f"Found {_plural(total, 'problem')} ({', '.join(parts)}) in {files}."
+    if report.baselined:
+        line += f" {report.baselined} more in the baseline."
     if report.fixable():
         line += f" {report.fixable()} fixable ([*])."
     stream.write(_paint(line, "1", colour) + "\n")

@@ -32,7 +32,10 @@ def trace_summary(shown: str, facts: dict | None, failure: str | None) -> dict:
 def trace_diagnostics(path: str, shown: str, text: str, tree: ast.Module, config: Config, settings: Settings,
                       options, summaries: list | None = None) -> tuple[list[Diagnostic], set[tuple[str, int]]]:
     """Trace diagnostics, and the (code, line) of static findings the run disproved."""
-    outcome = run_trace(path, entry=options.entry, timeout=options.timeout, checkpoints=options.checkpoints)
+    from mpdoctor.notebook import is_notebook
+
+    outcome = run_trace(path, entry=options.entry, timeout=options.timeout, checkpoints=options.checkpoints,
+                        source=text if is_notebook(path) else None)
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
     if summaries is not None:

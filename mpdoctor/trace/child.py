@@ -34,7 +34,9 @@ def main(argv: list[str]) -> int:
     try:
         recorder = _prepare(request, facts)
         recorder.extra_checkpoints = request.get("checkpoints") or []
-        module = _import_user_file(request["file"], facts, recorder)
+        if request.get("notebook"):
+            _notebook_builtins()
+        module = _import_user_file(request["file"], facts, recorder, request.get("search_path"))
         facts["layers_created_on_import"] = len(recorder.layers)
         models = _discover(module, request.get("entry"), recorder, facts)
         for name, how, model in models:
@@ -107,8 +109,16 @@ def _cpu_has_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def _import_user_file(path: str, facts: dict, recorder):
-    directory = os.path.dirname(os.path.abspath(path))
+def _notebook_builtins() -> None:
+    """What IPython provides to every cell and notebooks use freely: `display` (a no-op here)."""
+    import builtins
+
+    if not hasattr(builtins, "display"):
+        builtins.display = lambda *objects, **kwargs: None
+
+
+def _import_user_file(path: str, facts: dict, recorder, search_path: str | None = None):
+    directory = search_path or os.path.dirname(os.path.abspath(path))
     if directory not in sys.path:
         sys.path.insert(0, directory)
     spec = importlib.util.spec_from_file_location("__mpdoctor_model__", path)

@@ -31,13 +31,24 @@ def tensorflow_available() -> bool:
 
 
 def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-              env: dict | None = None, checkpoints: tuple[str, ...] = ()) -> TraceOutcome:
+              env: dict | None = None, checkpoints: tuple[str, ...] = (), source: str | None = None) -> TraceOutcome:
+    """`source`: run this generated code (a notebook's cells) instead of the file, under the file's identity: it is
+    written to the temporary directory (never into the user's tree), the child runs in the file's directory with
+    it on sys.path (as Jupyter does), and facts locations name `path` again."""
     with tempfile.TemporaryDirectory(prefix="mpdoctor-trace-") as workdir:
         request_path = os.path.join(workdir, "request.json")
         result_path = os.path.join(workdir, "facts.json")
         output_path = os.path.join(workdir, "output.txt")
+        identity = os.path.abspath(path)
+        run_file, cwd = identity, None
+        if source is not None:
+            run_file = os.path.join(workdir, "generated_source.py")
+            with open(run_file, "w", encoding="utf-8") as handle:
+                handle.write(source)
+            cwd = os.path.dirname(identity)
         with open(request_path, "w", encoding="utf-8") as handle:
-            json.dump({"file": os.path.abspath(path), "entry": entry,
+            json.dump({"file": run_file, "entry": entry, "search_path": os.path.dirname(identity),
+                       "notebook": source is not None,
                        "checkpoints": [os.path.abspath(c) for c in checkpoints]}, handle)
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -45,7 +56,7 @@ def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_T
         with open(output_path, "wb") as output:
             process = subprocess.Popen(
                 [sys.executable, "-m", "mpdoctor.trace.child", request_path, result_path],
-                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=child_env,
+                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=child_env, cwd=cwd,
                 start_new_session=True)  # its own process group: a timeout kills everything it started
             failure = None
             try:
@@ -63,9 +74,23 @@ def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_T
                     facts = json.load(handle)
             except (OSError, ValueError) as exc:
                 failure = failure or f"the trace child wrote unreadable facts ({exc})"
+            if facts is not None and run_file != identity:
+                _rename_file(facts, os.path.realpath(run_file), identity)
         elif failure is None:
             failure = "the trace child exited without reporting (the model code may have called os._exit)"
         return TraceOutcome(facts, failure, tail)
+
+
+def _rename_file(value, generated: str, identity: str) -> None:
+    """Facts locations ({"file": ..., "line": ...}) in the generated source name the file it came from."""
+    if isinstance(value, dict):
+        if isinstance(value.get("file"), str) and os.path.realpath(value["file"]) == generated:
+            value["file"] = identity
+        for item in value.values():
+            _rename_file(item, generated, identity)
+    elif isinstance(value, list):
+        for item in value:
+            _rename_file(item, generated, identity)
 
 
 def _package_root() -> str:

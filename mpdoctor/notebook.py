@@ -1,0 +1,161 @@
+"""Jupyter notebooks (.ipynb, nbformat 4) as one Python source, and diagnostics mapped back to cells.
+
+The code cells are joined in order into one source that the static pass parses and the trace child runs. IPython
+syntax that is not Python becomes a placeholder of the same line count: line magics (`%pip install x`), shell lines
+(`!ls`), help lines (`model.fit?`) become `pass` (an assignment `x = !ls` keeps its target: `x = None`); a cell
+magic's cell (`%%bash`) becomes blank lines, except the magics whose body is Python (`%%time`, `%%capture`...),
+where only the magic line is blanked. Cells are numbered from 1 over all cells of the file (markdown included), as
+they are listed in the notebook; lines from 1 within the cell. Reading is plain JSON: nbformat is not needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from mpdoctor.diagnostics import Diagnostic, Location
+
+SUFFIX = ".ipynb"
+# Cell magics whose body is Python code run by IPython (checked and traced like any cell).
+PYTHON_BODY_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_ASSIGNED_MAGIC = re.compile(r"^(\s*)([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\s*=\s*[!%]")
+# `%name` and `%%` (no space: `% b` continuing an expression is Python), `!cmd` (not `!=`), `?name`.
+_MAGIC = re.compile(r"^(\s*)(?:%[A-Za-z_%]|!(?!=)|\?)")
+_HELP = re.compile(r"^(\s*)[\w.]+(?:\(\))?\?{1,2}\s*$")
+_CELL_MAGIC = re.compile(r"^\s*%%(\w+)")
+
+
+class NotebookError(ValueError):
+    """Not a readable nbformat 4 notebook (one line, reported like an unreadable file)."""
+
+
+def is_notebook(path) -> bool:
+    return str(path).lower().endswith(SUFFIX)
+
+
+@dataclass(frozen=True)
+class Notebook:
+    source: str  # the code cells joined, IPython syntax replaced by placeholders
+    line_map: tuple[tuple[int, int], ...]  # combined line - 1 -> (cell number, line in cell)
+    cell_lines: dict[int, list[str]]  # each code cell's original lines, by cell number
+
+    def cell_line(self, cell: int, line: int) -> str | None:
+        lines = self.cell_lines.get(cell)
+        return lines[line - 1] if lines is not None and 1 <= line <= len(lines) else None
+
+    def to_cell(self, line: int) -> tuple[int | None, int]:
+        if not self.line_map:
+            return None, 1
+        return self.line_map[min(max(line, 1), len(self.line_map)) - 1]
+
+    def map_location(self, loc: Location) -> Location:
+        cell, line = self.to_cell(loc.line)
+        end_line, end_column = None, loc.end_column
+        if loc.end_line is not None:
+            end_cell, end_line = self.to_cell(loc.end_line)
+            if end_cell != cell:  # a span cannot leave its cell in the rendered notebook
+                end_line, end_column = line, None
+        return replace(loc, line=line, end_line=end_line, end_column=end_column, cell=cell)
+
+    def map_diagnostic(self, d: Diagnostic, shown: str) -> Diagnostic:
+        """Locations in the cell; a fix is reported (as a note) but never carried: its edits are lines of the
+        combined source, not of the .ipynb file, and applying them would corrupt the JSON."""
+        if d.location.path != shown:
+            return d
+        notes = d.notes
+        if d.fix is not None:
+            notes += (f"fix available but not applied to notebooks: {d.fix.description}",)
+        return replace(d, location=self.map_location(d.location), fix=None, notes=notes)
+
+
+    def map_results(self, shown: str, path: Path, diagnostics: list[Diagnostic], error, traces: list[dict]):
+        """The engine's results for the combined source, located in cells: diagnostics, a syntax error, and the
+        locations ({"file", "line"}) in the trace summaries (which gain a "cell")."""
+        diagnostics = [self.map_diagnostic(d, shown) for d in diagnostics]
+        if error is not None and error.line:
+            cell, line = self.to_cell(error.line)
+            error = replace(error, line=line, cell=cell)
+        identity = os.path.realpath(path)
+        for summary in traces:
+            self._map_facts(summary, identity)
+        return diagnostics, error
+
+    def _map_facts(self, value, identity: str) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("file"), str) and isinstance(value.get("line"), int) and \
+                    os.path.realpath(value["file"]) == identity:
+                value["cell"], value["line"] = self.to_cell(value["line"])
+            for item in value.values():
+                self._map_facts(item, identity)
+        elif isinstance(value, list):
+            for item in value:
+                self._map_facts(item, identity)
+
+
+def read_notebook(path: Path) -> Notebook:
+    try:
+        data = json.loads(Path(path).read_bytes())
+    except ValueError as exc:
+        raise NotebookError(f"not a valid notebook: invalid JSON ({exc})") from None
+    return parse_notebook(data)
+
+
+def parse_notebook(data) -> Notebook:
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        version = data.get("nbformat") if isinstance(data, dict) else None
+        hint = f" (nbformat {version}: convert with `jupyter nbconvert --to notebook`)" if version else ""
+        raise NotebookError(f"not an nbformat 4 notebook{hint}")
+    lines: list[str] = []
+    line_map: list[tuple[int, int]] = []
+    cell_lines: dict[int, list[str]] = {}
+    if _is_python(data.get("metadata")):
+        for number, cell in enumerate(data["cells"], start=1):
+            if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+                continue
+            source = cell.get("source", "")
+            text = "".join(map(str, source)) if isinstance(source, list) else str(source)
+            original = _LINE_BREAK.split(text)
+            if original and original[-1] == "":
+                original.pop()
+            cell_lines[number] = original
+            lines += python_lines(original)
+            line_map += [(number, i) for i in range(1, len(original) + 1)]
+    return Notebook("\n".join(lines) + "\n" if lines else "", tuple(line_map), cell_lines)
+
+
+def _is_python(metadata) -> bool:
+    """A notebook whose kernel is another language has no Python to check."""
+    if not isinstance(metadata, dict):
+        return True
+    for value in ((metadata.get("kernelspec") or {}).get("language"), (metadata.get("language_info") or {}).get(
+            "name")):
+        if isinstance(value, str) and value:
+            return value.lower() == "python"
+    return True
+
+
+def python_lines(cell: list[str]) -> list[str]:
+    """One cell's lines with IPython syntax replaced by placeholders of the same line count."""
+    if cell:
+        magic = _CELL_MAGIC.match(cell[0])
+        if magic:
+            if magic.group(1) in PYTHON_BODY_MAGICS:
+                return [""] + python_lines(cell[1:])
+            return [""] * len(cell)  # %%bash, %%writefile, %%html...: not Python
+    out = []
+    continued = False  # a line after a backslash continuation is never a magic
+    for line in cell:
+        if not continued:
+            assigned = _ASSIGNED_MAGIC.match(line)
+            if assigned:
+                line = f"{assigned.group(1)}{assigned.group(2)} = None"
+            elif _MAGIC.match(line) or _HELP.match(line):
+                line = line[:len(line) - len(line.lstrip())] + "pass"
+        out.append(line)
+        continued = line.rstrip().endswith("\\")
+    return out

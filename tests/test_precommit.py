@@ -1,0 +1,121 @@
+"""The pre-commit hooks for real: `pre-commit try-repo` on this repository installs mpdoctor into a fresh virtualenv
+(pip, without TensorFlow) and runs the `mpdoctor` hook on a temporary git repository; the `mpdoctor-trace` hook is
+run as the README's `repo: local` hook using this environment's TensorFlow.
+
+try-repo takes this repository's tracked files with their uncommitted changes (`git add -u`), not untracked ones:
+commit or `git add` new modules before running these tests. Slow (a virtualenv and a pip install per try-repo run):
+deselect with `-m "not slow"`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_cli import CLEAN, SOFTMAX_HEAD
+from test_notebook import softmax_notebook
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _is_git_repo(path: Path) -> bool:
+    result = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True)
+    return result.returncode == 0 and Path(result.stdout.strip()).resolve() == path
+
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("pre_commit") is None, reason="pre-commit not installed (dev extra)"),
+    pytest.mark.skipif(not _is_git_repo(REPO), reason="try-repo needs this project as a git repository"),
+]
+
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@example.com"}
+
+
+def _env(tmp_path: Path) -> dict:
+    # No PYTHONPATH: the hook must run the copy pip installed into its virtualenv, not this checkout.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NO_COLOR", "FORCE_COLOR")}
+    env.update(GIT_IDENTITY, PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"), PRE_COMMIT_COLOR="never")
+    return env
+
+
+def _git_repo(directory: Path, files: dict[str, str]) -> Path:
+    directory.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=directory, check=True)
+    for name, content in files.items():
+        (directory / name).write_text(content)
+    subprocess.run(["git", "add", "-A"], cwd=directory, check=True)
+    return directory
+
+
+def _pre_commit(tmp_path: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pre_commit", *args], cwd=cwd, capture_output=True, text=True,
+                          env=_env(tmp_path), timeout=900)
+
+
+def test_static_hook_fails_on_a_float16_softmax_head_in_a_file_and_a_notebook(tmp_path):
+    repo = _git_repo(tmp_path / "project", {"model.py": SOFTMAX_HEAD,
+                                            "demo.ipynb": json.dumps(softmax_notebook(), indent=1)})
+    result = _pre_commit(tmp_path, repo, "try-repo", str(REPO), "mpdoctor", "--all-files")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "mpdoctor (static)" in output and "Failed" in output
+    assert "model.py:7:5: MP401" in output
+    assert "demo.ipynb:cell 3:line 5:col 5: MP401" in output
+
+
+def test_static_hook_passes_on_clean_code(tmp_path):
+    repo = _git_repo(tmp_path / "project", {"clean.py": CLEAN, "notes.txt": "not python\n"})
+    result = _pre_commit(tmp_path, repo, "try-repo", str(REPO), "mpdoctor", "--all-files")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "mpdoctor (static)" in output and "Passed" in output
+
+
+LOCAL_TRACE_HOOK = """\
+repos:
+  - repo: local
+    hooks:
+      - id: mpdoctor-trace
+        name: mpdoctor (trace)
+        entry: {entry}
+        language: system
+        types_or: [python, jupyter]
+        require_serial: true
+        stages: [manual]
+"""
+
+
+def test_trace_hook_as_a_local_hook_in_this_environment(tmp_path):
+    pytest.importorskip("tensorflow")
+    repo = _git_repo(tmp_path / "project", {"model.py": SOFTMAX_HEAD})
+    # The README's hook runs `mpdoctor check --trace`; here the same command through this interpreter and checkout.
+    entry = f"env PYTHONPATH={REPO} {sys.executable} -m mpdoctor check --trace"
+    (repo / ".pre-commit-config.yaml").write_text(LOCAL_TRACE_HOOK.format(entry=entry))
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    skipped = _pre_commit(tmp_path, repo, "run", "--all-files")
+    assert skipped.returncode == 0 and "MP401" not in skipped.stdout  # manual stage: not run on commit
+    result = _pre_commit(tmp_path, repo, "run", "--hook-stage", "manual", "mpdoctor-trace", "--all-files")
+    assert result.returncode == 1, result.stdout + result.stderr
+    # The trace's own wording: the model was built and run, its output observed in float16.
+    assert re.search(r"model\.py:7:5: MP401 \[\*\] output `\w+` of model .* is a softmax computed in float16",
+                     result.stdout), result.stdout
+
+
+def test_manifest_declares_both_hooks():
+    import yaml
+
+    hooks = {h["id"]: h for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
+    assert set(hooks) == {"mpdoctor", "mpdoctor-trace"}
+    for hook in hooks.values():
+        assert hook["language"] == "python" and hook["types_or"] == ["python", "jupyter"]
+        assert hook["require_serial"] is True
+    assert "--no-trace" in hooks["mpdoctor"]["entry"] and "--trace" in hooks["mpdoctor-trace"]["entry"].split()
+    assert hooks["mpdoctor-trace"]["stages"] == ["manual"]
