@@ -149,12 +149,13 @@ def _script_hash(script: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
 
 
-def render(report, stream: TextIO, **_options) -> None:
+def render(report, stream: TextIO, *, sources: dict | None = None, **_options) -> None:
+    """`sources`: source text by path, for findings in files that are gone (a checked notebook cell)."""
     import jinja2
 
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(os.fspath(_template_dir())),
                                      autoescape=True, undefined=jinja2.ChainableUndefined)
-    sources: dict = {}
+    sources = dict(sources or {})
     diagnostics = [_card(d, sources) for d in report.diagnostics]
     finding_layers: dict[str, set[str]] = {}
     for d in report.diagnostics:
