@@ -4,11 +4,18 @@ graph SVG (folding, layout); numerics chart; SavedModel and checkpoint tables; t
 import base64
 import hashlib
 import io
+import json
+import os
 import re
+import subprocess
+import sys
+import textwrap
 import tomllib
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+
+import pytest
 
 from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Severity
 from mpdoctor.engine import Report
@@ -208,3 +215,30 @@ def test_the_wheel_lists_every_package_and_ships_the_templates():
     assert {"report.html.j2", "report.js"} <= shipped
     patterns = config["package-data"]["mpdoctor._templates"]
     assert all(any(Path(name).match(p) for p in patterns) for name in shipped)
+
+
+def test_cli_html_flag_writes_the_checkpoint_audit_of_a_real_run(tmp_path):
+    pytest.importorskip("tensorflow")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="0",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    ckpt = tmp_path / "big" / "ckpt"
+    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+        import numpy as np, tensorflow as tf
+        kernel = tf.Variable(np.full((4, 2), 1e5, dtype=np.float32))
+        bias = tf.Variable(np.zeros(2, dtype=np.float32))
+        tf.train.Checkpoint(kernel=kernel, bias=bias).write({str(ckpt)!r})
+        """)], check=True, capture_output=True, env=env, timeout=300)
+    model = tmp_path / "model.py"
+    model.write_text("import keras\n\nkeras.mixed_precision.set_global_policy('mixed_float16')\n\n\n"
+                     "def build_model():\n    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])\n")
+    report_file = tmp_path / "report.html"
+    result = subprocess.run([sys.executable, "-m", "mpdoctor", "check", "--format", "json", "--checkpoint", str(ckpt),
+                             "--html", str(report_file), str(model)], capture_output=True, text=True, env=env,
+                            cwd=tmp_path, timeout=600)
+    [audit] = json.loads(result.stdout)["traces"][0]["checkpoints"]
+    assert audit["api"] == "--checkpoint" and audit["audit"]["target_dtype"] == "float16"
+    assert [v["key"] for v in audit["audit"]["variables"] if v["status"] == "overflow"] == [
+        "kernel/.ATTRIBUTES/VARIABLE_VALUE"]
+    page = report_file.read_text()
+    assert '<tr class="overflow"><td>kernel/.ATTRIBUTES/VARIABLE_VALUE</td>' in page
+    assert 'id="checkpoints"' in page and 'data-code="MP302"' in page
