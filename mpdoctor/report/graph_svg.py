@@ -48,77 +48,75 @@ class Figure:
 def model_figures(graph: dict, finding_layers: set[str]) -> list[Figure]:
     """The model's figure, then one figure per folded nested model (folded again inside when big)."""
     nodes = {n["id"]: n for n in graph.get("nodes", [])}
-    figures = [_figure(graph.get("model") or "model", None, nodes, graph.get("edges", []), finding_layers)]
-    for node in nodes.values():
-        if _is_folded_model(node, nodes):
-            inner = {i: n for i, n in nodes.items() if _inside(n, node["id"], nodes)}
-            edges = [e for e in graph.get("edges", []) if e["source"] in inner and e["target"] in inner]
-            figures.append(_figure(node["id"], node["id"], inner, edges, finding_layers))
+    ancestors = {node_id: _ancestors(node, nodes) for node_id, node in nodes.items()}
+    inner_layers: dict[str, int] = {}
+    for node_id, chain in ancestors.items():
+        for model_id in chain:
+            inner_layers[model_id] = inner_layers.get(model_id, 0) + (not nodes[node_id].get("is_model"))
+    folded = {m for m, count in inner_layers.items() if nodes[m].get("is_model") and count > NESTED_INLINE_LIMIT}
+    layout = _Scope(nodes, ancestors, inner_layers, folded, finding_layers)
+    figures = [layout.figure(graph.get("model") or "model", None, nodes, graph.get("edges", []))]
+    for model_id in (m for m in nodes if m in folded):
+        inner = {i: n for i, n in nodes.items() if model_id in ancestors[i]}
+        edges = [e for e in graph.get("edges", []) if e["source"] in inner and e["target"] in inner]
+        figures.append(layout.figure(model_id, model_id, inner, edges))
     return figures
 
 
-def _inside(node: dict, model_id: str, nodes: dict) -> bool:
-    parent = node.get("parent")
-    while parent:
-        if parent == model_id:
-            return True
-        parent = (nodes.get(parent) or {}).get("parent")
-    return False
+def _ancestors(node: dict, nodes: dict) -> list[str]:
+    """The nested models holding a node, innermost first."""
+    chain, parent = [], node.get("parent")
+    while parent and parent in nodes and parent not in chain:
+        chain.append(parent)
+        parent = nodes[parent].get("parent")
+    return chain
 
 
-def _is_folded_model(node: dict, nodes: dict) -> bool:
-    return bool(node.get("is_model")) and sum(1 for n in nodes.values() if _inside(n, node["id"], nodes)) \
-        > NESTED_INLINE_LIMIT
+@dataclass
+class _Scope:
+    nodes: dict
+    ancestors: dict[str, list[str]]
+    inner_layers: dict[str, int]
+    folded: set[str]
+    finding_layers: set[str]
+
+    def figure(self, title: str, scope: str | None, nodes: dict, edges: list[dict]) -> Figure:
+        import networkx as nx
+
+        # Each node is drawn as itself or as the outermost folded nested model holding it below `scope`.
+        represent: dict[str, str] = {}
+        for node_id in nodes:
+            chain = self.ancestors[node_id]
+            below = chain[:chain.index(scope)] if scope in chain else chain
+            outer = [m for m in below if m in self.folded]
+            represent[node_id] = outer[-1] if outer else node_id
+        # An unfolded nested model's own node has no edges (its layers are drawn): leave it out.
+        shown = {n for n in represent.values() if n in self.folded or not self.inner_layers.get(n)}
+        digraph = nx.DiGraph()
+        digraph.add_nodes_from(n for n in nodes if n in shown)
+        edge_info: dict[tuple[str, str], dict] = {}
+        for edge in edges:
+            source, target = represent.get(edge["source"]), represent.get(edge["target"])
+            if source in shown and target in shown and source != target:
+                digraph.add_edge(source, target)
+                edge_info.setdefault((source, target), edge)
+        finding_ids = {rep for node_id, rep in represent.items() if node_id in self.finding_layers
+                       or nodes[node_id].get("name") in self.finding_layers}
+        boxes, owner = _fold_chains(digraph, nodes, finding_ids, self.inner_layers, self.folded)
+        layered = nx.DiGraph()
+        layered.add_nodes_from(boxes)
+        for source, target in digraph.edges:
+            if owner[source] != owner[target]:
+                layered.add_edge(owner[source], owner[target])
+        _layout(layered, boxes)
+        svg = _draw(boxes, layered, edge_info, owner)
+        return Figure(title, svg, sum(1 for n in nodes.values() if not n.get("is_model")), len(boxes))
 
 
-def _figure(title: str, scope: str | None, nodes: dict, edges: list[dict], finding_layers: set[str]) -> Figure:
-    import networkx as nx
-
-    # Representative of each node in this figure: itself, or the folded nested model directly below `scope`.
-    represent: dict[str, str] = {}
-    for node_id, node in nodes.items():
-        rep, parent = node_id, node.get("parent")
-        while parent and parent != scope and parent in nodes:
-            if _is_folded_model(nodes[parent], nodes):
-                rep = parent
-            parent = nodes[parent].get("parent")
-        represent[node_id] = rep
-    shown = set(represent.values())
-    # An unfolded nested model's own node has no edges (its layers are drawn): leave it out.
-    shown = {n for n in shown if not (nodes[n].get("is_model") and not _is_folded_model(nodes[n], nodes)
-                                      and any(_inside(m, n, nodes) for m in nodes.values()))}
-    digraph = nx.DiGraph()
-    for node_id in sorted(shown, key=list(nodes).index):
-        digraph.add_node(node_id)
-    edge_info: dict[tuple[str, str], dict] = {}
-    for edge in edges:
-        source, target = represent.get(edge["source"]), represent.get(edge["target"])
-        if source in shown and target in shown and source != target:
-            digraph.add_edge(source, target)
-            edge_info.setdefault((source, target), edge)
-    finding_ids = {node_id for node_id in shown if _names_finding(nodes, node_id, represent, finding_layers)}
-    boxes, owner = _fold_chains(digraph, nodes, finding_ids)
-    layered = nx.DiGraph()
-    layered.add_nodes_from(boxes)
-    for source, target in digraph.edges:
-        if owner[source] != owner[target]:
-            layered.add_edge(owner[source], owner[target])
-    _layout(layered, boxes)
-    svg = _draw(boxes, layered, edge_info, owner, digraph)
-    return Figure(title, svg, sum(1 for n in nodes.values() if not n.get("is_model")), len(boxes))
-
-
-def _names_finding(nodes: dict, node_id: str, represent: dict, finding_layers: set[str]) -> bool:
-    members = [n for n, rep in represent.items() if rep == node_id]
-    return any(nodes[m]["id"] in finding_layers or nodes[m].get("name") in finding_layers for m in members)
-
-
-def _box_for(node: dict, nodes: dict, finding: bool) -> Box:
-    folded = node.get("is_model") and _is_folded_model(node, nodes)
+def _box_for(node: dict, finding: bool, inner_layers: dict[str, int], folded: set[str]) -> Box:
     detail = node.get("class") or node.get("kind") or ""
-    if folded:
-        count = sum(1 for n in nodes.values() if _inside(n, node["id"], nodes) and not n.get("is_model"))
-        detail = f"{detail}: {count} layers (below)"
+    if node["id"] in folded:
+        detail = f"{detail}: {inner_layers[node['id']]} layers (below)"
     dtype = node.get("compute_dtype")
     if node.get("kind") == "input" and node.get("output_dtypes"):
         dtype = node["output_dtypes"][0]  # an input layer computes nothing: show the dtype it feeds in
@@ -127,7 +125,8 @@ def _box_for(node: dict, nodes: dict, finding: bool) -> Box:
                is_output=bool(node.get("is_output")))
 
 
-def _fold_chains(digraph, nodes: dict, finding_ids: set[str]) -> tuple[dict[str, Box], dict[str, str]]:
+def _fold_chains(digraph, nodes: dict, finding_ids: set[str], inner_layers: dict[str, int],
+                 folded: set[str]) -> tuple[dict[str, Box], dict[str, str]]:
     """Boxes by id, and the box id that owns each graph node."""
     def foldable(n):
         node = nodes[n]
@@ -146,7 +145,7 @@ def _fold_chains(digraph, nodes: dict, finding_ids: set[str]) -> tuple[dict[str,
                 boxes[box.id] = box
                 owner.update({member: box.id for member in chain})
                 continue
-        box = _box_for(nodes[n], nodes, n in finding_ids)
+        box = _box_for(nodes[n], n in finding_ids, inner_layers, folded)
         boxes[n] = box
         owner[n] = n
     return boxes, owner
@@ -217,7 +216,7 @@ def _short(text: str, limit: int = 26) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _draw(boxes: dict[str, Box], layered, edge_info: dict, owner: dict, digraph) -> str:
+def _draw(boxes: dict[str, Box], layered, edge_info: dict, owner: dict) -> str:
     width = max((b.x for b in boxes.values()), default=0) + BOX_W + 2 * MARGIN
     height = max((b.y for b in boxes.values()), default=0) + BOX_H + 2 * MARGIN
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="layer-graph" width="{width:.0f}" '
@@ -226,12 +225,13 @@ def _draw(boxes: dict[str, Box], layered, edge_info: dict, owner: dict, digraph)
              'orient="auto"><path d="M0,0L8,4L0,8z" fill="#6e7781"/></marker>'
              '<marker id="arrow-hit" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
              'orient="auto"><path d="M0,0L8,4L0,8z" fill="#cf222e"/></marker></defs>']
+    dtypes_between: dict[tuple[str, str], set[str]] = {}
+    for (s, t), edge in edge_info.items():
+        dtypes_between.setdefault((owner[s], owner[t]), set()).add(str(edge.get("dtype")))
     for source, target in layered.edges:
         a, b = boxes[source], boxes[target]
         hit = b.finding
-        tensors = [edge_info[(s, t)] for s, t in digraph.edges if owner[s] == source and owner[t] == target
-                   and (s, t) in edge_info]
-        dtypes = ", ".join(sorted({str(e.get("dtype")) for e in tensors})) or "?"
+        dtypes = ", ".join(sorted(dtypes_between.get((source, target), ()))) or "?"
         x1, y1, x2, y2 = a.x + BOX_W / 2, a.y + BOX_H, b.x + BOX_W / 2, b.y
         mid = (y1 + y2) / 2
         parts.append(f'<path class="edge{" finding" if hit else ""}" d="M{x1:.0f},{y1:.0f} C{x1:.0f},{mid:.0f} '
