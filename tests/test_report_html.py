@@ -242,3 +242,16 @@ def test_cli_html_flag_writes_the_checkpoint_audit_of_a_real_run(tmp_path):
     page = report_file.read_text()
     assert '<tr class="overflow"><td>kernel/.ATTRIBUTES/VARIABLE_VALUE</td>' in page
     assert 'id="checkpoints"' in page and 'data-code="MP302"' in page
+
+
+def test_cli_html_flag_writes_the_page_beside_the_chosen_format(tmp_path, capsys):
+    from mpdoctor.cli import main
+
+    model = ROOT / "tests" / "fixtures" / "MP401" / "sequential_dense_softmax_keras3.py"
+    page = tmp_path / "report.html"
+    assert main(["check", "--no-trace", "--html", str(page), str(model)]) == 1
+    assert "MP401" in capsys.readouterr().out  # the text report still goes to stdout
+    assert 'data-code="MP401"' in page.read_text()
+    assert main(["check", "--no-trace", "--html", str(tmp_path / "missing" / "r.html"), str(model)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("mpdoctor: error: ") and "missing/r.html: cannot write report" in line
