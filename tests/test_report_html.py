@@ -146,10 +146,12 @@ def test_a_big_nested_model_is_one_box_and_its_own_figure():
     assert main.boxes == 3 and set(_boxes(main.svg)) == {"input", "backbone", "head"}
     assert 'class="node finding" data-layer="backbone"' in main.svg  # a finding inside marks the folded box
     assert nested.title == "backbone" and len(_boxes(nested.svg)) == len(inner)
+    assert 'class="name">conv1<' in nested.svg  # named relative to the nested model
     small = [node("small/in", "InputLayer", parent="small"), node("small/d", parent="small")]
     figures = model_figures({"nodes": [node("small", "Functional", is_model=True)] + small,
                              "edges": [{"source": "small/in", "target": "small/d"}]}, set())
     assert len(figures) == 1 and set(_boxes(figures[0].svg)) == {"small/in", "small/d"}
+    assert 'class="name">small/d<' in figures[0].svg  # drawn inline, named by its model
 
 
 def test_savedmodel_layers_are_marked():

@@ -103,6 +103,9 @@ class _Scope:
         finding_ids = {rep for node_id, rep in represent.items() if node_id in self.finding_layers
                        or nodes[node_id].get("name") in self.finding_layers}
         boxes, owner = _fold_chains(digraph, nodes, finding_ids, self.inner_layers, self.folded)
+        for box in boxes.values():  # a layer of an unfolded nested model shows as model/layer
+            if not box.id.startswith("chain:"):
+                box.label = box.id[len(scope) + 1:] if scope and box.id.startswith(scope + "/") else box.id
         layered = nx.DiGraph()
         layered.add_nodes_from(boxes)
         for source, target in digraph.edges:
@@ -250,8 +253,8 @@ def _draw(boxes: dict[str, Box], layered, edge_info: dict, owner: dict) -> str:
             f'<g class="{" ".join(classes)}" data-layer="{escape(box.id)}" transform="translate({box.x:.0f},'
             f'{box.y:.0f})"><title>{escape(tooltip)}</title>'
             f'<rect width="{BOX_W}" height="{BOX_H}" rx="5" fill="{fill}"/>'
-            f'<text x="8" y="16" class="name">{escape(_short(box.label, 26 if badge else 30))}</text>'
-            f'<text x="8" y="31" class="detail">{escape(_short(box.detail, 32))}</text>'
+            f'<text x="8" y="16" class="name">{escape(_short(box.label, 22 if badge else 27))}</text>'
+            f'<text x="8" y="31" class="detail">{escape(_short(box.detail, 30))}</text>'
             f'<text x="{BOX_W - 6}" y="12" text-anchor="end" class="badge">{badge}</text></g>')
     parts.append("</svg>")
     return "".join(parts)
