@@ -84,21 +84,29 @@ def test_a_live_model_is_checked_in_process(shell, monkeypatch):
 
 
 @needs_tf
-def test_a_live_tf_keras_model_shows_its_savedmodel_signatures(shell, tmp_path):
+def test_a_live_tf_keras_model_is_checked_against_its_savedmodel_signatures(shell, tmp_path):
     from trace_support import make_float32_savedmodel
 
     handle = make_float32_savedmodel(tmp_path)
     shell.run_cell(textwrap.dedent(f"""\
+        import numpy as np
         import tf_keras
         import tensorflow_hub as hub
 
         tf_keras.mixed_precision.set_global_policy("mixed_float16")
-        hub_model = tf_keras.Sequential([tf_keras.Input((3,)), hub.KerasLayer({str(handle)!r}, dtype="float32"),
-                                         tf_keras.layers.Dense(2, dtype="float32")])
+        broken = tf_keras.Sequential([hub.KerasLayer({str(handle)!r}), tf_keras.layers.Dense(2, dtype="float32")])
+        fixed = tf_keras.Sequential([tf_keras.Input((3,)), hub.KerasLayer({str(handle)!r}, dtype="float32"),
+                                     tf_keras.layers.Dense(2, dtype="float32")])
         tf_keras.mixed_precision.set_global_policy("float32")
         """), store_history=False)
-    result = shell.run_line_magic("mpdoctor", "hub_model")
-    assert "MP201" not in [d.code for d in result.diagnostics]  # the float32 hub layer is the documented fix
+    result = shell.run_line_magic("mpdoctor", "broken")
+    hub_layer = shell.user_ns["broken"].layers[0].name
+    assert [(d.code, d.location.layer) for d in result.diagnostics] == [("MP201", hub_layer)]
+    assert shell.run_cell("broken(np.ones((1, 3), np.float32))", store_history=False).error_in_exec is not None
+
+    result = shell.run_line_magic("mpdoctor", "fixed")
+    assert [d.code for d in result.diagnostics] == []
+    assert shell.run_cell("fixed(np.ones((1, 3), np.float32))", store_history=False).error_in_exec is None
     [load] = result.report.traces[0]["savedmodels"]
     assert load["api"] == "hub.KerasLayer" and load["savedmodel"]["accepted_input_dtypes"] == ["float32"]
     page = srcdoc(result)
