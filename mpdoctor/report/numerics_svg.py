@@ -38,8 +38,8 @@ def numerics_svg(numerics: dict) -> str | None:
         y = top.y(FLOAT16_MAX)
         parts.append(f'<line x1="{LEFT}" x2="{width - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="{NONFINITE}" '
                      f'stroke-dasharray="4 3"><title>float16 max 65504</title></line>')
-    parts += top.series(layers, "max_abs_reference", REFERENCE, reference)
     parts += top.series(layers, "max_abs", COMPUTED, dtype)
+    parts += top.series(layers, "max_abs_reference", REFERENCE, reference, hollow=True)  # on top, still visible
     parts += bottom.series(layers, "relative_error", ERROR, "relative error")
     for index, layer in enumerate(layers):
         if layer.get("finite") is False or layer.get("finite_reference") is False:
@@ -90,24 +90,26 @@ class _Panel:
                          f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" class="axis">1e{decade}</text>')
         return parts
 
-    def series(self, layers: list[dict], key: str, colour: str, label: str) -> list[str]:
+    def series(self, layers: list[dict], key: str, colour: str, label: str, hollow: bool = False) -> list[str]:
         parts, run = [], []
         for index, layer in enumerate(layers):
             value = layer.get(key)
             if not _positive(value):
-                parts += self._line(run, colour)
+                parts += self._line(run, colour, hollow)
                 run = []
                 continue
             x, y = _x(index), self.y(value)
             run.append((x, y))
-            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{colour}" class="point">'
+            paint = f'fill="none" stroke="{colour}"' if hollow else f'fill="{colour}"'
+            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{3.5 if hollow else 2.5}" {paint} class="point">'
                          f'<title>{escape(str(layer.get("name")))} ({escape(str(layer.get("class")))}): '
                          f'{escape(label)} {value:.3g}</title></circle>')
-        return parts + self._line(run, colour)
+        return parts + self._line(run, colour, hollow)
 
     @staticmethod
-    def _line(run: list[tuple[float, float]], colour: str) -> list[str]:
+    def _line(run: list[tuple[float, float]], colour: str, dashed: bool) -> list[str]:
         if len(run) < 2:
             return []
         points = " ".join(f"{x:.1f},{y:.1f}" for x, y in run)
-        return [f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="1.2" opacity="0.8"/>']
+        dash = ' stroke-dasharray="3 2"' if dashed else ""
+        return [f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="1.2" opacity="0.8"{dash}/>']
