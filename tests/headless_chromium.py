@@ -57,7 +57,7 @@ class Chromium:
             os.dup2(high_write, 4)
 
         self._process = subprocess.Popen(
-            [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
+            [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
              "--disable-extensions", "--disable-background-networking", "--disable-component-update",
              "--disable-sync", "--mute-audio", "--hide-scrollbars", f"--user-data-dir={self._profile}",
              "--remote-debugging-pipe", "about:blank"],

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import html
+import importlib.util
 import re
 import subprocess
 import sys
@@ -15,7 +16,7 @@ pytest.importorskip("IPython")
 from IPython.core.error import UsageError  # noqa: E402
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
-HAS_TF = subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True).returncode == 0
+HAS_TF = importlib.util.find_spec("tensorflow") is not None
 needs_tf = pytest.mark.skipif(not HAS_TF, reason="needs TensorFlow")
 
 SOFTMAX_MODEL = textwrap.dedent("""\

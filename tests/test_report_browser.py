@@ -4,6 +4,7 @@ network, and hostile layer names stay text. Screenshots are kept under artifacts
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -20,8 +21,7 @@ SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM = find_chromium()
 
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)"),
-              pytest.mark.skipif(subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True)
-                                 .returncode != 0, reason="the trace pass needs TensorFlow")]
+              pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="the trace pass needs TensorFlow")]
 
 PAGE_FACTS = {
     "script_ran": "document.documentElement.classList.contains('js')",
