@@ -5,7 +5,7 @@ Importing this package is cheap: nothing here imports TensorFlow.
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "check_file", "check_paths"]
+__all__ = ["__version__", "check_file", "check_paths", "load_ipython_extension"]
 
 
 def check_paths(paths, config=None):
@@ -21,3 +21,10 @@ def check_paths(paths, config=None):
 
 def check_file(path, config=None):
     return check_paths([path], config)
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext mpdoctor`: the %mpdoctor / %%mpdoctor magics (mpdoctor.jupyter; IPython is imported only here)."""
+    from mpdoctor.jupyter import load_ipython_extension as load
+
+    load(ipython)

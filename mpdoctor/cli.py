@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--ignore", metavar="CODES", help="codes or prefixes to disable")
     check.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     check.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the report to FILE")
+    check.add_argument("--html", type=Path, metavar="FILE",
+                       help="also write the self-contained HTML report to FILE (whatever --format is)")
     check.add_argument("--fail-on", choices=("error", "warning", "info"),
                        help="lowest severity that makes the exit code 1 (default: warning)")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when problems are found")
@@ -164,11 +166,16 @@ def run_check(args) -> int:
         target = buffer
     write_report(report, args.format, target, colour=_use_colour(args.color, target) if not buffer else False,
                  statistics=args.statistics, quiet=args.quiet)
-    if buffer is not None:
+    written = [(args.output, buffer)] if buffer is not None else []
+    if args.html:
+        html = io.StringIO()
+        write_report(report, "html", html)
+        written.append((args.html, html))
+    for path, text in written:
         try:
-            _write_atomic(args.output, buffer.getvalue())
+            _write_atomic(path, text.getvalue())
         except OSError as exc:
-            print(f"mpdoctor: error: {args.output}: cannot write report: {exc.strerror or exc}", file=sys.stderr)
+            print(f"mpdoctor: error: {path}: cannot write report: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_ERROR
 
     if report.errors:

@@ -1,8 +1,16 @@
-"""Self-contained HTML report (jinja2, autoescaped, no external resources, a Content-Security-Policy that forbids
-scripts and network access). Templates live in reports/templates/ and ship inside the wheel."""
+"""Self-contained HTML report (jinja2, autoescaped): summary, each traced model's layer graph (SVG), finding cards with
+the source line and the fix as a diff, SavedModel signatures, checkpoint range audits and the numerics chart.
+
+One file, no external resources: a Content-Security-Policy of `default-src 'none'` allows inline styles, and one
+inline script (graph zoom and drag-to-pan) by its sha256 hash only; the report reads fine without it. Templates live
+in reports/templates/ and ship inside the wheel as `mpdoctor._templates`.
+"""
 
 from __future__ import annotations
 
+import base64
+import difflib
+import hashlib
 import os
 from pathlib import Path
 from typing import TextIO
@@ -11,6 +19,7 @@ from mpdoctor import __version__
 from mpdoctor.report.json_format import diagnostic_to_dict
 
 _SNIPPET_CONTEXT = 2
+_AUDIT_ROWS = 200  # rows of one checkpoint's audit table; problems first, the rest is counted
 
 
 def _template_dir() -> Path:
@@ -25,29 +34,136 @@ def _template_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "reports" / "templates"  # a source checkout
 
 
-def _snippet(path: str, line: int) -> list[tuple[int, str]]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
+def _read_lines(path: str, cache: dict) -> list[str] | None:
+    if path not in cache:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                cache[path] = handle.read()
+        except OSError:
+            cache[path] = None
+    return cache[path]
+
+
+def _snippet(text: str | None, line: int) -> list[tuple[int, str]]:
+    if text is None:
         return []
+    lines = text.splitlines()
     start, end = max(1, line - _SNIPPET_CONTEXT), min(len(lines), line + _SNIPPET_CONTEXT)
     return [(n, lines[n - 1]) for n in range(start, end + 1)]
 
 
-def render(report, stream: TextIO, **_options) -> None:
-    import jinja2
+def fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
+    """The fix as unified-diff lines [(kind, text)], kind in file|hunk|add|remove|context; [] when it cannot be shown."""
+    from mpdoctor.fixes import EditConflict, apply_edits
 
+    if diagnostic.fix is None:
+        return []
+    lines: list[tuple[str, str]] = []
+    for path in dict.fromkeys(e.path for e in diagnostic.fix.edits):
+        before = _read_lines(path, sources)
+        if before is None:
+            return []
+        try:
+            after = apply_edits(before, [e for e in diagnostic.fix.edits if e.path == path])
+        except EditConflict:
+            return []
+        for text in difflib.unified_diff(before.splitlines(), after.splitlines(), "a/" + path.lstrip("/"), "b/" + path.lstrip("/"), n=1,
+                                         lineterm=""):
+            kind = ("file" if text.startswith(("---", "+++")) else "hunk" if text.startswith("@@") else
+                    "add" if text.startswith("+") else "remove" if text.startswith("-") else "context")
+            lines.append((kind, text))
+    return lines
+
+
+def _verified(diagnostic) -> bool:
+    """Whether the fix was checked by re-running the trace on the fixed file (set by --fix/--diff when it does)."""
+    return bool(getattr(diagnostic, "verified", None) or getattr(diagnostic.fix, "verified", None))
+
+
+def _card(diagnostic, sources: dict) -> dict:
     from mpdoctor.registry import get_rule
+
+    item = diagnostic_to_dict(diagnostic)
+    item["why"] = get_rule(diagnostic.code).why.split("\n\n")[0]
+    item["snippet"] = _snippet(_read_lines(diagnostic.location.path, sources), diagnostic.location.line)
+    item["diff"] = fix_diff(diagnostic, sources)
+    item["verified"] = _verified(diagnostic)
+    return item
+
+
+def _environments(traces: list[dict]) -> list[dict]:
+    seen = []
+    for trace in traces:
+        env = trace.get("environment") or {}
+        if env and env not in seen:
+            seen.append(env)
+    return seen
+
+
+def _models(traces: list[dict], finding_layers: dict[str, set[str]]) -> list[dict]:
+    from markupsafe import Markup
+
+    from mpdoctor.report.graph_svg import model_figures
+    from mpdoctor.report.numerics_svg import numerics_svg
+
+    models = []
+    for trace in traces:
+        for model in trace.get("models") or []:
+            graph, numerics = model.get("graph"), model.get("numerics")
+            figures = []
+            if graph:
+                for figure in model_figures(graph, finding_layers.get(trace.get("path"), set())):
+                    figures.append({"title": figure.title, "layers": figure.layers, "boxes": figure.boxes,
+                                    "svg": Markup(figure.svg)})  # built escaped by graph_svg
+            chart = numerics_svg(numerics) if numerics and not numerics.get("skipped") else None
+            models.append({"path": trace.get("path"), "name": model.get("name"), "how": model.get("how"),
+                           "graph": graph, "figures": figures, "numerics": numerics,
+                           "numerics_svg": Markup(chart) if chart else None})
+    return models
+
+
+def _savedmodels(traces: list[dict]) -> list[dict]:
+    by_path: dict[str, dict] = {}
+    for trace in traces:
+        for load in trace.get("savedmodels") or []:
+            savedmodel = load.get("savedmodel") or {}
+            key = savedmodel.get("path") or load.get("handle")
+            entry = by_path.setdefault(key, {"path": key, "apis": [], "savedmodel": savedmodel})
+            if load.get("api") not in entry["apis"]:
+                entry["apis"].append(load.get("api"))
+    return list(by_path.values())
+
+
+def _checkpoints(traces: list[dict]) -> list[dict]:
+    audits = []
+    for trace in traces:
+        for restore in trace.get("checkpoints") or []:
+            audit = restore.get("audit") or {}
+            rows = sorted(audit.get("variables") or [], key=lambda r: (r.get("status") == "ok", r.get("key")))
+            audits.append({**restore, "rows": rows[:_AUDIT_ROWS], "more": max(0, len(rows) - _AUDIT_ROWS),
+                           "summary": audit.get("summary") or {}})
+    return audits
+
+
+def _script_hash(script: str) -> str:
+    return "sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+
+
+def render(report, stream: TextIO, *, sources: dict | None = None, **_options) -> None:
+    """`sources`: source text by path, for findings in files that are gone (a checked notebook cell)."""
+    import jinja2
 
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(os.fspath(_template_dir())),
                                      autoescape=True, undefined=jinja2.ChainableUndefined)
-    diagnostics = []
+    sources = dict(sources or {})
+    diagnostics = [_card(d, sources) for d in report.diagnostics]
+    finding_layers: dict[str, set[str]] = {}
     for d in report.diagnostics:
-        item = diagnostic_to_dict(d)
-        item["why"] = get_rule(d.code).why.split("\n\n")[0]
-        item["snippet"] = _snippet(d.location.path, d.location.line)
-        diagnostics.append(item)
+        if d.location.layer:
+            finding_layers.setdefault(d.location.path, set()).add(d.location.layer)
+    script = (_template_dir() / "report.js").read_text(encoding="utf-8")
     stream.write(environment.get_template("report.html.j2").render(
         version=__version__, summary=report.summary(), diagnostics=diagnostics, errors=report.errors,
-        traces=report.traces))
+        traces=report.traces, environments=_environments(report.traces),
+        models=_models(report.traces, finding_layers), savedmodels=_savedmodels(report.traces),
+        checkpoints=_checkpoints(report.traces), script=script, script_hash=_script_hash(script)))

@@ -18,13 +18,16 @@ from mpdoctor.trace.runner import run_trace
 
 
 def trace_summary(shown: str, facts: dict | None, failure: str | None) -> dict:
-    """What the report keeps of a trace: the models' graphs (nodes and edges with dtypes), the SavedModels read and
-    the environment, for the JSON/HTML output and other tools."""
+    """What the report keeps of a trace: the models' graphs (nodes and edges with dtypes) and numerics, the SavedModels
+    read, the range audits of restored (or --checkpoint) checkpoints and the environment, for the JSON/HTML output
+    and other tools."""
     facts = facts or {}
     return {"path": shown, "status": "failed" if failure else facts.get("status", "ok"), "failure": failure,
             "environment": facts.get("environment", {}),
-            "models": [{"name": m.get("name"), "how": m.get("how"), "graph": m.get("graph")}
-                       for m in facts.get("models", [])],
+            "models": [{"name": m.get("name"), "how": m.get("how"), "graph": m.get("graph"),
+                        "numerics": m.get("numerics")} for m in facts.get("models", [])],
+            "checkpoints": [{key: restore.get(key) for key in ("api", "path", "location", "audit", "audit_error")}
+                            for restore in facts.get("restores", []) if "audit" in restore or "audit_error" in restore],
             "savedmodels": [{"api": load.get("api"), "handle": load.get("handle"), "savedmodel": load.get("savedmodel")}
                             for load in facts.get("savedmodel_loads", [])]}
 

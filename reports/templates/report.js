@@ -1,0 +1,34 @@
+// Graph zoom (buttons, ctrl+wheel) and drag-to-pan for the mpdoctor report; the report is complete without it.
+(function () {
+  document.documentElement.classList.add("js");
+  document.querySelectorAll(".graph").forEach(function (graph) {
+    var canvas = graph.querySelector(".graph-canvas"), svg = canvas && canvas.querySelector("svg");
+    if (!svg) { return; }
+    var width = svg.width.baseVal.value, height = svg.height.baseVal.value, scale = 1;
+    function zoom(factor) {
+      scale = Math.min(4, Math.max(0.05, scale * factor));
+      svg.setAttribute("width", String(width * scale));
+      svg.setAttribute("height", String(height * scale));
+      graph.setAttribute("data-scale", scale.toFixed(3));
+    }
+    graph.querySelector(".zoom-in").addEventListener("click", function () { zoom(1.25); });
+    graph.querySelector(".zoom-out").addEventListener("click", function () { zoom(0.8); });
+    graph.querySelector(".zoom-fit").addEventListener("click", function () {
+      zoom(Math.min(canvas.clientWidth / width, canvas.clientHeight / height) / scale);
+    });
+    canvas.addEventListener("wheel", function (event) {
+      if (event.ctrlKey) { event.preventDefault(); zoom(event.deltaY < 0 ? 1.1 : 0.9); }
+    }, { passive: false });
+    var drag = null;
+    canvas.addEventListener("mousedown", function (event) {
+      drag = { x: event.clientX, y: event.clientY, left: canvas.scrollLeft, top: canvas.scrollTop };
+      canvas.classList.add("dragging");
+    });
+    window.addEventListener("mousemove", function (event) {
+      if (!drag) { return; }
+      canvas.scrollLeft = drag.left - (event.clientX - drag.x);
+      canvas.scrollTop = drag.top - (event.clientY - drag.y);
+    });
+    window.addEventListener("mouseup", function () { drag = null; canvas.classList.remove("dragging"); });
+  });
+})();
