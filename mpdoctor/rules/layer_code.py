@@ -746,7 +746,7 @@ def _tensor_operands(name: str, call: ast.Call) -> list[ast.AST]:
 # ---------------------------------------------------------------------------------------------- MP403
 
 
-def _float16_problem(value: float) -> str | None:
+def float16_problem(value: float) -> str | None:
     """'overflow' / 'underflow' when float16 cannot represent `value` (exact IEEE rounding, via struct 'e')."""
     try:
         rounded = struct.unpack("e", struct.pack("e", value))[0]
@@ -950,12 +950,18 @@ def _mp403_fix(ctx: StaticContext, literal: ast.AST, value: float, problem: str)
 
 @static_check("MP403")
 def check_unsafe_constants(ctx: StaticContext) -> Iterable[Diagnostic]:
+    for diagnostic, _ in unsafe_constant_findings(ctx):
+        yield diagnostic
+
+
+def unsafe_constant_findings(ctx: StaticContext) -> Iterator[tuple[Diagnostic, set[int]]]:
+    """The static MP403 findings, each with the lines where its literal meets float16 (for the trace forms)."""
     regions = [r for r in _float16_regions(ctx) if r.float16_policy]
     if not regions:
         return
     definitions = _literal_definitions(ctx, regions)
     for literal, definition in sorted(definitions.items(), key=lambda kv: (kv[0].lineno, kv[0].col_offset)):
-        problem = _float16_problem(definition.value)
+        problem = float16_problem(definition.value)
         if problem is None:
             continue
         hits = []
@@ -978,7 +984,7 @@ def check_unsafe_constants(ctx: StaticContext) -> Iterable[Diagnostic]:
         if literal is not use or len(lines) > 1 or lines[0] != literal.lineno:
             where += f", used on line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
         yield ctx.diagnostic("MP403", literal, f"{what} {where}", confidence=confidence,
-                             fix=_mp403_fix(ctx, literal, definition.value, problem))
+                             fix=_mp403_fix(ctx, literal, definition.value, problem)), set(lines)
 
 
 # ---------------------------------------------------------------------------------------------- MP406
@@ -1151,7 +1157,7 @@ def _guarded_log_argument(flow: _Flow, expr: ast.AST, depth: int = 0) -> bool:
                 value = _number(bound if bound is not None else flow.ctx.module_constants.get(side.id))
             if value is None and isinstance(side, ast.Attribute):
                 return True  # `self.eps`: a guard (MP403 judges its value)
-            if value is not None and value > 0 and _float16_problem(value) is None:
+            if value is not None and value > 0 and float16_problem(value) is None:
                 return True
         return False
     if isinstance(expr, ast.Call):
@@ -1275,6 +1281,9 @@ def check_unsafe_ops(ctx: StaticContext) -> Iterable[Diagnostic]:
                 continue
             seen.add(node)
             yield _mp407_diagnostic(ctx, region, node, op)
+
+
+unsafe_op_findings = check_unsafe_ops  # the static MP407 findings, for the trace forms
 
 
 def _mp407_diagnostic(ctx: StaticContext, region: _Region, node: ast.Call, op: str) -> Diagnostic:

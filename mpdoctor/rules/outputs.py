@@ -861,7 +861,7 @@ def _dtype(policy: str) -> str:
 _SATURATING = frozenset(_ACTIVATION_STRINGS.values())
 
 
-def _output_nodes(graph: dict):
+def output_nodes(graph: dict):
     nodes = {n["id"]: n for n in graph.get("nodes", [])}
     for output in graph.get("outputs", []):
         node = nodes.get(output.get("node"))
@@ -869,7 +869,7 @@ def _output_nodes(graph: dict):
             yield node, output
 
 
-def _saturating_activation(node: dict) -> str | None:
+def saturating_activation(node: dict) -> str | None:
     activation = node.get("activation")
     if activation in _SATURATING:
         return activation
@@ -878,7 +878,7 @@ def _saturating_activation(node: dict) -> str | None:
     return None
 
 
-def _float32_fix(ctx: TraceContext, node: dict) -> Fix | None:
+def float32_output_fix(ctx: TraceContext, node: dict) -> Fix | None:
     where = node.get("created_at") or {}
     call = ctx.call_at(where.get("line"), node.get("class", ""))
     if call is None or ctx.static is None or any(k.arg is None for k in call.keywords):
@@ -889,25 +889,31 @@ def _float32_fix(ctx: TraceContext, node: dict) -> Fix | None:
 @trace_check("MP401", "MP402")
 def trace_float16_outputs(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
     """Model outputs observed as float16/bfloat16: MP401 when a saturating activation (softmax, sigmoid...)
-    produced them in low precision, MP402 otherwise."""
+    produced them in low precision, MP402 otherwise (unless MP503 reports that output: its compiled loss was seen
+    computing in float16)."""
+    from mpdoctor.rules.numerics import float16_loss_outputs
+
     found = []
+    by_loss = {(id(model), node["id"]) for model, _, _, node in float16_loss_outputs(facts)}
     for model, graph in graphs(facts):
-        for node, output in _output_nodes(graph):
+        for node, output in output_nodes(graph):
             dtype = output.get("dtype")
             if not low_precision(dtype):
                 continue
-            activation = _saturating_activation(node)
+            if (id(model), node["id"]) in by_loss and not saturating_activation(node):
+                continue
+            activation = saturating_activation(node)
             layer_name = node.get("id")
             if activation:
                 found.append(ctx.diagnostic(
                     "MP401", node.get("created_at"), f"output `{layer_name}` of model `{model['name']}` is a "
                     f"{activation} computed in {dtype} (policy \"{node.get('policy')}\"): logits beyond 65504 "
                     f"give NaN and probabilities below 6e-8 flush to 0; set dtype=\"float32\" on this layer",
-                    layer=layer_name, fix=_float32_fix(ctx, node)))
+                    layer=layer_name, fix=float32_output_fix(ctx, node)))
             else:
                 found.append(ctx.diagnostic(
                     "MP402", node.get("created_at"), f"output `{layer_name}` of model `{model['name']}` is {dtype}: "
                     f"the loss and metrics are then computed in {dtype}; end the model with "
                     f"Activation(\"linear\", dtype=\"float32\") or give this layer dtype=\"float32\"",
-                    layer=layer_name, fix=_float32_fix(ctx, node)))
+                    layer=layer_name, fix=float32_output_fix(ctx, node)))
     return found

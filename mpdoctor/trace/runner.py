@@ -31,14 +31,14 @@ def tensorflow_available() -> bool:
 
 
 def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-              env: dict | None = None, checkpoints: tuple[str, ...] = ()) -> TraceOutcome:
+              env: dict | None = None, checkpoints: tuple[str, ...] = (), numerics: dict | None = None) -> TraceOutcome:
     with tempfile.TemporaryDirectory(prefix="mpdoctor-trace-") as workdir:
         request_path = os.path.join(workdir, "request.json")
         result_path = os.path.join(workdir, "facts.json")
         output_path = os.path.join(workdir, "output.txt")
         with open(request_path, "w", encoding="utf-8") as handle:
             json.dump({"file": os.path.abspath(path), "entry": entry,
-                       "checkpoints": [os.path.abspath(c) for c in checkpoints]}, handle)
+                       "checkpoints": [os.path.abspath(c) for c in checkpoints], "numerics": numerics}, handle)
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), child_env.get("PYTHONPATH")]))
