@@ -1,0 +1,299 @@
+"""Numerics under trace (float16 vs float32 layer by layer): MP404, MP405, the trace forms of MP403/MP407 and MP503,
+through the real trace in Keras 3 and tf_keras. Every model here is also run for real (`run_python`) where the
+test claims it breaks or is fixed."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+
+import pytest
+
+from mpdoctor.diagnostics import Confidence, Diagnostic, Location, Severity
+from mpdoctor.trace.checks import numerics_table, static_after_trace
+
+pytest.importorskip("tensorflow")
+
+from trace_support import trace_check  # noqa: E402
+
+KERAS = [False, True]
+IDS = ["keras3", "tf_keras"]
+
+
+def _module(legacy: bool) -> str:
+    return "tf_keras as keras" if legacy else "keras"
+
+
+def _write(tmp_path, name: str, body: str, legacy: bool):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body).replace("KERAS", _module(legacy)))
+    return path
+
+
+def _line(path, needle: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+def _found(diagnostics, code: str) -> list[Diagnostic]:
+    return [d for d in diagnostics if d.code == code]
+
+
+# RULES.md false-positive traps: built-in LayerNormalization/BatchNormalization with epsilon=1e-12 under
+# mixed_float16 give no MP403/MP404, even on zero-variance rows (a zero Dense: padding); a custom
+# rsqrt(var + 1e-12) in float16 on the same rows does (MP403 + MP404), and so does a `* -1e9` attention mask.
+TRAPS = """\
+    import sys
+
+    import numpy as np
+    import tensorflow as tf
+    import KERAS
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+
+
+    class RMSNormBad(keras.layers.Layer):
+        def call(self, x):
+            var = tf.reduce_mean(tf.square(x), axis=-1, keepdims=True)
+            return x * tf.math.rsqrt(var + 1e-12)  # BAD_EPS
+
+
+    class RMSNormGood(keras.layers.Layer):
+        def call(self, x):
+            var = tf.reduce_mean(tf.square(x), axis=-1, keepdims=True)
+            return x * tf.math.rsqrt(var + 1e-7)
+
+
+    class MaskedSoftmaxBad(keras.layers.Layer):
+        def call(self, x):
+            mask = tf.cast(x > 0.5, x.dtype)
+            return tf.nn.softmax(x + (1.0 - mask) * -1e9)  # BAD_MASK
+
+
+    class MaskedSoftmaxGood(keras.layers.Layer):
+        def call(self, x):
+            mask = tf.cast(x > 0.5, x.dtype)
+            return tf.nn.softmax(x + (1.0 - mask) * -1e4)
+
+
+    def padded(name):
+        inputs = keras.Input((8,))
+        return inputs, keras.layers.Dense(8, kernel_initializer="zeros", name=name)(inputs)
+
+
+    inputs, rows = padded("pad_bad")
+    bad_norm = keras.Model(inputs, RMSNormBad()(rows))
+    inputs, rows = padded("pad_good")
+    normalized = keras.layers.LayerNormalization(epsilon=1e-12)(rows)  # BUILTIN_LN
+    normalized = keras.layers.BatchNormalization(epsilon=1e-12)(normalized)  # BUILTIN_BN
+    good_norm = keras.Model(inputs, RMSNormGood()(normalized))
+    inputs = keras.Input((8,))
+    bad_mask = keras.Model(inputs, MaskedSoftmaxBad()(inputs))
+    inputs = keras.Input((8,))
+    good_mask = keras.Model(inputs, MaskedSoftmaxGood()(inputs))
+
+    if __name__ == "__main__":
+        x = np.random.default_rng(0).random((2, 8)).astype("float32")
+        for name in sys.argv[1:]:
+            print(name, bool(np.isfinite(np.asarray(globals()[name](x), dtype="float32")).all()))
+    """
+
+
+@pytest.mark.parametrize("legacy", KERAS, ids=IDS)
+def test_float16_traps_mp403_mp404(tmp_path, legacy):
+    path = _write(tmp_path, "traps.py", TRAPS, legacy)
+    ground = run_python_args(path, legacy, "bad_norm", "good_norm", "bad_mask", "good_mask")
+    assert ground == {"bad_norm": False, "good_norm": True, "bad_mask": False, "good_mask": True}, ground
+
+    diagnostics = trace_check(path, legacy=legacy)
+    mp404 = {(d.location.line, d.location.layer): d for d in _found(diagnostics, "MP404")}
+    assert set(mp404) == {(_line(path, "class RMSNormBad"), "rms_norm_bad"),
+                          (_line(path, "class MaskedSoftmaxBad"), "masked_softmax_bad")}, mp404
+    assert "`Rsqrt`" in mp404[(_line(path, "class RMSNormBad"), "rms_norm_bad")].message
+    mp403 = {d.location.line: d for d in _found(diagnostics, "MP403")}
+    assert set(mp403) == {_line(path, "BAD_EPS"), _line(path, "BAD_MASK")}, mp403
+    for d in mp403.values():  # the static finding, confirmed by the traced float16 graph
+        assert d.passes == ("static", "trace") and d.confidence is Confidence.HIGH, d
+    assert "holds the value as 0" in " ".join(mp403[_line(path, "BAD_EPS")].notes)
+    assert "as -inf" in " ".join(mp403[_line(path, "BAD_MASK")].notes)
+
+
+def run_python_args(path, legacy, *names) -> dict:
+    result = run_python_with(path, legacy, names)
+    return {name: value == "True" for name, value in (line.split() for line in result.stdout.splitlines()
+                                                          if line.split()[0] in names)}
+
+
+def run_python_with(path, legacy, names):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0")
+    result = subprocess.run([sys.executable, str(path), *names], capture_output=True, text=True, env=env,
+                            timeout=300, cwd=path.parent)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+# MP405: a hand-written variance E[x^2] - E[x]^2 of 4 values around 105 cancels catastrophically in float16 (spacing
+# 8 at 1e4; 4 squares still sum below 65504, so the result stays finite); the same Lambda with dtype="float32" (the
+# fix) stays within float16's normal rounding.
+DIVERGENCE = """\
+    import numpy as np
+    import tensorflow as tf
+    import KERAS
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+
+
+    def variance(t):
+        return tf.reduce_mean(t * t, axis=-1, keepdims=True) - tf.square(tf.reduce_mean(t, axis=-1, keepdims=True))
+
+
+    def build(dtype):
+        inputs = keras.Input((4,))
+        shifted = keras.layers.Dense(4, kernel_initializer="identity", bias_initializer=keras.initializers.Constant(100.0))(inputs)
+        spread = keras.layers.Lambda(variance, dtype=dtype, name="variance")(shifted)
+        return keras.Model(inputs, keras.layers.Activation("linear", dtype="float32")(spread))
+
+
+    diverging = build(None)  # DIVERGING
+    fixed = build("float32")
+
+    if __name__ == "__main__":
+        x = np.random.default_rng(0).random((2, 4)).astype("float32") * 10
+        exact = np.var(x + 100.0, axis=-1, dtype="float64")
+        for name, model in (("diverging", diverging), ("fixed", fixed)):
+            got = np.asarray(model(x), dtype="float64")[:, 0]
+            print(name, float(np.max(np.abs(got - exact)) / np.max(exact)))
+    """
+
+
+@pytest.mark.parametrize("legacy", KERAS, ids=IDS)
+def test_precision_divergence_mp405(tmp_path, legacy):
+    path = _write(tmp_path, "divergence.py", DIVERGENCE, legacy)
+    errors = {name: float(value) for name, value in (line.split() for line in
+                                                      run_python_with(path, legacy, ()).stdout.splitlines())}
+    assert math.isfinite(errors["diverging"]) and errors["diverging"] > 0.1 > 0.01 > errors["fixed"], errors
+
+    diagnostics = trace_check(path, legacy=legacy, numerics={"range": [0.0, 10.0]})
+    mp405 = _found(diagnostics, "MP405")
+    assert [d.location.layer for d in mp405] == ["variance"], [d.message for d in mp405]
+    assert "model `diverging`" in mp405[0].message
+    assert not _found(diagnostics, "MP404")
+
+
+# MP503: tf_keras losses compute in the predictions' dtype (measured: compute_loss on float16 predictions returns
+# float16); Keras 3 losses cast predictions to float32 first, so there the float16 output stays MP402.
+LOSS = """\
+    import numpy as np
+    import tensorflow as tf
+    import KERAS
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+
+    inputs = keras.Input((8,))
+    model = keras.Model(inputs, keras.layers.Dense(4, name="head")(inputs))  # HEAD
+    model.compile(optimizer="adam", loss="mse")  # COMPILE
+
+    inputs = keras.Input((8,))
+    x = keras.layers.Dense(4)(inputs)
+    fixed = keras.Model(inputs, keras.layers.Activation("linear", dtype="float32")(x))
+    fixed.compile(optimizer="adam", loss="mse")
+
+    if __name__ == "__main__":
+        for name, m in (("model", model), ("fixed", fixed)):
+            y_pred = m(np.ones((2, 8), "float32"))
+            print(name, m.compute_loss(x=None, y=tf.zeros((2, 4)), y_pred=y_pred).dtype.name)
+    """
+
+
+@pytest.mark.parametrize("legacy", KERAS, ids=IDS)
+def test_float16_loss_mp503(tmp_path, legacy):
+    path = _write(tmp_path, "loss.py", LOSS, legacy)
+    dtypes = dict(line.split() for line in run_python_with(path, legacy, ()).stdout.splitlines())
+    assert dtypes == ({"model": "float16", "fixed": "float32"} if legacy else
+                      {"model": "float32", "fixed": "float32"}), dtypes
+
+    diagnostics = trace_check(path, legacy=legacy)
+    mp503 = _found(diagnostics, "MP503")
+    mp402 = [d.location.line for d in _found(diagnostics, "MP402")]
+    if legacy:
+        assert [(d.location.line, d.location.layer) for d in mp503] == [(_line(path, "COMPILE"), "head")]
+        assert mp503[0].fix is not None and mp402 == []  # one finding for one cause
+    else:
+        assert mp503 == [] and mp402 == [_line(path, "HEAD")]
+
+
+# A static MP403 on a value that the traced layer computes in float32 (through a helper the static pass cannot
+# follow) is downgraded to info, with the reason.
+DOWNGRADE = """\
+    import tensorflow as tf
+    import KERAS
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+
+
+    def upcast(x):
+        return tf.cast(x, tf.float32)
+
+
+    class SafeNorm(keras.layers.Layer):
+        def call(self, x):
+            x32 = upcast(x)
+            var = tf.reduce_mean(tf.square(x32), axis=-1, keepdims=True)
+            y = x32 * tf.math.rsqrt(var + 1e-12)  # EPS
+            return tf.cast(y, x.dtype)
+
+
+    inputs = keras.Input((8,))
+    model = keras.Model(inputs, SafeNorm()(inputs))
+    """
+
+
+@pytest.mark.parametrize("legacy", KERAS, ids=IDS)
+def test_static_mp403_on_float32_code_is_downgraded(tmp_path, legacy):
+    path = _write(tmp_path, "downgrade.py", DOWNGRADE, legacy)
+    diagnostics = trace_check(path, legacy=legacy)
+    mp403 = _found(diagnostics, "MP403")
+    assert [d.location.line for d in mp403] == [_line(path, "EPS")], mp403
+    assert mp403[0].severity is Severity.INFO and mp403[0].confidence is Confidence.LOW
+    assert any("computes nothing in float16" in note for note in mp403[0].notes), mp403[0].notes
+    assert not _found(diagnostics, "MP404")
+
+
+def test_no_numerics_option_and_json_table(tmp_path):
+    path = _write(tmp_path, "traps.py", TRAPS, False)
+    diagnostics = trace_check(path, legacy=False, numerics={"enabled": False})
+    assert not _found(diagnostics, "MP404")
+    assert all(d.passes == ("static",) for d in _found(diagnostics, "MP403"))
+
+
+# ------------------------------------------------------------------------------------------ no TensorFlow needed
+
+
+def test_numerics_table_is_json_safe_and_keeps_the_contract_keys():
+    record = {"dtype": "float16", "reference_dtype": "float32", "batch_size": 2, "seed": 0, "skipped": None,
+              "layers": [{"id": "a", "name": "a", "class": "Dense", "finite": False, "finite_reference": True,
+                          "max_abs": None, "max_abs_reference": 1.5, "relative_error": None}],
+              "user_layers": [], "first_non_finite": None, "loss": None, "threshold": 0.05}
+    table = numerics_table(record)
+    assert set(table) == {"dtype", "reference_dtype", "batch_size", "seed", "skipped", "layers"}
+    text = json.dumps(table, allow_nan=False)
+    assert json.loads(text)["layers"][0]["max_abs"] is None
+    assert numerics_table(None) is None
+
+
+def test_static_after_trace_drops_confirms_and_downgrades():
+    def finding(code, line):
+        return Diagnostic(code, "m", Location("f.py", line, 1, line, 2), Severity.ERROR, ("static",),
+                          confidence=Confidence.MEDIUM)
+
+    kept = static_after_trace([finding("MP301", 1), finding("MP403", 2), finding("MP407", 3), finding("MP403", 4)],
+                              {("MP301", 1): None, ("MP403", 2): ("confirm", "seen"),
+                               ("MP407", 3): ("downgrade", "float32")})
+    assert [(d.code, d.location.line, d.severity, d.confidence, d.passes, d.notes) for d in kept] == [
+        ("MP403", 2, Severity.ERROR, Confidence.HIGH, ("static", "trace"), ("seen",)),
+        ("MP407", 3, Severity.INFO, Confidence.LOW, ("static",), ("float32",)),
+        ("MP403", 4, Severity.ERROR, Confidence.MEDIUM, ("static",), ())]
