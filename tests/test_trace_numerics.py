@@ -10,7 +10,9 @@ import textwrap
 
 import pytest
 
+from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence, Diagnostic, Location, Severity
+from mpdoctor.engine import check_source
 from mpdoctor.trace.checks import numerics_table, static_after_trace
 
 pytest.importorskip("tensorflow")
@@ -226,8 +228,8 @@ def test_float16_loss_mp503(tmp_path, legacy):
         assert mp503 == [] and mp402 == [_line(path, "HEAD")]
 
 
-# A static MP403 on a value that the traced layer computes in float32 (through a helper the static pass cannot
-# follow) is downgraded to info, with the reason.
+# A static MP403 on a value that the traced layer computes in float32 (a helper method whose argument the static
+# pass cannot type: medium confidence) is downgraded to info, with the reason.
 DOWNGRADE = """\
     import tensorflow as tf
     import KERAS
@@ -235,16 +237,13 @@ DOWNGRADE = """\
     keras.mixed_precision.set_global_policy("mixed_float16")
 
 
-    def upcast(x):
-        return tf.cast(x, tf.float32)
-
-
     class SafeNorm(keras.layers.Layer):
         def call(self, x):
-            x32 = upcast(x)
-            var = tf.reduce_mean(tf.square(x32), axis=-1, keepdims=True)
-            y = x32 * tf.math.rsqrt(var + 1e-12)  # EPS
-            return tf.cast(y, x.dtype)
+            return tf.cast(self.normalize(tf.cast(x, tf.float32)), x.dtype)
+
+        def normalize(self, v):
+            var = tf.reduce_mean(tf.square(v), axis=-1, keepdims=True)
+            return v * tf.math.rsqrt(var + 1e-12)  # EPS
 
 
     inputs = keras.Input((8,))
@@ -255,6 +254,8 @@ DOWNGRADE = """\
 @pytest.mark.parametrize("legacy", KERAS, ids=IDS)
 def test_static_mp403_on_float32_code_is_downgraded(tmp_path, legacy):
     path = _write(tmp_path, "downgrade.py", DOWNGRADE, legacy)
+    static, _ = check_source(path.read_text(), path.name, Config())
+    assert [(d.code, d.severity) for d in static if d.code == "MP403"] == [("MP403", Severity.ERROR)]
     diagnostics = trace_check(path, legacy=legacy)
     mp403 = _found(diagnostics, "MP403")
     assert [d.location.line for d in mp403] == [_line(path, "EPS")], mp403
@@ -297,3 +298,109 @@ def test_static_after_trace_drops_confirms_and_downgrades():
         ("MP403", 2, Severity.ERROR, Confidence.HIGH, ("static", "trace"), ("seen",)),
         ("MP407", 3, Severity.INFO, Confidence.LOW, ("static",), ("float32",)),
         ("MP403", 4, Severity.ERROR, Confidence.MEDIUM, ("static",), ())]
+
+
+# Nested and subclassed models: the table lists the inner layers of a nested model (qualified ids) before the nested
+# model itself, and a subclassed model's sublayers are observed by hooking their calls during one pass per dtype.
+STRUCTURES = """\
+    import numpy as np
+    import tensorflow as tf
+    import KERAS
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+
+
+    class RMSNormBad(keras.layers.Layer):
+        def call(self, x):
+            var = tf.reduce_mean(tf.square(x), axis=-1, keepdims=True)
+            return x * tf.math.rsqrt(var + 1e-12)
+
+
+    inner_inputs = keras.Input((8,))
+    block = keras.Model(inner_inputs, RMSNormBad()(keras.layers.Dense(8, kernel_initializer="zeros")(inner_inputs)),
+                        name="block")
+    inputs = keras.Input((8,))
+    nested = keras.Model(inputs, keras.layers.Dense(2)(block(inputs)), name="nested")
+
+
+    class Subclassed(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.pad = keras.layers.Dense(8, kernel_initializer="zeros")
+            self.norm = RMSNormBad()
+            self.head = keras.layers.Dense(2)
+
+        def call(self, x):
+            return self.head(self.norm(self.pad(x)))
+
+
+    subclassed = Subclassed()
+    subclassed(np.zeros((1, 8), "float32"))
+    """
+
+
+@pytest.mark.parametrize("legacy", KERAS, ids=IDS)
+def test_nested_and_subclassed_models(tmp_path, legacy):
+    path = _write(tmp_path, "structures.py", STRUCTURES, legacy)
+    summaries: list = []
+    diagnostics = trace_check(path, legacy=legacy, summaries=summaries)
+    tables = {m["name"]: m["numerics"] for m in summaries[0]["models"]}
+    nested_ids = [row["id"] for row in tables["nested"]["layers"]]
+    assert nested_ids.index("block/dense") < nested_ids.index("block/rms_norm_bad") < nested_ids.index("block") \
+        < nested_ids.index("dense_1"), nested_ids
+    subclassed = {row["class"]: row for row in tables["subclassed"]["layers"]}
+    assert subclassed["RMSNormBad"]["finite"] is False and subclassed["RMSNormBad"]["finite_reference"] is True
+    assert subclassed["Dense"]["finite_reference"] is True
+    json.dumps(tables, allow_nan=False)  # JSON-safe: no NaN/inf anywhere
+    mp404 = [(d.location.layer, "model `nested`" in d.message) for d in _found(diagnostics, "MP404")]
+    assert ("block/rms_norm_bad", True) in mp404 and len(mp404) == 2, mp404
+
+
+# --sample FILE.npz: the user's own batch (here rows with zero variance, which the generated [0, 1) batch never has).
+SAMPLE_MODEL = """\
+    import tensorflow as tf
+    import KERAS
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+
+
+    class RMSNormBad(keras.layers.Layer):
+        def call(self, x):
+            var = tf.reduce_mean(tf.square(x - tf.reduce_mean(x, axis=-1, keepdims=True)), axis=-1, keepdims=True)
+            return (x - tf.reduce_mean(x, axis=-1, keepdims=True)) * tf.math.rsqrt(var + 1e-12)
+
+
+    inputs = keras.Input((8,), name="features")
+    model = keras.Model(inputs, RMSNormBad()(inputs))
+    """
+
+
+def test_sample_file_and_cli_options(tmp_path):
+    import numpy as np
+
+    from test_cli import mpdoctor
+
+    path = _write(tmp_path, "model.py", SAMPLE_MODEL, False)
+    np.savez(tmp_path / "constant_rows.npz", features=np.full((3, 8), 0.25, "float32"))
+    generated = mpdoctor("check", "--format", "json", "model.py", cwd=tmp_path)
+    codes = {d["code"] for d in json.loads(generated.stdout)["diagnostics"]}
+    assert "MP404" not in codes, generated.stdout
+    supplied = mpdoctor("check", "--format", "json", "--sample", "constant_rows.npz", "model.py", cwd=tmp_path)
+    report = json.loads(supplied.stdout)
+    assert "MP404" in {d["code"] for d in report["diagnostics"]}, supplied.stdout
+    assert report["traces"][0]["models"][0]["numerics"]["batch_size"] == 3
+    off = mpdoctor("check", "--format", "json", "--no-numerics", "--sample", "constant_rows.npz", "model.py",
+                   cwd=tmp_path)
+    assert "MP404" not in {d["code"] for d in json.loads(off.stdout)["diagnostics"]}
+    assert json.loads(off.stdout)["traces"][0]["models"][0]["numerics"]["skipped"].startswith("disabled")
+    missing = mpdoctor("check", "--sample", "nope.npz", "model.py", cwd=tmp_path)
+    assert missing.returncode == 2 and missing.stderr.strip() == "mpdoctor: error: nope.npz: no such file"
+
+
+def test_float32_model_is_skipped_with_a_reason(tmp_path):
+    path = tmp_path / "plain.py"
+    path.write_text("import keras\n\ninputs = keras.Input((4,))\nmodel = keras.Model(inputs, keras.layers.Dense(2)(inputs))\n")
+    summaries: list = []
+    trace_check(path, legacy=False, summaries=summaries)
+    table = summaries[0]["models"][0]["numerics"]
+    assert table["skipped"] == "no layer computes in float16/bfloat16" and table["layers"] == []

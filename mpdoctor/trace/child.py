@@ -245,11 +245,11 @@ def _analyse_model(name: str, how: str, model, recorder, facts: dict, request: d
     except BaseException as exc:  # noqa: BLE001
         record["graph_error"] = f"{type(exc).__name__}: {exc}"
     options = numerics.options_from_request(request)
-    if options["enabled"] and record["error"] is None:
-        try:
-            record["numerics"] = numerics.analyse(model, record["graph"], options, recorder.user_file)
-        except BaseException as exc:  # noqa: BLE001 - numerics are extra facts: never lose the others
-            record["numerics"] = {"skipped": f"internal error: {type(exc).__name__}: {str(exc)[:300]}"}
+    try:
+        record["numerics"] = numerics.analyse(model, record["graph"], options, recorder.user_file,
+                                              ran=record["error"] is None)
+    except BaseException as exc:  # noqa: BLE001 - numerics are extra facts: never lose the others
+        record["numerics"] = numerics.skipped(options, f"internal error: {type(exc).__name__}: {str(exc)[:300]}")
     return record
 
 

@@ -33,6 +33,7 @@ import os
 import re
 
 SAMPLE_CAP = 65536  # compared elements per layer output (strided sample above that)
+LARGE_TENSOR = 262144  # elements above which statistics are computed by TF ops rather than numpy
 MAX_PARAMS = 100_000_000  # "small enough": above this the two extra forward passes are skipped
 DEFAULTS = {"enabled": True, "batch_size": 2, "seed": 0, "range": [0.0, 1.0], "sample": None}
 LOW_PRECISION = ("float16", "bfloat16")
@@ -113,39 +114,61 @@ def _load_sample(path: str, model):
 # ---------------------------------------------------------------------------------------------------- statistics
 
 
-def _float_arrays(outputs) -> list:
-    import numpy as np
-
+def _float_tensors(outputs) -> list:
     from mpdoctor.trace.graph import _flatten
 
-    arrays = []
+    found = []
     for value in _flatten(outputs, []):
         dtype = getattr(value, "dtype", None)
         name = getattr(dtype, "name", str(dtype))
-        if not (isinstance(name, str) and name.startswith(("float", "bfloat"))):
-            continue
-        try:
-            arrays.append(np.asarray(value.numpy() if hasattr(value, "numpy") else value, dtype=np.float32)
-                          .reshape(-1))
-        except (TypeError, ValueError, AttributeError):
-            continue
-    return arrays
+        if isinstance(name, str) and name.startswith(("float", "bfloat")) and hasattr(value, "shape"):
+            found.append(value)
+    return found
 
 
 def _stats(outputs):
-    """(finite, max |x| over finite elements or None, compared sample or None) of a layer call's float outputs."""
+    """(finite, max |x| over finite elements or None, compared sample) of a layer call's float outputs."""
     import numpy as np
 
-    arrays = _float_arrays(outputs)
-    if not arrays:
+    tensors = _float_tensors(outputs)
+    if not tensors:
         return None
-    flat = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
-    finite_mask = np.isfinite(flat)
-    finite = bool(finite_mask.all())
-    values = flat if finite else flat[finite_mask]
-    max_abs = float(np.max(np.abs(values))) if values.size else None
-    stride = -(-flat.size // SAMPLE_CAP)
-    return finite, max_abs, flat[::stride].copy() if stride > 1 else flat.copy()
+    parts = [_tensor_stats(tensor) for tensor in tensors]
+    sizes = [part[3] for part in parts]
+    stride = max(1, -(-sum(sizes) // SAMPLE_CAP))
+    present = [part[1] for part in parts if part[1] is not None]
+    sample = np.concatenate([part[2][::stride] for part in parts])
+    return all(part[0] for part in parts), (max(present) if present else None), sample
+
+
+def _tensor_stats(tensor):
+    """(finite, max |x| over finite elements or None, flat float32 view or strided copy, size) of one tensor.
+    Large tensors are reduced by TF ops (multi-threaded, no float32 copy of the activation); small ones in numpy
+    after one cast, where TF's per-op dispatch would cost more than the arithmetic."""
+    import numpy as np
+    import tensorflow as tf
+
+    flat = tf.reshape(tensor, [-1])
+    size = int(flat.shape[0])
+    if size > LARGE_TENSOR:
+        finite = bool(tf.reduce_all(tf.math.is_finite(flat)))
+        magnitude = tf.abs(flat) if finite else tf.where(tf.math.is_finite(flat), tf.abs(flat), tf.zeros_like(flat))
+        max_abs = float(tf.reduce_max(magnitude))
+        if not finite and max_abs == 0.0 and not bool(tf.reduce_any(tf.math.is_finite(flat))):
+            max_abs = None
+        stride = -(-size // SAMPLE_CAP)
+        return finite, max_abs, np.asarray(tf.cast(flat[::stride], tf.float32)), size
+    values = np.asarray(tf.cast(flat, tf.float32))
+    mask = np.isfinite(values)
+    finite = bool(mask.all())
+    kept = values if finite else values[mask]
+    return finite, (float(np.max(np.abs(kept))) if kept.size else None), values, size
+
+
+def _float_arrays(outputs) -> list:
+    import numpy as np
+
+    return [np.asarray(t, dtype=np.float32).reshape(-1) for t in _float_tensors(outputs)]
 
 
 class _Run:
@@ -261,13 +284,24 @@ def _all_layers(model) -> list:
 # ---------------------------------------------------------------------------------------------------- entry
 
 
-def analyse(model, graph: dict | None, options: dict, user_file: str) -> dict:
-    """The `numerics` record of one model (schema in the module docstring of mpdoctor/rules/numerics.py)."""
-    record = {"dtype": None, "reference_dtype": "float32", "batch_size": int(options["batch_size"]),
-              "seed": int(options["seed"]), "skipped": None, "layers": [], "first_non_finite": None,
-              "user_layers": [], "loss": None, "threshold": options.get("threshold")}
+def skipped(options: dict, reason: str | None) -> dict:
+    """An empty `numerics` record (schema in the module docstring of mpdoctor/rules/numerics.py)."""
+    return {"dtype": None, "reference_dtype": "float32", "batch_size": int(options["batch_size"]),
+            "seed": int(options["seed"]), "skipped": reason, "layers": [], "first_non_finite": None,
+            "user_layers": [], "loss": None, "threshold": options.get("threshold")}
+
+
+def analyse(model, graph: dict | None, options: dict, user_file: str, ran: bool = True) -> dict:
+    """The `numerics` record of one model; `ran`: whether the model's plain call on a sample batch succeeded."""
+    record = skipped(options, None)
     nodes = (graph or {}).get("nodes") or []
     low = [n.get("compute_dtype") for n in nodes if n.get("compute_dtype") in LOW_PRECISION]
+    if not options.get("enabled", True):
+        record["skipped"] = "disabled (--no-numerics / numerics = false)"
+        return record
+    if not ran:
+        record["skipped"] = "the model raised on its sample batch"
+        return record
     if not graph:
         record["skipped"] = "the model has no layer graph"
         return record
