@@ -404,3 +404,31 @@ def test_float32_model_is_skipped_with_a_reason(tmp_path):
     trace_check(path, legacy=False, summaries=summaries)
     table = summaries[0]["models"][0]["numerics"]
     assert table["skipped"] == "no layer computes in float16/bfloat16" and table["layers"] == []
+
+
+@pytest.mark.parametrize("toml,needle", [
+    ("numerics = 'yes'", "numerics: expected true or false"),
+    ("numerics-threshold = 0", "numerics-threshold: expected a positive number"),
+    ("sample-batch-size = 0", "sample-batch-size: expected an integer from 1 to 1024"),
+    ("sample-seed = -1", "sample-seed: expected a non-negative integer"),
+    ("sample-range = [1.0, 0.0]", "sample-range: expected [low, high] with low < high"),
+    ("sample-size = 3", "unknown key 'sample-size'"),
+])
+def test_bad_numerics_config_is_one_line_exit_2(tmp_path, toml, needle):
+    from test_cli import mpdoctor
+
+    (tmp_path / "pyproject.toml").write_text(f"[tool.mpdoctor]\n{toml}\n")
+    (tmp_path / "model.py").write_text("import keras\n")
+    result = mpdoctor("check", "--no-trace", "model.py", cwd=tmp_path)
+    assert result.returncode == 2 and needle in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_numerics_config_reaches_the_child_request(tmp_path):
+    from mpdoctor.config import load_config
+
+    (tmp_path / "pyproject.toml").write_text("[tool.mpdoctor]\nnumerics-threshold = 0.2\nsample-batch-size = 4\n"
+                                             "sample-seed = 7\nsample-range = [-1, 1]\nnumerics = false\n")
+    request = load_config(tmp_path).numerics.request()
+    assert request == {"enabled": False, "threshold": 0.2, "batch_size": 4, "seed": 7, "range": [-1.0, 1.0],
+                       "sample": None}

@@ -59,6 +59,13 @@ define_rule(
         The static pass follows names within a function (straight-line), module constants and `self.` attributes;
         a value passed in from another function or file is not followed. Uses whose other operand is a tensor of
         unknown dtype (a non-first `call` argument under Keras 2, a helper's parameter) get medium confidence.
+
+        Trace form: the layers of the model that compute in float16 and are defined in your file are traced into
+        a graph with the float16 inputs they received on the sample batch. A finding whose use line holds the
+        value as -inf/inf/0 in that graph is confirmed (passes static+trace); one whose use lines all compute in
+        float32 there (e.g. after a cast the static pass could not see) is downgraded to info, with the reason.
+        A literal on a line of that graph that becomes inf/0 in float16 and that the static pass did not follow is
+        reported by the trace alone.
         """,
     why="""
         Python floats are converted to the tensor's dtype when they meet a float16 tensor: `tf.cast(-1e9,
@@ -191,6 +198,11 @@ define_rule(
         (`self.dim ** -0.5`), and bfloat16 compute (float32 range). softplus is deliberately not flagged: TF's
         float16 softplus kernel is overflow-safe (`softplus(60000.)` is 60000 in float16, measured) and AMP lists
         it as safe to infer.
+
+        Trace form: a finding whose line runs that op (Exp, Pow, Square, Sum, Mean, Log, ...) in float16 in the
+        traced graph of the layer is confirmed; one whose line computes in float32 there is downgraded to info.
+        The trace never adds MP407 findings of its own (the static pass knows which uses are guarded); whether the
+        op actually overflowed on the sample batch is MP404.
         """,
     why="""
         float16 tops out at 65504 and has ~3 significant digits: `exp` of anything above 11.1, the square of
