@@ -3,9 +3,10 @@
     python bench/numerics.py [--quick]
 
 For ResNet50 and MobileNetV2 (`weights=None`, `mixed_float16`, Keras 3, batch 2 of 224x224x3 in [0, 1)): the time
-of `mpdoctor.trace.numerics.analyse` (two instrumented forward passes, per-layer statistics, user-layer scans)
-against one plain float32 plus one plain float16 forward pass of the same model, in the same process after a warm-up
-call. Target: ratio <= 3. Also printed: the peak RSS of the process before and after the numerics pass, and the
+of a numerics `Session` (the instrumented float16 call, which in the trace replaces the plain call on the sample
+batch, then the instrumented float32 reference, per-layer statistics, user-layer scans) against one plain float32
+plus one plain float16 forward pass of the same model, in the same process after a warm-up call. Target: ratio
+<= 3. Also printed: the peak RSS of the process before and after the numerics pass, and the
 largest per-layer relative error float16 vs float32 over the layers whose float32 output reaches float16's normal
 range (the figure MP405 judges and its default threshold of 0.05 must stay above).
 """
@@ -52,7 +53,9 @@ MEASURE = textwrap.dedent("""\
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        record = numerics.analyse(model, graph, dict(numerics.DEFAULTS), "/nonexistent.py")
+        session = numerics.Session(model, dict(numerics.DEFAULTS), "/nonexistent.py")
+        session.call()  # in the trace this IS the model's one call on its sample batch
+        record = session.finish(graph)
         times.append(time.perf_counter() - start)
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     errors = [row["relative_error"] for row in record["layers"] if row["relative_error"] is not None]
@@ -71,7 +74,7 @@ def measure(name: str, repeat: int) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                TF_USE_LEGACY_KERAS="0", TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run([sys.executable, "-c", MEASURE, name, str(repeat)], capture_output=True, text=True,
-                            cwd=ROOT, env=env)
+                            cwd=ROOT, env=env, check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if not lines:
         raise RuntimeError(f"{name}: measurement failed: {result.stderr[-1500:]}")

@@ -22,15 +22,23 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
-from mpdoctor.diagnostics import Confidence, Diagnostic
+from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.registry import trace_check
 from mpdoctor.rules import training  # noqa: F401 - defines MP503 before its trace check registers
-from mpdoctor.rules.layer_code import float16_problem, unsafe_constant_findings, unsafe_op_findings
-from mpdoctor.rules.outputs import float32_output_fix, output_nodes, saturating_activation
+from mpdoctor.rules.layer_code import (
+    float16_problem,
+    unsafe_constant_findings,
+    unsafe_op_findings,
+)
+from mpdoctor.rules.outputs import (
+    float32_output_fix,
+    output_nodes,
+    saturating_activation,
+)
 from mpdoctor.trace.context import TraceContext
-from mpdoctor.trace.facts import graphs, low_precision
+from mpdoctor.trace.facts import low_precision
 
 DEFAULT_THRESHOLD = 0.05
 # float16's smallest normal number: below it float16 holds only subnormals (fewer than 10 significant bits), so a
@@ -231,7 +239,7 @@ def _trace_evidence(facts: dict, ctx: TraceContext):
 def trace_unsafe_constants(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
     """Out-of-range literals the traced float16 graph of a user layer holds as inf / 0 where the static pass found
     no MP403 use (static findings are confirmed through `static_verdicts` instead)."""
-    layers, constants, _ = _trace_evidence(facts, ctx)
+    _, constants, _ = _trace_evidence(facts, ctx)
     if not constants:
         return []
     used = set().union(*(uses for d, uses in _static_findings(ctx) if d.code == "MP403"))
@@ -248,8 +256,8 @@ def trace_unsafe_constants(facts: dict, ctx: TraceContext) -> Iterable[Diagnosti
     return found
 
 
-def static_verdicts(facts: dict | None, ctx: TraceContext) -> dict[tuple[str, int], tuple[str, str]]:
-    """What the trace says about the static MP403/MP407 findings, {(code, line): (verdict, reason)}:
+def static_verdicts(facts: dict | None, ctx: TraceContext) -> dict[tuple[str, int, int], tuple[str, str]]:
+    """What the trace says about the static MP403/MP407 findings, {(code, line, column): (verdict, reason)}:
     "confirm" when a use line holds the offending float16 constant / op in the traced graph of a user layer;
     "downgrade" when every use line lies in the code of a traced float16 user layer and no op of that graph
     computing in float16 comes from it (the value never reaches float16 computation)."""
@@ -258,13 +266,14 @@ def static_verdicts(facts: dict | None, ctx: TraceContext) -> dict[tuple[str, in
         return {}
     verdicts = {}
     for static, uses in _static_findings(ctx):
-        key = (static.code, static.location.line)
+        key = (static.code, static.location.line, static.location.column)
         if static.code == "MP403":
             hits = [constants[k] for k in sorted(constants) if k[0] in uses]
             if hits:
                 layer, constant = hits[0]
-                verdicts[key] = ("confirm", f"trace: the float16 graph of `{layer['id']}` holds the value as "
-                                            f"{constant['value']} in `{constant['op']}` on line {constant['line']}")
+                reason = (f"trace: the float16 graph of `{layer['id']}` holds the value as {constant['value']} in "
+                          f"`{constant['op']}` on line {constant['line']}")
+                verdicts[key] = ("confirm", reason)
                 continue
         elif key[1] in ops:  # the op the finding names (`tf.square` -> Square), else the line's first one
             named = re.search(r"`[\w.]*?(\w+)`", static.message)

@@ -72,18 +72,20 @@ def cleared_static(facts: dict | None, ctx: TraceContext) -> set[tuple[str, int]
 
 
 def static_after_trace(static: list[Diagnostic], verdicts: dict) -> list[Diagnostic]:
-    """Static findings with the trace's verdicts applied, {(code, line): None (drop) | ("confirm" | "downgrade",
-    reason)}: confirmed ones become static+trace, high confidence; downgraded ones info, low confidence; both get
-    the reason as a note."""
+    """Static findings with the trace's verdicts applied, {(code, line) or (code, line, column): None (drop) |
+    ("confirm" | "downgrade", reason)}: confirmed ones become static+trace, high confidence; downgraded ones info,
+    low confidence; both get the reason as a note."""
     kept = []
     for d in static:
-        key = (d.code, d.location.line)
-        if key not in verdicts:
+        key = next((k for k in ((d.code, d.location.line, d.location.column), (d.code, d.location.line))
+                    if k in verdicts), None)
+        if key is None:
             kept.append(d)
         elif verdicts[key] is not None:
             verdict, reason = verdicts[key]
             if verdict == "confirm":
-                kept.append(replace(d, passes=("static", "trace"), confidence=Confidence.HIGH, notes=d.notes + (reason,)))
+                kept.append(replace(d, passes=("static", "trace"), confidence=Confidence.HIGH,
+                                    notes=d.notes + (reason,)))
             else:
                 kept.append(replace(d, severity=Severity.INFO, confidence=Confidence.LOW, notes=d.notes + (reason,)))
     return kept

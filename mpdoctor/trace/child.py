@@ -233,8 +233,17 @@ def _analyse_model(name: str, how: str, model, recorder, facts: dict, request: d
     record = {"name": name, "how": how, "location": recorder.layers.get(str(id(model)), {}).get("created_at"),
               "compiled": bool(getattr(model, "compiled", False) or getattr(model, "_is_compiled", False)),
               "graph": None, "error": None}
+    options = numerics.options_from_request(request)
     try:
-        _call_once(model)
+        session = numerics.Session(model, options, recorder.user_file)
+    except BaseException as exc:  # noqa: BLE001 - numerics are extra facts: never lose the others
+        session = None
+        record["numerics"] = numerics.skipped(options, f"internal error: {type(exc).__name__}: {str(exc)[:300]}")
+    try:
+        if session is not None and session.ready:
+            session.call()  # the one call on a sample batch, instrumented for the float16 statistics
+        else:
+            _call_once(model)
     except BaseException as exc:  # noqa: BLE001 - a model that cannot run is a finding, not a crash
         record["error"] = _describe(exc, "call", recorder)
         if facts["exception"] is None:
@@ -244,12 +253,11 @@ def _analyse_model(name: str, how: str, model, recorder, facts: dict, request: d
         record["graph"] = graph_module.model_graph(model, recorder.layers)
     except BaseException as exc:  # noqa: BLE001
         record["graph_error"] = f"{type(exc).__name__}: {exc}"
-    options = numerics.options_from_request(request)
-    try:
-        record["numerics"] = numerics.analyse(model, record["graph"], options, recorder.user_file,
-                                              ran=record["error"] is None)
-    except BaseException as exc:  # noqa: BLE001 - numerics are extra facts: never lose the others
-        record["numerics"] = numerics.skipped(options, f"internal error: {type(exc).__name__}: {str(exc)[:300]}")
+    if session is not None:
+        try:
+            record["numerics"] = session.finish(record["graph"])
+        except BaseException as exc:  # noqa: BLE001
+            record["numerics"] = numerics.skipped(options, f"internal error: {type(exc).__name__}: {str(exc)[:300]}")
     return record
 
 

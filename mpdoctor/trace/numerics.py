@@ -38,8 +38,8 @@ MAX_PARAMS = 100_000_000  # "small enough": above this the two extra forward pas
 DEFAULTS = {"enabled": True, "batch_size": 2, "seed": 0, "range": [0.0, 1.0], "sample": None}
 LOW_PRECISION = ("float16", "bfloat16")
 # Ops TF's auto-mixed-precision keeps out of float16 (deny list) and ops whose float16 result overflows easily.
-UNSAFE_OPS = frozenset({"Exp", "Expm1", "Pow", "Square", "Sum", "Mean", "L2Loss", "Log", "SoftmaxCrossEntropyWithLogits",
-                        "SparseSoftmaxCrossEntropyWithLogits"})
+UNSAFE_OPS = frozenset({"Exp", "Expm1", "Pow", "Square", "Sum", "Mean", "L2Loss", "Log",
+                        "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits"})
 _MISSING = object()
 
 
@@ -172,58 +172,62 @@ def _float_arrays(outputs) -> list:
 
 
 class _Run:
-    """Per-call statistics of one forward pass: {node id: [(finite, max_abs, sample), ...]} and the return order."""
+    """Per-call statistics of one forward pass, keyed by layer uid (str(id(layer))): [(finite, max_abs, sample)]
+    in call order, and the order in which layers' calls returned. The float16 run keeps the compared samples, the
+    arguments of the first non-finite call and of user layers to scan; the float32 run (`low` given) keeps no
+    sample and computes each call's relative error against the float16 one."""
 
-    def __init__(self, reference: dict | None = None):
+    def __init__(self, low: _Run | None = None, capture: set[str] = frozenset()):
         self.calls: dict[str, list] = {}
         self.order: list[str] = []
-        self.reference = reference  # the float32 run's calls, to compare against (float16 run only)
+        self.low = low
+        self.capture = capture
         self.errors: dict[str, float | None] = {}
-        self.first_bad: tuple | None = None  # (node id, layer, args, kwargs) of the first non-finite call
-        self.captured: dict[str, tuple] = {}  # node id -> (args, kwargs) of the first call (layers to scan)
+        self.first_bad: tuple | None = None  # (uid, layer, args, kwargs) of the first non-finite call
+        self.captured: dict[str, tuple] = {}  # uid -> (args, kwargs) of the first call of a layer to scan
 
-    def record(self, node_id: str, layer, outputs, args, kwargs, capture: bool) -> None:
+    def record(self, uid: str, layer, outputs, args, kwargs) -> None:
         stats = _stats(outputs)
-        if node_id not in self.calls:
-            self.calls[node_id] = []
-            self.order.append(node_id)
-        index = len(self.calls[node_id])
+        if uid not in self.calls:
+            self.calls[uid] = []
+            self.order.append(uid)
+        index = len(self.calls[uid])
         if stats is None:
-            self.calls[node_id].append(None)
+            self.calls[uid].append(None)
             return
         finite, max_abs, sample = stats
-        if self.reference is None:
-            self.calls[node_id].append((finite, max_abs, sample))
+        if self.low is None:
+            self.calls[uid].append((finite, max_abs, sample))
+            if uid in self.capture and uid not in self.captured:
+                self.captured[uid] = (args, kwargs)
+            if not finite and self.first_bad is None:
+                self.first_bad = (uid, layer, args, kwargs)
             return
-        self.calls[node_id].append((finite, max_abs, None))
-        if capture and node_id not in self.captured:
-            self.captured[node_id] = (args, kwargs)
-        if not finite and self.first_bad is None:
-            self.first_bad = (node_id, layer, args, kwargs)
-        reference = self.reference.get(node_id) or []
-        ref = reference[index] if index < len(reference) else None
-        if ref is None or not finite or not ref[0] or ref[2].shape != sample.shape:
+        self.calls[uid].append((finite, max_abs, None))
+        low_calls = self.low.calls.get(uid) or []
+        low = low_calls[index] if index < len(low_calls) else None
+        if low is None or not finite or not low[0] or low[2].shape != sample.shape:
             return
         import numpy as np
 
-        error = float(np.max(np.abs(sample - ref[2]))) if sample.size else 0.0
-        if ref[1]:
-            error /= ref[1]
+        error = float(np.max(np.abs(sample - low[2]))) if sample.size else 0.0
+        if max_abs:
+            error /= max_abs
         elif error:
             error = None  # an all-zero reference: no scale to relate the error to
-        previous = self.errors.get(node_id, 0.0)
-        self.errors[node_id] = None if error is None or previous is None else max(previous, error)
+        previous = self.errors.get(uid, 0.0)
+        self.errors[uid] = None if error is None or previous is None else max(previous, error)
 
 
-def _instrument(targets: list, run: _Run, scan: set[str]):
+def _instrument(layers: list, run: _Run):
     patched = []
-    for node_id, layer in targets:
+    for layer in layers:
         original = layer.__dict__.get("call", _MISSING)
         bound = layer.call
 
-        def call(*args, __bound=bound, __node=node_id, __layer=layer, **kwargs):
+        def call(*args, __bound=bound, __uid=str(id(layer)), __layer=layer, **kwargs):
             outputs = __bound(*args, **kwargs)
-            run.record(__node, __layer, outputs, args, kwargs, __node in scan)
+            run.record(__uid, __layer, outputs, args, kwargs)
             return outputs
 
         object.__setattr__(layer, "call", call)
@@ -281,6 +285,27 @@ def _all_layers(model) -> list:
         return [model, *getattr(model, "layers", [])]
 
 
+def _node_layers(model) -> list:
+    """The layers that are nodes of the model's graph (mpdoctor/trace/graph.py): its layers, recursively through
+    nested models, never the sublayers of an ordinary layer; input layers excluded (they are not called)."""
+    try:
+        direct = list(model._flatten_layers(include_self=False, recursive=False))
+    except Exception:  # noqa: BLE001
+        direct = list(getattr(model, "layers", []) or [])
+    found = []
+    for layer in direct:
+        if type(layer).__name__ != "InputLayer":
+            found.append(layer)
+        if callable(getattr(layer, "compile", None)) and hasattr(layer, "fit"):  # a nested model
+            found.extend(_node_layers(layer))
+    return found
+
+
+def _is_user_layer(layer) -> bool:
+    package = (type(layer).__module__ or "").split(".")[0]
+    return type(layer).__name__ == "Lambda" or package not in ("keras", "tf_keras", "tensorflow", "tensorflow_hub")
+
+
 # ---------------------------------------------------------------------------------------------------- entry
 
 
@@ -291,98 +316,111 @@ def skipped(options: dict, reason: str | None) -> dict:
             "user_layers": [], "loss": None, "threshold": options.get("threshold")}
 
 
-def analyse(model, graph: dict | None, options: dict, user_file: str, ran: bool = True) -> dict:
-    """The `numerics` record of one model; `ran`: whether the model's plain call on a sample batch succeeded."""
-    record = skipped(options, None)
-    nodes = (graph or {}).get("nodes") or []
-    low = [n.get("compute_dtype") for n in nodes if n.get("compute_dtype") in LOW_PRECISION]
-    if not options.get("enabled", True):
-        record["skipped"] = "disabled (--no-numerics / numerics = false)"
+class Session:
+    """Numerics of one model, in the order the trace child needs them: `call()` is THE call of the model on its
+    sample batch (the float16 run, instrumented; its exceptions are the model's, for the child to report), then,
+    once the layer graph exists, `finish(graph)` runs the float32 reference and returns the `numerics` record."""
+
+    def __init__(self, model, options: dict, user_file: str):
+        self.model, self.options, self.user_file = model, options, os.path.realpath(user_file)
+        self.record = skipped(options, None)
+        self.sample = None
+        self.low: _Run | None = None
+        self.outputs = None
+        self.layers = _node_layers(model)
+        if not options.get("enabled", True):
+            self.record["skipped"] = "disabled (--no-numerics / numerics = false)"
+            return
+        low = [_compute(layer) for layer in self.layers if _compute(layer) in LOW_PRECISION]
+        if not low:
+            self.record["skipped"] = "no layer computes in float16/bfloat16"
+            return
+        self.record["dtype"] = max(set(low), key=low.count)
+        try:
+            params = int(model.count_params())
+        except Exception:  # noqa: BLE001 - an unbuilt model
+            params = 0
+        if params > MAX_PARAMS:
+            self.record["skipped"] = f"{params:,} parameters: above the numerics bound of {MAX_PARAMS:,}"
+            return
+        try:
+            self.sample = (_load_sample(options["sample"], model) if options.get("sample")
+                           else sample_inputs(model, options["batch_size"], options["seed"], *options["range"]))
+            if self.sample is None:
+                self.sample = _subclassed_sample(model, options)
+        except Exception as exc:  # noqa: BLE001 - an unreadable --sample file
+            self.record["skipped"] = f"cannot build the sample batch: {type(exc).__name__}: {_first_line(exc)}"
+            return
+        if self.sample is None:
+            self.record["skipped"] = "no input shape known to build a sample batch from"
+            return
+        first = self.sample[0] if isinstance(self.sample, list) and self.sample else self.sample
+        if getattr(first, "shape", None):
+            self.record["batch_size"] = int(first.shape[0])
+
+    @property
+    def ready(self) -> bool:
+        return self.sample is not None and self.record["skipped"] is None
+
+    def call(self) -> None:
+        """The float16 run: raises what the model raises."""
+        scan = {str(id(layer)) for layer in self.layers if _is_user_layer(layer) and _compute(layer) == "float16"}
+        run = _Run(capture=scan)
+        patched = _instrument(self.layers, run)
+        try:
+            self.outputs = self.model(self.sample, training=False)
+        finally:
+            _restore(patched)
+        self.low = run
+
+    def finish(self, graph: dict | None) -> dict:
+        record = self.record
+        if record["skipped"] is not None:
+            return record
+        if self.low is None:
+            record["skipped"] = "the model raised on its sample batch"
+            return record
+        if not graph:
+            record["skipped"] = "the model has no layer graph"
+            return record
+        reference = _Run(low=self.low)
+        saved = _swap_to_float32(_all_layers(self.model))
+        patched = _instrument(self.layers, reference)
+        try:
+            self.model(self.sample, training=False)
+        except Exception as exc:  # noqa: BLE001 - e.g. a layer that cached float16 constants at build time
+            record["skipped"] = f"the float32 reference run raised {type(exc).__name__}: {_first_line(exc)}"
+            return record
+        finally:
+            _restore(patched)
+            _restore_policies(saved)
+        nodes = {}
+        for node in graph.get("nodes", []):
+            nodes.setdefault(node["uid"], node)
+        record["layers"] = _table(self.low, reference, nodes)
+        if self.low.first_bad is not None and self.low.first_bad[0] in nodes:
+            record["first_non_finite"] = _first_non_finite(nodes[self.low.first_bad[0]]["id"], *self.low.first_bad[1:])
+        layers = {str(id(layer)): layer for layer in self.layers}
+        record["user_layers"] = [_scan_layer(nodes[uid]["id"], layers[uid], args, kwargs, self.user_file)
+                                 for uid, (args, kwargs) in self.low.captured.items() if uid in nodes]
+        record["loss"] = _loss_dtype(self.model, self.outputs)
         return record
-    if not ran:
-        record["skipped"] = "the model raised on its sample batch"
-        return record
-    if not graph:
-        record["skipped"] = "the model has no layer graph"
-        return record
-    if not low:
-        record["skipped"] = "no layer computes in float16/bfloat16"
-        return record
-    record["dtype"] = max(set(low), key=low.count)
-    try:
-        params = int(model.count_params())
-    except Exception:  # noqa: BLE001 - an unbuilt model
-        params = 0
-    if params > MAX_PARAMS:
-        record["skipped"] = f"{params:,} parameters: above the numerics bound of {MAX_PARAMS:,}"
-        return record
-    try:
-        sample = (_load_sample(options["sample"], model) if options.get("sample")
-                  else sample_inputs(model, options["batch_size"], options["seed"], *options["range"]))
-        if sample is None:
-            sample = _subclassed_sample(model, options)
-    except Exception as exc:  # noqa: BLE001 - an unreadable --sample file
-        record["skipped"] = f"cannot build the sample batch: {type(exc).__name__}: {str(exc)[:200]}"
-        return record
-    if sample is None:
-        record["skipped"] = "no input shape known to build a sample batch from"
-        return record
-    if hasattr(sample, "shape") and sample.shape:
-        record["batch_size"] = int(sample.shape[0])
-    elif isinstance(sample, list) and sample and hasattr(sample[0], "shape"):
-        record["batch_size"] = int(sample[0].shape[0])
-    by_uid = {str(id(layer)): layer for layer in _all_layers(model)}
-    targets, scan = [], set()
-    for node in nodes:
-        layer = by_uid.get(node.get("uid"))
-        if layer is None or layer is model or node.get("kind") == "input":
-            continue
-        targets.append((node["id"], layer))
-        if node.get("kind") in ("custom", "lambda") and node.get("compute_dtype") == "float16":
-            scan.add(node["id"])
-    reference = _Run()
-    saved = _swap_to_float32(_all_layers(model))
-    patched = _instrument(targets, reference, set())
-    try:
-        model(sample, training=False)
-    except Exception as exc:  # noqa: BLE001 - e.g. a layer that cached float16 constants at build time
-        record["skipped"] = f"the float32 reference run raised {type(exc).__name__}: {_first_line(exc)}"
-        return record
-    finally:
-        _restore(patched)
-        _restore_policies(saved)
-    low_run = _Run(reference.calls)
-    patched = _instrument(targets, low_run, scan)
-    try:
-        outputs = model(sample, training=False)
-    except Exception as exc:  # noqa: BLE001
-        record["skipped"] = f"the {record['dtype']} run raised {type(exc).__name__}: {_first_line(exc)}"
-        return record
-    finally:
-        _restore(patched)
-    record["layers"] = _table(low_run, reference, {n["id"]: n for n in nodes})
-    if low_run.first_bad is not None:
-        record["first_non_finite"] = _first_non_finite(low_run.first_bad)
-    record["user_layers"] = [_scan_layer(node_id, dict(targets)[node_id], args, kwargs, user_file)
-                             for node_id, (args, kwargs) in low_run.captured.items()]
-    record["loss"] = _loss_dtype(model, outputs)
-    return record
 
 
-def _table(run: _Run, reference: _Run, nodes: dict) -> list[dict]:
+def _table(low: _Run, reference: _Run, nodes: dict) -> list[dict]:
     rows = []
-    for node_id in run.order:
-        calls = [c for c in run.calls[node_id] if c is not None]
-        ref_calls = [c for c in reference.calls.get(node_id, []) if c is not None]
-        if not calls:
+    for uid in low.order:
+        node = nodes.get(uid)
+        calls = [c for c in low.calls[uid] if c is not None]
+        if node is None or not calls or node.get("kind") == "input":
             continue
-        node = nodes.get(node_id, {})
-        rows.append({"id": node_id, "name": node.get("name", node_id), "class": node.get("class", ""),
+        ref_calls = [c for c in reference.calls.get(uid, []) if c is not None]
+        rows.append({"id": node["id"], "name": node.get("name", node["id"]), "class": node.get("class", ""),
                      "finite": all(c[0] for c in calls),
-                     "finite_reference": all(c[0] for c in ref_calls) if ref_calls else True,
+                     "finite_reference": all(c[0] for c in ref_calls),
                      "max_abs": _max(c[1] for c in calls),
                      "max_abs_reference": _max(c[1] for c in ref_calls),
-                     "relative_error": run.errors.get(node_id)})
+                     "relative_error": reference.errors.get(uid)})
     return rows
 
 
@@ -396,13 +434,12 @@ def _first_line(exc: BaseException) -> str:
     return (lines[0] if lines else type(exc).__name__)[:200]
 
 
-def _first_non_finite(first_bad: tuple) -> dict:
+def _first_non_finite(node_id: str, layer, args, kwargs) -> dict:
     """Which op of the first non-finite layer produced the first inf/NaN: its float16 call re-run with TF's
     numerics checking, which raises at the first op with a non-finite output and names its type."""
     import numpy as np
     import tensorflow as tf
 
-    node_id, layer, args, kwargs = first_bad
     inputs_finite = all(np.isfinite(a).all() for a in _float_arrays((list(args), kwargs)))
     found = {"id": node_id, "op": None, "inputs_finite": inputs_finite}
     if not inputs_finite:
@@ -447,7 +484,6 @@ def _scan_layer(node_id: str, layer, args, kwargs, user_file: str) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    user_file = os.path.realpath(user_file)
     entry = {"id": node_id, "class": type(layer).__name__, "source_lines": _source_range(layer), "status": "ok",
              "float16_lines": [], "constants": [], "ops": []}
     try:
@@ -460,8 +496,7 @@ def _scan_layer(node_id: str, layer, args, kwargs, user_file: str) -> dict:
         line = _user_line(op, user_file)
         if line is None:
             continue
-        if any(t.dtype in (tf.float16, tf.bfloat16) for t in op.outputs) or (
-                op.type == "Cast" and any(t.dtype == tf.float16 for t in op.outputs)):
+        if any(t.dtype in (tf.float16, tf.bfloat16) for t in op.outputs):
             low_lines.add(line)
         if op.type in UNSAFE_OPS and any(t.dtype == tf.float16 for t in op.outputs) and (line, op.type) not in seen:
             seen.add((line, op.type))
@@ -472,7 +507,7 @@ def _scan_layer(node_id: str, layer, args, kwargs, user_file: str) -> dict:
                 continue
             try:
                 value = tf.make_ndarray(source.get_attr("value"))
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S112 - a constant TF cannot decode is simply not inspected
                 continue
             if value.size != 1:
                 continue
