@@ -220,19 +220,23 @@ class _Run:
 
 
 def _instrument(layers: list, run: _Run):
+    """Wrap `call` on each layer instance (removed again by `_restore`): statistics of every call's outputs."""
     patched = []
     for layer in layers:
-        original = layer.__dict__.get("call", _MISSING)
-        bound = layer.call
-
-        def call(*args, __bound=bound, __uid=str(id(layer)), __layer=layer, **kwargs):
-            outputs = __bound(*args, **kwargs)
-            run.record(__uid, __layer, outputs, args, kwargs)
-            return outputs
-
-        object.__setattr__(layer, "call", call)
-        patched.append((layer, original))
+        patched.append((layer, layer.__dict__.get("call", _MISSING)))
+        object.__setattr__(layer, "call", _recording(layer, layer.call, run))
     return patched
+
+
+def _recording(layer, bound, run: _Run):
+    uid = str(id(layer))
+
+    def call(*args, **kwargs):
+        outputs = bound(*args, **kwargs)
+        run.record(uid, layer, outputs, args, kwargs)
+        return outputs
+
+    return call
 
 
 def _restore(patched) -> None:
