@@ -434,3 +434,17 @@ def test_numerics_config_reaches_the_child_request(tmp_path):
     request = load_config(tmp_path).numerics.request()
     assert request == {"enabled": False, "threshold": 0.2, "batch_size": 4, "seed": 7, "range": [-1.0, 1.0],
                        "sample": None}
+
+
+# bfloat16 has float32's exponent range: the same zero-variance rsqrt(var + 1e-12) stays finite under
+# mixed_bfloat16 (no MP403, no MP404), and the numerics table still runs (dtype bfloat16).
+@pytest.mark.parametrize("legacy", KERAS, ids=IDS)
+def test_bfloat16_is_not_flagged(tmp_path, legacy):
+    path = _write(tmp_path, "bf16.py", TRAPS.replace("mixed_float16", "mixed_bfloat16"), legacy)
+    ground = run_python_args(path, legacy, "bad_norm", "bad_mask")
+    assert ground == {"bad_norm": True, "bad_mask": True}, ground
+    summaries: list = []
+    diagnostics = trace_check(path, legacy=legacy, summaries=summaries)
+    assert not [d for d in diagnostics if d.code in ("MP403", "MP404", "MP405")], [d.message for d in diagnostics]
+    tables = [m["numerics"] for m in summaries[0]["models"]]
+    assert {t["dtype"] for t in tables} == {"bfloat16"} and all(t["layers"] for t in tables), tables
