@@ -198,13 +198,13 @@ LOSS = """\
     keras.mixed_precision.set_global_policy("mixed_float16")
 
     inputs = keras.Input((8,))
-    model = keras.Model(inputs, keras.layers.Dense(4, name="head")(inputs))  # HEAD
-    model.compile(optimizer="adam", loss="mse")  # COMPILE
-
-    inputs = keras.Input((8,))
     x = keras.layers.Dense(4)(inputs)
     fixed = keras.Model(inputs, keras.layers.Activation("linear", dtype="float32")(x))
     fixed.compile(optimizer="adam", loss="mse")
+
+    inputs = keras.Input((8,))
+    model = keras.Model(inputs, keras.layers.Dense(4, name="head")(inputs))  # HEAD
+    model.compile(optimizer="adam", loss="mse")  # COMPILE
 
     if __name__ == "__main__":
         for name, m in (("model", model), ("fixed", fixed)):

@@ -159,7 +159,7 @@ def trace_float16_loss(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
     loss too); MP402 is not raised for an output that this rule reports."""
     found = []
     for model, graph, loss, output in float16_loss_outputs(facts):
-        compile_line = _compile_line(ctx)
+        compile_line = _compile_line(ctx, model.get("name"))
         where = {"file": ctx.path, "line": compile_line} if compile_line else output.get("created_at")
         found.append(ctx.diagnostic(
             "MP503", where,
@@ -184,13 +184,13 @@ def float16_loss_outputs(facts: dict):
                 yield model, graph, loss, node
 
 
-def _compile_line(ctx: TraceContext) -> int | None:
+def _compile_line(ctx: TraceContext, model_name: str | None) -> int | None:
+    """The line of `<model>.compile(...)` for the model's variable name, else of the file's first `.compile(`."""
     if ctx.static is None:
         return None
-    for call in ctx.static.calls:
-        if isinstance(call.func, ast.Attribute) and call.func.attr == "compile":
-            return call.lineno
-    return None
+    calls = [c for c in ctx.static.calls if isinstance(c.func, ast.Attribute) and c.func.attr == "compile"]
+    named = [c for c in calls if isinstance(c.func.value, ast.Name) and c.func.value.id == model_name]
+    return (named or calls)[0].lineno if calls else None
 
 
 # -------------------------------------------------------------------------------------------- MP403 / MP407
