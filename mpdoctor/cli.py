@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="time limit for running one file's model code (default: 300)")
     check.add_argument("--checkpoint", action="append", default=[], metavar="PATH",
                        help="trace: also range-audit this checkpoint for the model's float16 compute (repeatable)")
+    check.add_argument("--numerics", action=argparse.BooleanOptionalAction, default=None,
+                       help="trace: compare float16 and float32 layer by layer on a sample batch (default: on)")
+    check.add_argument("--sample", type=Path, metavar="FILE.npz",
+                       help="trace: the sample batch for --numerics (arrays by input name, else in order)")
     check.add_argument("--entry", metavar="NAME",
                        help="the function (called without arguments) or module attribute that gives the model")
     check.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes to enable (e.g. MP2,MP401)")
@@ -128,8 +132,16 @@ def run_check(args) -> int:
         print("mpdoctor: error: --checkpoint needs the trace pass (TensorFlow installed, no --no-trace)",
               file=sys.stderr)
         return EXIT_ERROR
+    if args.sample is not None and not args.sample.is_file():
+        print(f"mpdoctor: error: {args.sample}: no such file", file=sys.stderr)
+        return EXIT_ERROR
+    if args.numerics is not None:
+        config.numerics.enabled = args.numerics
+    if args.sample is not None:
+        config.numerics.sample = str(args.sample.resolve())
     options = TraceOptions(enabled=tracing, timeout=args.trace_timeout or config.trace_timeout,
-                           entry=args.entry or config.entry, checkpoints=tuple(args.checkpoint))
+                           entry=args.entry or config.entry, checkpoints=tuple(args.checkpoint),
+                           numerics=config.numerics.request())
     if options.timeout <= 0:
         print("mpdoctor: error: --trace-timeout must be positive", file=sys.stderr)
         return EXIT_ERROR

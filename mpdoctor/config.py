@@ -17,7 +17,24 @@ DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__py
                    ".ipynb_checkpoints")
 
 KNOWN_KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "fail-on",
-              "keras-version", "assume-policy", "entry", "trace-timeout", "baseline"}
+              "keras-version", "assume-policy", "entry", "trace-timeout", "baseline", "numerics", "numerics-threshold",
+              "sample-batch-size", "sample-seed", "sample-range"}
+
+
+@dataclass
+class NumericsConfig:
+    """Trace: float16 vs float32 layer by layer on a sample batch (MP404/MP405), see mpdoctor/trace/numerics.py."""
+
+    enabled: bool = True
+    threshold: float = 0.05  # MP405: relative error (max |y16 - y32| / max |y32|) above which a layer diverges
+    batch_size: int = 2
+    seed: int = 0
+    range: tuple[float, float] = (0.0, 1.0)  # float inputs of the sample batch: uniform in [low, high)
+    sample: str | None = None  # --sample FILE.npz instead of a generated batch
+
+    def request(self) -> dict:
+        return {"enabled": self.enabled, "threshold": self.threshold, "batch_size": self.batch_size,
+                "seed": self.seed, "range": list(self.range), "sample": self.sample}
 
 
 class ConfigError(Exception):
@@ -36,6 +53,7 @@ class Config:
     entry: str | None = None  # trace: the function or attribute that gives the model
     trace_timeout: float = 300.0
     baseline: Path | None = None  # findings listed there do not fail the run (relative to the pyproject.toml)
+    numerics: NumericsConfig = field(default_factory=lambda: NumericsConfig())
     root: Path = field(default_factory=Path.cwd)  # directory of the pyproject.toml, or cwd
     source: Path | None = None  # the pyproject.toml read, if any
 
@@ -122,7 +140,8 @@ def load_config(start: Path, config_file: Path | None = None) -> Config:
 
 def apply_overrides(config: Config, where: str, *, select=None, extend_select=None, ignore=None,
                     per_file_ignores=None, exclude=None, extend_exclude=None, fail_on=None, keras_version=None,
-                    assume_policy=None, entry=None, trace_timeout=None, baseline=None) -> None:
+                    assume_policy=None, entry=None, trace_timeout=None, baseline=None, numerics=None,
+                    numerics_threshold=None, sample_batch_size=None, sample_seed=None, sample_range=None) -> None:
     if select is not None:  # a later layer's select starts afresh, dropping earlier ignores (ruff semantics)
         config.select = _selectors(select, f"{where} select")
         config.ignore = set()
@@ -166,3 +185,31 @@ def apply_overrides(config: Config, where: str, *, select=None, extend_select=No
         if not isinstance(baseline, str) or not baseline:
             raise ConfigError(f"{where} baseline: expected the path of a baseline file, got {baseline!r}")
         config.baseline = config.root / baseline
+    _numerics_overrides(config.numerics, where, numerics, numerics_threshold, sample_batch_size, sample_seed,
+                        sample_range)
+
+
+def _numerics_overrides(numerics: NumericsConfig, where: str, enabled, threshold, batch_size, seed,
+                        sample_range) -> None:
+    if enabled is not None:
+        if not isinstance(enabled, bool):
+            raise ConfigError(f"{where} numerics: expected true or false, got {enabled!r}")
+        numerics.enabled = enabled
+    if threshold is not None:
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or threshold <= 0:
+            raise ConfigError(f"{where} numerics-threshold: expected a positive number, got {threshold!r}")
+        numerics.threshold = float(threshold)
+    if batch_size is not None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 1024:
+            raise ConfigError(f"{where} sample-batch-size: expected an integer from 1 to 1024, got {batch_size!r}")
+        numerics.batch_size = batch_size
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ConfigError(f"{where} sample-seed: expected a non-negative integer, got {seed!r}")
+        numerics.seed = seed
+    if sample_range is not None:
+        if (not isinstance(sample_range, (list, tuple)) or len(sample_range) != 2
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in sample_range)
+                or not sample_range[0] < sample_range[1]):
+            raise ConfigError(f"{where} sample-range: expected [low, high] with low < high, got {sample_range!r}")
+        numerics.range = (float(sample_range[0]), float(sample_range[1]))

@@ -121,6 +121,7 @@ class TraceOptions:
     timeout: float = 300.0
     entry: str | None = None
     checkpoints: tuple[str, ...] = ()  # --checkpoint: audited against the model's compute dtype
+    numerics: dict | None = None  # float16 vs float32 per layer: options for the child (mpdoctor/trace/numerics.py)
 
 
 def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | None = None,
@@ -185,10 +186,10 @@ def check_source(text: str, shown: str, config: Config, path: str | None = None,
     raw, internal = _static_diagnostics(text, shown, tree, config, path, settings)
     passes = "S"
     if trace is not None and trace.enabled and _MARKER.search(text):
-        from mpdoctor.trace.checks import trace_diagnostics
+        from mpdoctor.trace.checks import static_after_trace, trace_diagnostics
 
-        traced, cleared = trace_diagnostics(path or shown, shown, text, tree, config, settings, trace, traces)
-        raw = merge_passes([d for d in raw if (d.code, d.location.line) not in cleared], traced)
+        traced, verdicts = trace_diagnostics(path or shown, shown, text, tree, config, settings, trace, traces)
+        raw = merge_passes(static_after_trace(raw, verdicts), traced)
         passes = "ST"
     return finish(raw, text, shown, config, ran_passes=passes), internal
 

@@ -74,6 +74,9 @@ def test_a_live_model_is_checked_in_process(shell, monkeypatch):
     nodes = summary["models"][0]["graph"]["nodes"]  # Keras numbers default names per process: compare classes
     assert [(n["class"], n["compute_dtype"]) for n in nodes] == [("InputLayer", "float16"), ("Dense", "float16"),
                                                                  ("Dense", "float16")] and nodes[-1]["id"] == "probs"
+    numerics = summary["models"][0]["numerics"]  # float16 vs float32, as in the trace child
+    assert numerics["skipped"] is None and [row["class"] for row in numerics["layers"]] == ["Dense", "Dense"]
+    assert all(row["finite"] and row["relative_error"] < 0.05 for row in numerics["layers"])
     page = srcdoc(result)
     assert 'data-code="MP401"' in page and 'class="node finding" data-layer="probs"' in page
     name = shell.user_ns["model"].name

@@ -35,5 +35,7 @@ def test_default_head_is_mp401_and_a_float32_head_is_clean(tmp_path, arch, legac
     mp401 = [d for d in diagnostics if d.code == "MP401"]
     assert [(d.location.line, d.passes) for d in mp401] == [(4, ("static", "trace"))], \
         [(d.code, d.location.line, d.message) for d in diagnostics]
+    # numerics false-positive trap: real architectures run in mixed precision (float16 vs float32 stays close)
+    assert not [d for d in diagnostics if d.code in ("MP404", "MP405")], [d.message for d in diagnostics]
     serious = [d for d in diagnostics if d.severity is not Severity.INFO and d.location.line > 4]
     assert serious == [], [(d.code, d.location.line, d.message) for d in serious]

@@ -59,6 +59,13 @@ define_rule(
         The static pass follows names within a function (straight-line), module constants and `self.` attributes;
         a value passed in from another function or file is not followed. Uses whose other operand is a tensor of
         unknown dtype (a non-first `call` argument under Keras 2, a helper's parameter) get medium confidence.
+
+        Trace form: the layers of the model that compute in float16 and are defined in your file are traced into
+        a graph with the float16 inputs they received on the sample batch. A finding whose use line holds the
+        value as -inf/inf/0 in that graph is confirmed (passes static+trace); one whose use lines all compute in
+        float32 there (e.g. after a cast the static pass could not see) is downgraded to info, with the reason.
+        A literal on a line of that graph that becomes inf/0 in float16 and that the static pass did not follow is
+        reported by the trace alone.
         """,
     why="""
         Python floats are converted to the tensor's dtype when they meet a float16 tensor: `tf.cast(-1e9,
@@ -191,6 +198,11 @@ define_rule(
         (`self.dim ** -0.5`), and bfloat16 compute (float32 range). softplus is deliberately not flagged: TF's
         float16 softplus kernel is overflow-safe (`softplus(60000.)` is 60000 in float16, measured) and AMP lists
         it as safe to infer.
+
+        Trace form: a finding whose line runs that op (Exp, Pow, Square, Sum, Mean, Log, ...) in float16 in the
+        traced graph of the layer is confirmed; one whose line computes in float32 there is downgraded to info.
+        The trace never adds MP407 findings of its own (the static pass knows which uses are guarded); whether the
+        op actually overflowed on the sample batch is MP404.
         """,
     why="""
         float16 tops out at 65504 and has ~3 significant digits: `exp` of anything above 11.1, the square of
@@ -746,7 +758,7 @@ def _tensor_operands(name: str, call: ast.Call) -> list[ast.AST]:
 # ---------------------------------------------------------------------------------------------- MP403
 
 
-def _float16_problem(value: float) -> str | None:
+def float16_problem(value: float) -> str | None:
     """'overflow' / 'underflow' when float16 cannot represent `value` (exact IEEE rounding, via struct 'e')."""
     try:
         rounded = struct.unpack("e", struct.pack("e", value))[0]
@@ -950,12 +962,18 @@ def _mp403_fix(ctx: StaticContext, literal: ast.AST, value: float, problem: str)
 
 @static_check("MP403")
 def check_unsafe_constants(ctx: StaticContext) -> Iterable[Diagnostic]:
+    for diagnostic, _ in unsafe_constant_findings(ctx):
+        yield diagnostic
+
+
+def unsafe_constant_findings(ctx: StaticContext) -> Iterator[tuple[Diagnostic, set[int]]]:
+    """The static MP403 findings, each with the lines where its literal meets float16 (for the trace forms)."""
     regions = [r for r in _float16_regions(ctx) if r.float16_policy]
     if not regions:
         return
     definitions = _literal_definitions(ctx, regions)
     for literal, definition in sorted(definitions.items(), key=lambda kv: (kv[0].lineno, kv[0].col_offset)):
-        problem = _float16_problem(definition.value)
+        problem = float16_problem(definition.value)
         if problem is None:
             continue
         hits = []
@@ -978,7 +996,7 @@ def check_unsafe_constants(ctx: StaticContext) -> Iterable[Diagnostic]:
         if literal is not use or len(lines) > 1 or lines[0] != literal.lineno:
             where += f", used on line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
         yield ctx.diagnostic("MP403", literal, f"{what} {where}", confidence=confidence,
-                             fix=_mp403_fix(ctx, literal, definition.value, problem))
+                             fix=_mp403_fix(ctx, literal, definition.value, problem)), set(lines)
 
 
 # ---------------------------------------------------------------------------------------------- MP406
@@ -1151,7 +1169,7 @@ def _guarded_log_argument(flow: _Flow, expr: ast.AST, depth: int = 0) -> bool:
                 value = _number(bound if bound is not None else flow.ctx.module_constants.get(side.id))
             if value is None and isinstance(side, ast.Attribute):
                 return True  # `self.eps`: a guard (MP403 judges its value)
-            if value is not None and value > 0 and _float16_problem(value) is None:
+            if value is not None and value > 0 and float16_problem(value) is None:
                 return True
         return False
     if isinstance(expr, ast.Call):
@@ -1275,6 +1293,9 @@ def check_unsafe_ops(ctx: StaticContext) -> Iterable[Diagnostic]:
                 continue
             seen.add(node)
             yield _mp407_diagnostic(ctx, region, node, op)
+
+
+unsafe_op_findings = check_unsafe_ops  # the static MP407 findings, for the trace forms
 
 
 def _mp407_diagnostic(ctx: StaticContext, region: _Region, node: ast.Call, op: str) -> Diagnostic:

@@ -144,10 +144,15 @@ define_rule(
     "MP503", "float16-loss", "warning", "T", True,
     summary="The loss is computed from float16 outputs / float16 labels.",
     what="""
-        Trace pass only: while tracing a training step, the loss function receives float16 predictions or labels
-        (the model's output layer computes in float16, or the dataset yields float16 targets), so the loss and its
-        reductions run in float16. The static pass does not raise it: MP401 / MP402 report float16 model outputs
-        from source.
+        Trace pass only: the model is compiled with a loss, and that loss, evaluated (`model.compute_loss`) on the
+        model's float16 predictions from the numerics sample batch, computes in float16. Measured: tf_keras
+        losses compute in the dtype of the predictions (and cast the labels to it); Keras 3 losses cast the
+        predictions to their own dtype (float32 unless the loss was given `dtype="float16"`), so under Keras 3
+        a float16 output is MP402, not MP503.
+
+        One finding per cause: for an output reported here MP402 is not raised; a float16 softmax/sigmoid head
+        stays MP401 (its fix, `dtype="float32"` on that layer, also fixes the loss) and is not reported here. The
+        finding sits at `model.compile(...)`; the fix edits the output layer. The static pass does not raise it.
         """,
     why="""
         Losses reduce over a batch: sums overflow float16 (max 65504), logs and exps of float16 probabilities

@@ -7,10 +7,12 @@ points at (mpdoctor.trace.exceptions) actually reported something.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 from mpdoctor.config import Config
-from mpdoctor.diagnostics import Confidence, Diagnostic
+from mpdoctor.diagnostics import Confidence, Diagnostic, Severity
 from mpdoctor.registry import trace_checks
+from mpdoctor.rules.numerics import static_verdicts
 from mpdoctor.static.context import Settings
 from mpdoctor.trace.context import TraceContext
 from mpdoctor.trace.facts import first_message_line
@@ -25,25 +27,42 @@ def trace_summary(shown: str, facts: dict | None, failure: str | None) -> dict:
     return {"path": shown, "status": "failed" if failure else facts.get("status", "ok"), "failure": failure,
             "environment": facts.get("environment", {}),
             "models": [{"name": m.get("name"), "how": m.get("how"), "graph": m.get("graph"),
-                        "numerics": m.get("numerics")} for m in facts.get("models", [])],
+                        "numerics": numerics_table(m.get("numerics"))}
+                       for m in facts.get("models", [])],
             "checkpoints": [{key: restore.get(key) for key in ("api", "path", "location", "audit", "audit_error")}
                             for restore in facts.get("restores", []) if "audit" in restore or "audit_error" in restore],
             "savedmodels": [{"api": load.get("api"), "handle": load.get("handle"), "savedmodel": load.get("savedmodel")}
                             for load in facts.get("savedmodel_loads", [])]}
 
 
+_NUMERICS_KEYS = ("dtype", "reference_dtype", "batch_size", "seed", "skipped", "layers")
+
+
+def numerics_table(record: dict | None) -> dict | None:
+    """The report's per-layer numerics table (float16 vs float32 statistics) of one model, None when not run."""
+    if not record:
+        return None
+    table = {key: record.get(key) for key in _NUMERICS_KEYS}
+    table["layers"] = table["layers"] or []
+    return table
+
+
 def trace_diagnostics(path: str, shown: str, text: str, tree: ast.Module, config: Config, settings: Settings,
-                      options, summaries: list | None = None) -> tuple[list[Diagnostic], set[tuple[str, int]]]:
-    """Trace diagnostics, and the (code, line) of static findings the run disproved."""
+                      options, summaries: list | None = None
+                      ) -> tuple[list[Diagnostic], dict]:
+    """Trace diagnostics, and the trace's verdicts on static findings (see `static_after_trace`)."""
     from mpdoctor.notebook import is_notebook
 
     outcome = run_trace(path, entry=options.entry, timeout=options.timeout, checkpoints=options.checkpoints,
-                        source=text if is_notebook(path) else None)
+                        source=text if is_notebook(path) else None, numerics=getattr(options, "numerics", None))
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
     if summaries is not None:
         summaries.append(trace_summary(shown, facts, outcome.failure))
-    return diagnose(facts, outcome.failure, outcome.output_tail, ctx, config), cleared_static(facts, ctx)
+    verdicts: dict = dict.fromkeys(cleared_static(facts, ctx))
+    if config.enabled("MP403", shown) or config.enabled("MP407", shown):
+        verdicts.update(static_verdicts(facts, ctx))
+    return diagnose(facts, outcome.failure, outcome.output_tail, ctx, config), verdicts
 
 
 def cleared_static(facts: dict | None, ctx: TraceContext) -> set[tuple[str, int]]:
@@ -55,6 +74,26 @@ def cleared_static(facts: dict | None, ctx: TraceContext) -> set[tuple[str, int]
                 if where and ctx.shown(where.get("file")) == ctx.display_path:
                     cleared.add(("MP301", where["line"]))
     return cleared
+
+
+def static_after_trace(static: list[Diagnostic], verdicts: dict) -> list[Diagnostic]:
+    """Static findings with the trace's verdicts applied, {(code, line) or (code, line, column): None (drop) |
+    ("confirm" | "downgrade", reason)}: confirmed ones become static+trace, high confidence; downgraded ones info,
+    low confidence; both get the reason as a note."""
+    kept = []
+    for d in static:
+        key = next((k for k in ((d.code, d.location.line, d.location.column), (d.code, d.location.line))
+                    if k in verdicts), None)
+        if key is None:
+            kept.append(d)
+        elif verdicts[key] is not None:
+            verdict, reason = verdicts[key]
+            if verdict == "confirm":
+                kept.append(replace(d, passes=("static", "trace"), confidence=Confidence.HIGH,
+                                    notes=d.notes + (reason,)))
+            else:
+                kept.append(replace(d, severity=Severity.INFO, confidence=Confidence.LOW, notes=d.notes + (reason,)))
+    return kept
 
 
 def diagnose(facts: dict | None, failure: str | None, output_tail: str, ctx: TraceContext,

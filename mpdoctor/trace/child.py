@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
         facts["layers_created_on_import"] = len(recorder.layers)
         models = _discover(module, request.get("entry"), recorder, facts)
         for name, how, model in models:
-            facts["models"].append(_analyse_model(name, how, model, recorder, facts))
+            facts["models"].append(_analyse_model(name, how, model, recorder, facts, request))
             recorder.analysed_models.append(model)
     except BaseException as exc:  # noqa: BLE001 - the child must report, never die silently
         if facts["exception"] is None:
@@ -254,14 +254,24 @@ def _sublayers(model):
         return list(getattr(model, "layers", []))
 
 
-def _analyse_model(name: str, how: str, model, recorder, facts: dict) -> dict:
+def _analyse_model(name: str, how: str, model, recorder, facts: dict, request: dict) -> dict:
     from mpdoctor.trace import graph as graph_module
+    from mpdoctor.trace import numerics
 
     record = {"name": name, "how": how, "location": recorder.layers.get(str(id(model)), {}).get("created_at"),
               "compiled": bool(getattr(model, "compiled", False) or getattr(model, "_is_compiled", False)),
               "graph": None, "error": None}
+    options = numerics.options_from_request(request)
     try:
-        _call_once(model)
+        session = numerics.Session(model, options, recorder.user_file)
+    except BaseException as exc:  # noqa: BLE001 - numerics are extra facts: never lose the others
+        session = None
+        record["numerics"] = numerics.skipped(options, f"internal error: {type(exc).__name__}: {str(exc)[:300]}")
+    try:
+        if session is not None and session.ready:
+            session.call()  # the one call on a sample batch, instrumented for the float16 statistics
+        else:
+            _call_once(model)
     except BaseException as exc:  # noqa: BLE001 - a model that cannot run is a finding, not a crash
         record["error"] = _describe(exc, "call", recorder)
         if facts["exception"] is None:
@@ -271,31 +281,22 @@ def _analyse_model(name: str, how: str, model, recorder, facts: dict) -> dict:
         record["graph"] = graph_module.model_graph(model, recorder.layers)
     except BaseException as exc:  # noqa: BLE001
         record["graph_error"] = f"{type(exc).__name__}: {exc}"
+    if session is not None:
+        try:
+            record["numerics"] = session.finish(record["graph"])
+        except BaseException as exc:  # noqa: BLE001
+            record["numerics"] = numerics.skipped(options, f"internal error: {type(exc).__name__}: {str(exc)[:300]}")
     return record
 
 
 def _call_once(model) -> None:
     """Run the model on a small deterministic batch built from its input specs (catches failures that only
     happen when the model runs, like a Keras 3 TFSMLayer fed float16)."""
-    import numpy as np
+    from mpdoctor.trace.numerics import sample_inputs
 
-    inputs = getattr(model, "inputs", None)
-    if not inputs:
-        return
-    rng = np.random.default_rng(0)
-    batch = []
-    for spec in inputs:
-        shape = [2 if i == 0 or d is None else int(d) for i, d in enumerate(spec.shape)]
-        dtype = np.dtype(getattr(spec.dtype, "name", spec.dtype) if not isinstance(spec.dtype, str) else spec.dtype)
-        if dtype.kind in "iu":
-            batch.append(np.zeros(shape, dtype=dtype))
-        elif dtype.kind == "b":
-            batch.append(np.ones(shape, dtype=dtype))
-        elif dtype.kind in "SOU":
-            batch.append(np.array([""] * shape[0], dtype=object).reshape(shape))
-        else:  # non-negative: float inputs often carry indices (Embedding) or pixel values
-            batch.append(rng.random(shape).astype(dtype))
-    model(batch[0] if len(batch) == 1 else batch, training=False)
+    batch = sample_inputs(model)
+    if batch is not None:
+        model(batch, training=False)
 
 
 def _collect(recorder, facts: dict) -> None:

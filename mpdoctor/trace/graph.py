@@ -107,7 +107,7 @@ KERAS3_OP_DTYPES = {**{name: "bool" for name in ("Equal", "NotEqual", "Less", "L
                     "Argmax": "int32", "Argmin": "int32"}
 _FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
 
-__all__ = ["flavour_of", "model_graph", "to_networkx"]
+__all__ = ["flavour_of", "known_input_shapes", "model_graph", "to_networkx"]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -976,6 +976,19 @@ def model_graph(model, layer_records: dict | None = None, probe: bool = True) ->
     finally:
         if enabled:
             gc.enable()
+
+
+def known_input_shapes(model) -> list[tuple[list, str]] | None:
+    """[(shape with None for unknown dims, dtype)] of the inputs of a subclassed model whose input shape is known
+    (the same sources as the probe), or None."""
+    try:
+        specs = _Builder(model, {}, False)._known_input_spec(model)
+    except TypeError:  # not a Keras model
+        return None
+    flat = _flatten(specs, []) if specs is not None else []
+    if not flat or not all(isinstance(s, _Spec) and s.shape is not None for s in flat):
+        return None
+    return [(s.shape, s.dtype or "float32") for s in flat]
 
 
 def to_networkx(graph: dict) -> nx.MultiDiGraph:

@@ -1,5 +1,5 @@
 """The trace pass on a live model object, in this process (the Jupyter `%mpdoctor model` magic): the same facts the
-trace child writes for one model (graph, SavedModel signatures, environment; numerics when the child computes them)
+trace child writes for one model (graph, SavedModel signatures, environment, numerics)
 and the same trace rules, without running any file.
 
 What an in-process run cannot know, because no hook saw the model being built: where each layer was created (findings
@@ -29,7 +29,7 @@ def live_facts(model, name: str) -> dict:
     policy = child.policy_now()
     facts["layers"] = _layer_records(model, policy)
     recorder = SimpleNamespace(layers=facts["layers"], user_file=None)
-    record = child._analyse_model(name, LIVE_HOW, model, recorder, facts)
+    record = child._analyse_model(name, LIVE_HOW, model, recorder, facts, {"numerics": Config().numerics.request()})
     facts["models"].append(record)
     for node in (record.get("graph") or {}).get("nodes", []):
         if node.get("savedmodel_handle"):

@@ -31,7 +31,8 @@ def tensorflow_available() -> bool:
 
 
 def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-              env: dict | None = None, checkpoints: tuple[str, ...] = (), source: str | None = None) -> TraceOutcome:
+              env: dict | None = None, checkpoints: tuple[str, ...] = (), source: str | None = None,
+              numerics: dict | None = None) -> TraceOutcome:
     """`source`: run this generated code (a notebook's cells) instead of the file, under the file's identity: it is
     written to the temporary directory (never into the user's tree), the child runs in the file's directory with
     it on sys.path (as Jupyter does), and facts locations name `path` again."""
@@ -48,7 +49,7 @@ def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_T
             cwd = os.path.dirname(identity)
         with open(request_path, "w", encoding="utf-8") as handle:
             json.dump({"file": run_file, "entry": entry, "search_path": os.path.dirname(identity),
-                       "notebook": source is not None,
+                       "notebook": source is not None, "numerics": numerics,
                        "checkpoints": [os.path.abspath(c) for c in checkpoints]}, handle)
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

@@ -1,0 +1,573 @@
+"""Numerics under trace (runs in the trace child): the same sample batch through the model twice, under float32 and
+under the model's own float16/bfloat16 policy, with identical weights; per-layer statistics only.
+
+How the two runs share the weights: the reference run swaps the dtype policy of every layer computing in
+float16/bfloat16 to float32 in place (the variables of `mixed_*` policies are float32 already) and restores it
+afterwards. Both runs are one forward pass each; `call` of every graph layer (nested models and their layers
+included, functional, Sequential or subclassed alike) is wrapped on the instance for the pass, and the wrapper keeps
+statistics of the layer's outputs, never the activations: max |x| over the finite elements, whether all are finite,
+and a strided sample of at most `SAMPLE_CAP` elements of the float32 output, against which the float16 output is
+compared (exact for outputs up to that size).
+
+Relative error of a layer = max |y16 - y32| over the compared elements / max |y32| of the whole reference output:
+the worst element error as a fraction of the layer's range, so near-zero activations (ReLU zeros) cannot blow it up.
+
+Order: layers are listed in the order their calls RETURN in the float16 run, a topological order in which the
+layers inside a nested model or a custom block come before the block itself. A layer called several times
+aggregates its calls (finite = all finite, max over calls).
+
+Besides the table:
+- the FIRST non-finite layer's float16 call is re-run under `tf.debugging.enable_check_numerics()` to name the op
+  that produced the first inf/NaN (MP404);
+- user-defined layers (custom layer classes and Lambdas of the user's file) computing in float16 are traced into a
+  graph with their observed float16 inputs, and the graph is scanned for float16 constants that are +-inf or zero
+  (an out-of-range literal after conversion), overflow-prone ops computing in float16, and the lines whose ops
+  compute in float16 (trace forms of MP403 / MP407);
+- a compiled model's loss is evaluated on the float16 predictions and the dtype it computes in is recorded (MP503).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+
+SAMPLE_CAP = 65536  # compared elements per layer output (strided sample above that)
+LARGE_TENSOR = 262144  # elements above which statistics are computed by TF ops rather than numpy
+MAX_PARAMS = 100_000_000  # "small enough": above this the two extra forward passes are skipped
+DEFAULTS = {"enabled": True, "batch_size": 2, "seed": 0, "range": [0.0, 1.0], "sample": None}
+LOW_PRECISION = ("float16", "bfloat16")
+# Ops TF's auto-mixed-precision keeps out of float16 (deny list) and ops whose float16 result overflows easily.
+UNSAFE_OPS = frozenset({"Exp", "Expm1", "Pow", "Square", "Sum", "Mean", "L2Loss", "Log",
+                        "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits"})
+_MISSING = object()
+
+
+def options_from_request(request: dict) -> dict:
+    options = dict(DEFAULTS)
+    options.update({k: v for k, v in (request.get("numerics") or {}).items() if v is not None})
+    return options
+
+
+# ---------------------------------------------------------------------------------------------------- sample batch
+
+
+def sample_inputs(model, batch_size: int = 2, seed: int = 0, low: float = 0.0, high: float = 1.0):
+    """A deterministic batch from the model's input specs: floats uniform in [low, high) (often pixel values or
+    indices, hence non-negative by default), integers zero, booleans true, strings empty. None when the model
+    declares no inputs."""
+    import numpy as np
+
+    inputs = getattr(model, "inputs", None)
+    if not inputs:
+        return None
+    rng = np.random.default_rng(seed)
+    batch = []
+    for spec in inputs:
+        shape = [batch_size if i == 0 or d is None else int(d) for i, d in enumerate(spec.shape)]
+        dtype = np.dtype(getattr(spec.dtype, "name", spec.dtype) if not isinstance(spec.dtype, str) else spec.dtype)
+        if dtype.kind in "iu":
+            batch.append(np.zeros(shape, dtype=dtype))
+        elif dtype.kind == "b":
+            batch.append(np.ones(shape, dtype=dtype))
+        elif dtype.kind in "SOU":
+            batch.append(np.array([""] * shape[0], dtype=object).reshape(shape))
+        else:
+            batch.append((rng.random(shape) * (high - low) + low).astype(dtype))
+    return batch[0] if len(batch) == 1 else batch
+
+
+def _subclassed_sample(model, options: dict):
+    """A sample for a model without symbolic inputs whose input shape is known (built or called before)."""
+    import numpy as np
+
+    from mpdoctor.trace.graph import known_input_shapes
+
+    specs = known_input_shapes(model)
+    if not specs:
+        return None
+    rng = np.random.default_rng(options["seed"])
+    low, high = options["range"]
+    batch = []
+    for shape, dtype in specs:
+        dims = [options["batch_size"] if i == 0 or d is None else int(d) for i, d in enumerate(shape)]
+        kind = np.dtype(dtype).kind
+        batch.append((rng.random(dims) * (high - low) + low).astype(dtype) if kind == "f"
+                     else np.zeros(dims, dtype=dtype))
+    return batch[0] if len(batch) == 1 else batch
+
+
+def _load_sample(path: str, model):
+    """Arrays of an .npz file: by input name when the names match, else in file order."""
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    names = [getattr(t, "name", "").split(":")[0] for t in getattr(model, "inputs", None) or []]
+    if names and all(n in arrays for n in names):
+        ordered = [arrays[n] for n in names]
+    else:
+        ordered = list(arrays.values())
+    return ordered[0] if len(ordered) == 1 else ordered
+
+
+# ---------------------------------------------------------------------------------------------------- statistics
+
+
+def _float_tensors(outputs) -> list:
+    from mpdoctor.trace.graph import _flatten
+
+    found = []
+    for value in _flatten(outputs, []):
+        dtype = getattr(value, "dtype", None)
+        name = getattr(dtype, "name", str(dtype))
+        if isinstance(name, str) and name.startswith(("float", "bfloat")) and hasattr(value, "shape"):
+            found.append(value)
+    return found
+
+
+def _stats(outputs):
+    """(finite, max |x| over finite elements or None, compared sample) of a layer call's float outputs."""
+    import numpy as np
+
+    tensors = _float_tensors(outputs)
+    if not tensors:
+        return None
+    parts = [_tensor_stats(tensor) for tensor in tensors]
+    sizes = [part[3] for part in parts]
+    stride = max(1, -(-sum(sizes) // SAMPLE_CAP))
+    present = [part[1] for part in parts if part[1] is not None]
+    sample = np.concatenate([part[2][::stride] for part in parts])
+    return all(part[0] for part in parts), (max(present) if present else None), sample
+
+
+def _tensor_stats(tensor):
+    """(finite, max |x| over finite elements or None, flat float32 view or strided copy, size) of one tensor.
+    Large tensors are reduced by TF ops (multi-threaded, no float32 copy of the activation); small ones in numpy
+    after one cast, where TF's per-op dispatch would cost more than the arithmetic."""
+    import numpy as np
+    import tensorflow as tf
+
+    flat = tf.reshape(tensor, [-1])
+    size = int(flat.shape[0])
+    if size > LARGE_TENSOR:
+        finite = bool(tf.reduce_all(tf.math.is_finite(flat)))
+        magnitude = tf.abs(flat) if finite else tf.where(tf.math.is_finite(flat), tf.abs(flat), tf.zeros_like(flat))
+        max_abs = float(tf.reduce_max(magnitude))
+        if not finite and max_abs == 0.0 and not bool(tf.reduce_any(tf.math.is_finite(flat))):
+            max_abs = None
+        stride = -(-size // SAMPLE_CAP)
+        return finite, max_abs, np.asarray(tf.cast(flat[::stride], tf.float32)), size
+    values = np.asarray(tf.cast(flat, tf.float32))
+    mask = np.isfinite(values)
+    finite = bool(mask.all())
+    kept = values if finite else values[mask]
+    return finite, (float(np.max(np.abs(kept))) if kept.size else None), values, size
+
+
+def _float_arrays(outputs) -> list:
+    import numpy as np
+
+    return [np.asarray(t, dtype=np.float32).reshape(-1) for t in _float_tensors(outputs)]
+
+
+class _Run:
+    """Per-call statistics of one forward pass, keyed by layer uid (str(id(layer))): [(finite, max_abs, sample)]
+    in call order, and the order in which layers' calls returned. The float16 run keeps the compared samples, the
+    arguments of the first non-finite call and of user layers to scan; the float32 run (`low` given) keeps no
+    sample and computes each call's relative error against the float16 one."""
+
+    def __init__(self, low: _Run | None = None, capture: set[str] = frozenset()):
+        self.calls: dict[str, list] = {}
+        self.order: list[str] = []
+        self.low = low
+        self.capture = capture
+        self.errors: dict[str, float | None] = {}
+        self.first_bad: tuple | None = None  # (uid, layer, args, kwargs) of the first non-finite call
+        self.captured: dict[str, tuple] = {}  # uid -> (args, kwargs) of the first call of a layer to scan
+
+    def record(self, uid: str, layer, outputs, args, kwargs) -> None:
+        stats = _stats(outputs)
+        if uid not in self.calls:
+            self.calls[uid] = []
+            self.order.append(uid)
+        index = len(self.calls[uid])
+        if stats is None:
+            self.calls[uid].append(None)
+            return
+        finite, max_abs, sample = stats
+        if self.low is None:
+            self.calls[uid].append((finite, max_abs, sample))
+            if uid in self.capture and uid not in self.captured:
+                self.captured[uid] = (args, kwargs)
+            if not finite and self.first_bad is None:
+                self.first_bad = (uid, layer, args, kwargs)
+            return
+        self.calls[uid].append((finite, max_abs, None))
+        low_calls = self.low.calls.get(uid) or []
+        low = low_calls[index] if index < len(low_calls) else None
+        if low is None or not finite or not low[0] or low[2].shape != sample.shape:
+            return
+        import numpy as np
+
+        error = float(np.max(np.abs(sample - low[2]))) if sample.size else 0.0
+        if max_abs:
+            error /= max_abs
+        elif error:
+            error = None  # an all-zero reference: no scale to relate the error to
+        previous = self.errors.get(uid, 0.0)
+        self.errors[uid] = None if error is None or previous is None else max(previous, error)
+
+
+def _instrument(layers: list, run: _Run):
+    """Wrap `call` on each layer instance (removed again by `_restore`): statistics of every call's outputs."""
+    patched = []
+    for layer in layers:
+        patched.append((layer, layer.__dict__.get("call", _MISSING)))
+        object.__setattr__(layer, "call", _recording(layer, layer.call, run))
+    return patched
+
+
+def _recording(layer, bound, run: _Run):
+    uid = str(id(layer))
+
+    def call(*args, **kwargs):
+        outputs = bound(*args, **kwargs)
+        run.record(uid, layer, outputs, args, kwargs)
+        return outputs
+
+    return call
+
+
+def _restore(patched) -> None:
+    for layer, original in patched:
+        if original is _MISSING:
+            try:
+                object.__delattr__(layer, "call")
+            except AttributeError:
+                pass
+        else:
+            object.__setattr__(layer, "call", original)
+
+
+# ---------------------------------------------------------------------------------------------------- policies
+
+
+def _compute(layer) -> str | None:
+    dtype = getattr(layer, "compute_dtype", None)
+    return getattr(dtype, "name", dtype) if dtype is not None else None
+
+
+def _swap_to_float32(layers) -> list:
+    """Set every low-precision layer's policy to float32; returns what `_restore_policies` needs."""
+    saved = []
+    for layer in layers:
+        if _compute(layer) not in LOW_PRECISION:
+            continue
+        if hasattr(layer, "_set_dtype_policy"):  # tf_keras
+            saved.append((layer, layer._dtype_policy, layer.__dict__.get("_compute_dtype_object", _MISSING)))
+            layer._set_dtype_policy("float32")
+        else:  # Keras 3
+            from keras.src import dtype_policies
+
+            saved.append((layer, layer._dtype_policy, _MISSING))
+            layer._dtype_policy = dtype_policies.get("float32")
+    return saved
+
+
+def _restore_policies(saved) -> None:
+    for layer, policy, compute_object in saved:
+        layer._dtype_policy = policy
+        if compute_object is not _MISSING:
+            layer._compute_dtype_object = compute_object
+
+
+def _all_layers(model) -> list:
+    try:
+        return [model, *model._flatten_layers(include_self=False, recursive=True)]
+    except Exception:  # noqa: BLE001
+        return [model, *getattr(model, "layers", [])]
+
+
+def _node_layers(model) -> list:
+    """The layers that are nodes of the model's graph (mpdoctor/trace/graph.py): its layers, recursively through
+    nested models, never the sublayers of an ordinary layer; input layers excluded (they are not called)."""
+    try:
+        direct = list(model._flatten_layers(include_self=False, recursive=False))
+    except Exception:  # noqa: BLE001
+        direct = list(getattr(model, "layers", []) or [])
+    found = []
+    for layer in direct:
+        if type(layer).__name__ != "InputLayer":
+            found.append(layer)
+        if callable(getattr(layer, "compile", None)) and hasattr(layer, "fit"):  # a nested model
+            found.extend(_node_layers(layer))
+    return found
+
+
+def _is_user_layer(layer) -> bool:
+    package = (type(layer).__module__ or "").split(".")[0]
+    return type(layer).__name__ == "Lambda" or package not in ("keras", "tf_keras", "tensorflow", "tensorflow_hub")
+
+
+# ---------------------------------------------------------------------------------------------------- entry
+
+
+def skipped(options: dict, reason: str | None) -> dict:
+    """An empty `numerics` record (schema in the module docstring of mpdoctor/rules/numerics.py)."""
+    return {"dtype": None, "reference_dtype": "float32", "batch_size": int(options["batch_size"]),
+            "seed": int(options["seed"]), "skipped": reason, "layers": [], "first_non_finite": None,
+            "user_layers": [], "loss": None, "threshold": options.get("threshold")}
+
+
+class Session:
+    """Numerics of one model, in the order the trace child needs them: `call()` is THE call of the model on its
+    sample batch (the float16 run, instrumented; its exceptions are the model's, for the child to report), then,
+    once the layer graph exists, `finish(graph)` runs the float32 reference and returns the `numerics` record."""
+
+    def __init__(self, model, options: dict, user_file: str | None):
+        # No user file for a live model (Jupyter): user layers' ops then have no source line.
+        self.model, self.options = model, options
+        self.user_file = os.path.realpath(user_file) if user_file else None
+        self.record = skipped(options, None)
+        self.sample = None
+        self.low: _Run | None = None
+        self.outputs = None
+        self.layers = _node_layers(model)
+        if not options.get("enabled", True):
+            self.record["skipped"] = "disabled (--no-numerics / numerics = false)"
+            return
+        low = [_compute(layer) for layer in self.layers if _compute(layer) in LOW_PRECISION]
+        if not low:
+            self.record["skipped"] = "no layer computes in float16/bfloat16"
+            return
+        self.record["dtype"] = max(set(low), key=low.count)
+        try:
+            params = int(model.count_params())
+        except Exception:  # noqa: BLE001 - an unbuilt model
+            params = 0
+        if params > MAX_PARAMS:
+            self.record["skipped"] = f"{params:,} parameters: above the numerics bound of {MAX_PARAMS:,}"
+            return
+        try:
+            self.sample = (_load_sample(options["sample"], model) if options.get("sample")
+                           else sample_inputs(model, options["batch_size"], options["seed"], *options["range"]))
+            if self.sample is None:
+                self.sample = _subclassed_sample(model, options)
+        except Exception as exc:  # noqa: BLE001 - an unreadable --sample file
+            self.record["skipped"] = f"cannot build the sample batch: {type(exc).__name__}: {_first_line(exc)}"
+            return
+        if self.sample is None:
+            self.record["skipped"] = "no input shape known to build a sample batch from"
+            return
+        first = self.sample[0] if isinstance(self.sample, list) and self.sample else self.sample
+        if getattr(first, "shape", None):
+            self.record["batch_size"] = int(first.shape[0])
+
+    @property
+    def ready(self) -> bool:
+        return self.sample is not None and self.record["skipped"] is None
+
+    def call(self) -> None:
+        """The float16 run: raises what the model raises."""
+        scan = {str(id(layer)) for layer in self.layers if _is_user_layer(layer) and _compute(layer) == "float16"}
+        run = _Run(capture=scan)
+        patched = _instrument(self.layers, run)
+        try:
+            self.outputs = self.model(self.sample, training=False)
+        finally:
+            _restore(patched)
+        self.low = run
+
+    def finish(self, graph: dict | None) -> dict:
+        record = self.record
+        if record["skipped"] is not None:
+            return record
+        if self.low is None:
+            record["skipped"] = "the model raised on its sample batch"
+            return record
+        if not graph:
+            record["skipped"] = "the model has no layer graph"
+            return record
+        reference = _Run(low=self.low)
+        saved = _swap_to_float32(_all_layers(self.model))
+        patched = _instrument(self.layers, reference)
+        try:
+            self.model(self.sample, training=False)
+        except Exception as exc:  # noqa: BLE001 - e.g. a layer that cached float16 constants at build time
+            record["skipped"] = f"the float32 reference run raised {type(exc).__name__}: {_first_line(exc)}"
+            return record
+        finally:
+            _restore(patched)
+            _restore_policies(saved)
+        nodes = {}
+        for node in graph.get("nodes", []):
+            nodes.setdefault(node["uid"], node)
+        record["layers"] = _table(self.low, reference, nodes)
+        if self.low.first_bad is not None and self.low.first_bad[0] in nodes:
+            record["first_non_finite"] = _first_non_finite(nodes[self.low.first_bad[0]]["id"], *self.low.first_bad[1:])
+        layers = {str(id(layer)): layer for layer in self.layers}
+        record["user_layers"] = [_scan_layer(nodes[uid]["id"], layers[uid], args, kwargs, self.user_file)
+                                 for uid, (args, kwargs) in self.low.captured.items() if uid in nodes]
+        record["loss"] = _loss_dtype(self.model, self.outputs)
+        return record
+
+
+def _table(low: _Run, reference: _Run, nodes: dict) -> list[dict]:
+    rows = []
+    for uid in low.order:
+        node = nodes.get(uid)
+        calls = [c for c in low.calls[uid] if c is not None]
+        if node is None or not calls or node.get("kind") == "input":
+            continue
+        ref_calls = [c for c in reference.calls.get(uid, []) if c is not None]
+        rows.append({"id": node["id"], "name": node.get("name", node["id"]), "class": node.get("class", ""),
+                     "finite": all(c[0] for c in calls),
+                     "finite_reference": all(c[0] for c in ref_calls),
+                     "max_abs": _max(c[1] for c in calls),
+                     "max_abs_reference": _max(c[1] for c in ref_calls),
+                     "relative_error": reference.errors.get(uid)})
+    return rows
+
+
+def _max(values) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:200]
+
+
+def _first_non_finite(node_id: str, layer, args, kwargs) -> dict:
+    """Which op of the first non-finite layer produced the first inf/NaN: its float16 call re-run with TF's
+    numerics checking, which raises at the first op with a non-finite output and names its type."""
+    import numpy as np
+    import tensorflow as tf
+
+    inputs_finite = all(np.isfinite(a).all() for a in _float_arrays((list(args), kwargs)))
+    found = {"id": node_id, "op": None, "inputs_finite": inputs_finite}
+    if not inputs_finite:
+        return found
+    tf.debugging.enable_check_numerics()
+    try:
+        layer(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the point is to catch the check's error
+        match = re.search(r'op "(\w+)"', str(exc))
+        found["op"] = match.group(1) if match else None
+    finally:
+        tf.debugging.disable_check_numerics()
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------- user layers
+
+
+def _user_line(op, user_file: str | None) -> int | None:
+    line = None
+    if user_file is None:
+        return None
+    try:
+        frames = op.traceback
+    except Exception:  # noqa: BLE001
+        return None
+    for frame in frames:
+        if os.path.realpath(frame.filename) == user_file:
+            line = frame.lineno
+    return line
+
+
+def _source_range(layer) -> list[int] | None:
+    target = getattr(layer, "function", None) if type(layer).__name__ == "Lambda" else type(layer)
+    try:
+        lines, start = inspect.getsourcelines(target)
+    except (OSError, TypeError):
+        return None
+    return [start, start + len(lines) - 1]
+
+
+def _scan_layer(node_id: str, layer, args, kwargs, user_file: str | None) -> dict:
+    """Trace a float16 user layer into a graph with its observed inputs and scan the graph's ops."""
+    import numpy as np
+    import tensorflow as tf
+
+    entry = {"id": node_id, "class": type(layer).__name__, "source_lines": _source_range(layer), "status": "ok",
+             "float16_lines": [], "constants": [], "ops": []}
+    try:
+        concrete = tf.function(lambda *a, **k: layer(*a, **k)).get_concrete_function(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001
+        entry["status"] = f"{type(exc).__name__}: {_first_line(exc)}"
+        return entry
+    low_lines, seen = set(), set()
+    for op in concrete.graph.get_operations():
+        line = _user_line(op, user_file)
+        if line is None:
+            continue
+        if any(t.dtype in (tf.float16, tf.bfloat16) for t in op.outputs):
+            low_lines.add(line)
+        if op.type in UNSAFE_OPS and any(t.dtype == tf.float16 for t in op.outputs) and (line, op.type) not in seen:
+            seen.add((line, op.type))
+            entry["ops"].append({"line": line, "op": op.type})
+        for tensor in op.inputs:
+            source = tensor.op
+            if tensor.dtype != tf.float16 or source.type != "Const":
+                continue
+            try:
+                value = tf.make_ndarray(source.get_attr("value"))
+            except Exception:  # noqa: BLE001, S112 - a constant TF cannot decode is simply not inspected
+                continue
+            if value.size != 1:
+                continue
+            number = float(np.asarray(value, dtype=np.float32).reshape(-1)[0])
+            if np.isinf(number) or number == 0.0:
+                entry["constants"].append({"line": line, "op": op.type,
+                                           "value": "0" if number == 0.0 else ("inf" if number > 0 else "-inf")})
+    entry["float16_lines"] = sorted(low_lines)
+    return entry
+
+
+# ---------------------------------------------------------------------------------------------------- loss
+
+
+def _loss_dtype(model, predictions) -> dict | None:
+    """The dtype the compiled loss computes in when fed the float16 predictions (Keras 3 losses cast predictions to
+    their own dtype, float32 by default; tf_keras losses compute in the predictions' dtype)."""
+    if not (getattr(model, "compiled", False) or getattr(model, "_is_compiled", False)):
+        return None
+    loss = getattr(model, "loss", None)
+    if loss is None:
+        return None
+    import tensorflow as tf
+
+    from mpdoctor.trace.graph import _flatten
+
+    flat = _flatten(predictions, [])
+    record = {"name": _loss_name(loss), "predictions": [getattr(p.dtype, "name", str(p.dtype)) for p in flat],
+              "dtype": None, "error": None}
+
+    def labels(sparse: bool):
+        made = [tf.zeros(p.shape[:-1], tf.int32) if sparse else tf.zeros(p.shape, tf.float32) for p in flat]
+        return made[0] if len(made) == 1 else made
+
+    for sparse in (False, True):
+        try:
+            value = model.compute_loss(x=None, y=labels(sparse), y_pred=predictions)
+        except Exception as exc:  # noqa: BLE001 - labels of the wrong form for this loss: try the other one
+            record["error"] = f"{type(exc).__name__}: {_first_line(exc)}"
+            continue
+        record["dtype"] = getattr(value.dtype, "name", str(value.dtype))
+        record["error"] = None
+        break
+    return record
+
+
+def _loss_name(loss) -> str:
+    if isinstance(loss, str):
+        return loss
+    if isinstance(loss, (list, tuple)):
+        return ", ".join(_loss_name(item) for item in loss)
+    if isinstance(loss, dict):
+        return ", ".join(f"{key}: {_loss_name(value)}" for key, value in loss.items())
+    fn = getattr(loss, "fn", None)
+    return getattr(fn, "__name__", None) or getattr(loss, "__name__", None) or type(loss).__name__
