@@ -16,7 +16,8 @@ DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__py
                    "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache")
 
 KNOWN_KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "fail-on",
-              "keras-version", "assume-policy", "entry", "trace-timeout"}
+              "keras-version", "assume-policy", "entry", "trace-timeout",
+              "trace-memory"}
 
 
 class ConfigError(Exception):
@@ -34,6 +35,7 @@ class Config:
     assume_policy: str | None = None
     entry: str | None = None  # trace: the function or attribute that gives the model
     trace_timeout: float = 300.0
+    trace_memory: float | None = None  # MiB of resident memory for the trace child; None: no limit
     root: Path = field(default_factory=Path.cwd)  # directory of the pyproject.toml, or cwd
     source: Path | None = None  # the pyproject.toml read, if any
 
@@ -120,7 +122,7 @@ def load_config(start: Path, config_file: Path | None = None) -> Config:
 
 def apply_overrides(config: Config, where: str, *, select=None, extend_select=None, ignore=None,
                     per_file_ignores=None, exclude=None, extend_exclude=None, fail_on=None, keras_version=None,
-                    assume_policy=None, entry=None, trace_timeout=None) -> None:
+                    assume_policy=None, entry=None, trace_timeout=None, trace_memory=None) -> None:
     if select is not None:  # a later layer's select starts afresh, dropping earlier ignores (ruff semantics)
         config.select = _selectors(select, f"{where} select")
         config.ignore = set()
@@ -160,3 +162,7 @@ def apply_overrides(config: Config, where: str, *, select=None, extend_select=No
         if isinstance(trace_timeout, bool) or not isinstance(trace_timeout, (int, float)) or trace_timeout <= 0:
             raise ConfigError(f"{where} trace-timeout: expected a positive number of seconds, got {trace_timeout!r}")
         config.trace_timeout = float(trace_timeout)
+    if trace_memory is not None:
+        if isinstance(trace_memory, bool) or not isinstance(trace_memory, (int, float)) or trace_memory <= 0:
+            raise ConfigError(f"{where} trace-memory: expected a positive number of MiB, got {trace_memory!r}")
+        config.trace_memory = float(trace_memory)

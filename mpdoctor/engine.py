@@ -115,6 +115,7 @@ class TraceOptions:
     timeout: float = 300.0
     entry: str | None = None
     checkpoints: tuple[str, ...] = ()  # --checkpoint: audited against the model's compute dtype
+    memory_limit_mb: float | None = None  # --trace-memory: the child is killed beyond this resident memory
 
 
 def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | None = None) -> Report:
@@ -205,8 +206,8 @@ def merge_passes(static: list[Diagnostic], traced: list[Diagnostic]) -> list[Dia
         if t.code == "MP001" and (t.location.path, t.location.line) in removed_api_lines and \
                 re.search(r"raised (ImportError|ModuleNotFoundError|AttributeError)\b", t.message):
             continue  # the crash is the removed mixed-precision API that MP103 (static-only) reports on that line
-        s = by_key.get((t.code, t.location.path, t.location.line))
-        if s is None:
+        s = by_key.pop((t.code, t.location.path, t.location.line), None)
+        if s is None:  # nothing static there, or already confirmed by an earlier trace finding
             merged.append(t)
             continue
         merged[merged.index(s)] = replace(

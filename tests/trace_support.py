@@ -38,7 +38,8 @@ def make_float32_savedmodel(directory: Path) -> Path:
     return target
 
 
-def trace_check(path: Path, *, legacy: bool, timeout: float = 300, **config_overrides):
+def trace_check(path: Path, *, legacy: bool, timeout: float = 300, memory_limit_mb: float | None = None,
+                **config_overrides):
     """Static + trace diagnostics of one file, with the child on tf_keras (legacy) or Keras 3."""
     previous = os.environ.get("TF_USE_LEGACY_KERAS")
     os.environ["TF_USE_LEGACY_KERAS"] = "1" if legacy else "0"
@@ -47,7 +48,8 @@ def trace_check(path: Path, *, legacy: bool, timeout: float = 300, **config_over
         for key, value in config_overrides.items():
             setattr(config, key, value)
         diagnostics, error = check_source(path.read_text(), path.name, config, path=str(path),
-                                          trace=TraceOptions(enabled=True, timeout=timeout))
+                                          trace=TraceOptions(enabled=True, timeout=timeout,
+                                                                     memory_limit_mb=memory_limit_mb))
     finally:
         if previous is None:
             os.environ.pop("TF_USE_LEGACY_KERAS", None)

@@ -32,12 +32,31 @@ def trace_summary(shown: str, facts: dict | None, failure: str | None) -> dict:
 def trace_diagnostics(path: str, shown: str, text: str, tree: ast.Module, config: Config, settings: Settings,
                       options, summaries: list | None = None) -> tuple[list[Diagnostic], set[tuple[str, int]]]:
     """Trace diagnostics, and the (code, line) of static findings the run disproved."""
-    outcome = run_trace(path, entry=options.entry, timeout=options.timeout, checkpoints=options.checkpoints)
+    outcome = run_trace(path, entry=options.entry, timeout=options.timeout, checkpoints=options.checkpoints,
+                        memory_limit_mb=options.memory_limit_mb)
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
+    failure = outcome.failure or _changed_during_trace(path, text)
     if summaries is not None:
-        summaries.append(trace_summary(shown, facts, outcome.failure))
-    return diagnose(facts, outcome.failure, outcome.output_tail, ctx, config), cleared_static(facts, ctx)
+        summaries.append(trace_summary(shown, facts, failure))
+    return diagnose(facts, failure, outcome.output_tail, ctx, config), cleared_static(facts, ctx)
+
+
+def _changed_during_trace(path: str, text: str) -> str | None:
+    """The model code deleted or rewrote its own file: the findings describe the text read before the run."""
+    from pathlib import Path
+
+    from mpdoctor.engine import read_source
+
+    try:
+        now = read_source(Path(path))
+    except OSError:
+        return "the model code deleted or moved this file while it ran (findings refer to the text read before)"
+    except (UnicodeDecodeError, SyntaxError):
+        now = None
+    if now != text:
+        return "the model code rewrote this file while it ran (findings refer to the text read before)"
+    return None
 
 
 def cleared_static(facts: dict | None, ctx: TraceContext) -> set[tuple[str, int]]:
