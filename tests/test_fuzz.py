@@ -112,8 +112,8 @@ def custom_layer(draw):
         "if training:\n            x = x / {c}", "x = self.dense(x)",
     ]), min_size=1, max_size=6))
     lines = [line.format(c=draw(CONSTANT)) for line in body]
-    init = draw(st.sampled_from(["", "    def __init__(self, **kwargs):\n        super().__init__(**kwargs)\n"
-                                     "        self.dense = keras.layers.Dense(4{dt})\n"])).format(dt=draw(DTYPE))
+    init = draw(st.sampled_from(["", ("    def __init__(self, **kwargs):\n        super().__init__(**kwargs)\n"
+                                      "        self.dense = keras.layers.Dense(4{dt})\n")])).format(dt=draw(DTYPE))
     return (f"class Block({base}):\n" + init
             + "    def call(self, x, training=False):\n" + "".join(f"        {line}\n" for line in lines)
             + "        return x\n")
@@ -143,11 +143,11 @@ def _indent(block: str) -> str:
 
 
 HEADERS = [
-    "import tensorflow as tf\nimport keras\nfrom keras import layers, mixed_precision\n\n"
-    "keras.mixed_precision.set_global_policy('mixed_float16')\ninputs = keras.Input((4,))\nx = inputs\n",
-    "import os\nos.environ['TF_USE_LEGACY_KERAS'] = '1'\nimport tensorflow as tf\nimport tensorflow_hub as hub\n"
-    "from tensorflow.keras import layers, mixed_precision\n\nkeras = tf.keras\n"
-    "tf.keras.mixed_precision.set_global_policy('mixed_bfloat16')\ninputs = keras.Input((4,))\nx = inputs\n",
+    ("import tensorflow as tf\nimport keras\nfrom keras import layers, mixed_precision\n\n"
+     "keras.mixed_precision.set_global_policy('mixed_float16')\ninputs = keras.Input((4,))\nx = inputs\n"),
+    ("import os\nos.environ['TF_USE_LEGACY_KERAS'] = '1'\nimport tensorflow as tf\nimport tensorflow_hub as hub\n"
+     "from tensorflow.keras import layers, mixed_precision\n\nkeras = tf.keras\n"
+     "tf.keras.mixed_precision.set_global_policy('mixed_bfloat16')\ninputs = keras.Input((4,))\nx = inputs\n"),
     "import tensorflow as tf\nfrom tensorflow import keras\nPOLICY = 'mixed_float16'\n",
     "",
 ]
@@ -203,7 +203,7 @@ def mutated_fixture(draw):
         elif op == "indent":
             lines[i] = "    " + lines[i]
         elif op == "dedent":
-            lines[i] = lines[i][4:] if lines[i].startswith("    ") else lines[i]
+            lines[i] = lines[i].removeprefix("    ")
         elif op == "token":
             old, new = draw(st.sampled_from(TOKENS))
             lines[i] = lines[i].replace(old, new, 1)
@@ -302,8 +302,8 @@ def test_fuzzed_checkpoint_index_and_h5_bytes_give_a_result_or_one_clear_line(tm
     import sys
 
     count = max(20, EXAMPLES // 5)
-    result = subprocess.run([sys.executable, "-c", ARTIFACT_FUZZER, str(tmp_path), str(count)], capture_output=True,
-                            text=True, timeout=1800, env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+    result = subprocess.run([sys.executable, "-c", ARTIFACT_FUZZER, str(tmp_path), str(count)], check=False,
+                            capture_output=True, text=True, timeout=1800, env=dict(os.environ, PYTHONPATH=os.pathsep.join(
                                 [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")])))
     cases = [line for line in result.stdout.splitlines() if line.startswith("CASE ")]
     results = [json.loads(line[7:]) for line in result.stdout.splitlines() if line.startswith("RESULT ")]

@@ -38,7 +38,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, str]]:
 def run_cli(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     environment = dict(os.environ if env is None else env, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "mpdoctor", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, env=environment, timeout=600)
+                          text=True, env=environment, timeout=600, check=False)
 
 
 # ---------------------------------------------------------------------------------------------- static pass
@@ -60,6 +60,26 @@ def test_static_pass_never_executes_user_code(tmp_path):
     assert result.returncode == 1 and "MP401" in result.stdout, result.stderr
     assert not canary.exists()
     assert snapshot(project) == before  # no __pycache__, no cache directory
+
+
+def test_html_report_escapes_hostile_paths_and_file_errors(tmp_path):
+    """tests/test_report_html.py covers layer names, messages and source lines; here: file names and errors."""
+    import io
+
+    from mpdoctor.report.html import render
+
+    hostile = '<img src=x onerror="alert(1)">'
+    project = tmp_path / hostile
+    project.mkdir()
+    (project / f"{hostile}.py").write_text(MODEL)
+    (project / "broken.py").write_text(f"def f(:\n    '{hostile}'\n")
+    report = check_paths([project], Config())
+    assert report.diagnostics and report.errors
+    out = io.StringIO()
+    render(report, out)
+    html = out.getvalue()
+    assert "<img" not in html and "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in html
+    assert "onerror=\"" not in html
 
 
 def test_two_trace_findings_on_one_static_line_merge_without_error():
@@ -147,7 +167,7 @@ def test_huge_stdout_is_drained_with_bounded_memory_and_the_run_succeeds(tmp_pat
     script.write_text(MODEL + HUGE_OUTPUT)
     before = snapshot(tmp_path)
     result = subprocess.run([sys.executable, "-c", PEAK_RSS, "check", "--trace", "--format", "json", script.name],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
     peak_kib, code = result.stderr.strip().splitlines()[-1].split()[1:]
     found = [(d["code"], d["line"], d["passes"]) for d in json.loads(result.stdout)["diagnostics"]
