@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import os
 import sys
 import types
@@ -25,6 +26,7 @@ class Recorder:
         self.user_file = os.path.realpath(user_file)
         self.scratch = scratch  # saves go here; None: saves are not redirected
         self.redirects: dict[str, str] = {}  # absolute path the code asked to write -> where it was written
+        self._saves = itertools.count()
         self.policy_events: list[dict] = []
         self.layers: dict[str, dict] = {}
         self.layer_objects: list[Any] = []  # strong refs keep ids unique while we run
@@ -58,7 +60,9 @@ class Recorder:
         if self.scratch is None or text is None or "://" in text:
             return path
         original = os.path.abspath(text)
-        target = os.path.join(self.scratch, str(len(self.redirects)), os.path.basename(original) or "saved")
+        if original.startswith(self.scratch + os.sep):
+            return path  # already redirected (Checkpoint.save writes through write, a manager through save)
+        target = os.path.join(self.scratch, str(next(self._saves)), os.path.basename(original) or "saved")
         os.makedirs(os.path.dirname(target), exist_ok=True)
         self.redirects[original] = target
         return target
