@@ -98,6 +98,12 @@ class StaticContext:
         self.module_constants = self._module_constants()
         self._scope_assignments: dict[ast.AST, dict[str, list[tuple[int, ast.AST]]]] = {}
         self._self_attributes: dict[ast.AST, dict[str, tuple[int, ast.AST]]] = {}
+        self._memos: dict[str, dict] = {}
+
+    def memo(self, name: str) -> dict:
+        """A per-file cache for a rule; it dies with the context (a module-level WeakKeyDictionary whose values
+        refer back to the context would keep every checked file's context alive)."""
+        return self._memos.setdefault(name, {})
 
 
     def nodes_of(self, *types: type) -> list:
