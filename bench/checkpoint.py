@@ -16,6 +16,7 @@ Baseline and audit alternate --repeat times on a warm page cache; the best time 
 
     python bench/checkpoint.py                  # ~1 GiB
     python bench/checkpoint.py --size-mb 256    # quicker
+    python bench/checkpoint.py --json           # the rows of the bench table (run.py: 1 GiB; --quick: 64 MiB)
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ import sys
 import tempfile
 import textwrap
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import ROOT, row
 
 PRELUDE = textwrap.dedent("""
     import json, os, sys, time
@@ -120,7 +122,7 @@ CONVERT = textwrap.dedent("""
 
 def child(body: str, *args: str) -> dict:
     code = PRELUDE.format(root=ROOT) + body
-    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", code, *args], check=False, capture_output=True, text=True)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     if result.returncode != 0 or not lines:
         sys.exit(f"bench child failed (exit {result.returncode}):\n{result.stderr[-3000:]}")
@@ -140,35 +142,69 @@ def mib(n: float) -> str:
     return f"{n / 2**20:,.0f} MiB"
 
 
+def measure(size_mb: float, repeat: int, convert: bool, work: str) -> dict:
+    """Write the checkpoint in `work`, then time the baseline and the audits `repeat` times each (and convert)."""
+    prefix = os.path.join(work, "ckpt")
+    made = child(WRITE, prefix, str(size_mb))
+    warm(prefix)
+    runs: dict[str, list[dict]] = {"baseline": [], "audit": [], "verify": []}
+    for _ in range(max(1, repeat)):
+        runs["baseline"].append(child(BASELINE, prefix))
+        runs["audit"].append(child(AUDIT, prefix, "stream"))
+        runs["verify"].append(child(AUDIT, prefix, "verify"))
+    best = {name: min(results, key=lambda r: r["seconds"]) for name, results in runs.items()}
+    converted = None
+    if convert:
+        out = os.path.join(work, "converted", "ckpt16")
+        os.makedirs(os.path.dirname(out))
+        converted = child(CONVERT, prefix, out)
+    return {"made": made, "runs": runs, "best": best, "convert": converted,
+            "budget": 2 * made["largest"] + best["baseline"]["peak_rss"],
+            "audit_rss": max(r["peak_rss"] for r in runs["audit"])}
+
+
+def results(quick: bool = False) -> list[dict]:
+    size = 64 if quick else 1024
+    with tempfile.TemporaryDirectory(prefix="mpdoctor-bench-") as work:
+        m = measure(size, 1 if quick else 3, True, work)
+    best, base = m["best"], m["best"]["baseline"]["seconds"]
+    what = f"{mib(m['made']['bytes'])} TF2 checkpoint, {m['made']['variables']} variables"
+    rows = [row("checkpoint audit float16 (streamed)", best["audit"]["seconds"], base, target="<= 1.3",
+                note=f"vs TF CheckpointReader reading every tensor; {what}"),
+            row("checkpoint audit, verify_checksums", best["verify"]["seconds"], base, note="same baseline")]
+    if m["convert"]:
+        rows.append(row("convert-checkpoint to float16 + verify", m["convert"]["seconds"], base,
+                        note="same baseline (the conversion reads, casts, writes and reads back)"))
+    base_rss = best["baseline"]["peak_rss"] / 2**20
+    rows.append(row("  peak RSS, checkpoint audit", m["audit_rss"] / 2**20, base_rss, unit="MiB", target=f"< {m['budget'] / 2**20:,.0f}",
+                    note=f"target: 2 x largest tensor ({mib(m['made']['largest'])}) + the baseline's {base_rss:,.0f}"))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mb", type=float, default=1024, help="checkpoint size in MiB (default 1024)")
     parser.add_argument("--repeat", type=int, default=3, help="baseline/audit runs each, best kept (default 3)")
     parser.add_argument("--dir", help="work directory (default: a temporary directory, removed afterwards)")
     parser.add_argument("--no-convert", action="store_true", help="skip the conversion measurement")
+    parser.add_argument("--json", action="store_true", help="print the rows of the bench table (run.py) as JSON")
     args = parser.parse_args()
+    if args.json:
+        print(json.dumps(results(quick=args.size_mb < 1024), indent=2))
+        return 0
 
     work = args.dir or tempfile.mkdtemp(prefix="mpdoctor-bench-")
     os.makedirs(work, exist_ok=True)
     try:
-        prefix = os.path.join(work, "ckpt")
-        made = child(WRITE, prefix, str(args.size_mb))
+        m = measure(args.size_mb, args.repeat, not args.no_convert, work)
+        made, runs, best = m["made"], m["runs"], m["best"]
         print(f"checkpoint: {mib(made['bytes'])} in {made['variables']} variables (largest tensor "
               f"{mib(made['largest'])}), TF2 object-based, written in {made['seconds']:.1f} s")
-        warm(prefix)
-        runs: dict[str, list[dict]] = {"baseline": [], "audit": [], "verify": []}
-        for _ in range(max(1, args.repeat)):
-            runs["baseline"].append(child(BASELINE, prefix))
-            runs["audit"].append(child(AUDIT, prefix, "stream"))
-            runs["verify"].append(child(AUDIT, prefix, "verify"))
-        best = {name: min(results, key=lambda r: r["seconds"]) for name, results in runs.items()}
         rows = [("baseline: CheckpointReader reads every tensor", best["baseline"]),
                 ("audit float16 (streams the shards)", best["audit"]),
                 ("audit float16, verify_checksums (TF reader)", best["verify"])]
-        if not args.no_convert:
-            out = os.path.join(work, "converted", "ckpt16")
-            os.makedirs(os.path.dirname(out))
-            rows.append(("convert to float16 + verify (mpdoctor)", child(CONVERT, prefix, out)))
+        if m["convert"]:
+            rows.append(("convert to float16 + verify (mpdoctor)", m["convert"]))
         width = max(len(name) for name, _ in rows)
         print(f"{'':{width}}  {'time':>8}  {'throughput':>12}  {'peak RSS':>10}")
         for name, r in rows:
@@ -179,8 +215,7 @@ def main() -> int:
         all_ratios = ", ".join(f"{a['seconds'] / b['seconds']:.2f}" for a, b in pairs)
         print(f"audit / baseline time: {ratio:.2f} (target <= 1.3; per pair: {all_ratios}); with "
               f"verify_checksums: {best['verify']['seconds'] / best['baseline']['seconds']:.2f}")
-        budget = 2 * made["largest"] + best["baseline"]["peak_rss"]
-        audit_rss = max(r["peak_rss"] for r in runs["audit"])
+        budget, audit_rss = m["budget"], m["audit_rss"]
         print(f"audit peak RSS {mib(audit_rss)} vs target < 2 x largest tensor + baseline RSS = {mib(budget)}: "
               f"{'ok' if audit_rss < budget else 'OVER'}; above baseline: "
               f"{mib(audit_rss - best['baseline']['peak_rss'])}")

@@ -1,25 +1,37 @@
-"""Static-pass throughput against a baseline measured in the same run: reading + `ast.parse` of the same files.
+"""Static-pass throughput against baselines measured in the same run (issue 2 and issue 8 targets).
 
-    python bench/static.py [--repeat 3] [--limit N] [PATH ...]
+    python bench/static.py [--quick] [--json]
 
-Corpus (default): the .py files of the installed `keras` and `tf_keras` packages (real Keras source, including
-keras/src/applications), falling back to this repository's fixtures and examples. Also times the start-up of
-`mpdoctor check --no-trace` on one file against `python -c pass`. Targets (issue 2): ratio <= 3, start-up well
-under half a second. Prints figures only; never asserts on time.
+1. Corpus: the .py files of the installed `keras` and `tf_keras` packages (real Keras source), falling back to this
+   repository's fixtures and examples; the static pass in-process against reading + `ast.parse` of the same files.
+   Target: ratio <= 3.
+2. Start-up of `mpdoctor check --no-trace` on one file against `python -c pass`. Target: well under 0.5 s.
+3. Scale: a 50,000-line module and a directory of 2,000 files (bench/_synthetic.py), `mpdoctor check --no-trace`
+   in its own process against a process that reads and `ast.parse`s the same files; time and peak RSS.
+Prints figures only; never asserts on time.
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib.util
-import subprocess
+import os
 import sys
-import time
+import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import ROOT, best_of, main_for, mib, row, run_measured
+from _synthetic import big_file, many_files
+
+sys.path.insert(0, ROOT)
+
+PARSE_ALL = ("import ast, os, sys\n"
+             "for root in sys.argv[1:]:\n"
+             "    paths = [os.path.join(d, n) for d, _, ns in os.walk(root) for n in ns if n.endswith('.py')] \\\n"
+             "        if os.path.isdir(root) else [root]\n"
+             "    for p in paths:\n"
+             "        ast.parse(open(p, 'rb').read())\n")
 
 
 def default_corpus() -> list[Path]:
@@ -28,7 +40,8 @@ def default_corpus() -> list[Path]:
         spec = importlib.util.find_spec(package)  # locates, does not import
         for location in (spec.submodule_search_locations or []) if spec else []:
             files += sorted(Path(location).rglob("*.py"))
-    return files or sorted((ROOT / "tests" / "fixtures").rglob("*.py")) + sorted((ROOT / "examples").rglob("*.py"))
+    root = Path(ROOT)
+    return files or sorted((root / "tests" / "fixtures").rglob("*.py")) + sorted((root / "examples").rglob("*.py"))
 
 
 def baseline(files: list[Path]) -> None:
@@ -55,58 +68,51 @@ def mpdoctor_static(files: list[Path]) -> int:
     return findings
 
 
-def best_of(repeat: int, fn, *args) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def startup(repeat: int) -> tuple[float, float]:
-    target = ROOT / "examples" / "hub_seed.py"
-
-    def run(cmd):
-        return min(_timed(cmd) for _ in range(repeat))
-
-    return run([sys.executable, "-c", "pass"]), run([sys.executable, "-m", "mpdoctor", "check", "--no-trace",
-                                                     "--exit-zero", "-q", str(target)])
-
-
-def _timed(cmd) -> float:
-    start = time.perf_counter()
-    subprocess.run(cmd, capture_output=True, cwd=ROOT)
-    return time.perf_counter() - start
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="*", type=Path)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--limit", type=int, default=0, help="use only the first N files")
-    args = parser.parse_args()
-    files = [p for root in args.paths for p in (sorted(root.rglob("*.py")) if root.is_dir() else [root])] \
-        or default_corpus()
-    if args.limit:
-        files = files[: args.limit]
+def corpus_rows(quick: bool) -> list[dict]:
+    files = default_corpus()
+    if quick:
+        files = files[:300]
+    repeat = 1 if quick else 3
     lines = sum(p.read_bytes().count(b"\n") for p in files)
-
     mpdoctor_static(files[:20])  # warm imports and rule loading outside the timed region
-    base = best_of(args.repeat, baseline, files)
-    ours = best_of(args.repeat, mpdoctor_static, files)
+    base = best_of(repeat, baseline, files)
+    ours = best_of(repeat, mpdoctor_static, files)
     findings = mpdoctor_static(files)
-    python_start, check_start = startup(max(args.repeat, 5))
+    return [row("static pass, Keras source corpus", ours, base, target="<= 3",
+                note=f"vs read+ast.parse; {len(files):,} files, {lines:,} lines, {findings} findings, "
+                     f"{len(files) / ours:,.0f} files/s")]
 
-    print(f"corpus: {len(files)} files, {lines} lines")
-    print(f"{'measure':<34}{'mpdoctor':>12}{'baseline':>12}{'ratio':>8}{'target':>10}")
-    print(f"{'static pass (s), read+ast.parse':<34}{ours:>12.3f}{base:>12.3f}{ours / base:>8.2f}{'<= 3':>10}")
-    print(f"{'files/s':<34}{len(files) / ours:>12.0f}{len(files) / base:>12.0f}")
-    print(f"{'start-up one file (s), python -c':<34}{check_start:>12.3f}{python_start:>12.3f}"
-          f"{check_start / python_start:>8.2f}{'< 0.5 s':>10}")
-    print(f"findings on the corpus: {findings}")
-    return 0
+
+def startup_row(quick: bool) -> dict:
+    target = os.path.join(ROOT, "examples", "hub_seed.py")
+    repeat = 2 if quick else 5
+    python = min(run_measured(["-c", "pass"])[0] for _ in range(repeat))
+    check = min(run_measured(["-m", "mpdoctor", "check", "--no-trace", "--exit-zero", "-q", target])[0]
+                for _ in range(repeat))
+    return row("start-up, check --no-trace one file", check, python, target="< 0.5 s", note="vs python -c pass")
+
+
+def scale_rows(quick: bool) -> list[dict]:
+    lines, files = (5_000, 200) if quick else (50_000, 2_000)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mpdoctor-bench-") as tmp:
+        cases = [(f"static, one {lines:,}-line file", big_file(Path(tmp) / "big_model.py", lines)),
+                 (f"static, directory of {files:,} files", many_files(Path(tmp) / "tree", files))]
+        for name, target in cases:
+            seconds, rss, code, out = run_measured(["-m", "mpdoctor", "check", "--no-trace", "--exit-zero",
+                                                    "--format", "json", "-q", str(target)])
+            base_seconds, base_rss, _, _ = run_measured(["-c", PARSE_ALL, str(target)])
+            findings = out.count(b'"code":') if code == 0 else f"exit {code}"
+            rows.append(row(name, seconds, base_seconds, target="finishes",
+                            note=f"vs a process that ast.parses the same; {findings} findings"))
+            rows.append(row(f"  peak RSS, {name.split(', ', 1)[1]}", rss / 2**20, base_rss / 2**20, unit="MiB",
+                            target="bounded", note=f"{mib(rss)} vs {mib(base_rss)}"))
+    return rows
+
+
+def results(quick: bool = False) -> list[dict]:
+    return [*corpus_rows(quick), startup_row(quick), *scale_rows(quick)]
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main_for(results))

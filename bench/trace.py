@@ -1,16 +1,17 @@
 """Trace-pass cost, measured against baselines in the same run (issue 3 targets; never asserted in tests).
 
-    python bench/trace.py [--repeat 3] [--layers 100,1000,10000]
+    python bench/trace.py [--quick] [--json]
 
 1. Overhead: `mpdoctor check --trace` on a script that builds ResNet50 (weights=None) against plain `python`
    importing the same script in the same environment. Target: ratio <= 1.5.
 2. Graph scaling: graph + dtype propagation + trace rules on synthetic Sequential models of N Dense layers, inside
    one process, beside the model's own build time. Target: linear, 10,000 layers in under 5 s beyond the build.
+   The peak RSS of that process (all sizes built in turn) is in the last row's note.
+--quick: one repeat, 100 and 1,000 layers.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -19,7 +20,9 @@ import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import ROOT, main_for, row
+
 RESNET = textwrap.dedent("""\
     import tensorflow as tf
 
@@ -69,6 +72,8 @@ SCALING = textwrap.dedent("""\
             run_checks(facts, TraceContext("m.py", "m.py", "", None), Config())
             analysis = time.perf_counter() - start
             print(n, build, analysis, flush=True)
+        with open("/proc/self/status") as status:
+            print("peak", next(line.split()[1] for line in status if line.startswith("VmHWM:")), flush=True)
 
     # Keras recurses once per layer while building a deep model: a big stack and recursion limit.
     sys.setrecursionlimit(200000)
@@ -79,32 +84,33 @@ SCALING = textwrap.dedent("""\
     """)
 
 
-def scaling(sizes: str) -> list[tuple[int, float, float]]:
-    result = subprocess.run([sys.executable, "-c", SCALING, sizes], capture_output=True, text=True, cwd=ROOT,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    rows = []
+def scaling(sizes: str) -> tuple[list[tuple[int, float, float]], int | None]:
+    result = subprocess.run([sys.executable, "-c", SCALING, sizes], check=False, capture_output=True, text=True,
+                            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    rows, peak = [], None
     for line in result.stdout.splitlines():
+        if line.startswith("peak "):
+            peak = int(line.split()[1]) * 1024
+            continue
         n, build, analysis = line.split()
         rows.append((int(n), float(build), float(analysis)))
     if not rows:
         print(result.stderr[-2000:], file=sys.stderr)
+    return rows, peak
+
+
+def results(quick: bool = False) -> list[dict]:
+    plain, traced = overhead(1 if quick else 3)
+    rows = [row("trace, ResNet50 script", traced, plain, target="<= 1.5",
+                note="mpdoctor check --trace vs plain python importing the script")]
+    sizes, peak = scaling("100,1000" if quick else "100,1000,10000")
+    for n, build, analysis in sizes:
+        rows.append(row(f"graph+trace rules, {n:,} layers", analysis, build, target="< 5 s" if n >= 10000 else "",
+                        note=f"vs the model's build; {1e6 * analysis / n:.0f} us/layer"))
+    if sizes and peak:
+        rows[-1]["note"] += f"; peak RSS {peak / 2**20:,.0f} MiB (whole process)"
     return rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--layers", default="100,1000,10000")
-    args = parser.parse_args()
-    plain, traced = overhead(args.repeat)
-    print(f"{'measure':<44}{'mpdoctor':>10}{'baseline':>10}{'ratio':>8}{'target':>10}")
-    print(f"{'trace ResNet50 script (s) vs python import':<44}{traced:>10.2f}{plain:>10.2f}{traced / plain:>8.2f}"
-          f"{'<= 1.5':>10}")
-    for n, build, analysis in scaling(args.layers):
-        print(f"{f'graph+rules, {n} layers (s) vs build':<44}{analysis:>10.3f}{build:>10.3f}"
-              f"{analysis / build:>8.2f}{'< 5 s' if n >= 10000 else '':>10}   {1e6 * analysis / n:.0f} us/layer")
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main_for(results))

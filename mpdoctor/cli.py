@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="require the trace pass (default: run it when TensorFlow is installed)")
     check.add_argument("--trace-timeout", type=float, metavar="SECONDS",
                        help="time limit for running one file's model code (default: 300)")
+    check.add_argument("--trace-memory", type=float, metavar="MB",
+                       help="kill the model code when its resident memory exceeds MB MiB (default: no limit)")
     check.add_argument("--checkpoint", action="append", default=[], metavar="PATH",
                        help="trace: also range-audit this checkpoint for the model's float16 compute (repeatable)")
     check.add_argument("--numerics", action=argparse.BooleanOptionalAction, default=None,
@@ -103,7 +105,7 @@ def run_check(args) -> int:
         config = load_config(paths[0], args.config)
         apply_overrides(config, "command line", select=_split(args.select), extend_select=_split(args.extend_select),
                         ignore=_split(args.ignore), fail_on=args.fail_on, keras_version=args.keras_version,
-                        assume_policy=args.assume_policy)
+                        assume_policy=args.assume_policy, trace_memory=args.trace_memory)
     except ConfigError as exc:
         print(f"mpdoctor: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -141,7 +143,8 @@ def run_check(args) -> int:
         config.numerics.sample = str(args.sample.resolve())
     options = TraceOptions(enabled=tracing, timeout=args.trace_timeout or config.trace_timeout,
                            entry=args.entry or config.entry, checkpoints=tuple(args.checkpoint),
-                           numerics=config.numerics.request())
+                           numerics=config.numerics.request(),
+                           memory_limit_mb=config.trace_memory)
     if options.timeout <= 0:
         print("mpdoctor: error: --trace-timeout must be positive", file=sys.stderr)
         return EXIT_ERROR

@@ -18,7 +18,7 @@ DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__py
 
 KNOWN_KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "fail-on",
               "keras-version", "assume-policy", "entry", "trace-timeout", "baseline", "numerics", "numerics-threshold",
-              "sample-batch-size", "sample-seed", "sample-range"}
+              "sample-batch-size", "sample-seed", "sample-range", "trace-memory"}
 
 
 @dataclass
@@ -54,6 +54,7 @@ class Config:
     trace_timeout: float = 300.0
     baseline: Path | None = None  # findings listed there do not fail the run (relative to the pyproject.toml)
     numerics: NumericsConfig = field(default_factory=lambda: NumericsConfig())
+    trace_memory: float | None = None  # MiB of resident memory for the trace child; None: no limit
     root: Path = field(default_factory=Path.cwd)  # directory of the pyproject.toml, or cwd
     source: Path | None = None  # the pyproject.toml read, if any
 
@@ -141,7 +142,8 @@ def load_config(start: Path, config_file: Path | None = None) -> Config:
 def apply_overrides(config: Config, where: str, *, select=None, extend_select=None, ignore=None,
                     per_file_ignores=None, exclude=None, extend_exclude=None, fail_on=None, keras_version=None,
                     assume_policy=None, entry=None, trace_timeout=None, baseline=None, numerics=None,
-                    numerics_threshold=None, sample_batch_size=None, sample_seed=None, sample_range=None) -> None:
+                    numerics_threshold=None, sample_batch_size=None, sample_seed=None, sample_range=None,
+                    trace_memory=None) -> None:
     if select is not None:  # a later layer's select starts afresh, dropping earlier ignores (ruff semantics)
         config.select = _selectors(select, f"{where} select")
         config.ignore = set()
@@ -187,6 +189,10 @@ def apply_overrides(config: Config, where: str, *, select=None, extend_select=No
         config.baseline = config.root / baseline
     _numerics_overrides(config.numerics, where, numerics, numerics_threshold, sample_batch_size, sample_seed,
                         sample_range)
+    if trace_memory is not None:
+        if isinstance(trace_memory, bool) or not isinstance(trace_memory, (int, float)) or trace_memory <= 0:
+            raise ConfigError(f"{where} trace-memory: expected a positive number of MiB, got {trace_memory!r}")
+        config.trace_memory = float(trace_memory)
 
 
 def _numerics_overrides(numerics: NumericsConfig, where: str, enabled, threshold, batch_size, seed,

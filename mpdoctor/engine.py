@@ -122,6 +122,7 @@ class TraceOptions:
     entry: str | None = None
     checkpoints: tuple[str, ...] = ()  # --checkpoint: audited against the model's compute dtype
     numerics: dict | None = None  # float16 vs float32 per layer: options for the child (mpdoctor/trace/numerics.py)
+    memory_limit_mb: float | None = None  # --trace-memory: the child is killed beyond this resident memory
 
 
 def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | None = None,

@@ -39,7 +39,7 @@ def make_float32_savedmodel(directory: Path) -> Path:
 
 
 def trace_check(path: Path, *, legacy: bool, timeout: float = 300, numerics: dict | None = None,
-                summaries: list | None = None, **config_overrides):
+                summaries: list | None = None, memory_limit_mb: float | None = None, **config_overrides):
     """Static + trace diagnostics of one file, with the child on tf_keras (legacy) or Keras 3."""
     previous = os.environ.get("TF_USE_LEGACY_KERAS")
     os.environ["TF_USE_LEGACY_KERAS"] = "1" if legacy else "0"
@@ -48,7 +48,8 @@ def trace_check(path: Path, *, legacy: bool, timeout: float = 300, numerics: dic
         for key, value in config_overrides.items():
             setattr(config, key, value)
         diagnostics, error = check_source(path.read_text(), path.name, config, path=str(path),
-                                          trace=TraceOptions(enabled=True, timeout=timeout, numerics=numerics),
+                                          trace=TraceOptions(enabled=True, timeout=timeout, numerics=numerics,
+                                                             memory_limit_mb=memory_limit_mb),
                                           traces=summaries)
     finally:
         if previous is None:

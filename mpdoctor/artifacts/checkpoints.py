@@ -624,11 +624,23 @@ def _open_h5(located: Located):
         except (OSError, ValueError) as exc:
             raise CheckpointError(shown, f"cannot open the HDF5 file: {_h5_message(exc)}") from None
         cleanup.append(handle.close)
-        yield handle, shown
+        try:
+            yield handle, shown
+        except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:
+            if not _raised_in_h5py(exc):
+                raise
+            # A damaged file can open and still fail on the first dataset or attribute read.
+            raise CheckpointError(shown, f"corrupt HDF5 file: {_h5_message(exc)}") from None
     finally:
         for fn in reversed(cleanup):
             with contextlib.suppress(Exception):
                 fn()
+
+
+def _raised_in_h5py(exc: BaseException) -> bool:
+    import traceback
+
+    return any(f"h5py{os.sep}" in frame.f_code.co_filename for frame, _ in traceback.walk_tb(exc.__traceback__))
 
 
 def _h5_message(exc: BaseException) -> str:

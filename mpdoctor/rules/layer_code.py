@@ -938,11 +938,8 @@ def _self_literal(ctx: StaticContext, cls: ast.ClassDef, attr: ast.Attribute) ->
     return None
 
 
-_FLOWS: "weakref.WeakKeyDictionary[StaticContext, dict[int, _Flow]]" = weakref.WeakKeyDictionary()
-
-
 def _flow(ctx: StaticContext, region: _Region) -> _Flow:
-    flows = _FLOWS.setdefault(ctx, {})
+    flows = ctx.memo("layer_code.flows")  # a _Flow refers to ctx
     key = id(region.function)
     if key not in flows:
         flows[key] = _Flow(ctx, region)

@@ -264,7 +264,7 @@ def model_output_layers(ctx: StaticContext) -> list[ModelOutput]:
     for name, cls in ctx.custom_layer_classes.items():
         if not ctx.is_custom_model(cls):
             continue
-        sites = [lc.node for lc in ctx.layer_calls if lc.custom and lc.qualname == name]
+        sites = [lc.node for lc in ctx._construction_sites(name) if lc.qualname == name]
         if sites and all(_is_submodel(ctx, site, 0) for site in sites):
             continue
         for out in _subclass_outputs(ctx, cls, 0, frozenset()):
@@ -632,7 +632,7 @@ def _is_submodel(ctx: StaticContext, node: ast.AST, depth: int) -> bool:
         if function is None or ctx.enclosing_class(function) is not None:
             return False
         name = function.name  # type: ignore[attr-defined]
-        sites = [c for c in ctx.calls if isinstance(c.func, ast.Name) and c.func.id == name]
+        sites = ctx.calls_to(name)
         return bool(sites) and all(_is_submodel(ctx, site, depth + 1) for site in sites)
     return False
 

@@ -98,6 +98,12 @@ class StaticContext:
         self.module_constants = self._module_constants()
         self._scope_assignments: dict[ast.AST, dict[str, list[tuple[int, ast.AST]]]] = {}
         self._self_attributes: dict[ast.AST, dict[str, tuple[int, ast.AST]]] = {}
+        self._memos: dict[str, dict] = {}
+
+    def memo(self, name: str) -> dict:
+        """A per-file cache for a rule; it dies with the context (a module-level WeakKeyDictionary whose values
+        refer back to the context would keep every checked file's context alive)."""
+        return self._memos.setdefault(name, {})
 
 
     def nodes_of(self, *types: type) -> list:
@@ -373,7 +379,7 @@ class StaticContext:
             if not sites:
                 return self.file_policies
             return frozenset().union(*(self._policies_at(site.node, visiting) for site in sites))
-        sites = [c for c in self.calls if isinstance(c.func, ast.Name) and c.func.id == function.name]  # type: ignore[attr-defined]
+        sites = self.calls_to(function.name)  # type: ignore[attr-defined]
         if not sites:
             return self.file_policies
         result: set[str | None] = set()
@@ -402,11 +408,43 @@ class StaticContext:
 
     def _construction_sites(self, class_name: str) -> list[LayerCall]:
         names = {class_name} | self._subclasses(class_name)
+        if len(names) == 1:
+            return self._custom_layer_calls.get(class_name, [])
         return [lc for lc in self.layer_calls if lc.custom and lc.qualname in names]
 
     def _subclasses(self, class_name: str) -> set[str]:
-        return {name for name, cls in self.classes.items()
-                if any(isinstance(b, ast.Name) and b.id == class_name for b in cls.bases)}
+        return self._direct_subclasses.get(class_name, set())
+
+    # Indexes for the lookups rules repeat once per layer or function: a scan each time is quadratic on big files.
+
+    @functools.cached_property
+    def _calls_by_name(self) -> dict[str, list[ast.Call]]:
+        index: dict[str, list[ast.Call]] = {}
+        for call in self.calls:
+            if isinstance(call.func, ast.Name):
+                index.setdefault(call.func.id, []).append(call)
+        return index
+
+    def calls_to(self, name: str) -> list[ast.Call]:
+        """Calls of the plain name `name(...)`, in source order."""
+        return self._calls_by_name.get(name, [])
+
+    @functools.cached_property
+    def _custom_layer_calls(self) -> dict[str, list[LayerCall]]:
+        index: dict[str, list[LayerCall]] = {}
+        for layer in self.layer_calls:
+            if layer.custom:
+                index.setdefault(layer.qualname, []).append(layer)
+        return index
+
+    @functools.cached_property
+    def _direct_subclasses(self) -> dict[str, set[str]]:
+        index: dict[str, set[str]] = {}
+        for name, cls in self.classes.items():
+            for base in cls.bases:
+                if isinstance(base, ast.Name):
+                    index.setdefault(base.id, set()).add(name)
+        return index
 
     def layer_policies(self, layer: LayerCall, visiting: frozenset = frozenset()) -> frozenset[str | None]:
         """Policies the constructed layer computes under: its `dtype=` if given, else the global one in force."""

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence, Diagnostic, Severity
+from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.registry import trace_checks
 from mpdoctor.rules.numerics import static_verdicts
 from mpdoctor.static.context import Settings
@@ -51,18 +52,35 @@ def trace_diagnostics(path: str, shown: str, text: str, tree: ast.Module, config
                       options, summaries: list | None = None
                       ) -> tuple[list[Diagnostic], dict]:
     """Trace diagnostics, and the trace's verdicts on static findings (see `static_after_trace`)."""
-    from mpdoctor.notebook import is_notebook
-
     outcome = run_trace(path, entry=options.entry, timeout=options.timeout, checkpoints=options.checkpoints,
-                        source=text if is_notebook(path) else None, numerics=getattr(options, "numerics", None))
+                        source=text if is_notebook(path) else None, numerics=getattr(options, "numerics", None),
+                        memory_limit_mb=options.memory_limit_mb)
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
+    failure = outcome.failure or _changed_during_trace(path, text)
     if summaries is not None:
-        summaries.append(trace_summary(shown, facts, outcome.failure))
+        summaries.append(trace_summary(shown, facts, failure))
     verdicts: dict = dict.fromkeys(cleared_static(facts, ctx))
     if config.enabled("MP403", shown) or config.enabled("MP407", shown):
         verdicts.update(static_verdicts(facts, ctx))
-    return diagnose(facts, outcome.failure, outcome.output_tail, ctx, config), verdicts
+    return diagnose(facts, failure, outcome.output_tail, ctx, config), verdicts
+
+
+def _changed_during_trace(path: str, text: str) -> str | None:
+    """The model code deleted or rewrote its own file: the findings describe the text read before the run."""
+    from pathlib import Path
+
+    from mpdoctor.engine import read_source
+
+    try:
+        now = read_notebook(Path(path)).source if is_notebook(path) else read_source(Path(path))
+    except OSError:
+        return "the model code deleted or moved this file while it ran (findings refer to the text read before)"
+    except (UnicodeDecodeError, SyntaxError, NotebookError):
+        now = None
+    if now != text:
+        return "the model code rewrote this file while it ran (findings refer to the text read before)"
+    return None
 
 
 def cleared_static(facts: dict | None, ctx: TraceContext) -> set[tuple[str, int]]:

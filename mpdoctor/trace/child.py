@@ -72,7 +72,7 @@ def _prepare(request: dict, facts: dict):
         os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # the file asks for it before importing TF
     import tensorflow as tf
 
-    recorder = hooks.Recorder(request["file"])
+    recorder = hooks.Recorder(request["file"], request.get("scratch"))
     hooks.install(recorder, _flavours(source))
     facts["environment"] = _environment(tf)
     return recorder
@@ -244,6 +244,9 @@ def _nested_model_ids(models) -> set[int]:
         for layer in _sublayers(model):
             if layer is not model:
                 nested.add(id(layer))
+        inner = getattr(model, "_functional", None)  # the Functional a Keras 3 Sequential builds to run itself
+        if inner is not None and inner is not model:
+            nested.add(id(inner))
     return nested
 
 
@@ -317,8 +320,9 @@ def _collect(recorder, facts: dict) -> None:
         recorder.restores.append(entry)
     _audit_restores(recorder.restores, policy_now())
     for export in recorder.exports:
-        if export.get("path") and export.get("error") is None and os.path.isdir(export["path"]):
-            export["savedmodel"] = _read_savedmodel(export["path"])
+        written = export.get("written_to") or export.get("path")
+        if written and export.get("error") is None and os.path.isdir(written):
+            export["savedmodel"] = _read_savedmodel(written)
     facts["environment"]["global_policy"] = policy_now()
 
 

@@ -2,13 +2,17 @@
 location, every policy change, layer creation, SavedModel load, checkpoint restore and model export.
 
 Runs only in the child (imports TensorFlow and Keras). Every wrapper calls the original and re-raises its
-exceptions unchanged: the user's code must behave exactly as without mpdoctor.
+exceptions unchanged: the user's code must behave exactly as without mpdoctor, with one exception: saves through
+the known APIs (model.save / save_weights / export, tf.saved_model.save, tf.train.Checkpoint.save / write,
+CheckpointManager, TF1 Saver.save) write into the trace's scratch directory instead of the user's tree, and loads
+of a path saved earlier in the same run read it back from there (Recorder.save_path / load_path).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import os
 import sys
 import types
@@ -18,8 +22,11 @@ _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the mpdoc
 
 
 class Recorder:
-    def __init__(self, user_file: str) -> None:
+    def __init__(self, user_file: str, scratch: str | None = None) -> None:
         self.user_file = os.path.realpath(user_file)
+        self.scratch = scratch  # saves go here; None: saves are not redirected
+        self.redirects: dict[str, str] = {}  # absolute path the code asked to write -> where it was written
+        self._saves = itertools.count()
         self.policy_events: list[dict] = []
         self.layers: dict[str, dict] = {}
         self.layer_objects: list[Any] = []  # strong refs keep ids unique while we run
@@ -46,6 +53,45 @@ class Recorder:
                 fallback = {"file": os.path.realpath(filename), "line": frame.f_lineno}
             frame = frame.f_back
         return fallback
+
+    # ------------------------------------------------------------------ saves outside the user's tree
+
+    def save_path(self, path: Any) -> Any:
+        """Where a save really writes: a fresh directory in the scratch directory with the same base name (the
+        extension picks the format). Remote URLs are left alone."""
+        text = _safe_str(path)
+        if self.scratch is None or text is None or "://" in text:
+            return path
+        original = os.path.abspath(text)
+        if original.startswith(self.scratch + os.sep):
+            return path  # already redirected (Checkpoint.save writes through write, a manager through save)
+        target = os.path.join(self.scratch, str(next(self._saves)), os.path.basename(original) or "saved")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        self.redirects[original] = target
+        return target
+
+    def load_path(self, path: Any) -> Any:
+        """A path saved earlier in this run (or a file inside it, a checkpoint `prefix-1`, its directory) is read
+        from where it was really written."""
+        text = _safe_str(path)
+        if not self.redirects or text is None or "://" in text:
+            return path
+        original = os.path.abspath(text)
+        for saved, target in reversed(self.redirects.items()):
+            if original == saved or (original.startswith(saved) and original[len(saved)] in "-." + os.sep):
+                return target + original[len(saved):]
+            if original == os.path.dirname(saved):
+                return os.path.dirname(target)
+        return path
+
+
+def _rewrite(args: tuple, kwargs: dict, position: int, keyword: str, rewrite: Callable) -> tuple[tuple, dict]:
+    """The call's arguments with its path argument (at `position`, or the keyword) passed through `rewrite`."""
+    if len(args) > position:
+        return (*args[:position], rewrite(args[position]), *args[position + 1:]), kwargs
+    if keyword in kwargs:
+        return args, {**kwargs, keyword: rewrite(kwargs[keyword])}
+    return args, kwargs
 
 
 def _is_library(filename: str) -> bool:
@@ -112,10 +158,15 @@ def install(recorder: Recorder, flavours: set[str]) -> None:
 
     replacements: dict[int, Callable] = {}
 
-    def function_hook(original: Callable, on_call: Callable) -> None:
+    def function_hook(original: Callable, on_call: Callable, path: tuple | None = None) -> None:
+        """path: (position, keyword, "save" | "load") of a path argument to redirect."""
         @functools.wraps(original)
         def wrapper(*args, **kwargs):
             where = recorder.location()
+            if path is not None:
+                position, keyword, kind = path
+                args, kwargs = _rewrite(args, kwargs, position, keyword,
+                                        recorder.save_path if kind == "save" else recorder.load_path)
             try:
                 result = original(*args, **kwargs)
             except BaseException as exc:
@@ -141,7 +192,9 @@ def install(recorder: Recorder, flavours: set[str]) -> None:
 
     def record_export(api: str, path_of: Callable):
         def on_call(args, kwargs, where, exc):
-            recorder.exports.append({"api": api, "path": _safe_str(path_of(args, kwargs)), "location": where,
+            written = _safe_str(path_of(args, kwargs))
+            asked = next((saved for saved, target in recorder.redirects.items() if target == written), written)
+            recorder.exports.append({"api": api, "path": asked, "written_to": written, "location": where,
                                      "error": _error(exc)})
         return on_call
 
@@ -149,17 +202,24 @@ def install(recorder: Recorder, flavours: set[str]) -> None:
     second = lambda args, kwargs, key="filepath": args[1] if len(args) > 1 else kwargs.get(key)  # noqa: E731
 
     # TensorFlow itself
-    function_hook(tf.saved_model.load, _record_savedmodel_function(recorder, "tf.saved_model.load"))
+    function_hook(tf.saved_model.load, _record_savedmodel_function(recorder, "tf.saved_model.load"),
+                  (0, "export_dir", "load"))
     function_hook(tf.saved_model.save, record_export("tf.saved_model.save",
-                                                     lambda a, k: second(a, k, "export_dir")))
+                                                     lambda a, k: second(a, k, "export_dir")), (1, "export_dir", "save"))
+    function_hook(tf.train.latest_checkpoint, lambda *_: None, (0, "checkpoint_dir", "load"))
     checkpoint = tf.train.Checkpoint
     for method in ("restore", "read"):
         wrap_method(checkpoint, method, _method_recorder(recorder, recorder.restores, f"tf.train.Checkpoint.{method}",
-                                                         lambda a, k: a[1] if len(a) > 1 else k.get("save_path")))
+                                                         lambda a, k: a[1] if len(a) > 1 else k.get("save_path"),
+                                                         (1, "save_path", "load")))
+    for method in ("save", "write"):
+        wrap_method(checkpoint, method, _redirecting(recorder, 1, "file_prefix"))
+    wrap_method(tf.train.CheckpointManager, "__init__", _redirecting(recorder, 2, "directory"))
     wrap_method(tf.compat.v1.train.Saver, "__init__", _creation_site_recorder(recorder))
+    wrap_method(tf.compat.v1.train.Saver, "save", _redirecting(recorder, 2, "save_path"))
     wrap_method(tf.compat.v1.train.Saver, "restore", _method_recorder(
         recorder, recorder.restores, "tf.compat.v1.train.Saver.restore",
-        lambda a, k: a[2] if len(a) > 2 else k.get("save_path")))
+        lambda a, k: a[2] if len(a) > 2 else k.get("save_path"), (2, "save_path", "load")))
 
     if "keras" in flavours:
         _install_keras3(recorder, function_hook, record_policy, record_restore, record_export, first)
@@ -178,13 +238,9 @@ def _install_keras3(recorder, function_hook, record_policy, record_restore, reco
 
     function_hook(keras.config.set_dtype_policy, record_policy("keras.mixed_precision.set_global_policy"))
     function_hook(keras.config.set_floatx, record_policy("keras.config.set_floatx"))
-    function_hook(keras.saving.load_model, record_restore("keras.models.load_model", first))
+    function_hook(keras.saving.load_model, record_restore("keras.models.load_model", first), (0, "filepath", "load"))
     wrap_method(Layer, "__init__", _layer_init_recorder(recorder, "keras", Model))
-    wrap_method(Model, "load_weights", _method_recorder(recorder, recorder.restores, "model.load_weights",
-                                                        lambda a, k: a[1] if len(a) > 1 else k.get("filepath")))
-    for method in ("save", "export"):
-        wrap_method(Model, method, _method_recorder(recorder, recorder.exports, f"model.{method}",
-                                                    lambda a, k: a[1] if len(a) > 1 else k.get("filepath")))
+    _install_model_io(recorder, Model, ("save", "export"))
     tfsm = keras.layers.TFSMLayer
     wrap_method(tfsm, "__init__", _savedmodel_layer_recorder(recorder, "keras.layers.TFSMLayer", "filepath"))
 
@@ -198,18 +254,27 @@ def _install_tf_keras(recorder, function_hook, record_policy, record_restore, fi
     function_hook(tf_keras.mixed_precision.set_global_policy,
                   record_policy("tf_keras.mixed_precision.set_global_policy"))
     function_hook(tf_keras.backend.set_floatx, record_policy("tf_keras.backend.set_floatx"))
-    function_hook(tf_keras.models.load_model, record_restore("tf_keras.models.load_model", first))
+    function_hook(tf_keras.models.load_model, record_restore("tf_keras.models.load_model", first),
+                  (0, "filepath", "load"))
     wrap_method(Layer, "__init__", _layer_init_recorder(recorder, "tf_keras", Model))
-    wrap_method(Model, "load_weights", _method_recorder(recorder, recorder.restores, "model.load_weights",
-                                                        lambda a, k: a[1] if len(a) > 1 else k.get("filepath")))
-    wrap_method(Model, "save", _method_recorder(recorder, recorder.exports, "model.save",
-                                                lambda a, k: a[1] if len(a) > 1 else k.get("filepath")))
+    _install_model_io(recorder, Model, ("save",))
+
+
+def _install_model_io(recorder, model_class: type, exports: tuple[str, ...]) -> None:
+    """load_weights is a restore; save/export are exports; save_weights only writes (redirected like them)."""
+    filepath = lambda a, k: a[1] if len(a) > 1 else k.get("filepath")  # noqa: E731
+    wrap_method(model_class, "load_weights", _method_recorder(recorder, recorder.restores, "model.load_weights",
+                                                              filepath, (1, "filepath", "load")))
+    for method in exports:
+        wrap_method(model_class, method, _method_recorder(recorder, recorder.exports, f"model.{method}", filepath,
+                                                          (1, "filepath", "save")))
+    wrap_method(model_class, "save_weights", _redirecting(recorder, 1, "filepath"))
 
 
 def _install_hub(recorder, function_hook) -> None:
     import tensorflow_hub as hub
 
-    function_hook(hub.load, _record_savedmodel_function(recorder, "hub.load"))
+    function_hook(hub.load, _record_savedmodel_function(recorder, "hub.load"), (0, "handle", "load"))
     wrap_method(hub.KerasLayer, "__init__", _savedmodel_layer_recorder(recorder, "hub.KerasLayer", "handle"))
 
 
@@ -243,6 +308,7 @@ def _layer_init_recorder(recorder: Recorder, flavour: str, model_class: type):
 def _savedmodel_layer_recorder(recorder: Recorder, api: str, handle_arg: str):
     def make(original):
         def __init__(self, *args, **kwargs):
+            args, kwargs = _rewrite(args, kwargs, 0, handle_arg, recorder.load_path)
             handle = args[0] if args else kwargs.get(handle_arg)
             entry = {"api": api, "handle": _safe_str(handle), "layer_uid": str(id(self)),
                      "location": recorder.location(2), "savedmodel": None,
@@ -275,16 +341,37 @@ def _creation_site_recorder(recorder: Recorder):
     return make
 
 
-def _method_recorder(recorder: Recorder, sink: list, api: str, path_of: Callable):
+def _redirecting(recorder: Recorder, position: int, keyword: str):
+    """A method that writes to a path: redirected into the scratch directory, nothing recorded."""
+    def make(original):
+        def method(*args, **kwargs):
+            args, kwargs = _rewrite(args, kwargs, position, keyword, recorder.save_path)
+            return original(*args, **kwargs)
+        return method
+    return make
+
+
+def _method_recorder(recorder: Recorder, sink: list, api: str, path_of: Callable, path: tuple | None = None):
     """Record each call with its location; a call made inside another recorded call to the same sink (restore()
-    calling read(), tf_keras load_weights() calling Checkpoint.read()) is the library's, not the user's: skipped."""
+    calling read(), tf_keras load_weights() calling Checkpoint.read()) is the library's, not the user's: skipped.
+    path: (position, keyword, "save" | "load") of the path argument to redirect; a save's entry keeps the path
+    the code asked for and says where it was written."""
     def make(original):
         def method(*args, **kwargs):
             if id(sink) in recorder.active_sinks:
                 return original(*args, **kwargs)
             where = recorder.location(2)
-            entry = {"api": api, "path": _safe_str(path_of(args, kwargs)), "location": where, "error": None,
+            asked = _safe_str(path_of(args, kwargs))
+            if path is not None:
+                position, keyword, kind = path
+                args, kwargs = _rewrite(args, kwargs, position, keyword,
+                                        recorder.save_path if kind == "save" else recorder.load_path)
+            actual = _safe_str(path_of(args, kwargs))
+            entry = {"api": api, "path": asked if path and path[2] == "save" else actual, "location": where,
+                     "error": None,
                      "receiver_created_at": getattr(args[0], "_mpdoctor_created_at", None) if args else None}
+            if path and path[2] == "save":
+                entry["written_to"] = actual
             recorder.active_sinks.add(id(sink))
             try:
                 result = original(*args, **kwargs)

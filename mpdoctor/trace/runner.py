@@ -1,7 +1,8 @@
 """Parent side of the trace pass: run the child in its own process with a timeout and read its facts back.
 
-A crash, hang or `os._exit` of the child never takes mpdoctor down: it becomes a TraceOutcome with a reason, which
-the engine reports as MP001.
+A crash, hang, memory blow-up or `os._exit` of the child never takes mpdoctor down: it becomes a TraceOutcome with
+a reason, which the engine reports as MP001. The child's output goes through a pipe of which only the tail is kept
+(a script printing gigabytes costs neither memory nor disk), and it writes no bytecode next to the user's files.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 
 DEFAULT_TIMEOUT = 300.0
 _OUTPUT_TAIL = 4000
+_POLL = 0.05  # seconds between checks of the child's exit and memory
 
 
 @dataclass
@@ -32,14 +36,13 @@ def tensorflow_available() -> bool:
 
 def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_TIMEOUT,
               env: dict | None = None, checkpoints: tuple[str, ...] = (), source: str | None = None,
-              numerics: dict | None = None) -> TraceOutcome:
+              numerics: dict | None = None, memory_limit_mb: float | None = None) -> TraceOutcome:
     """`source`: run this generated code (a notebook's cells) instead of the file, under the file's identity: it is
     written to the temporary directory (never into the user's tree), the child runs in the file's directory with
     it on sys.path (as Jupyter does), and facts locations name `path` again."""
     with tempfile.TemporaryDirectory(prefix="mpdoctor-trace-") as workdir:
         request_path = os.path.join(workdir, "request.json")
         result_path = os.path.join(workdir, "facts.json")
-        output_path = os.path.join(workdir, "output.txt")
         identity = os.path.abspath(path)
         run_file, cwd = identity, None
         if source is not None:
@@ -50,24 +53,19 @@ def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_T
         with open(request_path, "w", encoding="utf-8") as handle:
             json.dump({"file": run_file, "entry": entry, "search_path": os.path.dirname(identity),
                        "notebook": source is not None, "numerics": numerics,
+                       "scratch": os.path.join(workdir, "scratch"),
                        "checkpoints": [os.path.abspath(c) for c in checkpoints]}, handle)
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        child_env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in the user's tree
         child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), child_env.get("PYTHONPATH")]))
-        with open(output_path, "wb") as output:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "mpdoctor.trace.child", request_path, result_path],
-                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=child_env, cwd=cwd,
-                start_new_session=True)  # its own process group: a timeout kills everything it started
-            failure = None
-            try:
-                returncode = process.wait(timeout=timeout)
-                if returncode != 0:
-                    failure = _exit_reason(returncode)
-            except subprocess.TimeoutExpired:
-                _kill_group(process)
-                failure = f"the model code did not finish within {timeout:g} s (--trace-timeout)"
-        tail = _tail(output_path)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mpdoctor.trace.child", request_path, result_path],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env, cwd=cwd,
+            start_new_session=True)  # its own process group: a timeout kills everything it started
+        output = _TailReader(process.stdout)
+        failure = _supervise(process, timeout, memory_limit_mb)
+        tail = output.finish()
         facts = None
         if os.path.exists(result_path):
             try:
@@ -94,6 +92,60 @@ def _rename_file(value, generated: str, identity: str) -> None:
             _rename_file(item, generated, identity)
 
 
+def _supervise(process: subprocess.Popen, timeout: float, memory_limit_mb: float | None) -> str | None:
+    """Wait for the child; kill its process group on timeout or when its resident memory exceeds the limit.
+    Returns why the run failed, or None."""
+    deadline = time.monotonic() + timeout
+    limit = int(memory_limit_mb * 2**20) if memory_limit_mb else None
+    while True:
+        try:
+            returncode = process.wait(timeout=_POLL)
+        except subprocess.TimeoutExpired:
+            pass
+        else:
+            _kill_group(process)  # whatever the model code started and left behind
+            return _exit_reason(returncode) if returncode != 0 else None
+        if limit is not None and (_resident_bytes(process.pid) or 0) > limit:
+            _kill_group(process)
+            return f"the model code exceeded the memory limit of {memory_limit_mb:g} MiB (--trace-memory)"
+        if time.monotonic() >= deadline:
+            _kill_group(process)
+            return f"the model code did not finish within {timeout:g} s (--trace-timeout)"
+
+
+def _resident_bytes(pid: int) -> int | None:
+    """The process's resident set size (Linux /proc; None elsewhere, where the limit is not enforced)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+class _TailReader:
+    """Drains the child's output in a thread and keeps only its last bytes."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self._tail = b""
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while chunk := self._stream.read1(1 << 16):
+            self._tail = (self._tail + chunk)[-_OUTPUT_TAIL:]
+
+    def finish(self) -> str:
+        """The tail, once the child's process group is gone and the pipe is at its end."""
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._stream.close()
+        return self._tail.decode("utf-8", errors="replace")
+
+
 def _package_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -113,16 +165,6 @@ def _kill_group(process: subprocess.Popen) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        process.kill()
+        if process.returncode is None:
+            process.kill()
     process.wait()
-
-
-def _tail(path: str) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - _OUTPUT_TAIL))
-            return handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
