@@ -55,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="global dtype policy to assume when a file sets none (e.g. mixed_float16)")
     check.add_argument("--config", type=Path, metavar="FILE", help="read [tool.mpdoctor] from this pyproject.toml")
     check.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+    check.add_argument("--fix", action="store_true", help="apply the safe fixes (verified by re-tracing when the "
+                       "trace pass runs)")
+    check.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff: also the unsafe fixes")
+    check.add_argument("--diff", action="store_true", help="print the fixes as unified diffs, write nothing")
 
     sub.add_parser("rules", help="list every rule code")
     explain = sub.add_parser("explain", help="explain a rule: what, why, bad and good example, fix")
@@ -126,9 +130,19 @@ def run_check(args) -> int:
     if options.timeout <= 0:
         print("mpdoctor: error: --trace-timeout must be positive", file=sys.stderr)
         return EXIT_ERROR
-    report = check_paths(paths, config, options)
+    sources = {} if args.fix or args.diff else None
+    report = check_paths(paths, config, options, sources=sources)
     for error in report.errors:
         print(error.render(), file=sys.stderr)
+    if sources is not None:
+        from mpdoctor.autofix import fix_report, write_diffs
+
+        fix_report(report, sources, config, options, unsafe=args.unsafe_fixes, write=not args.diff)
+        if args.diff:
+            count = write_diffs(report, sys.stdout, sys.stderr)
+            print(f"Would fix {count} problem{'' if count == 1 else 's'}." if count else "No fixes available.",
+                  file=sys.stderr)
+            return EXIT_ERROR if report.errors else (EXIT_FINDINGS if count else EXIT_OK)
 
     target = sys.stdout
     buffer = None

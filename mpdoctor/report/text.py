@@ -25,6 +25,9 @@ def render(report, stream: TextIO, *, colour: bool = False, statistics: bool = F
         code = _paint(d.code, "1;" + _SEVERITY_COLOUR[d.severity], colour)
         marker = " [*]" if d.fix is not None else ""
         stream.write(f"{where} {code}{marker} {d.message}\n")
+    for result in report.fixes or ():
+        for d, reason in result.not_applied:
+            stream.write(f"{d.location.path}:{d.location.line}: {d.code} fix not applied: {reason}\n")
     if statistics and report.diagnostics:
         from mpdoctor.registry import get_rule
 
@@ -36,6 +39,8 @@ def render(report, stream: TextIO, *, colour: bool = False, statistics: bool = F
             stream.write(f"{count:>5}  {code}  {marker} {get_rule(code).name}\n")
     if quiet:
         return
+    if report.fixes is not None:
+        _fix_summary(report, stream, colour)
     counts = report.counts()
     total = len(report.diagnostics)
     files = _plural(report.files_checked, "file")
@@ -45,5 +50,16 @@ def render(report, stream: TextIO, *, colour: bool = False, statistics: bool = F
     parts = [_plural(counts[s.value], s.value) for s in Severity if counts[s.value]]
     line = f"Found {_plural(total, 'problem')} ({', '.join(parts)}) in {files}."
     if report.fixable():
-        line += f" {report.fixable()} fixable ([*])."
+        unsafe = sum(1 for d in report.diagnostics if d.fix is not None and d.fix.applicability == "unsafe")
+        line += f" {report.fixable() - unsafe} fixable with --fix ([*])"
+        line += f", {unsafe} more with --unsafe-fixes." if unsafe else "."
     stream.write(_paint(line, "1", colour) + "\n")
+
+
+def _fix_summary(report, stream: TextIO, colour: bool) -> None:
+    for result in report.fixes:
+        if result.written:
+            stream.write(_paint(f"Fixed {_plural(len(result.applied), 'problem')} in {result.shown} "
+                                f"({result.verification}).", "32", colour) + "\n")
+    fixed = sum(len(r.applied) for r in report.fixes if r.written)
+    stream.write(f"{_plural(fixed, 'problem')} fixed, {len(report.diagnostics)} remaining.\n")

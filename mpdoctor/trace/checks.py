@@ -30,9 +30,11 @@ def trace_summary(shown: str, facts: dict | None, failure: str | None) -> dict:
 
 
 def trace_diagnostics(path: str, shown: str, text: str, tree: ast.Module, config: Config, settings: Settings,
-                      options, summaries: list | None = None) -> tuple[list[Diagnostic], set[tuple[str, int]]]:
+                      options, summaries: list | None = None, run_from: str | None = None
+                      ) -> tuple[list[Diagnostic], set[tuple[str, int]]]:
     """Trace diagnostics, and the (code, line) of static findings the run disproved."""
-    outcome = run_trace(path, entry=options.entry, timeout=options.timeout, checkpoints=options.checkpoints)
+    outcome = run_trace(path, entry=options.entry, timeout=options.timeout, checkpoints=options.checkpoints,
+                        source=run_from)
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
     if summaries is not None:

@@ -7,6 +7,7 @@ the facts (mpdoctor/trace schema, version 1) to RESULT.json. Whatever happens, i
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import inspect
 import json
@@ -28,7 +29,7 @@ def main(argv: list[str]) -> int:
     try:
         recorder = _prepare(request, facts)
         recorder.extra_checkpoints = request.get("checkpoints") or []
-        module = _import_user_file(request["file"], facts, recorder)
+        module = _import_user_file(request["file"], facts, recorder, request.get("source"))
         facts["layers_created_on_import"] = len(recorder.layers)
         models = _discover(module, request.get("entry"), recorder, facts)
         for name, how, model in models:
@@ -58,7 +59,7 @@ def _flavours(source: str) -> set[str]:
 def _prepare(request: dict, facts: dict):
     from mpdoctor.trace import hooks
 
-    source = open(request["file"], encoding="utf-8", errors="replace").read()
+    source = open(request.get("source") or request["file"], encoding="utf-8", errors="replace").read()
     if "TF_USE_LEGACY_KERAS" in source and ("'1'" in source or '"1"' in source):
         os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # the file asks for it before importing TF
     import tensorflow as tf
@@ -100,11 +101,28 @@ def _cpu_has_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def _import_user_file(path: str, facts: dict, recorder):
+class _SourceAsFileLoader(importlib.machinery.SourceFileLoader):
+    """Loads `path` but reads its text from another file: the module's `__file__`, code filename and directory on
+    sys.path are the original's, so paths computed from `__file__` and tracebacks still point at the user's file."""
+
+    def __init__(self, fullname: str, path: str, source: str) -> None:
+        super().__init__(fullname, path)
+        self.source = source
+
+    def get_data(self, path: str) -> bytes:
+        with open(self.source, "rb") as handle:
+            return handle.read()
+
+    def path_stats(self, path: str):
+        raise OSError("never cache bytecode of a candidate fix")
+
+
+def _import_user_file(path: str, facts: dict, recorder, source: str | None = None):
     directory = os.path.dirname(os.path.abspath(path))
     if directory not in sys.path:
         sys.path.insert(0, directory)
-    spec = importlib.util.spec_from_file_location("__mpdoctor_model__", path)
+    loader = _SourceAsFileLoader("__mpdoctor_model__", path, source) if source else None
+    spec = importlib.util.spec_from_file_location("__mpdoctor_model__", path, loader=loader)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     try:

@@ -31,13 +31,15 @@ def tensorflow_available() -> bool:
 
 
 def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-              env: dict | None = None, checkpoints: tuple[str, ...] = ()) -> TraceOutcome:
+              env: dict | None = None, checkpoints: tuple[str, ...] = (), source: str | None = None) -> TraceOutcome:
+    """Trace `path`; with `source`, run that file's text instead, as if it were `path` (same `__file__`, code
+    filename and sys.path), so a fix is verified without writing it into the user's tree."""
     with tempfile.TemporaryDirectory(prefix="mpdoctor-trace-") as workdir:
         request_path = os.path.join(workdir, "request.json")
         result_path = os.path.join(workdir, "facts.json")
         output_path = os.path.join(workdir, "output.txt")
         with open(request_path, "w", encoding="utf-8") as handle:
-            json.dump({"file": os.path.abspath(path), "entry": entry,
+            json.dump({"file": os.path.abspath(path), "source": source and os.path.abspath(source), "entry": entry,
                        "checkpoints": [os.path.abspath(c) for c in checkpoints]}, handle)
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

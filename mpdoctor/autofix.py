@@ -1,0 +1,291 @@
+"""`check --fix` / `--diff`: apply the fix edits diagnostics carry, to a fixed point (like ruff: non-conflicting
+fixes per round, re-check, repeat), verify the result (it parses; with the trace pass, the fixed text is traced again
+without being written and must lose the fixed diagnostics without gaining an error), then write it atomically.
+
+Never touches a file that changed since it was analysed, and never writes a result that does not parse.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import io
+import os
+import stat
+import tempfile
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mpdoctor.config import Config
+from mpdoctor.diagnostics import Diagnostic, Severity
+from mpdoctor.fixes import EditConflict, apply_edits, edit_spans, overlaps
+
+MAX_ROUNDS = 10
+VERIFIED = "verified"
+UNVERIFIED = "unverified (--no-trace)"
+
+
+@dataclass
+class FileFix:
+    """What --fix did (or --diff would do) to one file."""
+
+    shown: str
+    original: str
+    fixed: str
+    applied: list[Diagnostic] = field(default_factory=list)
+    not_applied: list[tuple[Diagnostic, str]] = field(default_factory=list)
+    remaining: list[Diagnostic] | None = None  # diagnostics of the text that is on disk afterwards (if known)
+    verification: str = UNVERIFIED
+    written: bool = False
+    error: str | None = None  # why nothing was written
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed != self.original and self.error is None
+
+    def diff(self) -> str:
+        if not self.changed:
+            return ""
+        return "".join(difflib.unified_diff(self.original.splitlines(keepends=True),
+                                            self.fixed.splitlines(keepends=True),
+                                            f"a/{self.shown}", f"b/{self.shown}"))
+
+    def to_dict(self) -> dict:
+        def one(d: Diagnostic) -> dict:
+            return {"code": d.code, "line": d.location.line, "description": d.fix.description if d.fix else "",
+                    "applicability": d.fix.applicability if d.fix else None}
+
+        return {"path": self.shown, "written": self.written, "verification": self.verification,
+                "error": self.error, "applied": [one(d) for d in self.applied],
+                "not_applied": [{**one(d), "reason": reason} for d, reason in self.not_applied]}
+
+
+def wanted(d: Diagnostic, unsafe: bool) -> bool:
+    return d.fix is not None and bool(d.fix.edits) and (unsafe or d.fix.applicability == "safe")
+
+
+def plan_fixes(text: str, diagnostics: list[Diagnostic], recheck, unsafe: bool
+               ) -> tuple[str, list[tuple[Diagnostic, str]], list[tuple[Diagnostic, str]], list[Diagnostic]]:
+    """Apply fixes round by round until none is left: (fixed text, [(applied diagnostic, the text its lines refer
+    to)], [(diagnostic, why not applied)], diagnostics of the fixed text per `recheck`). `recheck(text)` re-runs
+    the (static) checks; fixes that clash with an earlier one wait for the next round."""
+    applied: list[tuple[Diagnostic, str]] = []
+    refused: dict[tuple, tuple[Diagnostic, str]] = {}
+    current = diagnostics
+    for _ in range(MAX_ROUNDS):
+        candidates = sorted((d for d in current if wanted(d, unsafe) and _key(d) not in refused),
+                            key=lambda d: (d.location.line, d.location.column, d.code))
+        taken: list[tuple[Diagnostic, list]] = []
+        for d in candidates:
+            spans = edit_spans(text, d.fix.edits)
+            if any(overlaps(spans, other) for _, other in taken):
+                continue  # next round, against the re-checked text
+            trial = apply_edits(text, [e for t, _ in taken for e in t.fix.edits] + list(d.fix.edits))
+            if not _parses(trial):
+                refused[_key(d)] = (d, "the fixed source would not parse")
+                continue
+            taken.append((d, spans))
+        if not taken:
+            break
+        new_text = apply_edits(text, [e for d, _ in taken for e in d.fix.edits])
+        if new_text == text:
+            break
+        applied += [(d, text) for d, _ in taken]
+        text = new_text
+        current = recheck(text)
+    else:
+        for d in current:
+            if wanted(d, unsafe):
+                refused.setdefault(_key(d), (d, f"fixes did not converge after {MAX_ROUNDS} rounds"))
+    return text, applied, list(refused.values()), current
+
+
+def _key(d: Diagnostic) -> tuple:
+    return (d.code, d.location.line, d.location.column, d.fix.description if d.fix else "")
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def _must_round_trip(text: str) -> str | None:
+    """libcst's full-fidelity parse (a stricter check than ast: the result must be a module it can reproduce)."""
+    import libcst
+
+    try:
+        if libcst.parse_module(text).code != text:
+            return "the fixed source does not round-trip through libcst"
+    except libcst.ParserSyntaxError as exc:
+        return f"the fixed source does not parse: {str(exc).splitlines()[0]}"
+    return None
+
+
+def line_mapper(old: str, new: str):
+    """old line -> the range of new lines it became (exact for unchanged lines, the replaced block otherwise)."""
+    blocks = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False).get_opcodes()
+
+    def mapped(line: int) -> range:
+        for tag, i1, i2, j1, j2 in blocks:
+            if i1 < line <= i2 or (i1 == i2 == line - 1 and tag == "insert"):
+                if tag == "equal":
+                    return range(j1 + line - i1, j1 + line - i1 + 1)
+                return range(j1 + 1, max(j2, j1 + 1) + 1)
+        return range(line, line + 1)
+
+    return mapped
+
+
+def verification_problems(original: str, fixed: str, before: list[Diagnostic],
+                          applied: list[tuple[Diagnostic, str]], after: list[Diagnostic]) -> list[str]:
+    """Why a traced fixed file is not better: a fixed diagnostic is still reported, or an error appeared that the
+    original did not have."""
+    problems = []
+    for d, text in applied:
+        lines = line_mapper(text, fixed)(d.location.line)
+        if any(a.code == d.code and a.location.line in lines for a in after):
+            problems.append(f"{d.code} is still reported after the fix (line {lines.start})")
+    to_fixed = line_mapper(original, fixed)
+    known = {(b.code, line) for b in before for line in to_fixed(b.location.line)}
+    for a in after:
+        if (a.severity is Severity.ERROR or a.code == "MP001") and (a.code, a.location.line) not in known:
+            problems.append(f"new {a.code} at line {a.location.line}: {a.message}")
+    return list(dict.fromkeys(problems))
+
+
+def fix_file(path: Path, shown: str, text: str, diagnostics: list[Diagnostic], config: Config, trace,
+             unsafe: bool) -> FileFix:
+    """Plan and verify the fixes of one file (nothing is written here)."""
+    from mpdoctor.engine import TraceOptions, check_source
+
+    static_only = TraceOptions(enabled=False)
+
+    def recheck(candidate: str) -> list[Diagnostic]:
+        found, _error = check_source(candidate, shown, config, path=str(path), trace=static_only)
+        # A static re-check cannot see what suppressions the trace pass used: never "fix" those away.
+        return [d for d in found if not (trace.enabled and d.code == "MP002")]
+
+    fixed, applied, refused, remaining = plan_fixes(text, diagnostics, recheck, unsafe)
+    result = FileFix(shown, text, fixed, [d for d, _ in applied], refused, remaining)
+    if fixed == text:
+        result.remaining = diagnostics
+        return result
+    problem = _must_round_trip(fixed)
+    if problem is None and trace.enabled:
+        problem = _verify_by_trace(path, shown, text, fixed, diagnostics, applied, config, trace, result)
+    elif problem is None:
+        result.verification = UNVERIFIED
+    if problem:
+        result.not_applied += [(d, problem) for d in result.applied]
+        result.applied, result.fixed, result.remaining = [], text, diagnostics
+        result.error = problem
+    return result
+
+
+def _verify_by_trace(path, shown, original, fixed, before, applied, config, trace, result: FileFix) -> str | None:
+    """Trace the fixed text from a temporary file outside the user's tree, as if it were `path`."""
+    from mpdoctor.engine import check_source
+
+    with tempfile.TemporaryDirectory(prefix="mpdoctor-fix-") as workdir:
+        candidate = os.path.join(workdir, os.path.basename(path))
+        with open(candidate, "w", encoding="utf-8") as handle:
+            handle.write(fixed)
+        after, error = check_source(fixed, shown, config, path=str(path), trace=trace, run_from=candidate)
+    if error is not None:
+        return f"the fixed file cannot be checked: {error.message}"
+    problems = verification_problems(original, fixed, before, applied, after)
+    if problems:
+        return "re-tracing the fixed file: " + "; ".join(problems[:3])
+    result.verification = VERIFIED
+    result.remaining = after
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ writing
+
+
+class StaleFile(Exception):
+    """The file changed on disk since it was analysed."""
+
+
+def _decode(data: bytes) -> tuple[str, str]:
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding), encoding
+
+
+def write_atomic(path: Path, analysed: str, new_text: str) -> None:
+    """Replace the file's text by `new_text` if it still holds `analysed`: a temporary file in the same directory,
+    fsync, rename over the original (the file mode is kept). On any failure the original is intact."""
+    target = Path(os.path.realpath(path))  # a symlink keeps pointing at the fixed file
+    data = target.read_bytes()
+    current, encoding = _decode(data)
+    if current != analysed:
+        raise StaleFile(f"{path} changed since it was analysed; not touched (run mpdoctor again)")
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".mpdoctor", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(new_text.encode(encoding))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        if target.read_bytes() != data:  # a last look right before the rename
+            raise StaleFile(f"{path} changed since it was analysed; not touched (run mpdoctor again)")
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ------------------------------------------------------------------------------------------------ report level
+
+
+def fix_report(report, sources: dict, config: Config, trace, *, unsafe: bool, write: bool) -> None:
+    """Plan (and with `write`, apply) the fixes of every file in the report; the report then lists what remains."""
+    by_file: dict[str, list[Diagnostic]] = {}
+    for d in report.diagnostics:
+        by_file.setdefault(d.location.path, []).append(d)
+    results = []
+    remaining: list[Diagnostic] = []
+    for shown, diagnostics in by_file.items():
+        if shown not in sources or not any(wanted(d, unsafe) for d in diagnostics):
+            remaining += diagnostics
+            continue
+        path, text = sources[shown]
+        result = fix_file(path, shown, text, diagnostics, config, trace, unsafe)
+        if write and result.changed:
+            try:
+                write_atomic(path, text, result.fixed)
+                result.written = True
+            except StaleFile as exc:
+                result.error = str(exc)
+            except OSError as exc:
+                result.error = f"{shown}: cannot write: {exc.strerror or exc}; the original is unchanged"
+        if not result.written:
+            if result.error and result.applied:
+                result.not_applied += [(d, result.error) for d in result.applied]
+                result.applied = []
+            if write or result.remaining is None:
+                result.remaining = diagnostics
+        remaining += result.remaining if result.remaining is not None else diagnostics
+        results.append(result)
+    report.diagnostics = sorted(remaining, key=Diagnostic.sort_key)
+    report.fixes = results
+
+
+def write_diffs(report, stream, errors) -> int:
+    """--diff: the unified diff of every file a --fix would change; returns how many fixes they hold."""
+    count = 0
+    for result in report.fixes or ():
+        diff = result.diff()
+        if diff:
+            stream.write(diff if diff.endswith("\n") else diff + "\n")
+            count += len(result.applied)
+        for d, reason in result.not_applied:
+            errors.write(f"{d.location.path}:{d.location.line}: {d.code} fix not applied: {reason}\n")
+    return count
