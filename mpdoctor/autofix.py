@@ -131,7 +131,7 @@ def line_mapper(old: str, new: str):
 
     def mapped(line: int) -> range:
         for tag, i1, i2, j1, j2 in blocks:
-            if i1 < line <= i2 or (i1 == i2 == line - 1 and tag == "insert"):
+            if i1 < line <= i2:
                 if tag == "equal":
                     return range(j1 + line - i1, j1 + line - i1 + 1)
                 return range(j1 + 1, max(j2, j1 + 1) + 1)

@@ -20,6 +20,7 @@ from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 from mpdoctor.static.policies import policy_from_expr
+from mpdoctor.rules.checkpoint_fixes import saver_builder_fix
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
@@ -457,7 +458,9 @@ def _tf1_saver_restores(ctx: StaticContext) -> list[Diagnostic]:
             f"name-based restore does not cast, so float32 checkpoint values fail with \"expected dtype "
             f"{'half' if dtype == 'float16' else dtype} does not equal original dtype float\"; "
             + _ADVICE.format(dtype=dtype),
-            confidence=Confidence.MEDIUM))
+            confidence=Confidence.MEDIUM,
+            # unsafe: the source does not say the checkpoint holds float32 values (the trace can: its fix is safe)
+            fix=saver_builder_fix(ctx, saver, "unsafe")))
     return found
 
 
@@ -631,11 +634,16 @@ def trace_checkpoint_dtype_mismatch(facts: dict, ctx: TraceContext) -> Iterable[
                            for t in tensors[:6])
         more = f" and {len(tensors) - 6} more" if len(tensors) > 6 else ""
         where = _restore_where(restore)  # a Saver's builder= goes where the Saver was created
+        saver = ctx.call_at((where or {}).get("line"), "Saver") if restore.get("receiver_created_at") else None
+        fix = None
+        if saver is not None and ctx.static is not None and tensors and all(
+                t["checkpoint_dtype"] == "float32" and t["variable_dtype"] in _LOW for t in tensors):
+            fix = saver_builder_fix(ctx.static, saver, "safe")
         found.append(ctx.diagnostic(
             "MP301", where, f"{restore['api']}({restore.get('path')!s}) failed: {listed}{more}; "
             f"restore with a cast (a Saver builder that reads float32 and casts, or float32 variables under "
             f"mixed_float16) or convert the checkpoint: mpdoctor convert-checkpoint IN OUT --dtype "
-            f"{verdict.get('variable_dtype', 'float16')}"))
+            f"{verdict.get('variable_dtype', 'float16')}", fix=fix))
     return found
 
 
