@@ -115,7 +115,11 @@ def _parses(text: str) -> bool:
 
 def _must_round_trip(text: str) -> str | None:
     """libcst's full-fidelity parse (a stricter check than ast: the result must be a module it can reproduce)."""
-    import libcst
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # libcst's own imports, not the user's business
+        import libcst
 
     try:
         if libcst.parse_module(text).code != text:

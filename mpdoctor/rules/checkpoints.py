@@ -74,11 +74,13 @@ define_rule(
         # ... or convert the checkpoint once: mpdoctor convert-checkpoint float32_ckpt/ckpt-1 ckpt16/ckpt --dtype float16
         """,
     fix="""
-        No one-line edit exists, so the static pass attaches none. Either convert the checkpoint once
-        (`mpdoctor convert-checkpoint IN OUT --dtype float16`), or restore through a cast: for a TF1 Saver, a
-        `BaseSaverBuilder` subclass whose `bulk_restore` calls `io_ops.restore_v2` with float32 dtypes and
-        `tf.cast`s each result to the variable's dtype, passed as `Saver(..., builder=...)`; for TF2, build the
-        model under `mixed_float16` (float32 variables), restore, then copy the values into the float16 model.
+        TF1 `Saver`: `--fix` adds a `CastOnRestoreSaverBuilder` class (a `BaseSaverBuilder` whose `bulk_restore`
+        reads float16/bfloat16 variables' values as float32 with `io_ops.restore_v2` and `tf.cast`s them) after
+        the file's imports, once, and passes `builder=CastOnRestoreSaverBuilder()` to the Saver. Safe when the
+        trace saw the restore fail on float32 values; unsafe from the static pass alone (a checkpoint that already
+        holds float16 values would then fail). TF2 checkpoints and Keras weights: no source fix yet; build the
+        model under `mixed_float16` (float32 variables), or convert the checkpoint once
+        (`mpdoctor convert-checkpoint IN OUT --dtype float16`).
         """,
 )
 
