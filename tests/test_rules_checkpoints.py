@@ -7,6 +7,7 @@ import pytest
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence
 from mpdoctor.engine import check_source
+from mpdoctor.fixes import apply_fixes
 
 
 def run(source, keras_version=None, assume_policy=None):
@@ -50,7 +51,11 @@ def test_tf1_float16_graphs(body, saver_args, expected):
         assert found[0].location.line == saver_line  # the Saver constructor: where a builder= would go
         assert found[0].confidence is Confidence.MEDIUM
         assert "convert-checkpoint" in found[0].message and "builder=" in found[0].message
-        assert found[0].fix is None
+        assert found[0].fix.applicability == "unsafe"  # the source does not show the checkpoint's dtypes
+        fixed = apply_fixes(textwrap.dedent(TF1.format(body=body, saver_args=saver_args)), found)
+        assert "saver = tf.train.Saver(builder=CastOnRestoreSaverBuilder())" in fixed
+        assert "import tensorflow as tf\n" not in fixed  # `tf` is already tensorflow.compat.v1: reused
+        assert not run(fixed)
 
 
 def test_tf1_graph_boundaries_and_builder_functions():

@@ -11,6 +11,7 @@ from mpdoctor.static.context import StaticContext
 
 BUILDER_CLASS = "CastOnRestoreSaverBuilder"
 _BASE = "tensorflow.python.training.saver.BaseSaverBuilder"
+_TF_MODULES = ("tensorflow", "tensorflow.compat.v1", "tensorflow.compat.v2")  # all have float32, cast, device
 
 _BUILDER_SOURCE = '''
 
@@ -37,12 +38,13 @@ def saver_builder_fix(ctx: StaticContext, saver: ast.Call, applicability: str) -
         return None
     edits = list(ctx.add_keyword_fix(saver, "builder", f"{BUILDER_CLASS}()", "").edits)
     if BUILDER_CLASS not in ctx.classes:
-        tf = next((name for name, target in ctx.imports.aliases.items() if target == "tensorflow"), None)
-        base = next((name for name, target in ctx.imports.aliases.items() if target == _BASE), None)
+        aliases = ctx.imports.aliases
+        tf = next((name for name, target in aliases.items() if target in _TF_MODULES), None)
+        base = next((name for name, target in aliases.items() if target == _BASE), None)
         lines = []
         if tf is None:
-            tf = "tf"
-            lines.append("import tensorflow as tf")
+            tf = "tf" if "tf" not in aliases else "tensorflow"
+            lines.append("import tensorflow as tf" if tf == "tf" else "import tensorflow")
         if base is None:
             base = "BaseSaverBuilder"
             lines.append(f"from tensorflow.python.training.saver import {base}")
