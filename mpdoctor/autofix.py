@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic, Severity
-from mpdoctor.fixes import EditConflict, apply_edits, edit_spans, overlaps
+from mpdoctor.fixes import apply_edits, edit_spans, overlaps
 
 MAX_ROUNDS = 10
 VERIFIED = "verified"

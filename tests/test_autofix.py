@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import os
 import re
-import shutil
 import stat
 from pathlib import Path
 

@@ -159,3 +159,45 @@ def test_a_fix_that_breaks_the_traced_run_is_not_applied(tmp_path):
     assert result.error and "re-tracing the fixed file" in result.error and "new MP001" in result.error
     assert not result.applied and [d.code for d, _ in result.not_applied] == ["MP401"]
     assert result.fixed == text and script.read_text() == text
+
+
+MAKE_CHECKPOINT = """\
+import sys
+{imports}
+import tensorflow as tf
+
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(3)])
+tf.train.Checkpoint(model=model).write(sys.argv[1])
+"""
+
+RESTORE = """\
+import numpy as np
+import tensorflow as tf
+{imports}
+
+keras.mixed_precision.set_global_policy("float16")
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(3, dtype="float32")])
+tf.train.Checkpoint(model=model).read("pretrained/ckpt").assert_consumed()
+print("restored", model.predict(np.ones((2, 4), "float32"), verbose=0).dtype)
+"""
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
+def test_tf2_checkpoint_into_float16_variables_fixed_by_mpdoctor_restores(tmp_path, legacy):
+    imports = "import tf_keras as keras" if legacy else "import keras"
+    maker = tmp_path / "make.py"
+    maker.write_text(MAKE_CHECKPOINT.format(imports=imports))
+    subprocess.run([sys.executable, str(maker), "pretrained/ckpt"], cwd=tmp_path, check=True, capture_output=True,
+                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0"))
+    script = tmp_path / "restore.py"
+    script.write_text(RESTORE.format(imports=imports))
+    broken = run_python(script, legacy=legacy)
+    assert broken.returncode != 0 and "expected dtype half does not equal original dtype float" in broken.stderr
+
+    safe_only = mpdoctor("--fix", "restore.py", cwd=tmp_path, legacy=legacy)
+    assert "0 problems fixed" in safe_only.stdout and "more with --unsafe-fixes" in safe_only.stdout
+    result = mpdoctor("--fix", "--unsafe-fixes", "restore.py", cwd=tmp_path, legacy=legacy)
+    assert "Fixed 1 problem in restore.py (verified)" in result.stdout, result.stdout + result.stderr
+    assert 'set_global_policy("mixed_float16")' in script.read_text()
+    ran = run_python(script, legacy=legacy)
+    assert ran.returncode == 0 and "restored float32" in ran.stdout, ran.stderr[-2000:]

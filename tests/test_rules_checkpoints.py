@@ -133,7 +133,16 @@ def test_tf2_message_names_policy_and_escape_hatches():
     [d] = run(TF2.format(keras="keras", setter='keras.config.set_dtype_policy("bfloat16")', path='"x.keras"'))
     assert "`bfloat16`" in d.message and "mixed_bfloat16" in d.message
     assert "convert-checkpoint IN OUT --dtype bfloat16" in d.message
-    assert d.fix is None and d.confidence is Confidence.MEDIUM
+    assert d.confidence is Confidence.MEDIUM
+    assert d.fix.applicability == "unsafe"  # float32 variables change what the file saves too
+    assert 'keras.config.set_dtype_policy("mixed_bfloat16")' in apply_fixes(textwrap.dedent(TF2.format(
+        keras="keras", setter='keras.config.set_dtype_policy("bfloat16")', path='"x.keras"')), [d])
+
+
+def test_tf2_restore_under_floatx_gets_no_policy_literal_fix():
+    found = run(TF2.format(keras="tf_keras as keras", setter='keras.backend.set_floatx("float16")',
+                           path='f"{RUN}/weights.h5"'))
+    assert found and all(d.fix is None for d in found)
 
 
 def test_tf2_policy_set_after_model_and_non_model_objects():

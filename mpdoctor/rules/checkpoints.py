@@ -15,12 +15,13 @@ from __future__ import annotations
 import ast
 from typing import Iterable
 
-from mpdoctor.diagnostics import Confidence, Diagnostic
+from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
-from mpdoctor.static.policies import policy_from_expr
+from mpdoctor.static.policies import POLICY_SETTERS, policy_from_expr
 from mpdoctor.rules.checkpoint_fixes import saver_builder_fix
+from mpdoctor.rules.policy import _policy_literal_fix
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
@@ -582,7 +583,7 @@ def _tf2_restores(ctx: StaticContext) -> list[Diagnostic]:
             f"(\"expected dtype {'half' if policy == 'float16' else policy} does not equal original dtype float\"); "
             f"use `mixed_{policy}` (float32 variables) or convert the checkpoint: "
             f"`mpdoctor convert-checkpoint IN OUT --dtype {policy}`",
-            confidence=confidence))
+            confidence=confidence, fix=_mixed_policy_fix(ctx, policy)))
     if ctx.is_keras3:
         return found  # Keras 3 load_weights only reads .keras / .weights.h5 / .h5, which cast silently
     for call in _method_calls(ctx, "load_weights"):
@@ -607,8 +608,21 @@ def _tf2_restores(ctx: StaticContext) -> list[Diagnostic]:
             f"{'half' if policy == 'float16' else policy} does not equal original dtype float\"); use "
             f"`mixed_{policy}`, load an .h5 file (cast on load), or `mpdoctor convert-checkpoint IN OUT --dtype "
             f"{policy}`",
-            confidence=confidence))
+            confidence=confidence, fix=_mixed_policy_fix(ctx, policy)))
     return found
+
+
+def _mixed_policy_fix(ctx: StaticContext, policy: str) -> Fix | None:
+    """`"float16"` -> `"mixed_float16"` at the one place the file sets that policy: the model's variables become
+    float32 and restore float32 values. Unsafe: it changes the variables' dtype (and what the file saves)."""
+    events = [e for e in ctx.policy_events if e.policy == policy]
+    if any(POLICY_SETTERS.get(ctx.call_name(e.node)) for e in events):
+        return None  # set_floatx takes no "mixed_" policy: MP102's fix rewrites that call
+    fix = _policy_literal_fix(ctx, events[0], f"mixed_{policy}") if len(events) == 1 else None
+    if fix is None:
+        return None
+    return Fix(f"build the model under 'mixed_{policy}' (float32 variables restore float32 values)", fix.edits,
+               applicability="unsafe")
 
 
 @static_check("MP301")
