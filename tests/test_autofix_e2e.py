@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def mpdoctor(*args: str, cwd: Path, legacy: bool) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    return subprocess.run([sys.executable, "-m", "mpdoctor", "check", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=600)
+    return subprocess.run([sys.executable, "-m", "mpdoctor", "check", *args], check=False, capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=600)
 
 
 PREDICT = """
