@@ -234,3 +234,24 @@ def test_fix_keeps_crlf_line_endings_and_encoding_cookie(tmp_path, monkeypatch):
     data = target.read_bytes()
     assert b"caf\xe9" in data and b'dtype="float32"),  # a float32-only SavedModel\r\n' in data
     assert b"\n" not in data.replace(b"\r\n", b"")
+
+
+def test_verification_wants_the_fixed_finding_gone_and_no_new_error():
+    from mpdoctor.diagnostics import Diagnostic, Location, Severity
+
+    def diag(code, line, severity=Severity.ERROR):
+        return Diagnostic(code, "m", Location("m.py", line, 1), severity, passes=("trace",))
+
+    original = "import x\nlayer = X()\nrun()\n"
+    fixed = "import x\nimport y\nlayer = X(dtype='float32')\nrun()\n"
+    fixed_finding = diag("MP201", 2)
+    crash = diag("MP001", 3)
+    check = autofix.verification_problems
+    assert check(original, fixed, [fixed_finding], [(fixed_finding, original)], []) == []
+    assert check(original, fixed, [fixed_finding], [(fixed_finding, original)], [diag("MP201", 3)]) == [
+        "MP201 is still reported after the fix (line 3)"]
+    assert check(original, fixed, [fixed_finding], [(fixed_finding, original)], [diag("MP001", 4)]) == [
+        "new MP001 at line 4: m"]
+    # the same crash before and after (line 3 became line 4) is not new; a new warning is not an error
+    assert check(original, fixed, [fixed_finding, crash], [(fixed_finding, original)],
+                 [diag("MP001", 4), diag("MP601", 1, Severity.INFO)]) == []
