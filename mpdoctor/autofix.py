@@ -22,6 +22,7 @@ from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.fixes import apply_edits, edit_spans, overlaps
 
 MAX_ROUNDS = 10
+MAX_TRACE_ROUNDS = 3  # verified rounds: each re-traces the file
 VERIFIED = "verified"
 UNVERIFIED = "unverified (--no-trace)"
 
@@ -165,7 +166,9 @@ def verification_problems(original: str, fixed: str, before: list[Diagnostic],
 
 def fix_file(path: Path, shown: str, text: str, diagnostics: list[Diagnostic], config: Config, trace,
              unsafe: bool) -> FileFix:
-    """Plan and verify the fixes of one file (nothing is written here)."""
+    """Plan and verify the fixes of one file (nothing is written here). With the trace pass, a verified result can
+    show new trace-only findings with fixes (a float16 output once the policy is mixed): they get another verified
+    round, so that a second --fix has nothing left to do."""
     from mpdoctor.engine import TraceOptions, check_source
 
     static_only = TraceOptions(enabled=False)
@@ -175,43 +178,57 @@ def fix_file(path: Path, shown: str, text: str, diagnostics: list[Diagnostic], c
         # A static re-check cannot see what suppressions the trace pass used: never "fix" those away.
         return [d for d in found if not (trace.enabled and d.code == "MP002")]
 
-    fixed, applied, refused, remaining = plan_fixes(text, diagnostics, recheck, unsafe)
-    result = FileFix(shown, text, fixed, [d for d, _ in applied], refused, remaining)
-    if fixed == text:
-        result.remaining = diagnostics
-        return result
-    problem = _must_round_trip(fixed)
-    if problem is None and trace.enabled:
-        problem = _verify_by_trace(path, shown, text, fixed, diagnostics, applied, config, trace, result)
-    elif problem is None:
-        result.verification = UNVERIFIED
-    if problem:
-        result.not_applied += [(d, problem) for d in result.applied]
-        result.applied, result.fixed, result.remaining = [], text, diagnostics
-        result.error = problem
+    result = FileFix(shown, text, text, remaining=diagnostics)
+    current, before = text, diagnostics
+    for _ in range(MAX_TRACE_ROUNDS if trace.enabled else 1):
+        fixed, applied, refused, remaining = plan_fixes(current, before, recheck, unsafe)
+        result.not_applied += refused
+        if fixed == current:
+            break
+        problem = _must_round_trip(fixed)
+        verification, after = UNVERIFIED, remaining
+        if problem is None and trace.enabled:
+            problem, verification, after = _verify_by_trace(path, shown, current, fixed, before, applied, config,
+                                                            trace)
+        if problem:
+            result.not_applied += [(d, problem) for d, _ in applied]
+            result.error = None if result.applied else problem  # earlier verified rounds still stand
+            break
+        result.applied += [d for d, _ in applied]
+        result.fixed, result.remaining, result.verification = fixed, after, verification
+        current, before = fixed, after
+        if not trace.enabled or verification != VERIFIED:
+            break
     return result
 
 
-def _verify_by_trace(path, shown, original, fixed, before, applied, config, trace, result: FileFix) -> str | None:
-    """Trace the fixed text from a temporary file outside the user's tree, as if it were `path`."""
+def _verify_by_trace(path, shown, original, fixed, before, applied, config, trace
+                     ) -> tuple[str | None, str, list[Diagnostic]]:
+    """Trace the fixed text from a temporary file outside the user's tree, as if it were `path`: (problem,
+    verification, diagnostics of the fixed text)."""
     from mpdoctor.engine import check_source
 
     with tempfile.TemporaryDirectory(prefix="mpdoctor-fix-") as workdir:
         candidate = os.path.join(workdir, os.path.basename(path))
-        with open(candidate, "w", encoding="utf-8") as handle:
-            handle.write(fixed)
+        with open(candidate, "wb") as handle:
+            handle.write(fixed.encode(_declared_encoding(fixed)))
         after, error = check_source(fixed, shown, config, path=str(path), trace=trace, run_from=candidate)
     if error is not None:
-        return f"the fixed file cannot be checked: {error.message}"
+        return f"the fixed file cannot be checked: {error.message}", UNVERIFIED, before
     problems = verification_problems(original, fixed, before, applied, after)
     if problems:
-        return "re-tracing the fixed file: " + "; ".join(problems[:3])
+        return "re-tracing the fixed file: " + "; ".join(problems[:3]), UNVERIFIED, before
     crashed = [a for a in after if a.code == "MP001"]
     # The run dies before and after the fix for a reason of its own: the fix is no worse, but nothing is proven.
-    result.verification = (f"unverified (the trace fails before and after the fix: {crashed[0].message[:120]})"
-                           if crashed else VERIFIED)
-    result.remaining = after
-    return None
+    if crashed:
+        return None, f"unverified (the trace fails before and after the fix: {crashed[0].message[:120]})", after
+    return None, VERIFIED, after
+
+
+def _declared_encoding(text: str) -> str:
+    """The encoding a coding cookie in `text` declares (utf-8 without one)."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(text.encode("utf-8", errors="replace")).readline)
+    return "utf-8" if encoding == "utf-8-sig" else encoding
 
 
 # ------------------------------------------------------------------------------------------------ writing

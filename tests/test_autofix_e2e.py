@@ -201,3 +201,39 @@ def test_tf2_checkpoint_into_float16_variables_fixed_by_mpdoctor_restores(tmp_pa
     assert 'set_global_policy("mixed_float16")' in script.read_text()
     ran = run_python(script, legacy=legacy)
     assert ran.returncode == 0 and "restored float32" in ran.stdout, ran.stderr[-2000:]
+
+
+GRAPH_REWRITE = """\
+import numpy as np
+import keras
+import tensorflow as tf
+
+inputs = keras.Input((4,))
+hidden = keras.layers.Dense(8, activation="relu")(inputs)
+outputs = keras.layers.Dense(1)(hidden)
+model = keras.Model(inputs, outputs)
+optimizer = tf.train.experimental.enable_mixed_precision_graph_rewrite(keras.optimizers.Adam())
+model.compile(optimizer=optimizer, loss="mse")
+print("output", model.predict(np.ones((2, 4), "float32"), verbose=0).dtype)
+"""
+
+
+def test_graph_rewrite_fixed_in_verified_rounds_until_nothing_is_left(tmp_path):
+    script = tmp_path / "rewrite.py"
+    script.write_text(GRAPH_REWRITE)
+    broken = run_python(script, legacy=False)
+    assert broken.returncode != 0 and "AttributeError" in broken.stderr
+
+    result = mpdoctor("--fix", "--unsafe-fixes", "rewrite.py", cwd=tmp_path, legacy=False)
+    # round 1: the mixed policy and a LossScaleOptimizer (MP103); the re-trace then finds the float16 output
+    # (MP402, trace-only), fixed and verified in round 2
+    assert "Fixed 2 problems in rewrite.py (verified)" in result.stdout, result.stdout + result.stderr
+    fixed = script.read_text()
+    assert 'keras.mixed_precision.set_global_policy("mixed_float16")' in fixed
+    assert "optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())" in fixed
+    assert 'outputs = keras.layers.Dense(1, dtype="float32")(hidden)' in fixed
+    ran = run_python(script, legacy=False)
+    assert ran.returncode == 0 and "output float32" in ran.stdout, ran.stderr[-2000:]
+
+    again = mpdoctor("--fix", "--unsafe-fixes", "rewrite.py", cwd=tmp_path, legacy=False)
+    assert script.read_text() == fixed and "0 problems fixed" in again.stdout

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import ast
 
-from mpdoctor.diagnostics import Edit, Fix
+from mpdoctor.diagnostics import Fix
 from mpdoctor.static.context import StaticContext
+from mpdoctor.static.insert import after_imports, module_alias
 
 BUILDER_CLASS = "CastOnRestoreSaverBuilder"
 _BASE = "tensorflow.python.training.saver.BaseSaverBuilder"
@@ -33,14 +34,11 @@ class {name}({base}):
 
 def saver_builder_fix(ctx: StaticContext, saver: ast.Call, applicability: str) -> Fix | None:
     """`builder=CastOnRestoreSaverBuilder()` on `saver`, plus the class (and its import) when the file lacks them."""
-    anchor = _last_module_import(ctx, saver)
-    if anchor is None:
-        return None
     edits = list(ctx.add_keyword_fix(saver, "builder", f"{BUILDER_CLASS}()", "").edits)
     if BUILDER_CLASS not in ctx.classes:
         aliases = ctx.imports.aliases
-        tf = next((name for name, target in aliases.items() if target in _TF_MODULES), None)
-        base = next((name for name, target in aliases.items() if target == _BASE), None)
+        tf = module_alias(ctx, *_TF_MODULES)
+        base = module_alias(ctx, _BASE)
         lines = []
         if tf is None:
             tf = "tf" if "tf" not in aliases else "tensorflow"
@@ -49,23 +47,10 @@ def saver_builder_fix(ctx: StaticContext, saver: ast.Call, applicability: str) -
             base = "BaseSaverBuilder"
             lines.append(f"from tensorflow.python.training.saver import {base}")
         text = "".join(line + "\n" for line in lines) + _BUILDER_SOURCE.format(name=BUILDER_CLASS, base=base, tf=tf)
-        newline = "\r\n" if "\r\n" in ctx.text else "\n"
-        edits.append(Edit(ctx.display_path, anchor.end_lineno + 1, 1, anchor.end_lineno + 1, 1,
-                          text.replace("\n", newline)))
+        insertion = after_imports(ctx, saver, text)
+        if insertion is None:
+            return None
+        edits.append(insertion)
     return Fix(f"restore through a cast: Saver(builder={BUILDER_CLASS}()), a BaseSaverBuilder that reads "
                "float32 checkpoint values for float16/bfloat16 variables and casts them",
                tuple(sorted(edits, key=lambda e: (e.line, e.column))), applicability=applicability)
-
-
-def _last_module_import(ctx: StaticContext, before: ast.AST) -> ast.stmt | None:
-    """The last top-level import statement above `before` that ends its line (nothing else after it)."""
-    found = None
-    for stmt in ctx.tree.body:
-        if stmt.lineno >= before.lineno:
-            break
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            found = stmt
-    if found is None:
-        return None
-    rest = ctx.lines[found.end_lineno - 1][ctx.column(found.end_lineno, found.end_col_offset) - 1:]
-    return found if not rest.strip() or rest.strip().startswith("#") else None
