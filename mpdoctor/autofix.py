@@ -304,8 +304,9 @@ def fix_report(report, sources: dict, config: Config, trace, *, unsafe: bool, wr
     report.fixes = results
 
 
-def write_diffs(report, stream, errors) -> int:
-    """--diff: the unified diff of every file a --fix would change; returns how many fixes they hold."""
+def write_diffs(report, stream, errors, *, unsafe: bool) -> int:
+    """--diff: the unified diff of every file a --fix would change on `stream`, what would not be applied and a
+    summary on `errors`; returns how many fixes the diffs hold."""
     count = 0
     for result in report.fixes or ():
         diff = result.diff()
@@ -314,4 +315,9 @@ def write_diffs(report, stream, errors) -> int:
             count += len(result.applied)
         for d, reason in result.not_applied:
             errors.write(f"{d.location.path}:{d.location.line}: {d.code} fix not applied: {reason}\n")
+    hidden = 0 if unsafe else sum(1 for d in report.diagnostics if d.fix and d.fix.applicability == "unsafe")
+    summary = f"Would fix {count} problem{'' if count == 1 else 's'}." if count else "No fixes available."
+    if hidden:
+        summary += f" {hidden} more with --unsafe-fixes."
+    errors.write(summary + "\n")
     return count

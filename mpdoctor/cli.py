@@ -139,9 +139,7 @@ def run_check(args) -> int:
 
         fix_report(report, sources, config, options, unsafe=args.unsafe_fixes, write=not args.diff)
         if args.diff:
-            count = write_diffs(report, sys.stdout, sys.stderr)
-            print(f"Would fix {count} problem{'' if count == 1 else 's'}." if count else "No fixes available.",
-                  file=sys.stderr)
+            count = write_diffs(report, sys.stdout, sys.stderr, unsafe=args.unsafe_fixes)
             return EXIT_ERROR if report.errors else (EXIT_FINDINGS if count else EXIT_OK)
 
     target = sys.stdout

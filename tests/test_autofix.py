@@ -255,3 +255,17 @@ def test_verification_wants_the_fixed_finding_gone_and_no_new_error():
     # the same crash before and after (line 3 became line 4) is not new; a new warning is not an error
     assert check(original, fixed, [fixed_finding, crash], [(fixed_finding, original)],
                  [diag("MP001", 4), diag("MP601", 1, Severity.INFO)]) == []
+
+
+def test_diff_says_how_many_unsafe_fixes_it_left_out(tmp_path, capsys, monkeypatch):
+    source = (FIXES / "MP501" / "custom_loop_keras3.in.py").read_text(encoding="utf-8")
+    (tmp_path / "loop.py").write_text(source, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--diff", "--no-trace", "loop.py"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "No fixes available. 1 more with --unsafe-fixes." in captured.err
+    assert main(["check", "--diff", "--no-trace", "--unsafe-fixes", "loop.py"]) == 1
+    captured = capsys.readouterr()
+    assert "+optimizer = keras.mixed_precision.LossScaleOptimizer(" in captured.out
+    assert "Would fix 1 problem." in captured.err
+    assert (tmp_path / "loop.py").read_text(encoding="utf-8") == source
