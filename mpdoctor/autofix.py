@@ -71,29 +71,40 @@ def plan_fixes(text: str, diagnostics: list[Diagnostic], recheck, unsafe: bool
                ) -> tuple[str, list[tuple[Diagnostic, str]], list[tuple[Diagnostic, str]], list[Diagnostic]]:
     """Apply fixes round by round until none is left: (fixed text, [(applied diagnostic, the text its lines refer
     to)], [(diagnostic, why not applied)], diagnostics of the fixed text per `recheck`). `recheck(text)` re-runs
-    the (static) checks; fixes that clash with an earlier one wait for the next round."""
+    the (static) checks; fixes that clash with an earlier one wait for the next round; a fix whose finding comes
+    back where it was applied is not applied again."""
     applied: list[tuple[Diagnostic, str]] = []
     refused: dict[tuple, tuple[Diagnostic, str]] = {}
+    # Applied fixes as (code, fix description, lines in the current text, how many such findings were there): a
+    # fix did not work when as many such findings are still reported there after it.
+    done: list[tuple[str, str, range, int]] = []
     current = diagnostics
+
+    def same(d: Diagnostic, code: str, what: str, lines: range) -> bool:
+        return d.code == code and d.fix is not None and d.fix.description == what and d.location.line in lines
+
     for _ in range(MAX_ROUNDS):
-        candidates = sorted((d for d in current if wanted(d, unsafe) and _key(d) not in refused),
-                            key=lambda d: (d.location.line, d.location.column, d.code))
-        taken: list[tuple[Diagnostic, list]] = []
-        for d in candidates:
-            spans = edit_spans(text, d.fix.edits)
-            if any(overlaps(spans, other) for _, other in taken):
-                continue  # next round, against the re-checked text
-            trial = apply_edits(text, [e for t, _ in taken for e in t.fix.edits] + list(d.fix.edits))
-            if not _parses(trial):
-                refused[_key(d)] = (d, "the fixed source would not parse")
+        candidates = []
+        for d in sorted(current, key=lambda d: (d.location.line, d.location.column, d.code)):
+            if not wanted(d, unsafe) or _key(d) in refused:
                 continue
-            taken.append((d, spans))
+            if any(same(d, *entry[:3]) and sum(same(c, *entry[:3]) for c in current) >= entry[3] for entry in done):
+                refused[_key(d)] = (d, "the finding is still reported after its fix")
+                continue
+            candidates.append(d)
+        taken = _compatible(text, candidates, refused)
         if not taken:
             break
-        new_text = apply_edits(text, [e for d, _ in taken for e in d.fix.edits])
+        new_text = apply_edits(text, [e for d in taken for e in d.fix.edits])
         if new_text == text:
             break
-        applied += [(d, text) for d, _ in taken]
+        mapped = line_mapper(text, new_text)
+        done = [(code, what, range(mapped(lines.start).start, mapped(lines.stop - 1).stop), count)
+                for code, what, lines, count in done]
+        done += [(d.code, d.fix.description, mapped(d.location.line),
+                  sum(same(c, d.code, d.fix.description, range(d.location.line, d.location.line + 1))
+                      for c in current)) for d in taken]
+        applied += [(d, text) for d in taken]
         text = new_text
         current = recheck(text)
     else:
@@ -101,6 +112,25 @@ def plan_fixes(text: str, diagnostics: list[Diagnostic], recheck, unsafe: bool
             if wanted(d, unsafe):
                 refused.setdefault(_key(d), (d, f"fixes did not converge after {MAX_ROUNDS} rounds"))
     return text, applied, list(refused.values()), current
+
+
+def _compatible(text: str, candidates: list[Diagnostic], refused: dict) -> list[Diagnostic]:
+    """The candidates whose edits clash with no earlier one; if their result does not parse, the ones that keep it
+    parsing (one by one: rare, so the common case costs a single parse)."""
+    taken: list[tuple[Diagnostic, list]] = []
+    for d in candidates:
+        spans = edit_spans(text, d.fix.edits)
+        if not any(overlaps(spans, other) for _, other in taken):
+            taken.append((d, spans))
+    if _parses(apply_edits(text, [e for d, _ in taken for e in d.fix.edits])):
+        return [d for d, _ in taken]
+    kept: list[Diagnostic] = []
+    for d, _ in taken:
+        if _parses(apply_edits(text, [e for k in kept for e in k.fix.edits] + list(d.fix.edits))):
+            kept.append(d)
+        else:
+            refused[_key(d)] = (d, "the fixed source would not parse")
+    return kept
 
 
 def _key(d: Diagnostic) -> tuple:

@@ -269,3 +269,31 @@ def test_diff_says_how_many_unsafe_fixes_it_left_out(tmp_path, capsys, monkeypat
     assert "+optimizer = keras.mixed_precision.LossScaleOptimizer(" in captured.out
     assert "Would fix 1 problem." in captured.err
     assert (tmp_path / "loop.py").read_text(encoding="utf-8") == source
+
+
+def test_a_fix_whose_finding_comes_back_is_not_applied_again():
+    from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Severity
+
+    def wrap(text):  # a fix that changes the text but never removes its finding
+        line = text.splitlines()[1]
+        return [Diagnostic("MP406", "m", Location("m.py", 2, 5), Severity.ERROR,
+                           fix=Fix("cast it", (Edit("m.py", 2, 5, 2, len(line) + 1, f"cast({line[4:]})"),)))]
+
+    text = "import x\ny = f(1)\n"
+    fixed, applied, refused, _ = autofix.plan_fixes(text, wrap(text), wrap, unsafe=False)
+    assert fixed == "import x\ny = cast(f(1))\n"
+    assert len(applied) == 1 and [reason for _, reason in refused] == ["the finding is still reported after its fix"]
+
+
+def test_two_findings_of_one_kind_on_a_line_are_both_fixed_across_rounds():
+    from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Severity
+
+    def findings(text):  # one per missing keyword; both fixes insert before the `)`: they clash
+        end = text.index(")") + 1
+        return [Diagnostic("MP406", "m", Location("m.py", 1, 1), Severity.ERROR,
+                           fix=Fix("add a keyword", (Edit("m.py", 1, end, 1, end, f", {kw}"),)))
+                for kw in ("a=1", "b=2") if kw not in text]
+
+    text = "f(x)\n"
+    fixed, applied, refused, _ = autofix.plan_fixes(text, findings(text), findings, unsafe=False)
+    assert fixed == "f(x, a=1, b=2)\n" and len(applied) == 2 and not refused
