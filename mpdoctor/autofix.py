@@ -67,7 +67,7 @@ def wanted(d: Diagnostic, unsafe: bool) -> bool:
             and all(e.path == d.location.path for e in d.fix.edits))
 
 
-def plan_fixes(text: str, diagnostics: list[Diagnostic], recheck, unsafe: bool
+def plan_fixes(text: str, diagnostics: list[Diagnostic], recheck, unsafe: bool, skip: set[tuple] = frozenset()
                ) -> tuple[str, list[tuple[Diagnostic, str]], list[tuple[Diagnostic, str]], list[Diagnostic]]:
     """Apply fixes round by round until none is left: (fixed text, [(applied diagnostic, the text its lines refer
     to)], [(diagnostic, why not applied)], diagnostics of the fixed text per `recheck`). `recheck(text)` re-runs
@@ -86,7 +86,7 @@ def plan_fixes(text: str, diagnostics: list[Diagnostic], recheck, unsafe: bool
     for _ in range(MAX_ROUNDS):
         candidates = []
         for d in sorted(current, key=lambda d: (d.location.line, d.location.column, d.code)):
-            if not wanted(d, unsafe) or _key(d) in refused:
+            if not wanted(d, unsafe) or _key(d) in refused or _key(d) in skip:
                 continue
             if any(same(d, *entry[:3]) and sum(same(c, *entry[:3]) for c in current) >= entry[3] for entry in done):
                 refused[_key(d)] = (d, "the finding is still reported after its fix")
@@ -176,16 +176,24 @@ def line_mapper(old: str, new: str):
     return mapped
 
 
-def verification_problems(original: str, fixed: str, before: list[Diagnostic],
-                          applied: list[tuple[Diagnostic, str]], after: list[Diagnostic]) -> list[str]:
-    """Why a traced fixed file is not better: a fixed diagnostic is still reported, or an error appeared that the
-    original did not have."""
-    problems = []
+def ineffective(fixed: str, applied: list[tuple[Diagnostic, str]], after: list[Diagnostic]
+                ) -> list[tuple[Diagnostic, int]]:
+    """(applied diagnostic, line in `fixed`) of the fixes whose finding the fixed text still has."""
+    found = []
     for d, text in applied:
         lines = line_mapper(text, fixed)(d.location.line)
         still = [a for a in after if a.code == d.code and a.location.line in lines]
         if still:
-            problems.append(f"{d.code} is still reported after the fix (line {still[0].location.line})")
+            found.append((d, still[0].location.line))
+    return found
+
+
+def verification_problems(original: str, fixed: str, before: list[Diagnostic],
+                          applied: list[tuple[Diagnostic, str]], after: list[Diagnostic]) -> list[str]:
+    """Why a traced fixed file is not better: a fixed diagnostic is still reported, or an error appeared that the
+    original did not have."""
+    problems = [f"{d.code} is still reported after the fix (line {line})"
+                for d, line in ineffective(fixed, applied, after)]
     to_fixed = line_mapper(original, fixed)
     known = {(b.code, line) for b in before for line in to_fixed(b.location.line)}
     for a in after:
@@ -210,16 +218,26 @@ def fix_file(path: Path, shown: str, text: str, diagnostics: list[Diagnostic], c
 
     result = FileFix(shown, text, text, remaining=diagnostics)
     current, before = text, diagnostics
-    for _ in range(MAX_TRACE_ROUNDS if trace.enabled else 1):
-        fixed, applied, refused, remaining = plan_fixes(current, before, recheck, unsafe)
-        result.not_applied += refused
+    skip: set[tuple] = set()
+    retried = False
+    rounds = MAX_TRACE_ROUNDS if trace.enabled else 1
+    while rounds:
+        rounds -= 1
+        fixed, applied, refused, remaining = plan_fixes(current, before, recheck, unsafe, skip)
+        result.not_applied += [r for r in refused if r not in result.not_applied]
         if fixed == current:
             break
         problem = _must_round_trip(fixed)
-        verification, after = UNVERIFIED, remaining
+        verification, after, culprits = UNVERIFIED, remaining, []
         if problem is None and trace.enabled:
-            problem, verification, after = _verify_by_trace(path, shown, current, fixed, before, applied, config,
-                                                            trace)
+            problem, verification, after, culprits = _verify_by_trace(path, shown, current, fixed, before, applied,
+                                                                      config, trace)
+        if problem and culprits and len(culprits) < len(applied) and not retried:
+            # Cheap fallback (one more trace): the other fixes of the round without those that did not work.
+            retried, rounds = True, rounds + 1
+            skip |= {_key(d) for d in culprits}
+            result.not_applied += [(d, problem) for d in culprits]
+            continue
         if problem:
             result.not_applied += [(d, problem) for d, _ in applied]
             result.error = None if result.applied else problem  # earlier verified rounds still stand
@@ -233,9 +251,9 @@ def fix_file(path: Path, shown: str, text: str, diagnostics: list[Diagnostic], c
 
 
 def _verify_by_trace(path, shown, original, fixed, before, applied, config, trace
-                     ) -> tuple[str | None, str, list[Diagnostic]]:
+                     ) -> tuple[str | None, str, list[Diagnostic], list[Diagnostic]]:
     """Trace the fixed text from a temporary file outside the user's tree, as if it were `path`: (problem,
-    verification, diagnostics of the fixed text)."""
+    verification, diagnostics of the fixed text, the applied fixes to drop when they alone are the problem)."""
     from mpdoctor.engine import check_source
 
     with tempfile.TemporaryDirectory(prefix="mpdoctor-fix-") as workdir:
@@ -244,15 +262,18 @@ def _verify_by_trace(path, shown, original, fixed, before, applied, config, trac
             handle.write(fixed.encode(_declared_encoding(fixed)))
         after, error = check_source(fixed, shown, config, path=str(path), trace=trace, run_from=candidate)
     if error is not None:
-        return f"the fixed file cannot be checked: {error.message}", UNVERIFIED, before
+        return f"the fixed file cannot be checked: {error.message}", UNVERIFIED, before, []
     problems = verification_problems(original, fixed, before, applied, after)
     if problems:
-        return "re-tracing the fixed file: " + "; ".join(problems[:3]), UNVERIFIED, before
+        culprits = [d for d, _ in ineffective(fixed, applied, after)]
+        only_ineffective = len(problems) == len(culprits)  # no new error: dropping those fixes may be enough
+        return ("re-tracing the fixed file: " + "; ".join(problems[:3]), UNVERIFIED, before,
+                culprits if only_ineffective else [])
     crashed = [a for a in after if a.code == "MP001"]
     # The run dies before and after the fix for a reason of its own: the fix is no worse, but nothing is proven.
     if crashed:
-        return None, f"unverified (the trace fails before and after the fix: {crashed[0].message[:120]})", after
-    return None, VERIFIED, after
+        return None, f"unverified (the trace fails before and after the fix: {crashed[0].message[:120]})", after, []
+    return None, VERIFIED, after, []
 
 
 def _declared_encoding(text: str) -> str:

@@ -297,3 +297,34 @@ def test_two_findings_of_one_kind_on_a_line_are_both_fixed_across_rounds():
     text = "f(x)\n"
     fixed, applied, refused, _ = autofix.plan_fixes(text, findings(text), findings, unsafe=False)
     assert fixed == "f(x, a=1, b=2)\n" and len(applied) == 2 and not refused
+
+
+def test_verification_drops_only_the_fix_the_rerun_still_reports(tmp_path, monkeypatch):
+    from mpdoctor import engine
+    from mpdoctor.diagnostics import Diagnostic, Location, Severity
+
+    real = engine.check_source
+    runs = []
+
+    def traced(text, shown, config, path=None, trace=None, traces=None, run_from=None):
+        found, error = real(text, shown, config, path=path)
+        if trace is not None and trace.enabled:  # a stand-in trace: the hub layer still fails whatever its dtype
+            runs.append(text)
+            assert run_from and Path(run_from).read_text() == text and Path(run_from).parent != tmp_path
+            found = [d for d in found if d.code != "MP201"] + [
+                Diagnostic("MP201", "still fails", Location(shown, 9, 5), Severity.ERROR, passes=("trace",))]
+        return found, error
+
+    monkeypatch.setattr(engine, "check_source", traced)
+    target = tmp_path / "seed.py"
+    target.write_text(SEED)
+    diagnostics, _ = real(SEED, "seed.py", Config(), path=str(target))
+    result = autofix.fix_file(target, "seed.py", SEED, diagnostics, Config(), engine.TraceOptions(enabled=True),
+                              unsafe=False)
+    assert [d.code for d in result.applied] == ["MP401"] and result.verification == "verified"
+    assert [(d.code, reason) for d, reason in result.not_applied] == [
+        ("MP201", "re-tracing the fixed file: MP201 is still reported after the fix (line 9)")]
+    assert 'hub.KerasLayer("/models/feature_vector"),' in result.fixed
+    assert 'activation="softmax", dtype="float32")' in result.fixed
+    assert len(runs) == 2  # the whole round, then the round without the fix that did not work
+    assert target.read_text() == SEED  # planning never writes
