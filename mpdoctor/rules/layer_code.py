@@ -96,9 +96,11 @@ define_rule(
     fix="""
         Replaces a large negative literal by `-1e4` (finite in float16 with room for the scores it is added to,
         and `exp(-1e4)` is exactly 0, so softmax masks behave as before) and a tiny epsilon by `1e-7` (the value of
-        `keras.backend.epsilon()`, a nonzero float16 subnormal, ~1.2e-7). Both fixes are marked unsafe: they
-        change a number, so review them. `-65504` (`tf.float16.min`) is NOT used, because adding it to a negative
-        score overflows again. Where an epsilon divides (`x / (norm + eps)`), prefer `1e-4` or up, since `1 / 1e-7`
+        `keras.backend.epsilon()`, a nonzero float16 subnormal, ~1.2e-7). Inside a custom layer's method (after
+        `super().__init__` in `__init__`) or a Lambda the value is chosen from the dtype, so float32 code keeps its
+        constant: `(-1e4 if self.compute_dtype == "float16" else -1e9)` / `t.dtype` (a safe fix). Elsewhere (module
+        constants, default arguments) the plain replacement changes the number everywhere: marked unsafe, review
+        it. `-65504` (`tf.float16.min`) is NOT used, because adding it to a negative score overflows again. Where an epsilon divides (`x / (norm + eps)`), prefer `1e-4` or up, since `1 / 1e-7`
         overflows float16; where you need the exact value, compute that part in float32 instead (cast in, cast
         out). Large positive literals get no automatic fix.
         """,

@@ -146,9 +146,10 @@ define_rule(
         `set_global_policy`, `experimental.Policy` -> `Policy`, `experimental.LossScaleOptimizer(opt, "dynamic")` ->
         `LossScaleOptimizer(opt)`, `get_layer_policy(layer)` -> `layer.dtype_policy`; on Keras 3
         `opt.get_scaled_loss(loss)` -> `opt.scale_loss(loss)` and `opt.get_unscaled_gradients(grads)` -> `grads`
-        (`apply_gradients` unscales). No fix for a fixed numeric loss scale, the LossScale classes or the graph
-        rewrite: replace the latter by `set_global_policy("mixed_float16")` (and `LossScaleOptimizer` in custom
-        training loops).
+        (`apply_gradients` unscales). The graph rewrite of a Keras optimizer becomes
+        `keras.mixed_precision.LossScaleOptimizer(opt)` plus `set_global_policy("mixed_float16")` after the imports
+        when the file sets no policy (unsafe: every layer then computes in float16). No fix for a fixed numeric loss
+        scale, the LossScale classes or the rewrite of a TF1 optimizer in graph code (it still works there).
         """,
 )
 
