@@ -1083,6 +1083,14 @@ def _mp406_fix(ctx: StaticContext, region: _Region, origin: ast.AST) -> Fix | No
         return Fix(f"cast the argument to `{target}`", (ctx.edit(arg, f"{cast}({ctx.segment(arg)}, {target})"),))
     if name == "tf.constant" and len(origin.args) > 1 and keyword_value(origin, "dtype") is None:
         return Fix(f"create it with dtype `{target}`", (ctx.edit(origin.args[1], target),))
+    if name == "tf.Variable" and isinstance(origin.func, ast.Attribute):
+        # dtype= alone fails: "Tensor conversion requested dtype float16 for Tensor with dtype float32"
+        init = origin.args[0] if origin.args else keyword_value(origin, "initial_value")
+        if init is None or keyword_value(origin, "dtype") is not None:
+            return None
+        cast = ctx.segment(origin.func).rsplit(".", 1)[0] + ".cast"
+        return Fix(f"create it in `{target}`", (ctx.edit(init, f"{cast}({ctx.segment(init)}, {target})"),),
+                   applicability="unsafe")
     fix = ctx.add_keyword_fix(origin, "dtype", target, f"create it with dtype `{target}`")
     if name in ("tf.Variable", "keras.Variable"):
         return Fix(fix.description, fix.edits, applicability="unsafe")

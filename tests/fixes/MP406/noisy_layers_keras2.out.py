@@ -15,7 +15,7 @@ class GaussianScale(layers.Layer):
         self.stddev = stddev
 
     def build(self, input_shape):
-        self.scale = tf.Variable(tf.ones(input_shape[-1:]), trainable=True, dtype=self.compute_dtype)
+        self.scale = tf.Variable(tf.cast(tf.ones(input_shape[-1:]), self.compute_dtype), trainable=True)
 
     def call(self, inputs, training=None):
         noise = tf.random.normal(tf.shape(inputs), stddev=self.stddev, dtype=self.compute_dtype)
