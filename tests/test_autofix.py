@@ -79,7 +79,8 @@ def test_unsafe_fixes_need_the_flag(tmp_path, capsys):
     code, unchanged = _fix(tmp_path, "loop.py", text)
     assert unchanged == text and code == 1
     out = capsys.readouterr().out
-    assert "0 problems fixed" in out and "more with --unsafe-fixes" in out
+    assert "0 problems fixed" in out and "1 fixable with --unsafe-fixes." in out
+    assert "MP501 " in out and "[*]" not in out  # [*] marks what --fix itself would fix
     _, fixed = _fix(tmp_path, "loop.py", text, "--unsafe-fixes")
     assert "LossScaleOptimizer(" in fixed and fixed != text
 

@@ -93,7 +93,7 @@ def test_second_seed_fixed_by_mpdoctor_restores(tmp_path):
 
     static_only = mpdoctor("--fix", "--no-trace", "seed003.py", cwd=tmp_path, legacy=True)
     assert script.read_text() == original  # unseen checkpoint dtypes: the static fix is unsafe
-    assert "more with --unsafe-fixes" in static_only.stdout
+    assert "1 fixable with --unsafe-fixes." in static_only.stdout and "[*]" not in static_only.stdout
 
     result = mpdoctor("--fix", "seed003.py", cwd=tmp_path, legacy=True)  # the trace saw float32 values: safe
     assert "Fixed 1 problem in seed003.py (verified)" in result.stdout, result.stdout + result.stderr
@@ -195,7 +195,7 @@ def test_tf2_checkpoint_into_float16_variables_fixed_by_mpdoctor_restores(tmp_pa
     assert broken.returncode != 0 and "expected dtype half does not equal original dtype float" in broken.stderr
 
     safe_only = mpdoctor("--fix", "restore.py", cwd=tmp_path, legacy=legacy)
-    assert "0 problems fixed" in safe_only.stdout and "more with --unsafe-fixes" in safe_only.stdout
+    assert "0 problems fixed" in safe_only.stdout and "fixable with --unsafe-fixes" in safe_only.stdout
     result = mpdoctor("--fix", "--unsafe-fixes", "restore.py", cwd=tmp_path, legacy=legacy)
     assert "Fixed 1 problem in restore.py (verified)" in result.stdout, result.stdout + result.stderr
     assert 'set_global_policy("mixed_float16")' in script.read_text()

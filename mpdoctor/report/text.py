@@ -1,4 +1,5 @@
-"""Terminal output: `path:line:col: MP401 [*] message`, then a summary line (ruff style)."""
+"""Terminal output: `path:line:col: MP401 [*] message` (`[*]`: `--fix` fixes it; unsafe fixes are only counted in
+the summary), then a summary line (ruff style)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def render(report, stream: TextIO, *, colour: bool = False, statistics: bool = F
         loc = d.location
         where = _paint(f"{loc.path}:{loc.line}:{loc.column}:", "1", colour)
         code = _paint(d.code, "1;" + _SEVERITY_COLOUR[d.severity], colour)
-        marker = " [*]" if d.fix is not None else ""
+        marker = " [*]" if d.fix is not None and d.fix.applicability == "safe" else ""  # what --fix would do
         stream.write(f"{where} {code}{marker} {d.message}\n")
     for result in report.fixes or ():
         for d, reason in result.not_applied:
@@ -33,7 +34,7 @@ def render(report, stream: TextIO, *, colour: bool = False, statistics: bool = F
 
         fixable: dict[str, int] = {}
         for d in report.diagnostics:
-            fixable[d.code] = fixable.get(d.code, 0) + (d.fix is not None)
+            fixable[d.code] = fixable.get(d.code, 0) + (d.fix is not None and d.fix.applicability == "safe")
         for code, count in sorted(report.by_code().items(), key=lambda kv: (-kv[1], kv[0])):
             marker = "[*]" if fixable[code] else "   "
             stream.write(f"{count:>5}  {code}  {marker} {get_rule(code).name}\n")
@@ -51,8 +52,11 @@ def render(report, stream: TextIO, *, colour: bool = False, statistics: bool = F
     line = f"Found {_plural(total, 'problem')} ({', '.join(parts)}) in {files}."
     if report.fixable():
         unsafe = sum(1 for d in report.diagnostics if d.fix is not None and d.fix.applicability == "unsafe")
-        line += f" {report.fixable() - unsafe} fixable with --fix ([*])"
-        line += f", {unsafe} more with --unsafe-fixes." if unsafe else "."
+        safe = report.fixable() - unsafe
+        parts = [f"{safe} fixable with --fix ([*])"] if safe else []
+        if unsafe:
+            parts.append(f"{unsafe} {'more ' if safe else 'fixable '}with --unsafe-fixes")
+        line += " " + ", ".join(parts) + "."
     stream.write(_paint(line, "1", colour) + "\n")
 
 
