@@ -68,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="global dtype policy to assume when a file sets none (e.g. mixed_float16)")
     check.add_argument("--config", type=Path, metavar="FILE", help="read [tool.mpdoctor] from this pyproject.toml")
     check.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+    check.add_argument("--fix", action="store_true", help="apply the safe fixes (verified by re-tracing when the "
+                       "trace pass runs)")
+    check.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff: also the unsafe fixes")
+    check.add_argument("--diff", action="store_true", help="print the fixes as unified diffs, write nothing")
 
     sub.add_parser("rules", help="list every rule code")
     explain = sub.add_parser("explain", help="explain a rule: what, why, bad and good example, fix")
@@ -158,7 +162,8 @@ def run_check(args) -> int:
         print(f"mpdoctor: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     progress = Progress.for_stream(sys.stderr, tracing)
-    report = check_paths(paths, config, options, progress=progress)
+    sources = {} if args.fix or args.diff else None
+    report = check_paths(paths, config, options, progress=progress, sources=sources)
     if progress is not None:
         progress.clear()
     if baseline_keys is not None:
@@ -173,6 +178,13 @@ def run_check(args) -> int:
               file=sys.stderr)
     for error in report.errors:
         print(error.render(), file=sys.stderr)
+    if sources is not None:
+        from mpdoctor.autofix import fix_report, write_diffs
+
+        fix_report(report, sources, config, options, unsafe=args.unsafe_fixes, write=not args.diff)
+        if args.diff:
+            count = write_diffs(report, sys.stdout, sys.stderr, unsafe=args.unsafe_fixes)
+            return EXIT_ERROR if report.errors else (EXIT_FINDINGS if count else EXIT_OK)
 
     target = sys.stdout
     buffer = None

@@ -51,6 +51,7 @@ class Report:
     passes: tuple[str, ...] = ("static",)
     traces: list[dict] = field(default_factory=list)  # per traced file: models' graphs, SavedModels, environment
     baselined: int = 0  # findings left out because the --baseline file lists them
+    fixes: list | None = None  # --fix/--diff: one mpdoctor.autofix.FileFix per file with fixes
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Severity}
@@ -68,9 +69,12 @@ class Report:
         return sum(1 for d in self.diagnostics if d.fix is not None)
 
     def summary(self) -> dict:
-        return {"files": self.files_checked, "total": len(self.diagnostics), "by_severity": self.counts(),
-                "by_code": self.by_code(), "fixable": self.fixable(), "errors": len(self.errors),
-                "passes": list(self.passes), "baselined": self.baselined}
+        summary = {"files": self.files_checked, "total": len(self.diagnostics), "by_severity": self.counts(),
+                   "by_code": self.by_code(), "fixable": self.fixable(), "errors": len(self.errors),
+                   "passes": list(self.passes), "baselined": self.baselined}
+        if self.fixes is not None:
+            summary["fixed"] = sum(len(f.applied) for f in self.fixes if f.written)
+        return summary
 
 
 def display_path(path: Path) -> str:
@@ -126,8 +130,9 @@ class TraceOptions:
 
 
 def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | None = None,
-                progress: Callable[[int, int, str], None] | None = None) -> Report:
-    """`progress(index, total, shown)` is called before each file (the CLI draws it on a terminal)."""
+                progress: Callable[[int, int, str], None] | None = None, sources: dict | None = None) -> Report:
+    """`progress(index, total, shown)` is called before each file (the CLI draws it on a terminal); `sources`, when
+    given, receives display path -> (path, text analysed) for --fix."""
     trace = trace or TraceOptions()
     files, errors = collect_files(paths, config)
     report = Report(errors=errors, passes=("static", "trace") if trace.enabled else ("static",))
@@ -153,6 +158,8 @@ def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | Non
         if notebook is not None:
             diagnostics, error = notebook.map_results(shown, path, diagnostics, error, report.traces[traced_before:])
         report.files_checked += 1
+        if sources is not None:
+            sources[shown] = (path, text)
         report.diagnostics += diagnostics
         if error:
             report.errors.append(error)
@@ -176,10 +183,11 @@ def parse_source(text: str, shown: str) -> tuple[ast.Module | None, FileError | 
 
 
 def check_source(text: str, shown: str, config: Config, path: str | None = None,
-                 trace: TraceOptions | None = None, traces: list | None = None
+                 trace: TraceOptions | None = None, traces: list | None = None, run_from: str | None = None
                  ) -> tuple[list[Diagnostic], FileError | None]:
     """Static (and, when enabled, trace) pass over one file: diagnostics after selection and suppression, or a
-    parse error. A file that does not parse is never run."""
+    parse error. A file that does not parse is never run. `run_from`: a file holding `text` that the trace runs
+    as if it were `path` (to verify a fix before writing it)."""
     tree, error = parse_source(text, shown)
     if tree is None:
         return [], error
@@ -189,7 +197,8 @@ def check_source(text: str, shown: str, config: Config, path: str | None = None,
     if trace is not None and trace.enabled and _MARKER.search(text):
         from mpdoctor.trace.checks import static_after_trace, trace_diagnostics
 
-        traced, verdicts = trace_diagnostics(path or shown, shown, text, tree, config, settings, trace, traces)
+        traced, verdicts = trace_diagnostics(path or shown, shown, text, tree, config, settings, trace, traces,
+                                             run_from=run_from)
         raw = merge_passes(static_after_trace(raw, verdicts), traced)
         passes = "ST"
     return finish(raw, text, shown, config, ran_passes=passes), internal

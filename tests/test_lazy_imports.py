@@ -37,3 +37,13 @@ def test_no_heavy_imports(tmp_path, argv):
     result = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True)
     heavy_line = [line for line in result.stderr.splitlines() if line.startswith("HEAVY=")]
     assert heavy_line == ["HEAVY="], result.stderr
+
+
+def test_fix_without_trace_loads_libcst_only_then(tmp_path):
+    model = tmp_path / "model.py"
+    model.write_text("import tensorflow as tf\ntf.keras.mixed_precision.set_global_policy('mixed_float16')\n"
+                     "m = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(3, activation='softmax')])\n")
+    argv = ["check", "--fix", "--no-trace", str(model)]
+    result = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True)
+    assert [line for line in result.stderr.splitlines() if line.startswith("HEAVY=")] == ["HEAVY=libcst"]
+    assert "dtype=\"float32\")" in model.read_text()

@@ -7,6 +7,7 @@ import pytest
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence
 from mpdoctor.engine import check_source
+from mpdoctor.fixes import apply_fixes
 
 
 def run(source, keras_version=None, assume_policy=None):
@@ -50,7 +51,11 @@ def test_tf1_float16_graphs(body, saver_args, expected):
         assert found[0].location.line == saver_line  # the Saver constructor: where a builder= would go
         assert found[0].confidence is Confidence.MEDIUM
         assert "convert-checkpoint" in found[0].message and "builder=" in found[0].message
-        assert found[0].fix is None
+        assert found[0].fix.applicability == "unsafe"  # the source does not show the checkpoint's dtypes
+        fixed = apply_fixes(textwrap.dedent(TF1.format(body=body, saver_args=saver_args)), found)
+        assert "saver = tf.train.Saver(builder=CastOnRestoreSaverBuilder())" in fixed
+        assert "import tensorflow as tf\n" not in fixed  # `tf` is already tensorflow.compat.v1: reused
+        assert not run(fixed)
 
 
 def test_tf1_graph_boundaries_and_builder_functions():
@@ -128,7 +133,16 @@ def test_tf2_message_names_policy_and_escape_hatches():
     [d] = run(TF2.format(keras="keras", setter='keras.config.set_dtype_policy("bfloat16")', path='"x.keras"'))
     assert "`bfloat16`" in d.message and "mixed_bfloat16" in d.message
     assert "convert-checkpoint IN OUT --dtype bfloat16" in d.message
-    assert d.fix is None and d.confidence is Confidence.MEDIUM
+    assert d.confidence is Confidence.MEDIUM
+    assert d.fix.applicability == "unsafe"  # float32 variables change what the file saves too
+    assert 'keras.config.set_dtype_policy("mixed_bfloat16")' in apply_fixes(textwrap.dedent(TF2.format(
+        keras="keras", setter='keras.config.set_dtype_policy("bfloat16")', path='"x.keras"')), [d])
+
+
+def test_tf2_restore_under_floatx_gets_no_policy_literal_fix():
+    found = run(TF2.format(keras="tf_keras as keras", setter='keras.backend.set_floatx("float16")',
+                           path='f"{RUN}/weights.h5"'))
+    assert found and all(d.fix is None for d in found)
 
 
 def test_tf2_policy_set_after_model_and_non_model_objects():

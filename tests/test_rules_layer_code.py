@@ -86,10 +86,24 @@ def test_mask_literal_message_and_fix():
     assert d.code == "MP403" and d.confidence == Confidence.HIGH
     assert "`-1e9`" in d.message and "-inf" in d.message and "`Masked`" in d.message
     assert "mixed_float16" in d.message
-    assert d.fix.applicability == "unsafe"
+    assert d.fix.applicability == "safe"  # dtype-aware: float32 code keeps its -1e9
     fixed = fix_all(text, found)
-    assert "-1e4" in fixed and "-1e9" not in fixed
+    assert '(-1e4 if self.compute_dtype == "float16" else -1e9)' in fixed
     assert check(fixed.split("\n", 4)[4])[1] == []  # fixed code is clean (header re-added by check)
+
+
+def test_mask_constant_outside_a_layer_gets_a_fixed_unsafe_value():
+    text, found = check("""
+    NEG = -1e9
+
+    class Masked(layers.Layer):
+        def call(self, scores):
+            return tf.nn.softmax(scores + NEG)
+
+    out = Masked()(keras.Input((4,)))
+    """)
+    (d,) = found
+    assert d.fix.applicability == "unsafe" and fix_all(text, found).count("NEG = -1e4") == 1
 
 
 def test_module_constant_is_reported_at_its_definition_with_the_use_line():

@@ -288,13 +288,27 @@ def test_mp103_names_imported_from_experimental_module():
     assert "opt = LossScaleOptimizer(tf.keras.optimizers.SGD())" in out
 
 
-def test_mp103_graph_rewrite_has_no_fix():
+def test_mp103_graph_rewrite_fix_sets_the_policy_and_wraps_the_keras_optimizer():
     src = """
         import tensorflow as tf
         opt = tf.train.experimental.enable_mixed_precision_graph_rewrite(tf.keras.optimizers.Adam())
     """
     [d] = run(src, "MP103", 3)
-    assert d.fix is None and 'set_global_policy("mixed_float16")' in d.message
+    assert 'set_global_policy("mixed_float16")' in d.message
+    assert d.fix.applicability == "unsafe"  # every layer then computes in float16
+    fixed = apply_fixes(textwrap.dedent(src), [d])
+    assert fixed.splitlines()[1:5] == ["import tensorflow as tf", "",
+                                       'tf.keras.mixed_precision.set_global_policy("mixed_float16")',
+                                       "opt = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam())"]
+
+
+def test_mp103_graph_rewrite_of_a_tf1_optimizer_has_no_fix():
+    src = """
+        import tensorflow as tf
+        opt = tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite(tf.compat.v1.train.AdamOptimizer())
+    """
+    [d] = run(src, "MP103", 3)
+    assert d.fix is None
 
 
 def test_mp103_compat_v1_confidence():

@@ -82,7 +82,7 @@ def test_mp201_message_confidence_and_fix():
     assert "a SavedModel exported in float32 (most TF Hub models) has no float16 concrete function" in d.message
     assert 'dtype="float32"' in d.message and "fails when it is built" in d.message
     fixed = fix_all(textwrap.dedent(SEED), found)
-    assert 'hub.KerasLayer(handle, trainable=False, dtype="float32"),' in fixed
+    assert 'hub.KerasLayer(handle, trainable=False, dtype=tf.float32),' in fixed  # spelled like the Dense's dtype
     assert check(fixed, codes=("MP201",)) == []
 
 
@@ -95,7 +95,7 @@ def test_mp201_and_mp207_fixes_are_the_same_edit_and_clear_both():
     assert "hub.KerasLayer (line 10" in mp207.message
     assert mp207.fix.edits == mp201.fix.edits  # edits the hub layer, leaves the cast
     fixed = fix_all(textwrap.dedent(SEED), found)
-    assert fixed.count('dtype="float32"') == 1
+    assert fixed.count('dtype=tf.float32') == 2  # the Dense's own and one on the hub layer
     assert "tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32))," in fixed
     assert check(fixed) == []
 

@@ -47,6 +47,7 @@ def to_dict(report) -> dict:
                    for e in report.errors],
         "summary": report.summary(),
         "traces": report.traces,
+        **({"fixes": [f.to_dict() for f in report.fixes]} if report.fixes is not None else {}),
     }
 
 

@@ -1,4 +1,5 @@
-"""Terminal output: `path:line:col: MP401 [*] message`, then a summary line (ruff style)."""
+"""Terminal output: `path:line:col: MP401 [*] message` (`[*]`: `--fix` fixes it; unsafe fixes are only counted in
+the summary), then a summary line (ruff style)."""
 
 from __future__ import annotations
 
@@ -30,19 +31,24 @@ def render(report, stream: TextIO, *, colour: bool = False, statistics: bool = F
         loc = d.location
         where = _paint(f"{where_text(loc)}:", "1", colour)
         code = _paint(d.code, "1;" + _SEVERITY_COLOUR[d.severity], colour)
-        marker = " [*]" if d.fix is not None else ""
+        marker = " [*]" if d.fix is not None and d.fix.applicability == "safe" else ""  # what --fix would do
         stream.write(f"{where} {code}{marker} {d.message}\n")
+    for result in report.fixes or ():
+        for d, reason in result.not_applied:
+            stream.write(f"{d.location.path}:{d.location.line}: {d.code} fix not applied: {reason}\n")
     if statistics and report.diagnostics:
         from mpdoctor.registry import get_rule
 
         fixable: dict[str, int] = {}
         for d in report.diagnostics:
-            fixable[d.code] = fixable.get(d.code, 0) + (d.fix is not None)
+            fixable[d.code] = fixable.get(d.code, 0) + (d.fix is not None and d.fix.applicability == "safe")
         for code, count in sorted(report.by_code().items(), key=lambda kv: (-kv[1], kv[0])):
             marker = "[*]" if fixable[code] else "   "
             stream.write(f"{count:>5}  {code}  {marker} {get_rule(code).name}\n")
     if quiet:
         return
+    if report.fixes is not None:
+        _fix_summary(report, stream, colour)
     counts = report.counts()
     total = len(report.diagnostics)
     files = _plural(report.files_checked, "file")
@@ -55,5 +61,19 @@ def render(report, stream: TextIO, *, colour: bool = False, statistics: bool = F
     if report.baselined:
         line += f" {report.baselined} more in the baseline."
     if report.fixable():
-        line += f" {report.fixable()} fixable ([*])."
+        unsafe = sum(1 for d in report.diagnostics if d.fix is not None and d.fix.applicability == "unsafe")
+        safe = report.fixable() - unsafe
+        parts = [f"{safe} fixable with --fix ([*])"] if safe else []
+        if unsafe:
+            parts.append(f"{unsafe} {'more ' if safe else 'fixable '}with --unsafe-fixes")
+        line += " " + ", ".join(parts) + "."
     stream.write(_paint(line, "1", colour) + "\n")
+
+
+def _fix_summary(report, stream: TextIO, colour: bool) -> None:
+    for result in report.fixes:
+        if result.written:
+            stream.write(_paint(f"Fixed {_plural(len(result.applied), 'problem')} in {result.shown} "
+                                f"({result.verification}).", "32", colour) + "\n")
+    fixed = sum(len(r.applied) for r in report.fixes if r.written)
+    stream.write(f"{_plural(fixed, 'problem')} fixed, {len(report.diagnostics)} remaining.\n")

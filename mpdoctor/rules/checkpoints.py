@@ -15,11 +15,13 @@ from __future__ import annotations
 import ast
 from typing import Iterable
 
-from mpdoctor.diagnostics import Confidence, Diagnostic
+from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
-from mpdoctor.static.policies import policy_from_expr
+from mpdoctor.static.policies import POLICY_SETTERS, policy_from_expr
+from mpdoctor.rules.checkpoint_fixes import saver_builder_fix
+from mpdoctor.rules.policy import _policy_literal_fix
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
@@ -73,11 +75,13 @@ define_rule(
         # ... or convert the checkpoint once: mpdoctor convert-checkpoint float32_ckpt/ckpt-1 ckpt16/ckpt --dtype float16
         """,
     fix="""
-        No one-line edit exists, so the static pass attaches none. Either convert the checkpoint once
-        (`mpdoctor convert-checkpoint IN OUT --dtype float16`), or restore through a cast: for a TF1 Saver, a
-        `BaseSaverBuilder` subclass whose `bulk_restore` calls `io_ops.restore_v2` with float32 dtypes and
-        `tf.cast`s each result to the variable's dtype, passed as `Saver(..., builder=...)`; for TF2, build the
-        model under `mixed_float16` (float32 variables), restore, then copy the values into the float16 model.
+        TF1 `Saver`: `--fix` adds a `CastOnRestoreSaverBuilder` class (a `BaseSaverBuilder` whose `bulk_restore`
+        reads float16/bfloat16 variables' values as float32 with `io_ops.restore_v2` and `tf.cast`s them) after
+        the file's imports, once, and passes `builder=CastOnRestoreSaverBuilder()` to the Saver. Safe when the
+        trace saw the restore fail on float32 values; unsafe from the static pass alone (a checkpoint that already
+        holds float16 values would then fail). TF2 checkpoints and Keras weights: no source fix yet; build the
+        model under `mixed_float16` (float32 variables), or convert the checkpoint once
+        (`mpdoctor convert-checkpoint IN OUT --dtype float16`).
         """,
 )
 
@@ -457,7 +461,9 @@ def _tf1_saver_restores(ctx: StaticContext) -> list[Diagnostic]:
             f"name-based restore does not cast, so float32 checkpoint values fail with \"expected dtype "
             f"{'half' if dtype == 'float16' else dtype} does not equal original dtype float\"; "
             + _ADVICE.format(dtype=dtype),
-            confidence=Confidence.MEDIUM))
+            confidence=Confidence.MEDIUM,
+            # unsafe: the source does not say the checkpoint holds float32 values (the trace can: its fix is safe)
+            fix=saver_builder_fix(ctx, saver, "unsafe")))
     return found
 
 
@@ -577,7 +583,7 @@ def _tf2_restores(ctx: StaticContext) -> list[Diagnostic]:
             f"(\"expected dtype {'half' if policy == 'float16' else policy} does not equal original dtype float\"); "
             f"use `mixed_{policy}` (float32 variables) or convert the checkpoint: "
             f"`mpdoctor convert-checkpoint IN OUT --dtype {policy}`",
-            confidence=confidence))
+            confidence=confidence, fix=_mixed_policy_fix(ctx, policy)))
     if ctx.is_keras3:
         return found  # Keras 3 load_weights only reads .keras / .weights.h5 / .h5, which cast silently
     for call in _method_calls(ctx, "load_weights"):
@@ -602,8 +608,21 @@ def _tf2_restores(ctx: StaticContext) -> list[Diagnostic]:
             f"{'half' if policy == 'float16' else policy} does not equal original dtype float\"); use "
             f"`mixed_{policy}`, load an .h5 file (cast on load), or `mpdoctor convert-checkpoint IN OUT --dtype "
             f"{policy}`",
-            confidence=confidence))
+            confidence=confidence, fix=_mixed_policy_fix(ctx, policy)))
     return found
+
+
+def _mixed_policy_fix(ctx: StaticContext, policy: str) -> Fix | None:
+    """`"float16"` -> `"mixed_float16"` at the one place the file sets that policy: the model's variables become
+    float32 and restore float32 values. Unsafe: it changes the variables' dtype (and what the file saves)."""
+    events = [e for e in ctx.policy_events if e.policy == policy]
+    if any(POLICY_SETTERS.get(ctx.call_name(e.node)) for e in events):
+        return None  # set_floatx takes no "mixed_" policy: MP102's fix rewrites that call
+    fix = _policy_literal_fix(ctx, events[0], f"mixed_{policy}") if len(events) == 1 else None
+    if fix is None:
+        return None
+    return Fix(f"build the model under 'mixed_{policy}' (float32 variables restore float32 values)", fix.edits,
+               applicability="unsafe")
 
 
 @static_check("MP301")
@@ -631,11 +650,16 @@ def trace_checkpoint_dtype_mismatch(facts: dict, ctx: TraceContext) -> Iterable[
                            for t in tensors[:6])
         more = f" and {len(tensors) - 6} more" if len(tensors) > 6 else ""
         where = _restore_where(restore)  # a Saver's builder= goes where the Saver was created
+        saver = ctx.call_at((where or {}).get("line"), "Saver") if restore.get("receiver_created_at") else None
+        fix = None
+        if saver is not None and ctx.static is not None and tensors and all(
+                t["checkpoint_dtype"] == "float32" and t["variable_dtype"] in _LOW for t in tensors):
+            fix = saver_builder_fix(ctx.static, saver, "safe")
         found.append(ctx.diagnostic(
             "MP301", where, f"{restore['api']}({restore.get('path')!s}) failed: {listed}{more}; "
             f"restore with a cast (a Saver builder that reads float32 and casts, or float32 variables under "
             f"mixed_float16) or convert the checkpoint: mpdoctor convert-checkpoint IN OUT --dtype "
-            f"{verdict.get('variable_dtype', 'float16')}"))
+            f"{verdict.get('variable_dtype', 'float16')}", fix=fix))
     return found
 
 

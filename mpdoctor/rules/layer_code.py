@@ -103,9 +103,11 @@ define_rule(
     fix="""
         Replaces a large negative literal by `-1e4` (finite in float16 with room for the scores it is added to,
         and `exp(-1e4)` is exactly 0, so softmax masks behave as before) and a tiny epsilon by `1e-7` (the value of
-        `keras.backend.epsilon()`, a nonzero float16 subnormal, ~1.2e-7). Both fixes are marked unsafe: they
-        change a number, so review them. `-65504` (`tf.float16.min`) is NOT used, because adding it to a negative
-        score overflows again. Where an epsilon divides (`x / (norm + eps)`), prefer `1e-4` or up, since `1 / 1e-7`
+        `keras.backend.epsilon()`, a nonzero float16 subnormal, ~1.2e-7). Inside a custom layer's method (after
+        `super().__init__` in `__init__`) or a Lambda the value is chosen from the dtype, so float32 code keeps its
+        constant: `(-1e4 if self.compute_dtype == "float16" else -1e9)` / `t.dtype` (a safe fix). Elsewhere (module
+        constants, default arguments) the plain replacement changes the number everywhere: marked unsafe, review
+        it. `-65504` (`tf.float16.min`) is NOT used, because adding it to a negative score overflows again. Where an epsilon divides (`x / (norm + eps)`), prefer `1e-4` or up, since `1 / 1e-7`
         overflows float16; where you need the exact value, compute that part in float32 instead (cast in, cast
         out). Large positive literals get no automatic fix.
         """,
@@ -953,8 +955,49 @@ def _mp403_fix(ctx: StaticContext, literal: ast.AST, value: float, problem: str)
         replacement, why = ("1e-7" if value > 0 else "-1e-7"), "a float16-representable epsilon"
     else:
         return None
+    dtype = _dtype_at(ctx, literal)
+    if dtype is not None:  # the value changes only where it was broken: float32 code keeps its constant
+        original = ctx.segment(literal)
+        chosen = f'({replacement} if {dtype} == "float16" else {original})'
+        return Fix(f"use `{replacement}` when `{dtype}` is float16 ({why}), `{original}` otherwise",
+                   (ctx.edit(literal, chosen),))
     return Fix(f"replace `{ctx.segment(literal)}` by `{replacement}` ({why})", (ctx.edit(literal, replacement),),
                applicability="unsafe")
+
+
+def _float16_guarded(ctx: StaticContext, literal: ast.AST) -> bool:
+    """`(-1e4 if x.dtype == "float16" else -1e9)`: the literal is only used when the dtype is not float16."""
+    parent = ctx.parents.get(literal)
+    if not isinstance(parent, ast.IfExp) or parent.orelse is not literal:
+        return False
+    test = parent.test
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) and any(
+        isinstance(side, ast.Constant) and side.value == "float16" or
+        isinstance(side, ast.Attribute) and side.attr == "float16" for side in (test.left, *test.comparators))
+
+
+def _dtype_at(ctx: StaticContext, literal: ast.AST) -> str | None:
+    """An expression for the compute dtype where `literal` is evaluated: `self.compute_dtype` in a method body of a
+    custom layer (in `__init__` only after `super().__init__(...)`), `t.dtype` in `lambda t: ...`; None elsewhere
+    (module constants, default arguments)."""
+    node, child = ctx.parents.get(literal), literal
+    while node is not None and not isinstance(node, (*FUNCTION_NODES, ast.Lambda)):
+        node, child = ctx.parents.get(node), node
+    if node is None or isinstance(child, ast.arguments):
+        return None
+    params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+    if isinstance(node, ast.Lambda):
+        return f"{params[0]}.dtype" if params else None
+    cls = ctx.enclosing_class(node)
+    if cls is None or cls.name not in ctx.custom_layer_classes or ctx.parents.get(node) is not cls \
+            or not params or params[0] != "self":
+        return None
+    if node.name == "__init__" and not any(
+            isinstance(c.func, ast.Attribute) and c.func.attr == "__init__" and isinstance(c.func.value, ast.Call)
+            and getattr(c.func.value.func, "id", None) == "super" and c.lineno < literal.lineno
+            for c in ctx.walk_scope(node) if isinstance(c, ast.Call)):
+        return None
+    return "self.compute_dtype"
 
 
 @static_check("MP403")
@@ -971,7 +1014,7 @@ def unsafe_constant_findings(ctx: StaticContext) -> Iterator[tuple[Diagnostic, s
     definitions = _literal_definitions(ctx, regions)
     for literal, definition in sorted(definitions.items(), key=lambda kv: (kv[0].lineno, kv[0].col_offset)):
         problem = float16_problem(definition.value)
-        if problem is None:
+        if problem is None or _float16_guarded(ctx, literal):
             continue
         hits = []
         for region, use in definition.uses:
@@ -1055,6 +1098,14 @@ def _mp406_fix(ctx: StaticContext, region: _Region, origin: ast.AST) -> Fix | No
         return Fix(f"cast the argument to `{target}`", (ctx.edit(arg, f"{cast}({ctx.segment(arg)}, {target})"),))
     if name == "tf.constant" and len(origin.args) > 1 and keyword_value(origin, "dtype") is None:
         return Fix(f"create it with dtype `{target}`", (ctx.edit(origin.args[1], target),))
+    if name == "tf.Variable" and isinstance(origin.func, ast.Attribute):
+        # dtype= alone fails: "Tensor conversion requested dtype float16 for Tensor with dtype float32"
+        init = origin.args[0] if origin.args else keyword_value(origin, "initial_value")
+        if init is None or keyword_value(origin, "dtype") is not None:
+            return None
+        cast = ctx.segment(origin.func).rsplit(".", 1)[0] + ".cast"
+        return Fix(f"create it in `{target}`", (ctx.edit(init, f"{cast}({ctx.segment(init)}, {target})"),),
+                   applicability="unsafe")
     fix = ctx.add_keyword_fix(origin, "dtype", target, f"create it with dtype `{target}`")
     if name in ("tf.Variable", "keras.Variable"):
         return Fix(fix.description, fix.edits, applicability="unsafe")

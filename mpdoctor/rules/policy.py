@@ -25,6 +25,7 @@ from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static import environment
 from mpdoctor.static.context import FUNCTION_NODES, LayerCall, PolicyEvent, StaticContext
+from mpdoctor.static.insert import after_imports, module_alias
 from mpdoctor.static.policies import POLICY_CONSTRUCTORS, POLICY_SETTERS, dtype_keyword, is_float16_compute
 from mpdoctor.trace.context import TraceContext
 from mpdoctor.trace.facts import exception_verdict, final_policy, first_message_line, keras_major
@@ -145,9 +146,10 @@ define_rule(
         `set_global_policy`, `experimental.Policy` -> `Policy`, `experimental.LossScaleOptimizer(opt, "dynamic")` ->
         `LossScaleOptimizer(opt)`, `get_layer_policy(layer)` -> `layer.dtype_policy`; on Keras 3
         `opt.get_scaled_loss(loss)` -> `opt.scale_loss(loss)` and `opt.get_unscaled_gradients(grads)` -> `grads`
-        (`apply_gradients` unscales). No fix for a fixed numeric loss scale, the LossScale classes or the graph
-        rewrite: replace the latter by `set_global_policy("mixed_float16")` (and `LossScaleOptimizer` in custom
-        training loops).
+        (`apply_gradients` unscales). The graph rewrite of a Keras optimizer becomes
+        `keras.mixed_precision.LossScaleOptimizer(opt)` plus `set_global_policy("mixed_float16")` after the imports
+        when the file sets no policy (unsafe: every layer then computes in float16). No fix for a fixed numeric loss
+        scale, the LossScale classes or the rewrite of a TF1 optimizer in graph code (it still works there).
         """,
 )
 
@@ -632,7 +634,8 @@ def _legacy_reference(ctx: StaticContext, node: ast.AST, name: str) -> Iterator[
         tf = environment.tensorflow_version()
         yield ctx.diagnostic("MP103", target, f"{shown} no longer exists in TensorFlow 2 (AttributeError); "
                              f"{_USE_POLICY}",
-                             confidence=Confidence.LOW if tf is not None and tf < (2, 4) else Confidence.HIGH)
+                             confidence=Confidence.LOW if tf is not None and tf < (2, 4) else Confidence.HIGH,
+                             fix=_graph_rewrite_fix(ctx, call) if "graph_rewrite" in member else None)
 
 
 def _compat_v1_diagnostic(ctx: StaticContext, target: ast.AST, call: ast.Call | None, shown: str,
@@ -655,7 +658,32 @@ def _compat_v1_diagnostic(ctx: StaticContext, target: ast.AST, call: ast.Call | 
         confidence = Confidence.LOW  # still runs with tf.compat.v1.train optimizers in graph mode
     else:
         confidence = Confidence.MEDIUM
-    return ctx.diagnostic("MP103", target, message, confidence=confidence)
+    fix = _graph_rewrite_fix(ctx, call) if member == "enable_mixed_precision_graph_rewrite" else None
+    return ctx.diagnostic("MP103", target, message, confidence=confidence, fix=fix)
+
+
+def _graph_rewrite_fix(ctx: StaticContext, call: ast.Call | None) -> Fix | None:
+    """`enable_mixed_precision_graph_rewrite(keras_optimizer)` -> `keras.mixed_precision.LossScaleOptimizer(...)`,
+    with `set_global_policy("mixed_float16")` after the imports when the file sets no policy. Unsafe: every layer
+    then computes in float16 (what the rewrite meant to do, but outputs and custom layers may need fixes too)."""
+    if call is None or len(call.args) != 1 or call.keywords or not _is_keras_optimizer(ctx, call.args[0]):
+        return None  # a tf.compat.v1.train optimizer in graph mode: the rewrite still works there
+    keras = module_alias(ctx, "keras", "tf_keras", "tensorflow.keras")
+    if keras is None:
+        tf = module_alias(ctx, "tensorflow")
+        if tf is None:
+            return None
+        keras = f"{tf}.keras"
+    edits = [ctx.edit(call, f"{keras}.mixed_precision.LossScaleOptimizer({ctx.segment(call.args[0])})")]
+    if not ctx.policy_events:
+        policy = after_imports(ctx, call, f'\n{keras}.mixed_precision.set_global_policy("mixed_float16")\n')
+        if policy is None:
+            return None
+        edits.insert(0, policy)
+    elif not all(e.policy == "mixed_float16" for e in ctx.policy_events):
+        return None  # another policy is set on purpose: not ours to change
+    return Fix("use the mixed_float16 policy and wrap the optimizer in LossScaleOptimizer", tuple(edits),
+               applicability="unsafe")
 
 
 def _is_keras_optimizer(ctx: StaticContext, expr: ast.AST) -> bool:

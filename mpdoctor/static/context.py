@@ -507,8 +507,25 @@ class StaticContext:
         loc = self.location(node)
         return Edit(self.display_path, loc.line, loc.column, loc.end_line, loc.end_column, content)
 
+    @functools.cached_property
+    def float32_spelling(self) -> str:
+        """How this file writes the float32 dtype in a `dtype=` argument: `tf.float32`, `keras.float32`... when it
+        already does so, else the string `"float32"`."""
+        for kw in self.nodes_of(ast.keyword):
+            value = kw.value
+            if kw.arg == "dtype" and isinstance(value, ast.Attribute) and value.attr == "float32" and \
+                    isinstance(value.value, (ast.Name, ast.Attribute)) and self.resolve(value) is not None:
+                return self.segment(value)
+            if kw.arg == "dtype" and isinstance(value, ast.Constant) and value.value == "float32":
+                return self.segment(value)
+        return '"float32"'
+
     def add_keyword_fix(self, call: ast.Call, keyword: str, value: str, description: str) -> Fix:
-        """Insert `keyword=value` as the last argument of `call`, or replace an existing value."""
+        """Insert `keyword=value` as the last argument of `call`, or replace an existing value. A `"float32"` dtype
+        is spelled the way the file already spells it."""
+        if keyword == "dtype" and value == '"float32"':
+            value = self.float32_spelling
+            description = description.replace('"float32"', value)
         for kw in call.keywords:
             if kw.arg == keyword:
                 return Fix(description, (self.edit(kw.value, value),))

@@ -49,15 +49,16 @@ def numerics_table(record: dict | None) -> dict | None:
 
 
 def trace_diagnostics(path: str, shown: str, text: str, tree: ast.Module, config: Config, settings: Settings,
-                      options, summaries: list | None = None
+                      options, summaries: list | None = None, run_from: str | None = None
                       ) -> tuple[list[Diagnostic], dict]:
-    """Trace diagnostics, and the trace's verdicts on static findings (see `static_after_trace`)."""
+    """Trace diagnostics, and the trace's verdicts on static findings (see `static_after_trace`). `run_from`: a
+    file holding `text` (a candidate fix) that the child runs as if it were `path`."""
     outcome = run_trace(path, entry=options.entry, timeout=options.timeout, checkpoints=options.checkpoints,
-                        source=text if is_notebook(path) else None, numerics=getattr(options, "numerics", None),
-                        memory_limit_mb=options.memory_limit_mb)
+                        source=text if is_notebook(path) else None, run_from=run_from,
+                        numerics=getattr(options, "numerics", None), memory_limit_mb=options.memory_limit_mb)
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
-    failure = outcome.failure or _changed_during_trace(path, text)
+    failure = outcome.failure or _changed_during_trace(run_from or path, text)
     if summaries is not None:
         summaries.append(trace_summary(shown, facts, failure))
     verdicts: dict = dict.fromkeys(cleared_static(facts, ctx))

@@ -7,6 +7,7 @@ the facts (mpdoctor/trace schema, version 1) to RESULT.json. Whatever happens, i
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import inspect
 import json
@@ -36,7 +37,8 @@ def main(argv: list[str]) -> int:
         recorder.extra_checkpoints = request.get("checkpoints") or []
         if request.get("notebook"):
             _notebook_builtins()
-        module = _import_user_file(request["file"], facts, recorder, request.get("search_path"))
+        module = _import_user_file(request["file"], facts, recorder, request.get("search_path"),
+                                  request.get("source_file"))
         facts["layers_created_on_import"] = len(recorder.layers)
         models = _discover(module, request.get("entry"), recorder, facts)
         for name, how, model in models:
@@ -67,7 +69,7 @@ def _flavours(source: str) -> set[str]:
 def _prepare(request: dict, facts: dict):
     from mpdoctor.trace import hooks
 
-    source = open(request["file"], encoding="utf-8", errors="replace").read()
+    source = open(request.get("source_file") or request["file"], encoding="utf-8", errors="replace").read()
     if "TF_USE_LEGACY_KERAS" in source and ("'1'" in source or '"1"' in source):
         os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # the file asks for it before importing TF
     import tensorflow as tf
@@ -117,11 +119,30 @@ def _notebook_builtins() -> None:
         builtins.display = lambda *objects, **kwargs: None
 
 
-def _import_user_file(path: str, facts: dict, recorder, search_path: str | None = None):
+class _SourceAsFileLoader(importlib.machinery.SourceFileLoader):
+    """Loads `path` but reads its text from another file: the module's `__file__`, code filename and directory on
+    sys.path are the original's, so paths computed from `__file__` and tracebacks still point at the user's file."""
+
+    def __init__(self, fullname: str, path: str, source: str) -> None:
+        super().__init__(fullname, path)
+        self.source = source
+
+    def get_data(self, path: str) -> bytes:
+        with open(self.source, "rb") as handle:
+            return handle.read()
+
+    def path_stats(self, path: str):
+        raise OSError("never cache bytecode of a candidate fix")
+
+
+def _import_user_file(path: str, facts: dict, recorder, search_path: str | None = None,
+                      source_file: str | None = None):
+    """`source_file`: read the module's text from there (a candidate fix), the module being `path` all the same."""
     directory = search_path or os.path.dirname(os.path.abspath(path))
     if directory not in sys.path:
         sys.path.insert(0, directory)
-    spec = importlib.util.spec_from_file_location("__mpdoctor_model__", path)
+    loader = _SourceAsFileLoader("__mpdoctor_model__", path, source_file) if source_file else None
+    spec = importlib.util.spec_from_file_location("__mpdoctor_model__", path, loader=loader)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     try:

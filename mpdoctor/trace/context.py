@@ -55,13 +55,17 @@ class TraceContext:
 
     def call_at(self, line: int | None, *names: str) -> ast.Call | None:
         """The outermost call starting on `line` whose callee's last name part is one of `names` (any call when no
-        names are given): the constructor a trace finding points at, to build its source fix."""
+        names are given; None when several match): the constructor a trace finding points at, for its fix."""
         if self.static is None or not line:
             return None
+        found = []
         for call in self.static.calls:
             if call.lineno != line:
                 continue
             callee = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
             if not names or callee in names:
-                return call
-        return None
+                found.append(call)
+        # Two `Dense(...)` on one line: the facts (file, line) cannot tell which one; no fix beats a wrong one.
+        if names and len(found) > 1:
+            return None
+        return found[0] if found else None

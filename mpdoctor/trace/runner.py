@@ -36,10 +36,13 @@ def tensorflow_available() -> bool:
 
 def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_TIMEOUT,
               env: dict | None = None, checkpoints: tuple[str, ...] = (), source: str | None = None,
-              numerics: dict | None = None, memory_limit_mb: float | None = None) -> TraceOutcome:
+              run_from: str | None = None, numerics: dict | None = None,
+              memory_limit_mb: float | None = None) -> TraceOutcome:
     """`source`: run this generated code (a notebook's cells) instead of the file, under the file's identity: it is
     written to the temporary directory (never into the user's tree), the child runs in the file's directory with
-    it on sys.path (as Jupyter does), and facts locations name `path` again."""
+    it on sys.path (as Jupyter does), and facts locations name `path` again. `run_from`: a file whose text is run
+    as if it were `path` (same `__file__`, code filename and sys.path), so a fix is verified without writing it
+    into the user's tree."""
     with tempfile.TemporaryDirectory(prefix="mpdoctor-trace-") as workdir:
         request_path = os.path.join(workdir, "request.json")
         result_path = os.path.join(workdir, "facts.json")
@@ -54,6 +57,7 @@ def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_T
             json.dump({"file": run_file, "entry": entry, "search_path": os.path.dirname(identity),
                        "notebook": source is not None, "numerics": numerics,
                        "scratch": os.path.join(workdir, "scratch"),
+                       "source_file": run_from and os.path.abspath(run_from),
                        "checkpoints": [os.path.abspath(c) for c in checkpoints]}, handle)
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

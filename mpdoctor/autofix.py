@@ -1,0 +1,374 @@
+"""`check --fix` / `--diff`: apply the fix edits diagnostics carry, to a fixed point (like ruff: non-conflicting
+fixes per round, re-check, repeat), verify the result (it parses; with the trace pass, the fixed text is traced again
+without being written and must lose the fixed diagnostics without gaining an error), then write it atomically.
+
+Never touches a file that changed since it was analysed, and never writes a result that does not parse.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import io
+import os
+import stat
+import tempfile
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mpdoctor.config import Config
+from mpdoctor.diagnostics import Diagnostic, Severity
+from mpdoctor.fixes import apply_edits, edit_spans, overlaps
+
+MAX_ROUNDS = 10
+MAX_TRACE_ROUNDS = 3  # verified rounds: each re-traces the file
+VERIFIED = "verified"
+UNVERIFIED = "unverified (--no-trace)"
+
+
+@dataclass
+class FileFix:
+    """What --fix did (or --diff would do) to one file."""
+
+    shown: str
+    original: str
+    fixed: str
+    applied: list[Diagnostic] = field(default_factory=list)
+    not_applied: list[tuple[Diagnostic, str]] = field(default_factory=list)
+    remaining: list[Diagnostic] | None = None  # diagnostics of the text that is on disk afterwards (if known)
+    verification: str = UNVERIFIED
+    written: bool = False
+    error: str | None = None  # why nothing was written
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed != self.original and self.error is None
+
+    def diff(self) -> str:
+        if not self.changed:
+            return ""
+        return "".join(difflib.unified_diff(self.original.splitlines(keepends=True),
+                                            self.fixed.splitlines(keepends=True),
+                                            f"a/{self.shown}", f"b/{self.shown}"))
+
+    def to_dict(self) -> dict:
+        def one(d: Diagnostic) -> dict:
+            return {"code": d.code, "line": d.location.line, "description": d.fix.description if d.fix else "",
+                    "applicability": d.fix.applicability if d.fix else None}
+
+        return {"path": self.shown, "written": self.written, "verification": self.verification,
+                "error": self.error, "applied": [one(d) for d in self.applied],
+                "not_applied": [{**one(d), "reason": reason} for d, reason in self.not_applied]}
+
+
+def wanted(d: Diagnostic, unsafe: bool) -> bool:
+    return (d.fix is not None and bool(d.fix.edits) and (unsafe or d.fix.applicability == "safe")
+            and all(e.path == d.location.path for e in d.fix.edits))
+
+
+def plan_fixes(text: str, diagnostics: list[Diagnostic], recheck, unsafe: bool, skip: set[tuple] = frozenset()
+               ) -> tuple[str, list[tuple[Diagnostic, str]], list[tuple[Diagnostic, str]], list[Diagnostic]]:
+    """Apply fixes round by round until none is left: (fixed text, [(applied diagnostic, the text its lines refer
+    to)], [(diagnostic, why not applied)], diagnostics of the fixed text per `recheck`). `recheck(text)` re-runs
+    the (static) checks; fixes that clash with an earlier one wait for the next round; a fix whose finding comes
+    back where it was applied is not applied again."""
+    applied: list[tuple[Diagnostic, str]] = []
+    refused: dict[tuple, tuple[Diagnostic, str]] = {}
+    # Applied fixes as (code, fix description, lines in the current text, how many such findings were there): a
+    # fix did not work when as many such findings are still reported there after it.
+    done: list[tuple[str, str, range, int]] = []
+    current = diagnostics
+
+    def same(d: Diagnostic, code: str, what: str, lines: range) -> bool:
+        return d.code == code and d.fix is not None and d.fix.description == what and d.location.line in lines
+
+    for _ in range(MAX_ROUNDS):
+        candidates = []
+        for d in sorted(current, key=lambda d: (d.location.line, d.location.column, d.code)):
+            if not wanted(d, unsafe) or _key(d) in refused or _key(d) in skip:
+                continue
+            if any(same(d, *entry[:3]) and sum(same(c, *entry[:3]) for c in current) >= entry[3] for entry in done):
+                refused[_key(d)] = (d, "the finding is still reported after its fix")
+                continue
+            candidates.append(d)
+        taken = _compatible(text, candidates, refused)
+        if not taken:
+            break
+        new_text = apply_edits(text, [e for d in taken for e in d.fix.edits])
+        if new_text == text:
+            break
+        mapped = line_mapper(text, new_text)
+        done = [(code, what, range(mapped(lines.start).start, mapped(lines.stop - 1).stop), count)
+                for code, what, lines, count in done]
+        done += [(d.code, d.fix.description, mapped(d.location.line),
+                  sum(same(c, d.code, d.fix.description, range(d.location.line, d.location.line + 1))
+                      for c in current)) for d in taken]
+        applied += [(d, text) for d in taken]
+        text = new_text
+        current = recheck(text)
+    else:
+        for d in current:
+            if wanted(d, unsafe):
+                refused.setdefault(_key(d), (d, f"fixes did not converge after {MAX_ROUNDS} rounds"))
+    return text, applied, list(refused.values()), current
+
+
+def _compatible(text: str, candidates: list[Diagnostic], refused: dict) -> list[Diagnostic]:
+    """The candidates whose edits clash with no earlier one; if their result does not parse, the ones that keep it
+    parsing (one by one: rare, so the common case costs a single parse)."""
+    taken: list[tuple[Diagnostic, list]] = []
+    for d in candidates:
+        spans = edit_spans(text, d.fix.edits)
+        if not any(overlaps(spans, other) for _, other in taken):
+            taken.append((d, spans))
+    if _parses(apply_edits(text, [e for d, _ in taken for e in d.fix.edits])):
+        return [d for d, _ in taken]
+    kept: list[Diagnostic] = []
+    for d, _ in taken:
+        if _parses(apply_edits(text, [e for k in kept for e in k.fix.edits] + list(d.fix.edits))):
+            kept.append(d)
+        else:
+            refused[_key(d)] = (d, "the fixed source would not parse")
+    return kept
+
+
+def _key(d: Diagnostic) -> tuple:
+    return (d.code, d.location.line, d.location.column, d.fix.description if d.fix else "")
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def _must_round_trip(text: str) -> str | None:
+    """libcst's full-fidelity parse (a stricter check than ast: the result must be a module it can reproduce)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # libcst's own imports, not the user's business
+        import libcst
+
+    try:
+        if libcst.parse_module(text).code != text:
+            return "the fixed source does not round-trip through libcst"
+    except libcst.ParserSyntaxError as exc:
+        return f"the fixed source does not parse: {str(exc).splitlines()[0]}"
+    return None
+
+
+def line_mapper(old: str, new: str):
+    """old line -> the range of new lines it became (exact for unchanged lines, the replaced block otherwise)."""
+    blocks = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False).get_opcodes()
+
+    def mapped(line: int) -> range:
+        for tag, i1, i2, j1, j2 in blocks:
+            if i1 < line <= i2:
+                if tag == "equal":
+                    return range(j1 + line - i1, j1 + line - i1 + 1)
+                return range(j1 + 1, max(j2, j1 + 1) + 1)
+        return range(line, line + 1)
+
+    return mapped
+
+
+def ineffective(fixed: str, applied: list[tuple[Diagnostic, str]], after: list[Diagnostic]
+                ) -> list[tuple[Diagnostic, int]]:
+    """(applied diagnostic, line in `fixed`) of the fixes whose finding the fixed text still has."""
+    found = []
+    for d, text in applied:
+        lines = line_mapper(text, fixed)(d.location.line)
+        still = [a for a in after if a.code == d.code and a.location.line in lines]
+        if still:
+            found.append((d, still[0].location.line))
+    return found
+
+
+def verification_problems(original: str, fixed: str, before: list[Diagnostic],
+                          applied: list[tuple[Diagnostic, str]], after: list[Diagnostic]) -> list[str]:
+    """Why a traced fixed file is not better: a fixed diagnostic is still reported, or an error appeared that the
+    original did not have."""
+    problems = [f"{d.code} is still reported after the fix (line {line})"
+                for d, line in ineffective(fixed, applied, after)]
+    to_fixed = line_mapper(original, fixed)
+    known = {(b.code, line) for b in before for line in to_fixed(b.location.line)}
+    for a in after:
+        if (a.severity is Severity.ERROR or a.code == "MP001") and (a.code, a.location.line) not in known:
+            problems.append(f"new {a.code} at line {a.location.line}: {a.message}")
+    return list(dict.fromkeys(problems))
+
+
+def fix_file(path: Path, shown: str, text: str, diagnostics: list[Diagnostic], config: Config, trace,
+             unsafe: bool) -> FileFix:
+    """Plan and verify the fixes of one file (nothing is written here). With the trace pass, a verified result can
+    show new trace-only findings with fixes (a float16 output once the policy is mixed): they get another verified
+    round, so that a second --fix has nothing left to do."""
+    from mpdoctor.engine import TraceOptions, check_source
+
+    static_only = TraceOptions(enabled=False)
+
+    def recheck(candidate: str) -> list[Diagnostic]:
+        found, _error = check_source(candidate, shown, config, path=str(path), trace=static_only)
+        # A static re-check cannot see what suppressions the trace pass used: never "fix" those away.
+        return [d for d in found if not (trace.enabled and d.code == "MP002")]
+
+    result = FileFix(shown, text, text, remaining=diagnostics)
+    current, before = text, diagnostics
+    skip: set[tuple] = set()
+    retried = False
+    rounds = MAX_TRACE_ROUNDS if trace.enabled else 1
+    while rounds:
+        rounds -= 1
+        fixed, applied, refused, remaining = plan_fixes(current, before, recheck, unsafe, skip)
+        result.not_applied += [r for r in refused if r not in result.not_applied]
+        if fixed == current:
+            break
+        problem = _must_round_trip(fixed)
+        verification, after, culprits = UNVERIFIED, remaining, []
+        if problem is None and trace.enabled:
+            problem, verification, after, culprits = _verify_by_trace(path, shown, current, fixed, before, applied,
+                                                                      config, trace)
+        if problem and culprits and len(culprits) < len(applied) and not retried:
+            # Cheap fallback (one more trace): the other fixes of the round without those that did not work.
+            retried, rounds = True, rounds + 1
+            skip |= {_key(d) for d in culprits}
+            result.not_applied += [(d, problem) for d in culprits]
+            continue
+        if problem:
+            result.not_applied += [(d, problem) for d, _ in applied]
+            result.error = None if result.applied else problem  # earlier verified rounds still stand
+            break
+        result.applied += [d for d, _ in applied]
+        result.fixed, result.remaining, result.verification = fixed, after, verification
+        current, before = fixed, after
+        if not trace.enabled or verification != VERIFIED:
+            break
+    return result
+
+
+def _verify_by_trace(path, shown, original, fixed, before, applied, config, trace
+                     ) -> tuple[str | None, str, list[Diagnostic], list[Diagnostic]]:
+    """Trace the fixed text from a temporary file outside the user's tree, as if it were `path`: (problem,
+    verification, diagnostics of the fixed text, the applied fixes to drop when they alone are the problem)."""
+    from mpdoctor.engine import check_source
+
+    with tempfile.TemporaryDirectory(prefix="mpdoctor-fix-") as workdir:
+        candidate = os.path.join(workdir, os.path.basename(path))
+        with open(candidate, "wb") as handle:
+            handle.write(fixed.encode(_declared_encoding(fixed)))
+        after, error = check_source(fixed, shown, config, path=str(path), trace=trace, run_from=candidate)
+    if error is not None:
+        return f"the fixed file cannot be checked: {error.message}", UNVERIFIED, before, []
+    problems = verification_problems(original, fixed, before, applied, after)
+    if problems:
+        culprits = [d for d, _ in ineffective(fixed, applied, after)]
+        only_ineffective = len(problems) == len(culprits)  # no new error: dropping those fixes may be enough
+        return ("re-tracing the fixed file: " + "; ".join(problems[:3]), UNVERIFIED, before,
+                culprits if only_ineffective else [])
+    crashed = [a for a in after if a.code == "MP001"]
+    # The run dies before and after the fix for a reason of its own: the fix is no worse, but nothing is proven.
+    if crashed:
+        return None, f"unverified (the trace fails before and after the fix: {crashed[0].message[:120]})", after, []
+    return None, VERIFIED, after, []
+
+
+def _declared_encoding(text: str) -> str:
+    """The encoding a coding cookie in `text` declares (utf-8 without one)."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(text.encode("utf-8", errors="replace")).readline)
+    return "utf-8" if encoding == "utf-8-sig" else encoding
+
+
+# ------------------------------------------------------------------------------------------------ writing
+
+
+class StaleFile(Exception):
+    """The file changed on disk since it was analysed."""
+
+
+def _decode(data: bytes) -> tuple[str, str]:
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding), encoding
+
+
+def write_atomic(path: Path, analysed: str, new_text: str) -> None:
+    """Replace the file's text by `new_text` if it still holds `analysed`: a temporary file in the same directory,
+    fsync, rename over the original (the file mode is kept). On any failure the original is intact."""
+    target = Path(os.path.realpath(path))  # a symlink keeps pointing at the fixed file
+    data = target.read_bytes()
+    current, encoding = _decode(data)
+    if current != analysed:
+        raise StaleFile(f"{path} changed since it was analysed; not touched (run mpdoctor again)")
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".mpdoctor", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(new_text.encode(encoding))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        if target.read_bytes() != data:  # a last look right before the rename
+            raise StaleFile(f"{path} changed since it was analysed; not touched (run mpdoctor again)")
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ------------------------------------------------------------------------------------------------ report level
+
+
+def fix_report(report, sources: dict, config: Config, trace, *, unsafe: bool, write: bool) -> None:
+    """Plan (and with `write`, apply) the fixes of every file in the report; the report then lists what remains."""
+    by_file: dict[str, list[Diagnostic]] = {}
+    for d in report.diagnostics:
+        by_file.setdefault(d.location.path, []).append(d)
+    results = []
+    remaining: list[Diagnostic] = []
+    for shown, diagnostics in by_file.items():
+        if shown not in sources or not any(wanted(d, unsafe) for d in diagnostics):
+            remaining += diagnostics
+            continue
+        path, text = sources[shown]
+        result = fix_file(path, shown, text, diagnostics, config, trace, unsafe)
+        if write and result.changed:
+            try:
+                write_atomic(path, text, result.fixed)
+                result.written = True
+            except StaleFile as exc:
+                result.error = str(exc)
+            except OSError as exc:
+                result.error = f"{shown}: cannot write: {exc.strerror or exc}; the original is unchanged"
+        if not result.written:
+            if result.error and result.applied:
+                result.not_applied += [(d, result.error) for d in result.applied]
+                result.applied = []
+            if write or result.remaining is None:
+                result.remaining = diagnostics
+        remaining += result.remaining if result.remaining is not None else diagnostics
+        results.append(result)
+    report.diagnostics = sorted(remaining, key=Diagnostic.sort_key)
+    report.fixes = results
+
+
+def write_diffs(report, stream, errors, *, unsafe: bool) -> int:
+    """--diff: the unified diff of every file a --fix would change on `stream`, what would not be applied and a
+    summary on `errors`; returns how many fixes the diffs hold."""
+    count = 0
+    for result in report.fixes or ():
+        diff = result.diff()
+        if diff:
+            stream.write(diff if diff.endswith("\n") else diff + "\n")
+            count += len(result.applied)
+        for d, reason in result.not_applied:
+            errors.write(f"{d.location.path}:{d.location.line}: {d.code} fix not applied: {reason}\n")
+    hidden = 0 if unsafe else sum(1 for d in report.diagnostics if d.fix and d.fix.applicability == "unsafe")
+    summary = f"Would fix {count} problem{'' if count == 1 else 's'}." if count else "No fixes available."
+    if hidden:
+        summary += f" {hidden} more with --unsafe-fixes."
+    errors.write(summary + "\n")
+    return count
