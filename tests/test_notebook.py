@@ -268,3 +268,11 @@ def test_trace_reports_an_exception_at_the_cell_that_raised(tmp_path):
     [crash] = [d for d in report.diagnostics if d.code == "MP001"]
     assert (crash.location.cell, crash.location.line) == (5, 2)
     assert "RuntimeError: boom in the last cell" in crash.message
+
+
+def test_html_snippet_shows_the_cells_own_lines(tmp_path):
+    write(tmp_path / "demo.ipynb", softmax_notebook())
+    assert mpdoctor("check", "--no-trace", "--html", "report.html", "demo.ipynb", cwd=tmp_path).returncode == 1
+    html = (tmp_path / "report.html").read_text()
+    # line 5 of cell 3, not line 5 of the notebook's JSON text
+    assert 'class="hit">   5      keras.layers.Dense(4, activation=&#34;softmax&#34;),</span>' in html

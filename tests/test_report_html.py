@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import tomllib
-from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
@@ -82,12 +81,7 @@ def test_findings_show_the_source_line_and_the_graph_marks_the_finding_layer(tmp
     assert re.search(rf'<g class="node finding" data-layer="{re.escape(ESCAPED)}"', html)
 
 
-@dataclass(frozen=True)
-class VerifiedFix(Fix):
-    verified: bool = True
-
-
-def test_the_fix_is_shown_as_a_diff_and_verified_only_when_the_fix_says_so(tmp_path):
+def test_the_fix_is_shown_as_a_diff(tmp_path):
     source = tmp_path / "model.py"
     source.write_text("import keras\nout = keras.layers.Dense(3, activation='softmax')\nprint(out)\n")
     edit = Edit(str(source), 2, 49, 2, 49, ', dtype="float32"')
@@ -97,11 +91,29 @@ def test_the_fix_is_shown_as_a_diff_and_verified_only_when_the_fix_says_so(tmp_p
     assert '<span class="remove">-out = keras.layers.Dense(3, activation=&#39;softmax&#39;)</span>' in html
     assert ('<span class="add">+out = keras.layers.Dense(3, activation=&#39;softmax&#39;, dtype=&#34;float32&#34;)'
             '</span>') in html
-    assert 'class="tag verified"' not in html
-    verified = Diagnostic("MP401", "softmax", Location(str(source), 2, 7), Severity.ERROR,
-                          fix=VerifiedFix("set dtype", (edit,)))
-    assert 'class="tag verified"' in html_of(Report(diagnostics=[verified], files_checked=1))
+    assert 'id="fixes"' not in html  # no --fix, no fixes section
     assert source.read_text().count("float32") == 0  # rendering never touches the file
+
+
+def test_fixes_section_says_what_fix_did_and_whether_a_trace_verified_it(tmp_path):
+    from mpdoctor.autofix import UNVERIFIED, VERIFIED, FileFix
+
+    source = tmp_path / "model.py"
+    source.write_text("import keras\nkeras.mixed_precision.set_global_policy('mixed_float16')\n"
+                      "model = keras.Sequential([keras.layers.Dense(3, activation='softmax')])\n")
+    result = subprocess.run([sys.executable, "-m", "mpdoctor", "check", "--no-trace", "--fix", "--select", "MP401",
+                             "--html", "report.html", "model.py"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    html = (tmp_path / "report.html").read_text()
+    assert 'id="fixes"' in html and "fixed MP401 (line 3)" in html
+    assert f'<span class="tag">{UNVERIFIED}</span>' in html and "written" in html
+    assert ('<span class="add">+model = keras.Sequential([keras.layers.Dense(3, activation=&#39;softmax&#39;, '
+            'dtype=&#34;float32&#34;)])') in html
+    assert 'dtype="float32"' in source.read_text()
+
+    verified = FileFix("model.py", "x = 1\n", "x = 2\n", verification=VERIFIED, written=True)
+    assert '<span class="tag verified">verified</span>' in html_of(Report(files_checked=1, fixes=[verified]))
 
 
 def test_long_linear_chains_fold_into_one_box_but_findings_and_dtype_changes_stay_visible():

@@ -44,6 +44,22 @@ def _read_lines(path: str, cache: dict) -> list[str] | None:
     return cache[path]
 
 
+def _location_text(location, cache: dict) -> str | None:
+    """The text a location's line counts in: the file, or for a notebook finding the lines of its cell."""
+    if location.cell is None:
+        return _read_lines(location.path, cache)
+    from mpdoctor.notebook import NotebookError, read_notebook
+
+    key = (location.path, "cells")
+    if key not in cache:
+        try:
+            cache[key] = read_notebook(location.path).cell_lines
+        except (OSError, NotebookError):
+            cache[key] = {}
+    lines = cache[key].get(location.cell)
+    return None if lines is None else "\n".join(lines)
+
+
 def _snippet(text: str | None, line: int) -> list[tuple[int, str]]:
     if text is None:
         return []
@@ -67,17 +83,25 @@ def fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
             after = apply_edits(before, [e for e in diagnostic.fix.edits if e.path == path])
         except EditConflict:
             return []
-        for text in difflib.unified_diff(before.splitlines(), after.splitlines(), "a/" + path.lstrip("/"), "b/" + path.lstrip("/"), n=1,
-                                         lineterm=""):
-            kind = ("file" if text.startswith(("---", "+++")) else "hunk" if text.startswith("@@") else
-                    "add" if text.startswith("+") else "remove" if text.startswith("-") else "context")
-            lines.append((kind, text))
+        lines += _classified(difflib.unified_diff(before.splitlines(), after.splitlines(), "a/" + path.lstrip("/"),
+                                                  "b/" + path.lstrip("/"), n=1, lineterm=""))
     return lines
 
 
-def _verified(diagnostic) -> bool:
-    """Whether the fix was checked by re-running the trace on the fixed file (set by --fix/--diff when it does)."""
-    return bool(getattr(diagnostic, "verified", None) or getattr(diagnostic.fix, "verified", None))
+def _classified(diff_lines) -> list[tuple[str, str]]:
+    return [("file" if text.startswith(("---", "+++")) else "hunk" if text.startswith("@@") else
+             "add" if text.startswith("+") else "remove" if text.startswith("-") else "context", text.rstrip("\n"))
+            for text in diff_lines]
+
+
+def _fixes(report) -> list[dict]:
+    """What --fix did (or --diff would do) to each file, and whether a re-trace verified it."""
+    return [{"path": result.shown, "verification": result.verification, "written": result.written,
+             "error": result.error,
+             "applied": [(d.code, d.location.line, d.fix.description if d.fix else "") for d in result.applied],
+             "not_applied": [(d.code, d.location.line, reason) for d, reason in result.not_applied],
+             "diff": _classified(result.diff().splitlines())}
+            for result in getattr(report, "fixes", None) or []]
 
 
 def _card(diagnostic, sources: dict) -> dict:
@@ -85,9 +109,8 @@ def _card(diagnostic, sources: dict) -> dict:
 
     item = diagnostic_to_dict(diagnostic)
     item["why"] = get_rule(diagnostic.code).why.split("\n\n")[0]
-    item["snippet"] = _snippet(_read_lines(diagnostic.location.path, sources), diagnostic.location.line)
+    item["snippet"] = _snippet(_location_text(diagnostic.location, sources), diagnostic.location.line)
     item["diff"] = fix_diff(diagnostic, sources)
-    item["verified"] = _verified(diagnostic)
     return item
 
 
@@ -166,4 +189,4 @@ def render(report, stream: TextIO, *, sources: dict | None = None, **_options) -
         version=__version__, summary=report.summary(), diagnostics=diagnostics, errors=report.errors,
         traces=report.traces, environments=_environments(report.traces),
         models=_models(report.traces, finding_layers), savedmodels=_savedmodels(report.traces),
-        checkpoints=_checkpoints(report.traces), script=script, script_hash=_script_hash(script)))
+        checkpoints=_checkpoints(report.traces), fixes=_fixes(report), script=script, script_hash=_script_hash(script)))
