@@ -50,6 +50,24 @@ def best_of(repeat: int, fn, *args) -> tuple[float, int]:
     return best, value
 
 
+def results(quick: bool = False) -> list[dict]:
+    """`check --fix` planning (unsafe fixes included, static) beside `check` on the same files."""
+    from _common import row
+
+    from mpdoctor.config import Config
+
+    config = Config()
+    copies = 2 if quick else 10
+    files = [(shown, "\n".join([text] * copies)) for shown, text in corpus()]
+    lines = sum(text.count("\n") for _, text in files)
+    repeat = 1 if quick else 3
+    check_time, findings = best_of(repeat, check_all, files, config)
+    fix_time, applied = best_of(repeat, fix_all, files, config)
+    return [row(f"fix planning, {len(files)} files x{copies} ({lines} lines)", fix_time, check_time,
+                note=f"baseline: check of the same files ({findings} findings); {applied} fixes applied; static, "
+                     f"no re-trace (a verified fix adds one trace per round)")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
