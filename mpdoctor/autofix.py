@@ -24,7 +24,7 @@ from mpdoctor.fixes import apply_edits, edit_spans, overlaps
 MAX_ROUNDS = 10
 MAX_TRACE_ROUNDS = 3  # verified rounds: each re-traces the file
 VERIFIED = "verified"
-UNVERIFIED = "unverified (--no-trace)"
+UNVERIFIED = "unverified (no trace pass)"
 
 
 @dataclass

@@ -56,7 +56,7 @@ def test_fix_gives_the_expected_output_parses_and_is_idempotent(source, tmp_path
     assert fixed == expected
     ast.parse(fixed)
     out = capsys.readouterr().out
-    assert "unverified (--no-trace)" in out and "fixed," in out
+    assert "unverified (no trace pass)" in out and "fixed," in out
 
     config = Config()
     if "--keras-version" in options:
@@ -133,7 +133,7 @@ def test_json_after_fix_carries_applicability_and_what_was_fixed(tmp_path, capsy
     main(["check", "--fix", "--no-trace", "--format", "json", "seed.py"])
     after = json.loads(capsys.readouterr().out)
     [result] = after["fixes"]
-    assert result["written"] and result["verification"] == "unverified (--no-trace)"
+    assert result["written"] and result["verification"] == "unverified (no trace pass)"
     assert sorted(a["code"] for a in result["applied"]) == ["MP201", "MP401"]
     assert after["summary"]["fixed"] == 2
     assert not [d for d in after["diagnostics"] if d["code"] in ("MP201", "MP401")]

@@ -823,20 +823,13 @@ class _Builder:
         patched = []
         try:
             for node_id, layer in targets:
-                original = layer.__dict__.get("call", _MISSING)
+                original = layer.__dict__.get("call", MISSING)
                 bound = layer.call
                 object.__setattr__(layer, "call", _recording_call(bound, records[node_id]))
                 patched.append((layer, original))
             result = model(sample)
         finally:
-            for layer, original in patched:
-                if original is _MISSING:
-                    try:
-                        object.__delattr__(layer, "call")
-                    except AttributeError:
-                        pass
-                else:
-                    object.__setattr__(layer, "call", original)
+            restore_calls(patched)
         for node_id, layer in targets:
             node = self.nodes[node_id]
             kind = node["kind"]
@@ -870,7 +863,19 @@ class _NoSample(Exception):
     pass
 
 
-_MISSING = object()
+MISSING = object()
+
+
+def restore_calls(patched: list[tuple]) -> None:
+    """Undo instance-level `call` wrappers: (layer, the instance's own `call` before, or MISSING)."""
+    for layer, original in patched:
+        if original is MISSING:
+            try:
+                object.__delattr__(layer, "call")
+            except AttributeError:
+                pass
+        else:
+            object.__setattr__(layer, "call", original)
 
 
 def _recording_call(bound, sink):

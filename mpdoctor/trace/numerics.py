@@ -32,6 +32,8 @@ import inspect
 import os
 import re
 
+from mpdoctor.trace.graph import MISSING, restore_calls
+
 SAMPLE_CAP = 65536  # compared elements per layer output (strided sample above that)
 LARGE_TENSOR = 262144  # elements above which statistics are computed by TF ops rather than numpy
 MAX_PARAMS = 100_000_000  # "small enough": above this the two extra forward passes are skipped
@@ -40,7 +42,6 @@ LOW_PRECISION = ("float16", "bfloat16")
 # Ops TF's auto-mixed-precision keeps out of float16 (deny list) and ops whose float16 result overflows easily.
 UNSAFE_OPS = frozenset({"Exp", "Expm1", "Pow", "Square", "Sum", "Mean", "L2Loss", "Log",
                         "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits"})
-_MISSING = object()
 
 
 def options_from_request(request: dict) -> dict:
@@ -223,7 +224,7 @@ def _instrument(layers: list, run: _Run):
     """Wrap `call` on each layer instance (removed again by `_restore`): statistics of every call's outputs."""
     patched = []
     for layer in layers:
-        patched.append((layer, layer.__dict__.get("call", _MISSING)))
+        patched.append((layer, layer.__dict__.get("call", MISSING)))
         object.__setattr__(layer, "call", _recording(layer, layer.call, run))
     return patched
 
@@ -240,14 +241,7 @@ def _recording(layer, bound, run: _Run):
 
 
 def _restore(patched) -> None:
-    for layer, original in patched:
-        if original is _MISSING:
-            try:
-                object.__delattr__(layer, "call")
-            except AttributeError:
-                pass
-        else:
-            object.__setattr__(layer, "call", original)
+    restore_calls(patched)
 
 
 # ---------------------------------------------------------------------------------------------------- policies
@@ -265,12 +259,12 @@ def _swap_to_float32(layers) -> list:
         if _compute(layer) not in LOW_PRECISION:
             continue
         if hasattr(layer, "_set_dtype_policy"):  # tf_keras
-            saved.append((layer, layer._dtype_policy, layer.__dict__.get("_compute_dtype_object", _MISSING)))
+            saved.append((layer, layer._dtype_policy, layer.__dict__.get("_compute_dtype_object", MISSING)))
             layer._set_dtype_policy("float32")
         else:  # Keras 3
             from keras.src import dtype_policies
 
-            saved.append((layer, layer._dtype_policy, _MISSING))
+            saved.append((layer, layer._dtype_policy, MISSING))
             layer._dtype_policy = dtype_policies.get("float32")
     return saved
 
@@ -278,7 +272,7 @@ def _swap_to_float32(layers) -> list:
 def _restore_policies(saved) -> None:
     for layer, policy, compute_object in saved:
         layer._dtype_policy = policy
-        if compute_object is not _MISSING:
+        if compute_object is not MISSING:
             layer._compute_dtype_object = compute_object
 
 
