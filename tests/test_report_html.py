@@ -9,12 +9,12 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
-import tomllib
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
+import tomllib
+from trace_support import write_overflowing_checkpoint
 
 from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Severity
 from mpdoctor.engine import Report
@@ -236,12 +236,7 @@ def test_cli_html_flag_writes_the_checkpoint_audit_of_a_real_run(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="0",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     ckpt = tmp_path / "big" / "ckpt"
-    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
-        import numpy as np, tensorflow as tf
-        kernel = tf.Variable(np.full((4, 2), 1e5, dtype=np.float32))
-        bias = tf.Variable(np.zeros(2, dtype=np.float32))
-        tf.train.Checkpoint(kernel=kernel, bias=bias).write({str(ckpt)!r})
-        """)], check=True, capture_output=True, env=env, timeout=300)
+    write_overflowing_checkpoint(ckpt, env)
     model = tmp_path / "model.py"
     model.write_text("import keras\n\nkeras.mixed_precision.set_global_policy('mixed_float16')\n\n\n"
                      "def build_model():\n    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])\n")

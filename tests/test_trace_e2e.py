@@ -9,7 +9,13 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from trace_support import codes_at, make_float32_savedmodel, run_python, trace_check  # noqa: E402
+from trace_support import (  # noqa: E402
+    codes_at,
+    make_float32_savedmodel,
+    run_python,
+    trace_check,
+    write_overflowing_checkpoint,
+)
 
 
 @pytest.fixture(scope="module")
@@ -132,17 +138,8 @@ def test_second_seed_tf1_restore_into_float16_is_mp301_at_the_saver(tmp_path, mo
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
 def test_restored_checkpoint_values_beyond_float16_range_are_mp302(tmp_path, legacy, monkeypatch):
-    import os
-    import subprocess
-    import sys
-
     ckpt = tmp_path / "big" / "ckpt"
-    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
-        import numpy as np, tensorflow as tf
-        kernel = tf.Variable(np.full((4, 2), 1e5, dtype=np.float32))
-        bias = tf.Variable(np.zeros(2, dtype=np.float32))
-        tf.train.Checkpoint(kernel=kernel, bias=bias).write({str(ckpt)!r})
-        """)], check=True, capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=300)
+    write_overflowing_checkpoint(ckpt)
     script = tmp_path / "restore.py"
     script.write_text(textwrap.dedent(f"""\
         import tensorflow as tf

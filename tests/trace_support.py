@@ -69,3 +69,14 @@ def run_python(path: Path, *, legacy: bool, timeout: float = 300) -> subprocess.
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0")
     return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=timeout,
                           cwd=path.parent)
+
+
+def write_overflowing_checkpoint(prefix: Path, env: dict | None = None) -> None:
+    """A TF2 checkpoint `kernel` (4x2, all 1e5: beyond float16's 65504) and `bias` (zeros), written in a child."""
+    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+        import numpy as np, tensorflow as tf
+        kernel = tf.Variable(np.full((4, 2), 1e5, dtype=np.float32))
+        bias = tf.Variable(np.zeros(2, dtype=np.float32))
+        tf.train.Checkpoint(kernel=kernel, bias=bias).write({str(prefix)!r})
+        """)], check=True, capture_output=True, timeout=300,
+        env=env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))

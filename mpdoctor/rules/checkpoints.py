@@ -656,7 +656,7 @@ def trace_checkpoint_dtype_mismatch(facts: dict, ctx: TraceContext) -> Iterable[
                 t["checkpoint_dtype"] == "float32" and t["variable_dtype"] in _LOW for t in tensors):
             fix = saver_builder_fix(ctx.static, saver, "safe")
         found.append(ctx.diagnostic(
-            "MP301", where, f"{restore['api']}({restore.get('path')!s}) failed: {listed}{more}; "
+            "MP301", where, f"{_restore_call(restore)} failed: {listed}{more}; "
             f"restore with a cast (a Saver builder that reads float32 and casts, or float32 variables under "
             f"mixed_float16) or convert the checkpoint: mpdoctor convert-checkpoint IN OUT --dtype "
             f"{verdict.get('variable_dtype', 'float16')}", fix=fix))

@@ -51,13 +51,13 @@ def match_checkpoint(entry: dict, recorder: Any) -> None:
                     return
                 matched = len(status._checkpoint.object_by_proto_id)
                 if best is None or matched > best[0]:
-                    best = (matched, _object_based(status), created_at)
+                    best = (matched, status, created_at)
     finally:
         recorder.active_sinks.discard(id(recorder.restores))
     if best is not None:
-        _, found, entry["location"] = best
-        found["expect_partial"] = False  # --checkpoint asks for the whole checkpoint to match
-        entry["unmatched"] = found
+        _, status, entry["location"] = best
+        entry["unmatched"] = _object_based(status)
+        entry["unmatched"]["expect_partial"] = False  # --checkpoint asks for the whole checkpoint to match
 
 
 def _is_object_based_status(result: Any) -> bool:
