@@ -37,8 +37,7 @@ def main(argv: list[str]) -> int:
         recorder.extra_checkpoints = request.get("checkpoints") or []
         if request.get("notebook"):
             _notebook_builtins()
-        module = _import_user_file(request["file"], facts, recorder, request.get("search_path"),
-                                  request.get("source_file"))
+        module = _import_user_file(request["file"], facts, recorder, request.get("source_file"))
         facts["layers_created_on_import"] = len(recorder.layers)
         models = _discover(module, request.get("entry"), recorder, facts)
         for name, how, model in models:
@@ -135,10 +134,10 @@ class _SourceAsFileLoader(importlib.machinery.SourceFileLoader):
         raise OSError("never cache bytecode of a candidate fix")
 
 
-def _import_user_file(path: str, facts: dict, recorder, search_path: str | None = None,
-                      source_file: str | None = None):
-    """`source_file`: read the module's text from there (a candidate fix), the module being `path` all the same."""
-    directory = search_path or os.path.dirname(os.path.abspath(path))
+def _import_user_file(path: str, facts: dict, recorder, source_file: str | None = None):
+    """`source_file`: read the module's text from there (a candidate fix, a notebook's cells), the module being
+    `path` all the same."""
+    directory = os.path.dirname(os.path.abspath(path))
     if directory not in sys.path:
         sys.path.insert(0, directory)
     loader = _SourceAsFileLoader("__mpdoctor_model__", path, source_file) if source_file else None

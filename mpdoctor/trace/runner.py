@@ -38,25 +38,22 @@ def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_T
               env: dict | None = None, checkpoints: tuple[str, ...] = (), source: str | None = None,
               run_from: str | None = None, numerics: dict | None = None,
               memory_limit_mb: float | None = None) -> TraceOutcome:
-    """`source`: run this generated code (a notebook's cells) instead of the file, under the file's identity: it is
-    written to the temporary directory (never into the user's tree), the child runs in the file's directory with
-    it on sys.path (as Jupyter does), and facts locations name `path` again. `run_from`: a file whose text is run
-    as if it were `path` (same `__file__`, code filename and sys.path), so a fix is verified without writing it
-    into the user's tree."""
+    """`run_from`: a file whose text is run as if it were `path` (same `__file__`, code filename and sys.path), so a
+    fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
+    notebook's cells), written to the temporary directory; the child then also runs in the file's directory (as
+    Jupyter does)."""
     with tempfile.TemporaryDirectory(prefix="mpdoctor-trace-") as workdir:
         request_path = os.path.join(workdir, "request.json")
         result_path = os.path.join(workdir, "facts.json")
-        identity = os.path.abspath(path)
-        run_file, cwd = identity, None
+        cwd = None
         if source is not None:
-            run_file = os.path.join(workdir, "generated_source.py")
-            with open(run_file, "w", encoding="utf-8") as handle:
+            run_from = os.path.join(workdir, "generated_source.py")
+            with open(run_from, "w", encoding="utf-8") as handle:
                 handle.write(source)
-            cwd = os.path.dirname(identity)
+            cwd = os.path.dirname(os.path.abspath(path))
         with open(request_path, "w", encoding="utf-8") as handle:
-            json.dump({"file": run_file, "entry": entry, "search_path": os.path.dirname(identity),
-                       "notebook": source is not None, "numerics": numerics,
-                       "scratch": os.path.join(workdir, "scratch"),
+            json.dump({"file": os.path.abspath(path), "entry": entry, "notebook": source is not None,
+                       "numerics": numerics, "scratch": os.path.join(workdir, "scratch"),
                        "source_file": run_from and os.path.abspath(run_from),
                        "checkpoints": [os.path.abspath(c) for c in checkpoints]}, handle)
         child_env = dict(os.environ if env is None else env)
@@ -77,23 +74,9 @@ def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_T
                     facts = json.load(handle)
             except (OSError, ValueError) as exc:
                 failure = failure or f"the trace child wrote unreadable facts ({exc})"
-            if facts is not None and run_file != identity:
-                _rename_file(facts, os.path.realpath(run_file), identity)
         elif failure is None:
             failure = "the trace child exited without reporting (the model code may have called os._exit)"
         return TraceOutcome(facts, failure, tail)
-
-
-def _rename_file(value, generated: str, identity: str) -> None:
-    """Facts locations ({"file": ..., "line": ...}) in the generated source name the file it came from."""
-    if isinstance(value, dict):
-        if isinstance(value.get("file"), str) and os.path.realpath(value["file"]) == generated:
-            value["file"] = identity
-        for item in value.values():
-            _rename_file(item, generated, identity)
-    elif isinstance(value, list):
-        for item in value:
-            _rename_file(item, generated, identity)
 
 
 def _supervise(process: subprocess.Popen, timeout: float, memory_limit_mb: float | None) -> str | None:
