@@ -289,7 +289,7 @@ def _analyse_model(name: str, how: str, model, recorder, facts: dict, request: d
         session = numerics.Session(model, options, recorder.user_file)
     except BaseException as exc:  # noqa: BLE001 - numerics are extra facts: never lose the others
         session = None
-        record["numerics"] = numerics.skipped(options, f"internal error: {type(exc).__name__}: {str(exc)[:300]}")
+        record["numerics"] = numerics.failed(options, exc)
     try:
         if session is not None and session.ready:
             session.call()  # the one call on a sample batch, instrumented for the float16 statistics
@@ -308,7 +308,7 @@ def _analyse_model(name: str, how: str, model, recorder, facts: dict, request: d
         try:
             record["numerics"] = session.finish(record["graph"])
         except BaseException as exc:  # noqa: BLE001
-            record["numerics"] = numerics.skipped(options, f"internal error: {type(exc).__name__}: {str(exc)[:300]}")
+            record["numerics"] = numerics.failed(options, exc)
     return record
 
 

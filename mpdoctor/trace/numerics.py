@@ -314,6 +314,11 @@ def skipped(options: dict, reason: str | None) -> dict:
             "user_layers": [], "loss": None, "threshold": options.get("threshold")}
 
 
+def failed(options: dict, exc: BaseException) -> dict:
+    """The record of numerics that broke inside mpdoctor: skipped, with the error as the reason."""
+    return skipped(options, f"internal error: {type(exc).__name__}: {str(exc)[:300]}")
+
+
 class Session:
     """Numerics of one model, in the order the trace child needs them: `call()` is THE call of the model on its
     sample batch (the float16 run, instrumented; its exceptions are the model's, for the child to report), then,
