@@ -137,9 +137,12 @@ define_rule(
     "MP304", "checkpoint-unmatched", "info", "TA", False,
     summary="Variables with no checkpoint value, or checkpoint values matching no variable, in a traced restore.",
     what="""
-        Trace and artifact passes: when a restore is traced, lists model variables that received no value and
-        checkpoint keys that matched no variable (object-based restores otherwise defer or ignore them
-        silently, e.g. after `expect_partial()`). Never raised by the static pass.
+        Trace pass: for each restore the run makes (TF2 `tf.train.Checkpoint.restore/read`, tf_keras
+        `load_weights` of TF-format weights, TF1 `Saver.restore`), checked after the model's first call, one
+        finding lists the model variables that received no value and the checkpoint values that matched no
+        object or variable; unused values alone are not reported once `expect_partial()` declared the restore
+        partial. `check --checkpoint PATH` reads an object-based checkpoint into each model (as its root and as
+        `model=`) and reports the better match the same way. Never raised by the static pass.
         """,
     why="""
         Converting or rebuilding a model for float16 (a different layer structure, a wrapped optimizer, renamed
