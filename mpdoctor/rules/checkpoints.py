@@ -79,8 +79,10 @@ define_rule(
         reads float16/bfloat16 variables' values as float32 with `io_ops.restore_v2` and `tf.cast`s them) after
         the file's imports, once, and passes `builder=CastOnRestoreSaverBuilder()` to the Saver. Safe when the
         trace saw the restore fail on float32 values; unsafe from the static pass alone (a checkpoint that already
-        holds float16 values would then fail). TF2 checkpoints and Keras weights: no source fix yet; build the
-        model under `mixed_float16` (float32 variables), or convert the checkpoint once
+        holds float16 values would then fail). TF2 `Checkpoint` restores and tf_keras TF-format `load_weights`
+        under a pure `float16` policy: `--fix --unsafe-fixes` switches the policy to `mixed_float16` (float32
+        variables, so the float32 values restore; unsafe: the variables' dtype changes). No cast-on-restore code
+        is generated for them; the alternative is converting the checkpoint once
         (`mpdoctor convert-checkpoint IN OUT --dtype float16`).
         """,
 )
