@@ -1,0 +1,144 @@
+"""The golden snapshot: what `mpdoctor check` reports for every fixture, fix input, example and seed, in both Keras
+versions, normalised for temporary paths, versions and float noise. It proves that a refactoring changed no
+behaviour: record it before, compare after.
+
+    python tests/golden/snapshot.py                 # compare the static snapshot (both Keras versions)
+    python tests/golden/snapshot.py --trace         # compare the trace snapshot (static + trace pass, slow)
+    python tests/golden/snapshot.py --update [...]  # re-record instead of comparing (review the diff!)
+    python tests/golden/snapshot.py --only MP401    # restrict to inputs whose path contains MP401
+
+Static snapshot: per input and Keras version (TF_USE_LEGACY_KERAS=1 / 0), `check --no-trace --format json` and
+`check --no-trace --diff --unsafe-fixes`. Trace snapshot: `check --format json` (fixes of the trace included as
+edits). Both run the real command line in a child process from the repository root, so paths are relative.
+tests/test_golden.py runs the static comparison in the suite (and the trace one where MPDOCTOR_GOLDEN_TRACE=1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+KERAS = {"keras2": "1", "keras3": "0"}  # snapshot key -> TF_USE_LEGACY_KERAS
+
+
+def inputs() -> list[str]:
+    """Every input, relative to the repository root, sorted."""
+    found = [*ROOT.glob("tests/fixtures/MP*/**/*.py"), *ROOT.glob("tests/fixes/MP*/*.in.py"),
+             *ROOT.glob("examples/*.py"), *HERE.glob("inputs/*.py"), *HERE.glob("inputs/*.ipynb")]
+    return sorted({p.relative_to(ROOT).as_posix() for p in found if p.name != "make_savedmodel.py"})
+
+
+_TEMP = re.compile(r"/tmp/[\w.-]*mpdoctor[\w.-]*|/tmp/tmp[\w-]+")
+_FLOAT = re.compile(r"(?<![\w.])(\d+\.\d{5,})(e[-+]?\d+)?")
+
+
+def _normalise_text(text: str) -> str:
+    text = text.replace(str(ROOT), "<repo>")
+    text = _TEMP.sub("<tmp>", text)
+    return _FLOAT.sub(lambda m: f"{float(m.group(0)):.4g}", text)
+
+
+def _normalise(value):
+    """Paths, temp folders and versions out; floats rounded to 4 significant digits (thread-order noise)."""
+    if isinstance(value, dict):
+        return {k: ("<version>" if k in ("tensorflow", "keras", "tf_keras", "hub", "version") and isinstance(v, str)
+                    else _normalise(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalise(v) for v in value]
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    if isinstance(value, str):
+        return _normalise_text(value)
+    return value
+
+
+def _run(args: list[str], legacy: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TF_USE_LEGACY_KERAS=legacy, TF_CPP_MIN_LOG_LEVEL="3", NO_COLOR="1", COLUMNS="200")
+    env.pop("FORCE_COLOR", None)
+    return subprocess.run([sys.executable, "-m", "mpdoctor", "check", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1800)
+
+
+def _json_result(result: subprocess.CompletedProcess) -> dict:
+    try:
+        report = json.loads(result.stdout)
+    except ValueError:
+        return {"exit": result.returncode, "stdout": _normalise_text(result.stdout),
+                "stderr": _normalise_text(result.stderr)}
+    report.pop("tool", None)
+    return {"exit": result.returncode, "report": _normalise(report), "stderr": _normalise_text(result.stderr)}
+
+
+def record(path: str, keras: str, trace: bool) -> dict:
+    legacy = KERAS[keras]
+    if trace:
+        return {"json": _json_result(_run(["--format", "json", path], legacy))}
+    diff = _run(["--no-trace", "--diff", "--unsafe-fixes", path], legacy)
+    return {"json": _json_result(_run(["--no-trace", "--format", "json", path], legacy)),
+            "diff": {"exit": diff.returncode, "stdout": _normalise_text(diff.stdout),
+                     "stderr": _normalise_text(diff.stderr)}}
+
+
+def snapshot_file(trace: bool) -> Path:
+    return HERE / ("trace.json" if trace else "static.json")
+
+
+def take(paths: list[str], trace: bool, jobs: int) -> dict:
+    keys = [(p, k) for p in paths for k in KERAS]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(lambda key: record(key[0], key[1], trace), keys))
+    snap: dict = {}
+    for (path, keras), result in zip(keys, results, strict=True):
+        snap.setdefault(path, {})[keras] = result
+    return snap
+
+
+def differences(expected: dict, actual: dict) -> list[str]:
+    """Human-readable differences, one block per (input, Keras version) that changed."""
+    out = []
+    for path in sorted(set(expected) | set(actual)):
+        for keras in KERAS:
+            old = expected.get(path, {}).get(keras)
+            new = actual.get(path, {}).get(keras)
+            if old == new:
+                continue
+            old_text = json.dumps(old, indent=1, sort_keys=True).splitlines()
+            new_text = json.dumps(new, indent=1, sort_keys=True).splitlines()
+            out.append(f"== {path} [{keras}]\n" + "\n".join(difflib.unified_diff(old_text, new_text, "golden",
+                                                                                  "now", n=2, lineterm="")))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trace", action="store_true", help="the trace snapshot (static + trace pass)")
+    parser.add_argument("--update", action="store_true", help="re-record the snapshot instead of comparing")
+    parser.add_argument("--only", help="restrict to inputs whose path contains this text")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    paths = [p for p in inputs() if not args.only or args.only in p]
+    target = snapshot_file(args.trace)
+    expected = json.loads(target.read_text()) if target.exists() else {}
+    actual = take(paths, args.trace, args.jobs)
+    if args.update:
+        merged = {**expected, **actual} if args.only else actual
+        target.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
+        print(f"{target.relative_to(ROOT)}: {len(actual)} inputs recorded")
+        return 0
+    expected = {p: v for p, v in expected.items() if p in actual}
+    found = differences(expected, actual)
+    print("\n".join(found) if found else f"{len(actual)} inputs: identical to {target.relative_to(ROOT)}")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
