@@ -1,0 +1,201 @@
+"""Dataclasses to JSON and back, checked against their type annotations.
+
+The facts the trace child writes are untrusted input for the parent (the child runs user code): `from_json` checks
+every value against the declared type (str, int, float, bool, `X | None`, list, tuple, dict[str, X], nested
+dataclasses, `Any` for opaque values) and raises `SchemaError` naming the path of the first bad value, never a
+TypeError, AttributeError or RecursionError.
+
+Field metadata: `json` (the key, when it is not the field name: "class"), `not_json` (in-memory only, e.g. the ast
+node the static pass attaches). A field whose value is `ABSENT` is left out of the JSON (keys that only some records
+have); a missing key reads back as the field's default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any
+
+MAX_DEPTH = 64  # nesting of `Any` values (a forged record cannot exhaust the stack)
+
+
+class SchemaError(ValueError):
+    """A JSON value that does not fit the schema: `path` says where."""
+
+
+class _Absent:
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+ABSENT: Any = _Absent()
+
+
+def key(name: str) -> dict:
+    """Field metadata: the JSON key of a field whose Python name differs (`class_name` -> "class")."""
+    return {"json": name}
+
+
+NOT_JSON = {"not_json": True}
+
+
+def to_json(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {}
+        for name, json_key, _, _ in _fields(type(value)):
+            item = getattr(value, name)
+            if item is not ABSENT:
+                out[json_key] = to_json(item)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [to_json(item) for item in value]
+    if isinstance(value, dict):
+        return {k: to_json(v) for k, v in value.items()}
+    return value
+
+
+def from_json(cls: type, data: Any, path: str = "$") -> Any:
+    return _converter(cls)(data, path)
+
+
+# -------------------------------------------------------------------------------------------- internals
+
+_FIELDS: dict[type, list] = {}
+_CONVERTERS: dict[Any, Any] = {}
+
+
+def _fields(cls: type) -> list[tuple[str, str, Any, Any]]:
+    """(name, JSON key, type, default or MISSING) of the JSON fields of a dataclass."""
+    found = _FIELDS.get(cls)
+    if found is None:
+        hints = typing.get_type_hints(cls)
+        found = []
+        for f in dataclasses.fields(cls):
+            if f.metadata.get("not_json"):
+                continue
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory
+            else:
+                default = dataclasses.MISSING
+            found.append((f.name, f.metadata.get("json", f.name), hints[f.name], default))
+        _FIELDS[cls] = found
+    return found
+
+
+def _fail(path: str, expected: str, value: Any) -> typing.NoReturn:
+    shown = type(value).__name__ if not isinstance(value, (str, int, float, bool, type(None))) else repr(value)[:60]
+    raise SchemaError(f"{path}: expected {expected}, got {shown}")
+
+
+def _converter(tp: Any):
+    found = _CONVERTERS.get(tp)
+    if found is None:
+        found = _CONVERTERS[tp] = _make_converter(tp)
+    return found
+
+
+def _make_converter(tp: Any):
+    if tp is Any:
+        return _any
+    if tp is type(None):
+        def none(value, path):
+            if value is not None:
+                _fail(path, "null", value)
+            return None
+        return none
+    if tp in (str, bool):
+        def simple(value, path, tp=tp):
+            if type(value) is not tp:
+                _fail(path, tp.__name__, value)
+            return value
+        return simple
+    if tp is int:
+        def integer(value, path):
+            if type(value) is not int:
+                _fail(path, "an integer", value)
+            return value
+        return integer
+    if tp is float:
+        def number(value, path):
+            if type(value) not in (int, float):
+                _fail(path, "a number", value)
+            return value
+        return number
+    if dataclasses.is_dataclass(tp):
+        return _dataclass_converter(tp)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = [_converter(a) for a in args]
+        names = " or ".join(getattr(a, "__name__", str(a)) for a in args)
+
+        def union(value, path):
+            if value is None and type(None) in args:
+                return None
+            for option in options:
+                try:
+                    return option(value, path)
+                except SchemaError:
+                    continue
+            _fail(path, names, value)
+        return union
+    if origin in (list, tuple):
+        item = _converter(args[0])
+
+        def sequence(value, path):
+            if not isinstance(value, list):
+                _fail(path, "a list", value)
+            items = [item(v, f"{path}[{i}]") for i, v in enumerate(value)]
+            return items if origin is list else tuple(items)
+        return sequence
+    if origin is dict:
+        item = _converter(args[1])
+
+        def mapping(value, path):
+            if not isinstance(value, dict):
+                _fail(path, "an object", value)
+            return {k: item(v, f"{path}.{k}") for k, v in value.items()}
+        return mapping
+    raise TypeError(f"no JSON converter for {tp!r}")
+
+
+def _dataclass_converter(cls: type):
+    def convert(value, path):
+        if len(path) > 40 * MAX_DEPTH and path.count(".") + path.count("[") > MAX_DEPTH:
+            raise SchemaError(f"{path[:200]}...: nested more than {MAX_DEPTH} levels")
+        if not isinstance(value, dict):
+            _fail(path, f"an object ({cls.__name__})", value)
+        kwargs = {}
+        for name, json_key, tp, default in _fields(cls):
+            if json_key in value:
+                kwargs[name] = _converter(tp)(value[json_key], f"{path}.{json_key}")
+            elif default is dataclasses.MISSING:
+                raise SchemaError(f"{path}: missing key {json_key!r} ({cls.__name__})")
+        return cls(**kwargs)
+    return convert
+
+
+def _any(value, path, depth: int = 0):
+    """A JSON value of any shape, bounded in depth."""
+    if depth > MAX_DEPTH:
+        raise SchemaError(f"{path}: nested more than {MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        return {str(k): _any(v, path, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_any(v, path, depth + 1) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    _fail(path, "a JSON value", value)

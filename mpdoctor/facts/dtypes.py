@@ -1,0 +1,59 @@
+"""Dtype and dtype-policy names, as mpdoctor spells them everywhere: tf.DType names ("float16", never TF's C++
+"half"), policy names ("mixed_float16")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+KNOWN_POLICIES = ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16", "float32", "float64")
+LOW_PRECISION = ("float16", "bfloat16")  # "float16 compute" in the rule catalogue means either
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+FLOAT16_MAX = 65504.0
+FLOAT16_MIN_NORMAL = 6.103515625e-05
+FLOAT16_MIN_SUBNORMAL = 5.960464477539063e-08
+# TF's C++ names and Python's builtin spellings of the float dtypes.
+_ALIASES = {"half": "float16", "float": "float32", "double": "float64"}
+
+
+def compute_dtype(policy: str | None) -> str | None:
+    """`mixed_float16` -> `float16`, `float32` -> `float32`; None stays None."""
+    if policy is None:
+        return None
+    return policy.removeprefix("mixed_")
+
+
+def is_float16_compute(policy: str | None) -> bool:
+    """Whether a policy (or a plain dtype name) computes in float16 or bfloat16."""
+    return compute_dtype(policy) in LOW_PRECISION
+
+
+def low_precision(dtype: str | None) -> bool:
+    return dtype in LOW_PRECISION
+
+
+def is_float(dtype: str | None) -> bool:
+    return bool(dtype) and dtype.startswith(("float", "bfloat"))
+
+
+def canonical_dtype_text(text: str) -> str:
+    """A dtype as an error message or a source spells it: 'half' / 'tf.float16' / "'float16'" -> 'float16'."""
+    text = text.strip().strip("'\"").removeprefix("tf.")
+    return _ALIASES.get(text, text)
+
+
+def dtype_name(value: Any) -> str | None:
+    """The canonical name of a dtype-like value: a str ('half' -> 'float16'; policy names pass through), a tf.DType,
+    a NumPy dtype or type, a Keras dtype policy (its name)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return _ALIASES.get(value, value)
+    name = getattr(value, "name", None)
+    if isinstance(name, str):
+        return _ALIASES.get(name, name)
+    try:
+        import numpy as np
+
+        return np.dtype(value).name
+    except Exception:  # noqa: BLE001 - anything else is shown as it prints
+        return str(value)

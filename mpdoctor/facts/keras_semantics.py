@@ -1,0 +1,162 @@
+"""The one encoding of the Keras behaviour mpdoctor relies on, shared by the static pass, the trace child and the
+Jupyter live path: which Keras a file or an environment means, how model classes are spelled, which call arguments
+a layer autocasts, and how to walk a model's layers. Each fact was measured on TF 2.21 / Keras 3.15 / tf_keras 2.21.
+
+Pure Python: never imports TensorFlow or Keras (runtime helpers take the live objects they inspect).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Mapping
+
+# ------------------------------------------------------------------------------------------- which Keras
+
+LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
+# TensorFlow routes tf.keras to tf_keras exactly for these values (tensorflow/python/util/lazy_loader.py).
+_LEGACY_KERAS_VALUES = ("true", "True", "1")
+
+
+def legacy_keras_requested(value: object) -> bool:
+    """Whether a TF_USE_LEGACY_KERAS value makes `tf.keras` tf_keras (Keras 2) on TF >= 2.16."""
+    return isinstance(value, (str, int)) and str(value) in _LEGACY_KERAS_VALUES
+
+
+def legacy_keras_env(environ: Mapping[str, str] | None = None) -> bool:
+    return legacy_keras_requested((os.environ if environ is None else environ).get(LEGACY_KERAS_ENV))
+
+
+def sets_legacy_keras(node: ast.AST) -> bool:
+    """Whether one statement or call of a file sets TF_USE_LEGACY_KERAS to a value TF honours:
+    `os.environ["TF_USE_LEGACY_KERAS"] = "1"`, `os.environ.setdefault(...)`, `os.putenv(...)`,
+    `os.environ.update({...})`."""
+    pairs: list[tuple[ast.AST, ast.AST]] = []
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+        pairs.append((node.targets[0].slice, node.value))
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr in ("setdefault", "putenv") and len(node.args) == 2:
+            pairs.append((node.args[0], node.args[1]))
+        elif node.func.attr == "update" and len(node.args) == 1 and isinstance(node.args[0], ast.Dict):
+            pairs += [(k, v) for k, v in zip(node.args[0].keys, node.args[0].values, strict=True) if k is not None]
+        elif node.func.attr == "update" and len(node.args) == 2:
+            pairs.append((node.args[0], node.args[1]))
+    return any(isinstance(key, ast.Constant) and key.value == LEGACY_KERAS_ENV and isinstance(value, ast.Constant)
+               and legacy_keras_requested(value.value) for key, value in pairs)
+
+
+def file_sets_legacy_keras(tree: ast.AST) -> bool:
+    return any(sets_legacy_keras(node) for node in ast.walk(tree))
+
+
+def imported_roots(tree: ast.AST) -> set[str]:
+    """Top-level packages a file imports (`tf_keras`, `keras`, `tensorflow_hub`, ...)."""
+    roots = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+# ------------------------------------------------------------------------------------ how classes are spelled
+# Canonical names, as mpdoctor.static.names resolves every import spelling (`tf.keras.X`, `tf_keras.X`, `keras.X`).
+
+SEQUENTIAL = ("keras.Sequential", "keras.models.Sequential", "keras.models.sequential.Sequential",
+              "keras.engine.sequential.Sequential")
+FUNCTIONAL = ("keras.Model", "keras.models.Model", "keras.models.model.Model", "keras.engine.training.Model",
+              "keras.models.functional.Functional", "keras.engine.functional.Functional")
+INPUT_TENSORS = ("keras.Input", "keras.layers.Input")  # calls that return a symbolic tensor
+INPUT_LAYERS = (*INPUT_TENSORS, "keras.layers.InputLayer")
+BASE_LAYERS = ("keras.layers.Layer", "keras.Layer", "keras.engine.base_layer.Layer")
+BASE_MODELS = ("keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential",
+               "keras.engine.training.Model")
+SAVEDMODEL_LAYERS = ("hub.KerasLayer", "keras.layers.TFSMLayer")
+LAMBDA = "keras.layers.Lambda"
+
+
+# ------------------------------------------------------------------------------------------------- autocast
+# A layer computing in a floating dtype casts its floating inputs to its compute dtype before `call`: Keras 3 casts
+# every argument, positional and keyword; tf_keras only the first argument (with any nesting inside it:
+# `Add()([a, b])` casts both). Integer and boolean inputs are never cast. Input layers and plain ops do not cast.
+
+# Layers that never autocast or take no floating input: a float32 tensor reaches them unchanged.
+NO_AUTOCAST_LAYERS = frozenset({"Embedding", "InputLayer", "Input", "StringLookup", "IntegerLookup",
+                                "TextVectorization", "Hashing", "HashedCrossing", "CategoryEncoding"})
+# ... and in Keras 3 also these, built with autocast off.
+NO_AUTOCAST_LAYERS_KERAS3 = frozenset({"LayerNormalization", "GroupNormalization", "RandomFlip", "RandomCrop",
+                                       "Pipeline"})
+
+
+def autocasts_argument(keras_major: int, index: int) -> bool:
+    """Whether a layer's autocast reaches the call argument at position `index` (0 = the first, or a keyword naming
+    the first parameter of `call`; -1 = any other keyword)."""
+    return keras_major >= 3 or index == 0
+
+
+def layer_class_autocasts(class_name: str, keras_major: int) -> bool:
+    """Whether a built-in layer class autocasts its input (the static pass knows classes, not flags)."""
+    if class_name in NO_AUTOCAST_LAYERS:
+        return False
+    return not (keras_major >= 3 and class_name in NO_AUTOCAST_LAYERS_KERAS3)
+
+
+def autocast_flag(layer: object) -> bool:
+    """A live layer's autocast switch: Keras 3 `layer.autocast`, tf_keras `layer._autocast`."""
+    value = getattr(layer, "autocast", None)
+    if value is None:
+        value = getattr(layer, "_autocast", None)
+    return True if value is None else bool(value)
+
+
+# -------------------------------------------------------------------------------------------- live objects
+
+KERAS3 = "keras3"
+TF_KERAS = "tf_keras"
+
+
+def flavour_of(obj: object) -> str | None:
+    """"keras3" or "tf_keras" from an object's class hierarchy (the first Keras class found), else None."""
+    for cls in type(obj).__mro__:
+        module = cls.__module__ or ""
+        if module == "keras" or module.startswith("keras."):
+            return KERAS3
+        if module == "tf_keras" or module.startswith("tf_keras."):
+            return TF_KERAS
+    return None
+
+
+def sublayers(layer: object, *, recursive: bool, include_self: bool = False) -> list:
+    """The layers tracked by a layer or model (Keras' own `_flatten_layers`; its `layers` list for objects without
+    it), recursively or only the direct ones."""
+    try:
+        return list(layer._flatten_layers(include_self=include_self, recursive=recursive))  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - a foreign layer class or an object outside Keras' tracking
+        found = list(getattr(layer, "layers", None) or [])
+        return [layer, *found] if include_self else found
+
+
+def layer_policy(layer: object) -> tuple[str | None, str | None, str | None]:
+    """(policy name, compute dtype, variable dtype) of a live layer."""
+    policy = getattr(layer, "dtype_policy", None) or getattr(layer, "_dtype_policy", None)
+    name = getattr(policy, "name", None)
+    return name, getattr(policy, "compute_dtype", None), getattr(policy, "variable_dtype", None)
+
+
+# --------------------------------------------------------------------------------------------- activations
+# Activations whose float16 result saturates or overflows (MP401): `activation=` strings and what they compute.
+RISKY_ACTIVATIONS = {"softmax": "softmax", "log_softmax": "log_softmax", "sigmoid": "sigmoid", "exponential": "exp"}
+# Layer classes that are activations in themselves.
+ACTIVATION_LAYERS = {"Softmax": "softmax", "ReLU": "relu", "LeakyReLU": "leaky_relu", "ELU": "elu",
+                     "PReLU": "prelu", "ThresholdedReLU": "thresholded_relu"}
+
+
+def risky_activation(class_name: str, activation: str | None) -> str | None:
+    """The saturating activation a layer applies last (softmax, log_softmax, sigmoid, exp), from its class name and
+    its `activation` as the trace records it (a function name)."""
+    if activation in RISKY_ACTIVATIONS.values():
+        return activation
+    if ACTIVATION_LAYERS.get(class_name) == "softmax":
+        return "softmax"
+    return None

@@ -1,0 +1,609 @@
+"""The typed schema of what the trace pass knows (version 1): what the child writes as JSON, what the rules, the
+engine and the renderers read. `Facts.from_json` validates the child's output (untrusted: it ran user code);
+`new_facts()` is the one empty record. The static pass produces the same `PolicyEvent` and `LayerRecord` types,
+with the syntax node that made them attached (`node`, never serialised).
+
+Field names follow the JSON keys (`class_name` is "class"). Records of the artifact readers (SavedModel
+signatures, checkpoint range audits) are typed here too: they reach the rules through the facts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from mpdoctor.facts import codec
+from mpdoctor.facts.codec import ABSENT, NOT_JSON, key
+
+FACTS_VERSION = 1
+
+
+class FactsRecord:
+    """JSON conversion for every record type."""
+
+    def to_json(self) -> dict:
+        return codec.to_json(self)
+
+    @classmethod
+    def from_json(cls, data: Any, path: str = "$"):
+        return codec.from_json(cls, data, path)
+
+
+@dataclass
+class SourceRef(FactsRecord):
+    """A place in a source file the trace saw (a frame of the user's code)."""
+
+    file: str | None = None
+    line: int | None = None
+    cell: int = ABSENT  # notebooks (in reports): `line` is then a line of this cell
+
+
+@dataclass
+class ErrorRecord(FactsRecord):
+    """An exception a recorded call raised."""
+
+    type: str = ""
+    message: str = ""
+
+
+# ------------------------------------------------------------------------------------------------ environment
+
+
+@dataclass
+class Gpu(FactsRecord):
+    name: str | None = None
+    compute_capability: list[int] | None = None
+
+
+@dataclass
+class Environment(FactsRecord):
+    cpu_bf16: bool = False
+    tensorflow: str | None = None
+    keras: str | None = None
+    tf_keras: str | None = None
+    hub: str | None = None
+    legacy_keras: bool = False
+    keras_major: int | None = None
+    gpus: list[Gpu] = field(default_factory=list)
+    global_policy: str | None = None  # in force when the run ended
+
+
+# ----------------------------------------------------------------------------------------- policies, layers
+
+
+@dataclass
+class PolicyEvent(FactsRecord):
+    """A call that sets the global dtype policy. `policy` None: a value that cannot be read (static pass)."""
+
+    policy: str | None
+    api: str = ""
+    location: SourceRef | None = None
+    layers_before: int | None = None  # trace: layers created before the call
+    node: Any = field(default=None, compare=False, repr=False, metadata=NOT_JSON)  # static: the ast.Call
+    scope: Any = field(default=None, compare=False, repr=False, metadata=NOT_JSON)  # static: enclosing function
+
+
+@dataclass(eq=False)
+class LayerRecord(FactsRecord):
+    """A layer or model construction. The trace fills the dtypes it observed; the static pass knows the class as the
+    file spells it (`module` is the canonical module, "keras.layers", or None for a class of the file itself) and
+    attaches the constructor call as `node`."""
+
+    class_name: str = field(default="", metadata=key("class"))
+    module: str | None = None
+    name: str | None = None
+    flavour: str | None = None
+    policy: str | None = None
+    compute_dtype: str | None = None
+    variable_dtype: str | None = None
+    autocast: bool = True
+    explicit_dtype: str | None = None
+    created_at: SourceRef | None = None
+    is_model: bool = False
+    node: Any = field(default=None, repr=False, metadata=NOT_JSON)
+
+    @property
+    def kind(self) -> str:
+        return self.class_name
+
+    @property
+    def qualname(self) -> str:
+        """`keras.layers.Dense`, `hub.KerasLayer`, or the local class name."""
+        return f"{self.module}.{self.class_name}" if self.module else self.class_name
+
+    @property
+    def custom(self) -> bool:
+        """A layer class defined in the checked file (static pass)."""
+        return self.module is None
+
+    @property
+    def label(self) -> str:
+        """How messages name the layer: `hub.KerasLayer` (a plain `KerasLayer` says little), else its class."""
+        return "hub.KerasLayer" if self.qualname == "hub.KerasLayer" else self.kind
+
+
+# --------------------------------------------------------------------------------------------- SavedModels
+
+
+@dataclass
+class TensorInfo(FactsRecord):
+    name: str | None = None
+    dtype: str | None = None
+    shape: list[int | None] | None = None
+    value: Any = ABSENT  # a non-tensor argument (`training=True`)
+    type_spec: str | None = ABSENT  # composite tensors ("RaggedTensorSpec")
+    spec_name: str | None = ABSENT  # a TensorSpec name that differs from the argument name
+
+
+@dataclass
+class SignatureInfo(FactsRecord):
+    name: str = ""
+    method_name: str | None = None
+    inputs: list[TensorInfo] = field(default_factory=list)
+    outputs: list[TensorInfo] = field(default_factory=list)
+
+
+@dataclass
+class FunctionInfo(FactsRecord):
+    name: str = ""
+    concrete_function: str | None = None
+    inputs: list[TensorInfo] = field(default_factory=list)
+
+
+@dataclass
+class SavedModelError(FactsRecord):
+    kind: str = ""  # missing | offline | corrupt | not_savedmodel | internal
+    message: str = ""
+
+
+@dataclass
+class SavedModelInfo(FactsRecord):
+    """What mpdoctor.artifacts.savedmodel.read_savedmodel reads from disk (schema in its docstring)."""
+
+    handle: str | None = None
+    path: str | None = None
+    error: SavedModelError | None = None
+    tags: list[str] = field(default_factory=list)
+    signatures: list[SignatureInfo] = field(default_factory=list)
+    functions: list[FunctionInfo] = field(default_factory=list)
+    accepted_input_dtypes: list[str] = field(default_factory=list)
+    accepted_input_dtypes_by_endpoint: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class SavedModelLoad(FactsRecord):
+    """A SavedModel loaded by `hub.KerasLayer`, `keras.layers.TFSMLayer`, `hub.load` or `tf.saved_model.load`."""
+
+    api: str = ""
+    handle: str | None = None
+    layer_uid: str | None = None
+    location: SourceRef | None = None
+    savedmodel: SavedModelInfo | None = None
+    call_endpoint: str | None = None
+    error: ErrorRecord | None = None  # the load itself raised
+
+
+# --------------------------------------------------------------------------------------------- checkpoints
+
+
+@dataclass
+class AuditRow(FactsRecord):
+    """One variable of a range audit (mpdoctor.artifacts.checkpoints.audit_checkpoint)."""
+
+    key: str = ""
+    dtype: str | None = None
+    shape: list[int] | None = None
+    object_path: str | None = None
+    values: int = 0
+    max_abs: float = 0.0
+    overflow: int = 0
+    overflow_fraction: float = 0.0
+    flushed: int = 0
+    flushed_fraction: float = 0.0
+    subnormal: int = 0
+    subnormal_fraction: float = 0.0
+    nonfinite: int = 0
+    zeros: int = 0
+    max_relative_error: float = ABSENT  # bfloat16 targets
+    mean_relative_error: float = ABSENT
+    status: str = "ok"  # ok | overflow | underflow | nonfinite
+
+
+@dataclass
+class CheckpointAudit(FactsRecord):
+    path: str = ""
+    format: str = ""
+    target_dtype: str = "float16"
+    underflow_threshold: float = 0.01
+    variables: list[AuditRow] = field(default_factory=list)
+    skipped: int = 0
+    bytes_read: int = 0
+    seconds: float = 0.0
+    summary: dict[str, float] = field(default_factory=dict)
+    safe: bool = True
+    verdict: str = ""
+
+
+@dataclass
+class Unmatched(FactsRecord):
+    """What a completed restore left unmatched (MP304)."""
+
+    kind: str = "object"  # object (TF2, object graph) | name (TF1 Saver)
+    expect_partial: bool = False
+    unused_values: int = 0
+    unused_value_names: list[str] = field(default_factory=list)
+    variables_without_value: int = 0
+    variable_names: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Restore(FactsRecord):
+    """A checkpoint restore (`Checkpoint.restore/read`, `Saver.restore`, `load_weights`, `load_model`, or a
+    `--checkpoint` of the command line, api "--checkpoint")."""
+
+    api: str = ""
+    path: str | None = None
+    location: SourceRef | None = None
+    error: ErrorRecord | None = None
+    receiver_created_at: SourceRef | None = None  # where the Saver / Checkpoint object was created
+    unmatched: Unmatched | None = None
+    unmatched_error: str | None = None
+    audit: CheckpointAudit | None = None
+    audit_error: str | None = None
+
+    @property
+    def anchor(self) -> SourceRef | None:
+        """Where a finding about the restore belongs: where its Saver / Checkpoint was created, else the call."""
+        return self.receiver_created_at or self.location
+
+    @property
+    def call_text(self) -> str:
+        if self.api == "--checkpoint":
+            return f"--checkpoint {self.path}"
+        return f"{self.api}({self.path!s})"
+
+
+@dataclass
+class Export(FactsRecord):
+    """A save or export of a model (`model.save`, `model.export`, `tf.saved_model.save`)."""
+
+    api: str = ""
+    path: str | None = None  # where the code asked to write
+    written_to: str | None = None  # where the trace really wrote it (its scratch directory)
+    location: SourceRef | None = None
+    error: ErrorRecord | None = None
+    receiver_created_at: SourceRef | None = None
+    savedmodel: SavedModelInfo | None = None
+
+
+# ------------------------------------------------------------------------------------------------ graphs
+
+
+@dataclass
+class GraphNode(FactsRecord):
+    """A layer (or op) of a model graph; dtypes observed and predicted (see mpdoctor.trace.child.graph)."""
+
+    id: str
+    name: str = ""
+    class_name: str = field(default="", metadata=key("class"))
+    module: str | None = None
+    uid: str | None = None
+    kind: str = "builtin"  # input, model, subclassed_model, op, lambda, savedmodel, preprocessing, custom, builtin
+    is_model: bool = False
+    policy: str | None = None
+    compute_dtype: str | None = None
+    variable_dtype: str | None = None
+    autocast: bool = False
+    is_output: bool = False
+    is_input: bool = False
+    created_at: SourceRef | None = None
+    savedmodel_handle: str | None = None
+    activation: str | None = None
+    explicit_dtype: str | None = None
+    input_dtypes: list[str | None] = field(default_factory=list)
+    output_dtypes: list[str | None] = field(default_factory=list)
+    predicted_input_dtypes: list[str | None] = field(default_factory=list)
+    predicted_output_dtypes: list[str | None] = field(default_factory=list)
+    parent: str | None = None
+    calls: int = 0
+    observed: str | None = None  # graph | probe | None
+
+
+@dataclass
+class GraphEdge(FactsRecord):
+    source: str
+    target: str
+    dtype: str | None = None
+    shape: list[int | None] | None = None
+    arg_index: int = 0
+    input_index: int = 0
+    output_index: int = 0
+    call: int = 0
+    arg_name: str = ABSENT
+
+
+@dataclass
+class GraphInput(FactsRecord):
+    node: str | None = None
+    dtype: str | None = None
+    shape: list[int | None] | None = None
+
+
+@dataclass
+class GraphOutput(FactsRecord):
+    node: str | None = None
+    dtype: str | None = None
+    shape: list[int | None] | None = None
+    predicted_dtype: str | None = None
+    output_index: int | None = None
+
+
+@dataclass
+class Disagreement(FactsRecord):
+    node: str = ""
+    predicted: list[str | None] = field(default_factory=list)
+    observed: list[str | None] = field(default_factory=list)
+    reason: str = ABSENT
+
+
+@dataclass
+class ProbeInfo(FactsRecord):
+    model: str = ""
+    status: str | None = None
+    error: ErrorRecord | None = None
+    nested: list[ProbeInfo] = ABSENT
+
+
+@dataclass
+class ModelGraph(FactsRecord):
+    flavour: str | None = None
+    model: str = ""
+    model_kind: str = ""
+    nodes: list[GraphNode] = field(default_factory=list)
+    edges: list[GraphEdge] = field(default_factory=list)
+    outputs: list[GraphOutput] = field(default_factory=list)
+    inputs: list[GraphInput] = field(default_factory=list)
+    mismatches: list[Disagreement] = field(default_factory=list)
+    unpredictable: list[Disagreement] = field(default_factory=list)
+    probe: ProbeInfo | None = None
+
+    def node(self, node_id: str | None) -> GraphNode | None:
+        return next((n for n in self.nodes if n.id == node_id), None)
+
+    def output_nodes(self):
+        """(node, output) for every model output produced by a node of this graph."""
+        nodes = {n.id: n for n in self.nodes}
+        for output in self.outputs:
+            node = nodes.get(output.node)
+            if node is not None:
+                yield node, output
+
+
+# ---------------------------------------------------------------------------------------------- numerics
+
+
+@dataclass
+class NumericsRow(FactsRecord):
+    """One layer's float16 vs float32 statistics on the sample batch."""
+
+    id: str
+    name: str = ""
+    class_name: str = field(default="", metadata=key("class"))
+    finite: bool = True
+    finite_reference: bool = True
+    max_abs: float | None = None
+    max_abs_reference: float | None = None
+    relative_error: float | None = None
+
+
+@dataclass
+class FirstNonFinite(FactsRecord):
+    id: str
+    op: str | None = None
+    inputs_finite: bool = True
+
+
+@dataclass
+class LineOp(FactsRecord):
+    line: int
+    op: str
+
+
+@dataclass
+class LineConstant(FactsRecord):
+    line: int
+    op: str
+    value: str  # "inf", "-inf" or "0"
+
+
+@dataclass
+class UserLayerScan(FactsRecord):
+    """The traced float16 graph of a user layer: what its source lines compute (trace forms of MP403/MP407)."""
+
+    id: str
+    class_name: str = field(default="", metadata=key("class"))
+    source_lines: list[int] | None = None
+    status: str = "ok"
+    float16_lines: list[int] = field(default_factory=list)
+    constants: list[LineConstant] = field(default_factory=list)
+    ops: list[LineOp] = field(default_factory=list)
+
+
+@dataclass
+class LossRecord(FactsRecord):
+    name: str = ""
+    predictions: list[str] = field(default_factory=list)
+    dtype: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class NumericsRecord(FactsRecord):
+    dtype: str | None = None
+    reference_dtype: str = "float32"
+    batch_size: int = 2
+    seed: int = 0
+    skipped: str | None = None
+    layers: list[NumericsRow] = field(default_factory=list)
+    first_non_finite: FirstNonFinite | None = None
+    user_layers: list[UserLayerScan] = field(default_factory=list)
+    loss: LossRecord | None = None
+    threshold: float | None = None
+
+
+# ------------------------------------------------------------------------------------------ models, facts
+
+
+@dataclass
+class ExceptionRecord(FactsRecord):
+    """An exception of the run: importing the file, building or calling a model, or mpdoctor's own."""
+
+    type: str = ""
+    message: str = ""
+    phase: str = "internal"  # import | build | call | internal
+    location: SourceRef | None = None  # the deepest frame in the user's file
+    layer_uid: str | None = None
+    traceback: str = ABSENT
+
+
+@dataclass
+class ModelRecord(FactsRecord):
+    name: str | None = None
+    how: str = ""  # how discovery found it
+    location: SourceRef | None = None
+    compiled: bool = False
+    graph: ModelGraph | None = None
+    error: ExceptionRecord | None = None
+    graph_error: str | None = None
+    numerics: NumericsRecord | None = None
+
+
+@dataclass
+class Facts(FactsRecord):
+    version: int = FACTS_VERSION
+    status: str = "ok"  # ok | exception
+    environment: Environment | None = None
+    policy_events: list[PolicyEvent] = field(default_factory=list)
+    layers: dict[str, LayerRecord] = field(default_factory=dict)  # by uid, str(id(layer))
+    savedmodel_loads: list[SavedModelLoad] = field(default_factory=list)
+    restores: list[Restore] = field(default_factory=list)
+    exports: list[Export] = field(default_factory=list)
+    models: list[ModelRecord] = field(default_factory=list)
+    exception: ExceptionRecord | None = None
+    layers_created_on_import: int | None = None
+    in_process: bool = False  # the Jupyter live path: no hooks saw the model being built
+
+    def layer(self, uid: str | None) -> LayerRecord | None:
+        return self.layers.get(uid) if uid else None
+
+    @property
+    def final_policy(self) -> str | None:
+        return self.environment.global_policy if self.environment else None
+
+    @property
+    def keras_major(self) -> int:
+        return (self.environment.keras_major if self.environment else None) or 3
+
+    def graphs(self):
+        """(model record, graph) for every analysed model that has a graph."""
+        for model in self.models:
+            if model.graph is not None:
+                yield model, model.graph
+
+    def numerics(self):
+        """(model record, numerics record) for every model whose numerics ran."""
+        for model in self.models:
+            if model.numerics is not None and not model.numerics.skipped:
+                yield model, model.numerics
+
+
+def source_refs(record) -> list[SourceRef]:
+    """Every SourceRef inside a record (a trace summary, facts), for relocating them."""
+    found = []
+    stack = [record]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, SourceRef):
+            found.append(value)
+        elif isinstance(value, FactsRecord):
+            stack += [getattr(value, f.name) for f in fields(value) if not f.metadata.get("not_json")]
+        elif isinstance(value, (list, tuple)):
+            stack += value
+        elif isinstance(value, dict):
+            stack += value.values()
+    return found
+
+
+def new_facts(**values) -> Facts:
+    return Facts(**values)
+
+
+# -------------------------------------------------------------------------------------- what a report keeps
+
+
+@dataclass
+class NumericsTable(FactsRecord):
+    """The report's per-layer numerics table of one model (float16 vs float32)."""
+
+    dtype: str | None = None
+    reference_dtype: str = "float32"
+    batch_size: int = 2
+    seed: int = 0
+    skipped: str | None = None
+    layers: list[NumericsRow] = field(default_factory=list)
+
+
+@dataclass
+class ModelSummary(FactsRecord):
+    name: str | None = None
+    how: str = ""
+    graph: ModelGraph | None = None
+    numerics: NumericsTable | None = None
+
+
+@dataclass
+class CheckpointSummary(FactsRecord):
+    api: str = ""
+    path: str | None = None
+    location: SourceRef | None = None
+    audit: CheckpointAudit | None = None
+    audit_error: str | None = None
+
+
+@dataclass
+class SavedModelSummary(FactsRecord):
+    api: str = ""
+    handle: str | None = None
+    savedmodel: SavedModelInfo | None = None
+
+
+@dataclass
+class TraceSummary(FactsRecord):
+    """What a report keeps of one file's trace: the models' graphs and numerics, the SavedModels read, the range
+    audits of restored checkpoints and the environment (JSON `traces[]`, the HTML report)."""
+
+    path: str
+    status: str = "ok"  # ok | exception | failed
+    failure: str | None = None
+    environment: Environment | None = None
+    models: list[ModelSummary] = field(default_factory=list)
+    checkpoints: list[CheckpointSummary] = field(default_factory=list)
+    savedmodels: list[SavedModelSummary] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        data = codec.to_json(self)
+        data["environment"] = data["environment"] or {}
+        return data
+
+    @classmethod
+    def of(cls, shown: str, facts: Facts | None, failure: str | None) -> TraceSummary:
+        facts = facts or new_facts()
+        return cls(
+            path=shown, status="failed" if failure else facts.status, failure=failure,
+            environment=facts.environment,
+            models=[ModelSummary(m.name, m.how, m.graph, NumericsTable(
+                m.numerics.dtype, m.numerics.reference_dtype, m.numerics.batch_size, m.numerics.seed,
+                m.numerics.skipped, m.numerics.layers) if m.numerics else None) for m in facts.models],
+            checkpoints=[CheckpointSummary(r.api, r.path, r.location, r.audit, r.audit_error)
+                         for r in facts.restores if r.audit is not None or r.audit_error is not None],
+            savedmodels=[SavedModelSummary(load.api, load.handle, load.savedmodel) for load in facts.savedmodel_loads])
