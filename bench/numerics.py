@@ -29,8 +29,8 @@ MEASURE = textwrap.dedent("""\
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     import keras
     import numpy as np
-    from mpdoctor.trace import numerics
-    from mpdoctor.trace.graph import model_graph
+    from mpdoctor.trace.child import numerics
+    from mpdoctor.trace.child.graph import model_graph
 
     keras.mixed_precision.set_global_policy("mixed_float16")
     model = getattr(keras.applications, sys.argv[1])(weights=None)

@@ -54,7 +54,8 @@ def baseline(files: list[Path]) -> None:
 
 def mpdoctor_static(files: list[Path]) -> int:
     from mpdoctor.config import Config
-    from mpdoctor.engine import check_source, read_source
+    from mpdoctor.engine import check_source
+    from mpdoctor.sources import read_source
 
     config = Config()
     findings = 0

@@ -56,7 +56,7 @@ SCALING = textwrap.dedent("""\
     import sys, threading, time, os
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     import keras
-    from mpdoctor.trace.graph import model_graph
+    from mpdoctor.trace.child.graph import model_graph
     from mpdoctor.trace.checks import run_checks
     from mpdoctor.trace.context import TraceContext
     from mpdoctor.config import Config

@@ -3,7 +3,7 @@
 Importing this package is cheap: nothing here imports TensorFlow.
 """
 
-__version__ = "0.1.0"
+from mpdoctor._version import __version__
 
 __all__ = ["__version__", "check_file", "check_paths", "load_ipython_extension"]
 

@@ -14,7 +14,7 @@ import os
 import stat
 import tempfile
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mpdoctor.config import Config
@@ -322,23 +322,26 @@ def write_atomic(path: Path, analysed: str, new_text: str) -> None:
 # ------------------------------------------------------------------------------------------------ report level
 
 
-def fix_report(report, sources: dict, config: Config, trace, *, unsafe: bool, write: bool) -> None:
-    """Plan (and with `write`, apply) the fixes of every file in the report; the report then lists what remains."""
+def fix_report(report, config: Config, trace, *, unsafe: bool, write: bool) -> None:
+    """Plan (and with `write`, apply) the fixes of every file in the report; the report then lists what remains
+    (and, for a file written, keeps its new text)."""
     by_file: dict[str, list[Diagnostic]] = {}
     for d in report.diagnostics:
         by_file.setdefault(d.location.path, []).append(d)
     results = []
     remaining: list[Diagnostic] = []
     for shown, diagnostics in by_file.items():
-        if shown not in sources or not any(wanted(d, unsafe) for d in diagnostics):
+        source = report.sources.get(shown)
+        if source is None or source.cells is not None or not any(wanted(d, unsafe) for d in diagnostics):
             remaining += diagnostics
             continue
-        path, text = sources[shown]
+        path, text = source.path, source.text
         result = fix_file(path, shown, text, diagnostics, config, trace, unsafe)
         if write and result.changed:
             try:
                 write_atomic(path, text, result.fixed)
                 result.written = True
+                report.sources[shown] = replace(source, text=result.fixed)
             except StaleFile as exc:
                 result.error = str(exc)
             except OSError as exc:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 from mpdoctor.diagnostics import Diagnostic
-from mpdoctor.report.sarif import fingerprint, fingerprint_materials
+from mpdoctor.fingerprints import fingerprint, fingerprint_materials
+from mpdoctor.sources import SourceText
 
 VERSION = 1
 
@@ -36,10 +38,10 @@ def _relative_to(directory: Path):
     return relative
 
 
-def entries(diagnostics: list[Diagnostic], directory: Path) -> list[dict]:
+def entries(diagnostics: list[Diagnostic], sources: Mapping[str, SourceText], directory: Path) -> list[dict]:
     relative = _relative_to(directory)
     found = []
-    for d, material in zip(diagnostics, fingerprint_materials(diagnostics, path_of=relative)):
+    for d, material in zip(diagnostics, fingerprint_materials(diagnostics, sources, path_of=relative), strict=True):
         entry = {"code": d.code, "path": relative(d.location.path), "fingerprint": fingerprint(material),
                  "line": d.location.line, "message": d.message}
         if d.location.cell is not None:
@@ -48,11 +50,11 @@ def entries(diagnostics: list[Diagnostic], directory: Path) -> list[dict]:
     return found
 
 
-def write_baseline(path: Path, diagnostics: list[Diagnostic]) -> int:
-    from mpdoctor import __version__
+def write_baseline(path: Path, diagnostics: list[Diagnostic], sources: Mapping[str, SourceText]) -> int:
+    from mpdoctor._version import __version__
 
     data = {"version": VERSION, "tool": {"name": "mpdoctor", "version": __version__},
-            "findings": entries(diagnostics, path.parent)}
+            "findings": entries(diagnostics, sources, path.parent)}
     try:
         path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
@@ -81,11 +83,12 @@ def load_baseline(path: Path) -> Counter:
     return keys
 
 
-def split(diagnostics: list[Diagnostic], keys: Counter, directory: Path) -> tuple[list[Diagnostic], int]:
+def split(diagnostics: list[Diagnostic], sources: Mapping[str, SourceText], keys: Counter, directory: Path
+          ) -> tuple[list[Diagnostic], int]:
     """(findings the baseline does not list, how many it does)."""
     remaining = Counter(keys)
     new, baselined = [], 0
-    for d, entry in zip(diagnostics, entries(diagnostics, directory)):
+    for d, entry in zip(diagnostics, entries(diagnostics, sources, directory), strict=True):
         key = (entry["code"], entry["path"], entry["fingerprint"])
         if remaining[key] > 0:
             remaining[key] -= 1

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import tomllib
+
 from mpdoctor.diagnostics import Severity
+from mpdoctor.facts.dtypes import KNOWN_POLICIES
 from mpdoctor.registry import expand_selector
-from mpdoctor.static.policies import KNOWN_POLICIES
 
 DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
                    "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache",

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import TraceSummary
+    from mpdoctor.sources import SourceText
 
 
 class Severity(str, enum.Enum):
@@ -68,12 +73,62 @@ class Diagnostic:
     fix: Fix | None = None
     notes: tuple[str, ...] = field(default=())
 
-    @property
-    def name(self) -> str:
-        from mpdoctor.registry import get_rule
-
-        return get_rule(self.code).name
-
     def sort_key(self) -> tuple:
         loc = self.location
         return (loc.path, loc.cell or 0, loc.line, loc.column, self.code, self.message)
+
+
+@dataclass(frozen=True)
+class FileError:
+    """A file that could not be checked: unreadable, not Python, or an internal error."""
+
+    path: str
+    message: str
+    line: int | None = None
+    column: int | None = None
+    kind: str = "error"  # "syntax" | "io" | "internal"
+    cell: int | None = None  # notebooks: line is then the line within this cell
+
+    def render(self) -> str:
+        if self.cell is not None:
+            where = f"{self.path}:cell {self.cell}:line {self.line}:col {self.column}"
+        else:
+            where = f"{self.path}:{self.line}:{self.column}" if self.line else self.path
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class Report:
+    """Everything a run found, and everything a renderer needs: renderers read nothing else (no files)."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+    files_checked: int = 0
+    passes: tuple[str, ...] = ("static",)
+    traces: list[TraceSummary] = field(default_factory=list)  # per traced file: graphs, SavedModels, environment
+    baselined: int = 0  # findings left out because the --baseline file lists them
+    fixes: list | None = None  # --fix/--diff: one mpdoctor.autofix.FileFix per file with fixes
+    sources: dict[str, SourceText] = field(default_factory=dict)  # display path -> the text analysed
+
+    def counts(self) -> dict[str, int]:
+        counts = {s.value: 0 for s in Severity}
+        for d in self.diagnostics:
+            counts[d.severity.value] += 1
+        return counts
+
+    def by_code(self) -> dict[str, int]:
+        result: dict[str, int] = {}
+        for d in self.diagnostics:
+            result[d.code] = result.get(d.code, 0) + 1
+        return dict(sorted(result.items()))
+
+    def fixable(self) -> int:
+        return sum(1 for d in self.diagnostics if d.fix is not None)
+
+    def summary(self) -> dict:
+        summary = {"files": self.files_checked, "total": len(self.diagnostics), "by_severity": self.counts(),
+                   "by_code": self.by_code(), "fixable": self.fixable(), "errors": len(self.errors),
+                   "passes": list(self.passes), "baselined": self.baselined}
+        if self.fixes is not None:
+            summary["fixed"] = sum(len(f.applied) for f in self.fixes if f.written)
+        return summary

@@ -31,9 +31,8 @@ USAGE = "usage: %mpdoctor [--no-trace] MODEL_OR_PATH, or %%mpdoctor [--no-trace]
 class CheckResult:
     """What a magic returns: the Report, shown as HTML in a notebook and as text in a terminal."""
 
-    def __init__(self, report, sources: dict | None = None) -> None:
+    def __init__(self, report) -> None:
         self.report = report
-        self._sources = sources or {}  # source text by path, for files that no longer exist (a checked cell)
 
     @property
     def diagnostics(self):
@@ -43,7 +42,7 @@ class CheckResult:
         from mpdoctor.report.html import render
 
         out = io.StringIO()
-        render(self.report, out, sources=dict(self._sources))
+        render(self.report, out)
         return out.getvalue()
 
     def _repr_html_(self) -> str:
@@ -72,7 +71,7 @@ def _config():
 
 
 def check_model(model, name: str = "model") -> CheckResult:
-    from mpdoctor.engine import Report
+    from mpdoctor.diagnostics import Report
     from mpdoctor.trace.live import check_live_model
 
     diagnostics, summary = check_live_model(model, name, _config())
@@ -95,11 +94,14 @@ def check_path(path: Path, trace: bool = True) -> CheckResult:
 
 def check_cell(source: str, trace: bool = True) -> CheckResult:
     """The cell's code checked as a file named cell.py (in a temporary directory, removed afterwards)."""
-    from mpdoctor.engine import Report, check_source
+    from mpdoctor.diagnostics import Report
+    from mpdoctor.engine import check_source
+    from mpdoctor.sources import SourceText
 
     config = _config()
     options = _trace_options(config, trace)
     report = Report(files_checked=1, passes=("static", "trace") if options.enabled else ("static",))
+    report.sources["cell.py"] = SourceText(Path("cell.py"), source)
     with tempfile.TemporaryDirectory(prefix="mpdoctor-cell-") as directory:
         path = os.path.join(directory, "cell.py")
         with open(path, "w", encoding="utf-8") as handle:
@@ -107,7 +109,7 @@ def check_cell(source: str, trace: bool = True) -> CheckResult:
         diagnostics, error = check_source(source, "cell.py", config, path=path, trace=options, traces=report.traces)
     report.diagnostics = diagnostics
     report.errors = [error] if error else []
-    return CheckResult(report, sources={"cell.py": source})
+    return CheckResult(report)
 
 
 def _is_model(value) -> bool:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mpdoctor.diagnostics import Diagnostic, Location
+from mpdoctor.facts.schema import source_refs
 
 SUFFIX = ".ipynb"
 # Cell magics whose body is Python code run by IPython (checked and traced like any cell).
@@ -73,28 +74,19 @@ class Notebook:
         return replace(d, location=self.map_location(d.location), fix=None, notes=notes)
 
 
-    def map_results(self, shown: str, path: Path, diagnostics: list[Diagnostic], error, traces: list[dict]):
+    def map_results(self, shown: str, path: Path, diagnostics: list[Diagnostic], error, traces: list):
         """The engine's results for the combined source, located in cells: diagnostics, a syntax error, and the
-        locations ({"file", "line"}) in the trace summaries (which gain a "cell")."""
+        places in the trace summaries (SourceRefs of this file gain a `cell`)."""
         diagnostics = [self.map_diagnostic(d, shown) for d in diagnostics]
         if error is not None and error.line:
             cell, line = self.to_cell(error.line)
             error = replace(error, line=line, cell=cell)
         identity = os.path.realpath(path)
         for summary in traces:
-            self._map_facts(summary, identity)
+            for ref in source_refs(summary):
+                if isinstance(ref.file, str) and isinstance(ref.line, int) and os.path.realpath(ref.file) == identity:
+                    ref.cell, ref.line = self.to_cell(ref.line)
         return diagnostics, error
-
-    def _map_facts(self, value, identity: str) -> None:
-        if isinstance(value, dict):
-            if isinstance(value.get("file"), str) and isinstance(value.get("line"), int) and \
-                    os.path.realpath(value["file"]) == identity:
-                value["cell"], value["line"] = self.to_cell(value["line"])
-            for item in value.values():
-                self._map_facts(item, identity)
-        elif isinstance(value, list):
-            for item in value:
-                self._map_facts(item, identity)
 
 
 def read_notebook(path: Path) -> Notebook:

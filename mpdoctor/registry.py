@@ -1,8 +1,21 @@
-"""The single place rules are registered.
+"""The single place rules are registered, and the hooks the engine calls on them.
 
-A rule module under ``mpdoctor.rules`` declares each code once with :func:`define_rule` and, when the static pass
-can raise it, decorates its check with :func:`static_check`. Nothing else lists codes: the CLI table, ``explain``,
-SARIF ``driver.rules`` and code selection are all generated from here.
+A rule module under `mpdoctor.rules` (one per rule, or per small family) declares each code once with
+:func:`define_rule` and registers what its rule does with the decorators below:
+
+- :func:`static_check`: `fn(ctx: StaticContext) -> Iterable[Diagnostic]`, the static pass;
+- :func:`trace_check`: `fn(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]`, the trace pass;
+- :func:`static_verdicts`: `fn(facts, ctx) -> {(code, line) or (code, line, column): None | (verdict, reason)}`:
+  what the trace says about the rule's static findings (None withdraws one; "confirm" makes it static+trace, high
+  confidence; "downgrade" makes it info, low confidence);
+- :func:`exception_pattern`: `fn(message) -> dict | None`, the rule's reading of an exception text of the run
+  (TensorFlow and Keras messages); the first pattern that matches, in `order`, explains the exception;
+- :func:`explains_exception`: `fn(exception, facts, found) -> bool`, for rules that explain a failed run otherwise;
+- :func:`absorbs_crash`: `fn(crash: Diagnostic) -> bool`: a static finding of the rule on the line where the trace
+  crashed is the cause of the crash (the MP001 is dropped).
+
+Nothing else lists codes: the CLI table, `explain`, SARIF `driver.rules`, code selection and the engine's merging
+are all generated from here. Rule modules are imported lazily (`load_rules`), so this module imports none.
 """
 
 from __future__ import annotations
@@ -10,13 +23,16 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from mpdoctor.diagnostics import Severity
+from mpdoctor.diagnostics import PASS_NAMES, Severity
 
 CODE_PATTERN = re.compile(r"^MP\d{3}$")
 PASS_LETTERS = ("S", "T", "A")
+# Most rules need float16/bfloat16 compute, which no file can have without spelling one of these.
+FLOAT16_TEXT = r"float16|half"
 
 
 @dataclass(frozen=True)
@@ -29,41 +45,13 @@ class Rule:
     summary: str  # one line, shown by `mpdoctor rules`
     what: str
     why: str
-    bad: str
-    good: str
+    bad: str  # a complete file that raises the rule (tests/test_rule_examples.py checks it)
+    good: str  # the same file fixed: the rule stays quiet
     fix: str
 
     @property
     def pass_names(self) -> tuple[str, ...]:
-        from mpdoctor.diagnostics import PASS_NAMES
-
         return tuple(PASS_NAMES[p] for p in self.passes)
-
-
-_RULES: dict[str, Rule] = {}
-_STATIC_CHECKS: dict[str, "StaticCheck"] = {}
-_TRACE_CHECKS: dict[str, tuple[tuple[str, ...], Callable]] = {}
-_loaded = False
-
-
-def define_rule(code: str, name: str, severity: str, passes: str, fixable: bool, *, summary: str, what: str,
-                why: str, bad: str, good: str, fix: str) -> Rule:
-    if not CODE_PATTERN.match(code):
-        raise ValueError(f"bad rule code {code!r}")
-    if code in _RULES:
-        raise ValueError(f"rule code {code} defined twice")
-    if any(r.name == name for r in _RULES.values()):
-        raise ValueError(f"rule name {name!r} defined twice")
-    if not passes or any(p not in PASS_LETTERS for p in passes):
-        raise ValueError(f"{code}: bad passes {passes!r}")
-    rule = Rule(code, name, Severity(severity), passes, fixable, summary, _dedent(what), _dedent(why),
-                _dedent(bad), _dedent(good), _dedent(fix))
-    _RULES[code] = rule
-    return rule
-
-
-# Most rules need float16/bfloat16 compute, which no file can have without spelling one of these.
-FLOAT16_TEXT = r"float16|half"
 
 
 @dataclass(frozen=True)
@@ -84,17 +72,55 @@ class StaticCheck:
         return True
 
 
-def _check_codes(codes: tuple[str, ...], letter: str, kind: str) -> None:
-    """A check may only raise defined codes whose rule lists its pass."""
+@dataclass(frozen=True)
+class Hook:
+    """A registered function of some rules (trace check, verdicts, explainer...)."""
+
+    codes: tuple[str, ...]
+    fn: Callable
+    order: int = 0
+
+
+_RULES: dict[str, Rule] = {}
+_STATIC_CHECKS: dict[str, StaticCheck] = {}
+_HOOKS: dict[str, dict[str, Hook]] = {"trace": {}, "verdicts": {}, "patterns": {}, "explains": {}, "absorbs": {}}
+_ENGINE_CODES: set[str] = set()  # raised by the engine itself rather than by a registered check
+_loaded = False
+
+
+def define_rule(code: str, name: str, severity: str, passes: str, fixable: bool, *, summary: str, what: str,
+                why: str, bad: str, good: str, fix: str) -> Rule:
+    if not CODE_PATTERN.match(code):
+        raise ValueError(f"bad rule code {code!r}")
+    if code in _RULES:
+        raise ValueError(f"rule code {code} defined twice")
+    if any(r.name == name for r in _RULES.values()):
+        raise ValueError(f"rule name {name!r} defined twice")
+    if not passes or any(p not in PASS_LETTERS for p in passes):
+        raise ValueError(f"{code}: bad passes {passes!r}")
+    rule = Rule(code, name, Severity(severity), passes, fixable, summary, _dedent(what), _dedent(why),
+                _dedent(bad), _dedent(good), _dedent(fix))
+    _RULES[code] = rule
+    return rule
+
+
+def _check_codes(codes: tuple[str, ...], letter: str | None, kind: str) -> None:
+    """A hook may only name defined codes; checks only codes whose rule lists their pass."""
     for code in codes:
         if code not in _RULES:
-            raise ValueError(f"{kind} check for undefined rule {code}")
-        if letter not in _RULES[code].passes:
+            raise ValueError(f"{kind} for undefined rule {code}")
+        if letter is not None and letter not in _RULES[code].passes:
             raise ValueError(f"{code} is not a {kind} rule")
 
 
+def raised_by_engine(*codes: str) -> None:
+    """Codes the engine raises itself (the run failed, a suppression is unused): implemented without a check."""
+    _check_codes(codes, None, "engine code")
+    _ENGINE_CODES.update(codes)
+
+
 def static_check(*codes: str, requires: str | tuple[str, ...] = FLOAT16_TEXT) -> Callable[[Callable], Callable]:
-    """Register a static check ``fn(ctx) -> Iterable[Diagnostic]`` that may raise the given codes.
+    """Register a static check that may raise the given codes.
 
     `requires`: regexes that the text of any file the check can fire on matches, every one of them. A necessary
     condition (the spelling of an API the rule is about), never a heuristic. `FLOAT16_TEXT` is waived when the
@@ -104,30 +130,57 @@ def static_check(*codes: str, requires: str | tuple[str, ...] = FLOAT16_TEXT) ->
     def register(fn: Callable) -> Callable:
         _check_codes(codes, "S", "static")
         patterns = tuple(re.compile(r) for r in ((requires,) if isinstance(requires, str) else requires))
-        _STATIC_CHECKS[fn.__module__ + "." + fn.__qualname__] = StaticCheck(codes, fn, patterns)
+        _STATIC_CHECKS[_key(fn)] = StaticCheck(codes, fn, patterns)
+        return fn
+
+    return register
+
+
+def _hook(kind: str, codes: tuple[str, ...], letter: str | None = None, order: int = 0):
+    def register(fn: Callable) -> Callable:
+        _check_codes(codes, letter, kind)
+        _HOOKS[kind][_key(fn)] = Hook(codes, fn, order)
         return fn
 
     return register
 
 
 def trace_check(*codes: str) -> Callable[[Callable], Callable]:
-    """Register a trace check ``fn(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]`` (pure: facts only)."""
-
-    def register(fn: Callable) -> Callable:
-        _check_codes(codes, "T", "trace")
-        _TRACE_CHECKS[fn.__module__ + "." + fn.__qualname__] = (codes, fn)
-        return fn
-
-    return register
+    """Register a trace check: pure, facts in, diagnostics out."""
+    return _hook("trace", codes, "T")
 
 
-def trace_checks() -> list[tuple[tuple[str, ...], Callable]]:
+def static_verdicts(*codes: str) -> Callable[[Callable], Callable]:
+    """Register what the trace says about the static findings of these codes (see the module docstring)."""
+    return _hook("verdicts", codes, "S")
+
+
+def exception_pattern(code: str, *, order: int) -> Callable[[Callable], Callable]:
+    """Register the rule's reading of exception messages; lower `order` is tried first."""
+    return _hook("patterns", (code,), order=order)
+
+
+def explains_exception(code: str) -> Callable[[Callable], Callable]:
+    return _hook("explains", (code,))
+
+
+def absorbs_crash(code: str) -> Callable[[Callable], Callable]:
+    return _hook("absorbs", (code,))
+
+
+def _key(fn: Callable) -> str:
+    return fn.__module__ + "." + fn.__qualname__
+
+
+def hooks(kind: str) -> list[Hook]:
     load_rules()
-    return [_TRACE_CHECKS[k] for k in sorted(_TRACE_CHECKS)]
+    found = _HOOKS[kind].values()
+    return sorted(found, key=lambda h: (h.order, h.codes, _key(h.fn)))
 
 
-# Raised by the engine itself rather than by a registered check.
-_ENGINE_CODES = frozenset({"MP001", "MP002"})
+def static_checks() -> list[StaticCheck]:
+    load_rules()
+    return [_STATIC_CHECKS[k] for k in sorted(_STATIC_CHECKS)]
 
 
 def implemented_codes() -> set[str]:
@@ -136,9 +189,23 @@ def implemented_codes() -> set[str]:
     codes = set(_ENGINE_CODES)
     for check in _STATIC_CHECKS.values():
         codes.update(check.codes)
-    for codes_of_check, _ in _TRACE_CHECKS.values():
-        codes.update(codes_of_check)
+    for hook in _HOOKS["trace"].values():
+        codes.update(hook.codes)
     return codes
+
+
+def classify_exception(exc_type: str, message: str) -> dict | None:
+    """The rule explaining an exception of the run, {"code": ..., details}, or None: the first registered pattern
+    that reads the message, with the layer the message names ("layer", "layer_class") added."""
+    from mpdoctor.tf_messages import layer_context, strip_ansi
+
+    message = strip_ansi(message or "")
+    for hook in hooks("patterns"):
+        found = hook.fn(message)
+        if found is not None:
+            context = layer_context(message)
+            return {"code": hook.codes[0], **found, **{k: v for k, v in context.items() if k not in found}}
+    return None
 
 
 def load_rules() -> None:
@@ -162,9 +229,11 @@ def get_rule(code: str) -> Rule:
     return _RULES[code]
 
 
-def static_checks() -> list[StaticCheck]:
+def rule_name(code: str) -> str | None:
+    """The rule's name, or None for a code the registry does not know (never raises)."""
     load_rules()
-    return [_STATIC_CHECKS[k] for k in sorted(_STATIC_CHECKS)]
+    rule = _RULES.get(code)
+    return rule.name if rule else None
 
 
 def expand_selector(selector: str) -> set[str]:
@@ -182,6 +251,4 @@ def expand_selector(selector: str) -> set[str]:
 
 
 def _dedent(text: str) -> str:
-    import textwrap
-
     return textwrap.dedent(text).strip("\n")

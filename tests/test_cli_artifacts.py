@@ -15,7 +15,7 @@ import pytest
 
 np = pytest.importorskip("numpy")  # comes with TensorFlow; without it every test here is moot
 
-from mpdoctor.artifacts.commands import add_convert_parser, add_inspect_parser  # noqa: E402
+from mpdoctor.cli.artifacts import add_convert_parser, add_inspect_parser  # noqa: E402
 
 
 def _wired() -> bool:
@@ -35,10 +35,10 @@ def run_cli(argv, capfd):
 
         code = main([str(a) for a in argv])
     else:
-        from mpdoctor.cli import _Parser
+        from mpdoctor.cli import Parser
 
-        parser = _Parser(prog="mpdoctor")
-        sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+        parser = Parser(prog="mpdoctor")
+        sub = parser.add_subparsers(dest="command", parser_class=Parser)
         add_inspect_parser(sub)
         add_convert_parser(sub)
         try:
@@ -52,14 +52,14 @@ def run_cli(argv, capfd):
 
 HARNESS = textwrap.dedent("""
     import sys
-    from mpdoctor.cli import _Parser, build_parser, main
-    from mpdoctor.artifacts.commands import add_convert_parser, add_inspect_parser
+    from mpdoctor.cli import Parser, build_parser, main
+    from mpdoctor.cli.artifacts import add_convert_parser, add_inspect_parser
     import argparse
     wired = any(isinstance(a, argparse._SubParsersAction) and "inspect" in a.choices for a in build_parser()._actions)
     if wired:
         sys.exit(main(sys.argv[1:]))
-    parser = _Parser(prog="mpdoctor")
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    parser = Parser(prog="mpdoctor")
+    sub = parser.add_subparsers(dest="command", parser_class=Parser)
     add_inspect_parser(sub)
     add_convert_parser(sub)
     args = parser.parse_args(sys.argv[1:])

@@ -103,7 +103,7 @@ def test_function_called_before_and_after_the_policy_gets_both():
         """)
     layer = ctx.layer_call(call_on_line(ctx, 4))
     assert ctx.layer_policies(layer) == {"float32", "mixed_float16"}
-    assert ctx.layer_float16_policy(layer) == "mixed_float16"
+    assert ctx.float16_policy(ctx.layer_policies(layer)) == "mixed_float16"
 
 
 def test_per_layer_dtype_wins_and_unknown_is_none():

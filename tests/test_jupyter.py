@@ -70,7 +70,7 @@ def test_a_live_model_is_checked_in_process(shell, monkeypatch):
     result = shell.run_line_magic("mpdoctor", "model")
     assert [(d.code, d.location.layer) for d in result.diagnostics] == [("MP401", "probs")]
     assert result.report.passes == ("trace",)
-    [summary] = result.report.traces
+    [summary] = [trace.to_json() for trace in result.report.traces]
     nodes = summary["models"][0]["graph"]["nodes"]  # Keras numbers default names per process: compare classes
     assert [(n["class"], n["compute_dtype"]) for n in nodes] == [("InputLayer", "float16"), ("Dense", "float16"),
                                                                  ("Dense", "float16")] and nodes[-1]["id"] == "probs"
@@ -111,7 +111,7 @@ def test_a_live_tf_keras_model_is_checked_against_its_savedmodel_signatures(shel
     result = shell.run_line_magic("mpdoctor", "fixed")
     assert [d.code for d in result.diagnostics] == []
     assert shell.run_cell("fixed(np.ones((1, 3), np.float32))", store_history=False).error_in_exec is None
-    [load] = result.report.traces[0]["savedmodels"]
+    [load] = result.report.traces[0].to_json()["savedmodels"]
     assert load["api"] == "hub.KerasLayer" and load["savedmodel"]["accepted_input_dtypes"] == ["float32"]
     page = srcdoc(result)
     assert "SavedModel signatures" in page and "serving_default" in page

@@ -148,16 +148,16 @@ def test_sarif_github_gitlab_name_the_cell(tmp_path):
 def test_fingerprint_reads_the_cell_line_and_survives_a_new_cell_above(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "demo.ipynb", softmax_notebook())
-    from mpdoctor.report.sarif import fingerprint_materials
+    from mpdoctor.fingerprints import fingerprint_materials
 
     first = check_paths([Path("demo.ipynb")], Config())
-    [a] = fingerprint_materials(first.diagnostics)
+    [a] = fingerprint_materials(first.diagnostics, first.sources)
     data = softmax_notebook()
     data["cells"].insert(1, code("print('a new cell')\nprint('two lines')"))
     write(tmp_path / "demo.ipynb", data)
     second = check_paths([Path("demo.ipynb")], Config())
     assert first.diagnostics[0].location.cell == 3 and second.diagnostics[0].location.cell == 4
-    [b] = fingerprint_materials(second.diagnostics)
+    [b] = fingerprint_materials(second.diagnostics, second.sources)
     assert a == b and 'keras.layers.Dense(4, activation="softmax"),' in a
 
 
@@ -234,13 +234,13 @@ def test_trace_runs_the_cells_and_confirms_mp401_in_cell_3(tmp_path, legacy):
     before = sorted(p.name for p in broken.parent.iterdir())
     report = _trace(broken, legacy)
     assert not report.errors
-    assert report.traces and report.traces[0]["status"] == "ok", report.traces
+    assert report.traces and report.traces[0].status == "ok", report.traces
     [mp401] = [d for d in report.diagnostics if d.code == "MP401"]
     assert (mp401.location.cell, mp401.location.line) == (3, 5)
     assert mp401.passes == ("static", "trace")
     assert not [d for d in report.diagnostics if d.code == "MP001"], report.diagnostics
     assert sorted(p.name for p in broken.parent.iterdir()) == before  # nothing written next to the notebook
-    [graph] = [m["graph"] for m in report.traces[0]["models"]]
+    [graph] = [m["graph"] for m in report.traces[0].to_json()["models"]]
     created = {node["name"]: node["created_at"] for node in graph["nodes"]}
     assert created[mp401.location.layer] == {"file": str(broken), "line": 5, "cell": 3}
 

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from mpdoctor import __version__, registry
+from mpdoctor import registry
+from mpdoctor._version import __version__
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location, Severity
-from mpdoctor.engine import FileError, Report
+from mpdoctor.diagnostics import FileError, Report
+from mpdoctor.sources import SourceText, read_source
 from mpdoctor.report import FORMATS, github, sarif, write_report
 
 HOSTILE = "bad <script>alert(\"x\")</script> & 'q'\n50% done, a: b\r\nnext::line %0A"
@@ -294,6 +296,11 @@ def test_sarif_end_position_defaults():
 # --- fingerprints -------------------------------------------------------------------------------------------------
 
 def _fingerprints(report: Report) -> tuple[list[str], list[str]]:
+    """SARIF and GitLab fingerprints of a report whose sources are the files on disk now (the engine keeps the text
+    it analysed in the report; renderers never read files)."""
+    for d in report.diagnostics:
+        if Path(d.location.path).exists():
+            report.sources[d.location.path] = SourceText(Path(d.location.path), read_source(Path(d.location.path)))
     s = [r["partialFingerprints"][sarif.FINGERPRINT_KEY] for r in sarif_of(report)["runs"][0]["results"]]
     g = [i["fingerprint"] for i in json.loads(render("gitlab", report))]
     return s, g
@@ -316,7 +323,7 @@ def test_fingerprint_survives_a_line_shift_but_not_another_file_or_code(tmp_path
     assert re.fullmatch(r"[0-9a-f]{32}", before[1][0])
 
 
-def test_fingerprint_falls_back_to_the_message_when_the_file_cannot_be_read(tmp_path, monkeypatch):
+def test_fingerprint_falls_back_to_the_message_when_the_source_is_not_known(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     a = _fingerprints(Report([diag(path="gone.py", line=2, message="m1")]))
     b = _fingerprints(Report([diag(path="gone.py", line=40, message="m1")]))

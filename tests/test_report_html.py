@@ -17,7 +17,9 @@ import tomllib
 from trace_support import write_overflowing_checkpoint
 
 from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Severity
-from mpdoctor.engine import Report
+from mpdoctor.diagnostics import Report
+from mpdoctor.facts.schema import ModelGraph, NumericsTable, TraceSummary
+from mpdoctor.sources import SourceText
 from mpdoctor.report.graph_svg import CHAIN_LIMIT, NESTED_INLINE_LIMIT, model_figures
 from mpdoctor.report.html import render
 from mpdoctor.report.numerics_svg import numerics_svg
@@ -41,6 +43,14 @@ def chain_graph(length, dtypes=None):
                                                     for a, b in pairwise(ids)]}
 
 
+def _figures(graph: dict, finding_layers: set[str]):
+    return model_figures(ModelGraph.from_json(graph), finding_layers)
+
+
+def _chart(numerics: dict):
+    return numerics_svg(NumericsTable.from_json(numerics))
+
+
 def html_of(report) -> str:
     out = io.StringIO()
     render(report, out)
@@ -55,8 +65,9 @@ def hostile_report(tmp_path: Path) -> str:
     graph = {"nodes": [node(HOSTILE, is_output=True, predicted_input_dtypes=["float16"], output_dtypes=["float16"],
                             created_at={"file": str(source), "line": 2})], "edges": [], "outputs": []}
     report = Report(diagnostics=[diagnostic], files_checked=1,
-                    traces=[{"path": str(source), "models": [{"name": HOSTILE, "how": "build_model()",
-                                                              "graph": graph}]}])
+                    sources={str(source): SourceText(source, source.read_text())},
+                    traces=[TraceSummary.from_json({"path": str(source), "models": [
+                        {"name": HOSTILE, "how": "build_model()", "graph": graph}]})])
     return html_of(report)
 
 
@@ -87,7 +98,8 @@ def test_the_fix_is_shown_as_a_diff(tmp_path):
     edit = Edit(str(source), 2, 49, 2, 49, ', dtype="float32"')
     plain = Diagnostic("MP401", "softmax", Location(str(source), 2, 7), Severity.ERROR,
                        fix=Fix("set dtype", (edit,)))
-    html = html_of(Report(diagnostics=[plain], files_checked=1))
+    html = html_of(Report(diagnostics=[plain], files_checked=1,
+                          sources={str(source): SourceText(source, source.read_text())}))
     assert '<span class="remove">-out = keras.layers.Dense(3, activation=&#39;softmax&#39;)</span>' in html
     assert ('<span class="add">+out = keras.layers.Dense(3, activation=&#39;softmax&#39;, dtype=&#34;float32&#34;)'
             '</span>') in html
@@ -117,15 +129,15 @@ def test_fixes_section_says_what_fix_did_and_whether_a_trace_verified_it(tmp_pat
 
 
 def test_long_linear_chains_fold_into_one_box_but_findings_and_dtype_changes_stay_visible():
-    [figure] = model_figures(chain_graph(10), set())
+    [figure] = _figures(chain_graph(10), set())
     assert figure.layers == 10 and figure.boxes == 3  # d0 (source), d1..d8 folded, d9 (output)
     assert "8 layers: d1 … d8" in figure.svg and "Dense ×8" in figure.svg
-    [figure] = model_figures(chain_graph(10), {"d4"})
+    [figure] = _figures(chain_graph(10), {"d4"})
     assert figure.boxes == 7 and 'class="node finding" data-layer="d4"' in figure.svg  # d1-3 too short, d5-8 fold
     assert figure.svg.count('class="edge finding"') == 1
-    [figure] = model_figures(chain_graph(10, {f"d{i}": "float32" for i in range(5, 10)}), set())
+    [figure] = _figures(chain_graph(10, {f"d{i}": "float32" for i in range(5, 10)}), set())
     assert figure.boxes == 4  # d1-4 and d5-8 fold separately: the dtype changes between them
-    [short] = model_figures(chain_graph(CHAIN_LIMIT + 1), set())
+    [short] = _figures(chain_graph(CHAIN_LIMIT + 1), set())
     assert short.boxes == CHAIN_LIMIT + 1
 
 
@@ -139,7 +151,7 @@ def test_layout_flows_downward_and_boxes_never_overlap():
     nodes = [node(i) for i in ("a", "b", "c", "add")] + [node(f"p{i}") for i in range(20)]
     edges = [{"source": s, "target": t} for s, t in (("a", "b"), ("b", "c"), ("c", "add"), ("a", "add"))]
     edges += [{"source": "a", "target": f"p{i}"} for i in range(20)]
-    [figure] = model_figures({"nodes": nodes, "edges": edges}, set())
+    [figure] = _figures({"nodes": nodes, "edges": edges}, set())
     boxes = _boxes(figure.svg)
     assert len(boxes) == 24 and len(set(boxes.values())) == 24
     for edge in edges:
@@ -154,13 +166,13 @@ def test_a_big_nested_model_is_one_box_and_its_own_figure():
     chain = [n["id"] for n in inner]
     edges = [{"source": "input", "target": "backbone/in"}] + \
         [{"source": a, "target": b} for a, b in pairwise(chain)] + [{"source": chain[-1], "target": "head"}]
-    main, nested = model_figures({"model": "m", "nodes": nodes, "edges": edges}, {"conv3"})
+    main, nested = _figures({"model": "m", "nodes": nodes, "edges": edges}, {"conv3"})
     assert main.boxes == 3 and set(_boxes(main.svg)) == {"input", "backbone", "head"}
     assert 'class="node finding" data-layer="backbone"' in main.svg  # a finding inside marks the folded box
     assert nested.title == "backbone" and len(_boxes(nested.svg)) == len(inner)
     assert 'class="name">conv1<' in nested.svg  # named relative to the nested model
     small = [node("small/in", "InputLayer", parent="small"), node("small/d", parent="small")]
-    figures = model_figures({"nodes": [node("small", "Functional", is_model=True)] + small,
+    figures = _figures({"nodes": [node("small", "Functional", is_model=True)] + small,
                              "edges": [{"source": "small/in", "target": "small/d"}]}, set())
     assert len(figures) == 1 and set(_boxes(figures[0].svg)) == {"small/in", "small/d"}
     assert 'class="name">small/d<' in figures[0].svg  # drawn inline, named by its model
@@ -169,7 +181,7 @@ def test_a_big_nested_model_is_one_box_and_its_own_figure():
 def test_savedmodel_layers_are_marked():
     graph = chain_graph(3)
     graph["nodes"][1].update(savedmodel_handle="/models/hub", kind="savedmodel", **{"class": "KerasLayer"})
-    [figure] = model_figures(graph, set())
+    [figure] = _figures(graph, set())
     assert 'class="node savedmodel" data-layer="d1"' in figure.svg and "SavedModel" in figure.svg
 
 
@@ -185,13 +197,13 @@ NUMERICS = {"dtype": "float16", "reference_dtype": "float32", "batch_size": 2, "
 
 
 def test_numerics_chart_is_log_scale_marks_non_finite_layers_and_escapes_names():
-    svg = numerics_svg(NUMERICS)
+    svg = _chart(NUMERICS)
     assert svg.count('class="point"') == 3 + 4 + 2  # max_abs (one missing), reference, positive relative errors
     assert svg.count('class="nonfinite"') == 1 and "inf: not finite in float16" in svg
     assert ">1e-4<" in svg and ">1e6<" in svg  # decades from the smallest to the largest value
     assert "big&lt;b&gt;" in svg and "big<b>" not in svg
     assert "float16 max 65504" in svg
-    assert numerics_svg({**NUMERICS, "layers": []}) is None
+    assert _chart({**NUMERICS, "layers": []}) is None
 
 
 def test_the_report_has_numerics_signatures_and_checkpoint_audit_sections(tmp_path):
@@ -211,7 +223,7 @@ def test_the_report_has_numerics_signatures_and_checkpoint_audit_sections(tmp_pa
              "savedmodels": [{"api": "hub.KerasLayer", "handle": "/m/sm", "savedmodel": savedmodel},
                              {"api": "hub.load", "handle": "/m/sm", "savedmodel": savedmodel}],
              "checkpoints": [{"api": "--checkpoint", "path": "/c/ckpt", "location": None, "audit": audit}]}
-    html = html_of(Report(files_checked=1, passes=("static", "trace"), traces=[trace]))
+    html = html_of(Report(files_checked=1, passes=("static", "trace"), traces=[TraceSummary.from_json(trace)]))
     assert "<td>mixed_float16</td><td>2.21.0</td><td>3.15.1</td>" in html and "passes run: static, trace" in html
     assert html.count('class="numerics-chart"') == 1 and "skipped: the model has no inputs" in html
     assert html.count("<h3><code>/m/sm</code>") == 1 and "loaded by hub.KerasLayer, hub.load" in html

@@ -12,8 +12,9 @@ from mpdoctor.config import Config, apply_overrides
 from mpdoctor.diagnostics import Confidence
 from mpdoctor.engine import check_source
 from mpdoctor.registry import get_rule
-from mpdoctor.rules.outputs import layer_inputs, model_output_layers
-from mpdoctor.static.context import LayerCall, Settings, StaticContext
+from mpdoctor.static.topology import layer_inputs, model_output_layers
+from mpdoctor.facts.schema import LayerRecord
+from mpdoctor.static.context import Settings, StaticContext
 
 K3 = "import keras\nfrom keras import layers\n"
 K2 = "import tf_keras as keras\nfrom tf_keras import layers\n"
@@ -39,8 +40,8 @@ def outputs(source: str) -> list[tuple[str, int, str]]:
     ctx = context(source)
     result = []
     for layer, how in model_output_layers(ctx):
-        kind = layer.kind if isinstance(layer, LayerCall) else (ctx.call_name(layer) or "?")
-        node = layer.node if isinstance(layer, LayerCall) else layer
+        kind = layer.kind if isinstance(layer, LayerRecord) else (ctx.call_name(layer) or "?")
+        node = layer.node if isinstance(layer, LayerRecord) else layer
         result.append((kind, node.lineno, how))
     return result
 
@@ -186,7 +187,7 @@ out = layers.Activation("softmax", dtype="float32")(logits)
 seq = keras.Sequential([keras.Input((8,)), layers.Dense(5), layers.Softmax(dtype="float32")])
 model = keras.Model(inp, out)
 """)
-    heads = {layer.node.lineno: layer for layer, _ in model_output_layers(ctx) if isinstance(layer, LayerCall)}
+    heads = {layer.node.lineno: layer for layer, _ in model_output_layers(ctx) if isinstance(layer, LayerRecord)}
     assert [p.node.lineno for p in layer_inputs(ctx, heads[6])] == [5]
     assert [p.kind for p in layer_inputs(ctx, heads[7])] == ["Dense"]
 

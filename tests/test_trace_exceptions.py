@@ -5,7 +5,8 @@ including Keras 3's ANSI bold codes); tests must not edit them to make a pattern
 """
 import pytest
 
-from mpdoctor.trace.exceptions import classify_exception, dtype_name
+from mpdoctor.registry import classify_exception
+from mpdoctor.tf_messages import dtype_name
 
 # (id, how it was produced, exception type, str(exception), expected subset of the result)
 POSITIVE = [

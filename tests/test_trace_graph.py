@@ -1,4 +1,4 @@
-"""mpdoctor.trace.graph on real tiny models, in Keras 3 and tf_keras (both imported in this process)."""
+"""mpdoctor.trace.child.graph on real tiny models, in Keras 3 and tf_keras (both imported in this process)."""
 
 import os
 import subprocess
@@ -20,7 +20,9 @@ from trace_helpers import (
     reset_policies,
 )
 
-from mpdoctor.trace.graph import flavour_of, model_graph, to_networkx
+from mpdoctor.facts.keras_semantics import flavour_of
+from mpdoctor.facts.schema import LayerRecord, ModelGraph
+from mpdoctor.trace.child.graph import model_graph, to_networkx
 
 
 @pytest.fixture(params=FLAVOURS)
@@ -37,8 +39,8 @@ def is_k3(keras):
 
 
 def graph_of(model, **kwargs):
-    graph = model_graph(model, **kwargs)
-    return check_graph(graph)
+    """The graph as the JSON the trace child writes (what these tests read)."""
+    return check_graph(model_graph(model, **kwargs).to_json())
 
 
 def test_sequential_float32_softmax_head(keras):
@@ -120,7 +122,7 @@ def test_nested_models_are_subgraphs(keras):
     assert graph["outputs"][0]["node"] == "head/fc" and fc["is_output"] and fc["activation"] == "softmax"
     assert graph["outputs"][0]["dtype"] == "float16"
     assert graph["mismatches"] == [] and graph["unpredictable"] == []
-    digraph = to_networkx(graph)
+    digraph = to_networkx(ModelGraph.from_json(graph))
     assert nx.is_directed_acyclic_graph(digraph)
     assert nx.has_path(digraph, "x", "head/fc")
 
@@ -216,7 +218,8 @@ def test_layer_records_and_tf_activations(keras):
     soft = layers.Softmax(name="soft")
     model = keras.Sequential([keras.Input((4,)), dense, soft])
     where = {"file": "/x/model.py", "line": 7}
-    graph = graph_of(model, layer_records={str(id(dense)): {"explicit_dtype": "float32", "created_at": where}})
+    record = LayerRecord.from_json({"explicit_dtype": "float32", "created_at": where})
+    graph = graph_of(model, layer_records={str(id(dense)): record})
     record = node(graph, "dense")
     assert record["explicit_dtype"] == "float32" and record["created_at"] == where and record["uid"] == str(id(dense))
     assert record["activation"] == "softmax" and node(graph, "soft")["activation"] == "softmax"
@@ -256,7 +259,7 @@ def test_mobilenet_v2(keras):
     assert predictions["activation"] == "softmax" and predictions["is_output"]
     assert predictions["compute_dtype"] == "float16"
     assert graph["mismatches"] == [] and graph["unpredictable"] == []
-    digraph = to_networkx(graph)
+    digraph = to_networkx(ModelGraph.from_json(graph))
     assert nx.is_directed_acyclic_graph(digraph) and digraph.number_of_edges() == len(graph["edges"])
     add = next(n for n in graph["nodes"] if n["class"] == "Add")
     assert len(edges_into(graph, add["id"])) == 2
@@ -301,11 +304,11 @@ def test_flavour_of(keras):
 def test_import_is_light_and_keras3_graph_never_imports_tf_keras():
     probe = textwrap.dedent("""
         import sys
-        import mpdoctor.trace.graph as graph
+        import mpdoctor.trace.child.graph as graph
         assert not {"tensorflow", "keras", "tf_keras"} & set(sys.modules), sorted(sys.modules)
         import keras
         model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-        assert graph.model_graph(model)["mismatches"] == []
+        assert graph.model_graph(model).mismatches == []
         assert "tf_keras" not in sys.modules
         print("OK")
     """)

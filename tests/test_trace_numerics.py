@@ -13,7 +13,8 @@ import pytest
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence, Diagnostic, Location, Severity
 from mpdoctor.engine import check_source
-from mpdoctor.trace.checks import numerics_table, static_after_trace
+from mpdoctor.engine import static_after_trace
+from mpdoctor.facts.schema import Facts, TraceSummary
 
 pytest.importorskip("tensorflow")
 
@@ -281,11 +282,14 @@ def test_numerics_table_is_json_safe_and_keeps_the_contract_keys():
               "layers": [{"id": "a", "name": "a", "class": "Dense", "finite": False, "finite_reference": True,
                           "max_abs": None, "max_abs_reference": 1.5, "relative_error": None}],
               "user_layers": [], "first_non_finite": None, "loss": None, "threshold": 0.05}
-    table = numerics_table(record)
+    model = {"name": "m", "numerics": record}
+    [summary] = TraceSummary.of("m.py", Facts.from_json({"models": [model]}), None).to_json()["models"]
+    table = summary["numerics"]
     assert set(table) == {"dtype", "reference_dtype", "batch_size", "seed", "skipped", "layers"}
     text = json.dumps(table, allow_nan=False)
     assert json.loads(text)["layers"][0]["max_abs"] is None
-    assert numerics_table(None) is None
+    [summary] = TraceSummary.of("m.py", Facts.from_json({"models": [{"name": "m"}]}), None).to_json()["models"]
+    assert summary["numerics"] is None
 
 
 def test_static_after_trace_drops_confirms_and_downgrades():
@@ -346,7 +350,7 @@ def test_nested_and_subclassed_models(tmp_path, legacy):
     path = _write(tmp_path, "structures.py", STRUCTURES, legacy)
     summaries: list = []
     diagnostics = trace_check(path, legacy=legacy, summaries=summaries)
-    tables = {m["name"]: m["numerics"] for m in summaries[0]["models"]}
+    tables = {m["name"]: m["numerics"] for m in summaries[0].to_json()["models"]}
     nested_ids = [row["id"] for row in tables["nested"]["layers"]]
     assert nested_ids.index("block/dense") < nested_ids.index("block/rms_norm_bad") < nested_ids.index("block") \
         < nested_ids.index("dense_1"), nested_ids
@@ -404,7 +408,7 @@ def test_float32_model_is_skipped_with_a_reason(tmp_path):
                     "model = keras.Model(inputs, keras.layers.Dense(2)(inputs))\n")
     summaries: list = []
     trace_check(path, legacy=False, summaries=summaries)
-    table = summaries[0]["models"][0]["numerics"]
+    table = summaries[0].to_json()["models"][0]["numerics"]
     assert table["skipped"] == "no layer computes in float16/bfloat16" and table["layers"] == []
 
 
@@ -446,5 +450,5 @@ def test_bfloat16_is_not_flagged(tmp_path, legacy):
     summaries: list = []
     diagnostics = trace_check(path, legacy=legacy, summaries=summaries)
     assert not [d for d in diagnostics if d.code in ("MP403", "MP404", "MP405")], [d.message for d in diagnostics]
-    tables = [m["numerics"] for m in summaries[0]["models"]]
+    tables = [m["numerics"] for m in summaries[0].to_json()["models"]]
     assert {t["dtype"] for t in tables} == {"bfloat16"} and all(t["layers"] for t in tables), tables

@@ -10,19 +10,19 @@ import textwrap
 import pytest
 
 from mpdoctor.config import Config
+from mpdoctor.facts.schema import Facts
 from mpdoctor.trace.checks import run_checks
 from mpdoctor.trace.context import TraceContext
 
 
-def facts(**overrides) -> dict:
-    base = {"version": 1, "status": "ok", "environment": {"gpus": [], "keras_major": 3, "global_policy": None},
-            "policy_events": [], "layers": {}, "savedmodel_loads": [], "restores": [], "exports": [], "models": [],
-            "exception": None}
+def facts(**overrides) -> Facts:
+    """Hand-made facts, read back through the schema like the child's JSON."""
+    base = {"environment": {"gpus": [], "keras_major": 3, "global_policy": None}}
     base.update(overrides)
-    return base
+    return Facts.from_json(base)
 
 
-def run(f: dict, code: str):
+def run(f: Facts, code: str):
     ctx = TraceContext("m.py", "m.py", "", None)
     return [d for d in run_checks(f, ctx, Config()) if d.code == code]
 

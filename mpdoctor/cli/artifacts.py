@@ -1,6 +1,6 @@
 """`mpdoctor inspect` and `mpdoctor convert-checkpoint`.
 
-Exit codes, as for `mpdoctor check`: 0 done (inspect: the audit found nothing), 1 the range audit found values that
+Exit codes (mpdoctor.cli.exit_codes): 0 done (inspect: the audit found nothing), 1 the range audit found values that
 overflow, underflow or are already inf/NaN (inspect --dtype only), 2 an artifact that cannot be read or written: one
 line `mpdoctor: error: PATH: problem` on stderr, no traceback, nothing written.
 """
@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 
 
 def add_inspect_parser(subparsers) -> argparse.ArgumentParser:
@@ -162,7 +162,7 @@ def _status(row: dict) -> str:
 
 
 def _tool() -> dict:
-    from mpdoctor import __version__
+    from mpdoctor._version import __version__
 
     return {"name": "mpdoctor", "version": __version__}
 

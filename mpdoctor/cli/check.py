@@ -1,5 +1,5 @@
-"""Command line: `mpdoctor check`, `mpdoctor rules`, `mpdoctor explain`. Exit codes: 0 clean, 1 findings at or above
---fail-on, 2 usage error, unreadable/unparsable file or internal error."""
+"""`mpdoctor check`: the static and trace passes over files and directories, reports in every format, baselines,
+and --fix / --diff."""
 
 from __future__ import annotations
 
@@ -9,23 +9,11 @@ import os
 import sys
 from pathlib import Path
 
-from mpdoctor import __version__
-
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line and exit 2, like every usage error here
-        self.exit(EXIT_ERROR, f"mpdoctor: error: {message}\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
+def add_parser(sub) -> None:
     from mpdoctor.report import FORMATS
-
-    parser = _Parser(prog="mpdoctor", description="Find mixed-precision (float16/bfloat16) breakage in "
-                     "TensorFlow/Keras code before it runs.")
-    parser.add_argument("--version", action="version", version=f"mpdoctor {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     check = sub.add_parser("check", help="check model files and directories")
     check.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="files or directories (default: .)")
@@ -73,14 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff: also the unsafe fixes")
     check.add_argument("--diff", action="store_true", help="print the fixes as unified diffs, write nothing")
 
-    sub.add_parser("rules", help="list every rule code")
-    explain = sub.add_parser("explain", help="explain a rule: what, why, bad and good example, fix")
-    explain.add_argument("code", metavar="CODE")
-    from mpdoctor.artifacts.commands import add_convert_parser, add_inspect_parser
-
-    add_inspect_parser(sub)
-    add_convert_parser(sub)
-    return parser
+    check.set_defaults(handler=run_check)
 
 
 def _split(value: str | None) -> list[str] | None:
@@ -162,15 +143,15 @@ def run_check(args) -> int:
         print(f"mpdoctor: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     progress = Progress.for_stream(sys.stderr, tracing)
-    sources = {} if args.fix or args.diff else None
-    report = check_paths(paths, config, options, progress=progress, sources=sources)
+    report = check_paths(paths, config, options, progress=progress)
     if progress is not None:
         progress.clear()
     if baseline_keys is not None:
-        report.diagnostics, report.baselined = split(report.diagnostics, baseline_keys, baseline_file.parent)
+        report.diagnostics, report.baselined = split(report.diagnostics, report.sources, baseline_keys,
+                                                     baseline_file.parent)
     if args.write_baseline:
         try:
-            count = write_baseline(args.write_baseline, report.diagnostics)
+            count = write_baseline(args.write_baseline, report.diagnostics, report.sources)
         except BaselineError as exc:
             print(f"mpdoctor: error: {exc}", file=sys.stderr)
             return EXIT_ERROR
@@ -178,10 +159,10 @@ def run_check(args) -> int:
               file=sys.stderr)
     for error in report.errors:
         print(error.render(), file=sys.stderr)
-    if sources is not None:
+    if args.fix or args.diff:
         from mpdoctor.autofix import fix_report, write_diffs
 
-        fix_report(report, sources, config, options, unsafe=args.unsafe_fixes, write=not args.diff)
+        fix_report(report, config, options, unsafe=args.unsafe_fixes, write=not args.diff)
         if args.diff:
             count = write_diffs(report, sys.stdout, sys.stderr, unsafe=args.unsafe_fixes)
             return EXIT_ERROR if report.errors else (EXIT_FINDINGS if count else EXIT_OK)
@@ -227,67 +208,3 @@ def _write_atomic(path: Path, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-
-
-def run_rules() -> int:
-    from mpdoctor.registry import all_rules, implemented_codes
-
-    implemented = implemented_codes()
-    rows = [("CODE", "NAME", "SEVERITY", "PASSES", "FIX", "SUMMARY")]
-    for r in all_rules():
-        summary = r.summary if r.code in implemented else f"(not checked yet) {r.summary}"
-        rows.append((r.code, r.name, r.severity.value, ",".join(r.pass_names), "yes" if r.fixable else "no",
-                     summary))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    for row in rows:
-        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
-    return EXIT_OK
-
-
-def run_explain(code: str) -> int:
-    from mpdoctor.registry import all_rules, get_rule, implemented_codes
-
-    by_name = {r.name: r.code for r in all_rules()}
-    code = by_name.get(code.strip().lower(), code.strip().upper())
-    if code not in by_name.values():
-        print(f"mpdoctor: error: unknown rule {code!r} (see `mpdoctor rules`)", file=sys.stderr)
-        return EXIT_ERROR
-    r = get_rule(code)
-    indent = lambda text: "\n".join("    " + line if line else "" for line in text.splitlines())  # noqa: E731
-    print(f"{r.code} {r.name} ({r.severity.value}; passes: {', '.join(r.pass_names)}; "
-          f"autofix: {'yes' if r.fixable else 'no'})\n")
-    print(f"{r.summary}\n")
-    if r.code not in implemented_codes():
-        print("Not checked yet: this version of mpdoctor defines the code but no pass raises it.\n")
-    print(f"What it detects\n{indent(r.what)}\n")
-    print(f"Why it breaks\n{indent(r.why)}\n")
-    print(f"Bad\n{indent(r.bad)}\n")
-    print(f"Good\n{indent(r.good)}\n")
-    print(f"Fix\n{indent(r.fix)}")
-    return EXIT_OK
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "check":
-            return run_check(args)
-        if args.command == "rules":
-            return run_rules()
-        if args.command == "explain":
-            return run_explain(args.code)
-        if args.command in ("inspect", "convert-checkpoint"):
-            return args.handler(args)
-        parser.print_help()
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("mpdoctor: interrupted", file=sys.stderr)
-        return EXIT_ERROR
-    except BrokenPipeError:
-        return EXIT_ERROR
-    except Exception as exc:  # an internal error is still one line and exit 2, never a traceback
-        print(f"mpdoctor: internal error: {type(exc).__name__}: {exc} (please report this)", file=sys.stderr)
-        if os.environ.get("MPDOCTOR_DEBUG"):
-            raise
-        return EXIT_ERROR

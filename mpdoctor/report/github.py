@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import TextIO
 
 from mpdoctor.diagnostics import Severity
-from mpdoctor.report.sarif import cell_prefix, posix_path, rule_name
+from mpdoctor.fingerprints import posix_path
+from mpdoctor.registry import rule_name
+from mpdoctor.report.sarif import cell_prefix
 
 COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 

@@ -12,7 +12,8 @@ import json
 from typing import TextIO
 
 from mpdoctor.diagnostics import Severity
-from mpdoctor.report.sarif import cell_prefix, fingerprint_materials, posix_path
+from mpdoctor.fingerprints import fingerprint_materials, posix_path
+from mpdoctor.report.sarif import cell_prefix
 
 SEVERITIES = {Severity.ERROR: "critical", Severity.WARNING: "major", Severity.INFO: "info"}
 
@@ -23,7 +24,7 @@ def _md5(text: str) -> str:
 
 def to_list(report) -> list[dict]:
     issues = []
-    for d, material in zip(report.diagnostics, fingerprint_materials(report.diagnostics)):
+    for d, material in zip(report.diagnostics, fingerprint_materials(report.diagnostics, report.sources)):
         loc = d.location
         issues.append({
             "description": f"{d.code}: {cell_prefix(loc)}{d.message}",

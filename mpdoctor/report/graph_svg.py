@@ -1,4 +1,4 @@
-"""The layer graph of a traced model (the GRAPH dict of mpdoctor.trace.graph) as an inline SVG for the HTML report.
+"""The layer graph of a traced model (mpdoctor.facts.schema.ModelGraph) as an inline SVG for the HTML report.
 
 Readable at hundreds of layers: a nested model with more than NESTED_INLINE_LIMIT layers is drawn as one box (and as
 its own figure after the model's), a linear run of more than CHAIN_LIMIT layers with one input, one output and the
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from html import escape
+
+from mpdoctor.facts.schema import GraphEdge, GraphNode, ModelGraph
 
 CHAIN_LIMIT = 3
 NESTED_INLINE_LIMIT = 12
@@ -29,7 +31,7 @@ class Box:
     label: str
     detail: str
     dtype: str | None
-    members: list[dict] = field(default_factory=list)
+    members: list[GraphNode] = field(default_factory=list)
     savedmodel: bool = False
     finding: bool = False
     is_output: bool = False
@@ -45,42 +47,42 @@ class Figure:
     boxes: int
 
 
-def model_figures(graph: dict, finding_layers: set[str]) -> list[Figure]:
+def model_figures(graph: ModelGraph, finding_layers: set[str]) -> list[Figure]:
     """The model's figure, then one figure per folded nested model (folded again inside when big)."""
-    nodes = {n["id"]: n for n in graph.get("nodes", [])}
+    nodes = {n.id: n for n in graph.nodes}
     ancestors = {node_id: _ancestors(node, nodes) for node_id, node in nodes.items()}
     inner_layers: dict[str, int] = {}
     for node_id, chain in ancestors.items():
         for model_id in chain:
-            inner_layers[model_id] = inner_layers.get(model_id, 0) + (not nodes[node_id].get("is_model"))
-    folded = {m for m, count in inner_layers.items() if nodes[m].get("is_model") and count > NESTED_INLINE_LIMIT}
+            inner_layers[model_id] = inner_layers.get(model_id, 0) + (not nodes[node_id].is_model)
+    folded = {m for m, count in inner_layers.items() if nodes[m].is_model and count > NESTED_INLINE_LIMIT}
     layout = _Scope(nodes, ancestors, inner_layers, folded, finding_layers)
-    figures = [layout.figure(graph.get("model") or "model", None, nodes, graph.get("edges", []))]
+    figures = [layout.figure(graph.model or "model", None, nodes, graph.edges)]
     for model_id in (m for m in nodes if m in folded):
         inner = {i: n for i, n in nodes.items() if model_id in ancestors[i]}
-        edges = [e for e in graph.get("edges", []) if e["source"] in inner and e["target"] in inner]
+        edges = [e for e in graph.edges if e.source in inner and e.target in inner]
         figures.append(layout.figure(model_id, model_id, inner, edges))
     return figures
 
 
-def _ancestors(node: dict, nodes: dict) -> list[str]:
+def _ancestors(node: GraphNode, nodes: dict[str, GraphNode]) -> list[str]:
     """The nested models holding a node, innermost first."""
-    chain, parent = [], node.get("parent")
+    chain, parent = [], node.parent
     while parent and parent in nodes and parent not in chain:
         chain.append(parent)
-        parent = nodes[parent].get("parent")
+        parent = nodes[parent].parent
     return chain
 
 
 @dataclass
 class _Scope:
-    nodes: dict
+    nodes: dict[str, GraphNode]
     ancestors: dict[str, list[str]]
     inner_layers: dict[str, int]
     folded: set[str]
     finding_layers: set[str]
 
-    def figure(self, title: str, scope: str | None, nodes: dict, edges: list[dict]) -> Figure:
+    def figure(self, title: str, scope: str | None, nodes: dict[str, GraphNode], edges: list[GraphEdge]) -> Figure:
         import networkx as nx
 
         # Each node is drawn as itself or as the outermost folded nested model holding it below `scope`.
@@ -96,12 +98,12 @@ class _Scope:
         digraph.add_nodes_from(n for n in nodes if n in shown)
         edge_info: dict[tuple[str, str], dict] = {}
         for edge in edges:
-            source, target = represent.get(edge["source"]), represent.get(edge["target"])
+            source, target = represent.get(edge.source), represent.get(edge.target)
             if source in shown and target in shown and source != target:
                 digraph.add_edge(source, target)
                 edge_info.setdefault((source, target), edge)
         finding_ids = {rep for node_id, rep in represent.items() if node_id in self.finding_layers
-                       or nodes[node_id].get("name") in self.finding_layers}
+                       or nodes[node_id].name in self.finding_layers}
         boxes, owner = _fold_chains(digraph, nodes, finding_ids, self.inner_layers, self.folded)
         for box in boxes.values():  # a layer of an unfolded nested model shows as model/layer
             if not box.id.startswith("chain:"):
@@ -113,19 +115,19 @@ class _Scope:
                 layered.add_edge(owner[source], owner[target])
         _layout(layered, boxes)
         svg = _draw(boxes, layered, edge_info, owner)
-        return Figure(title, svg, sum(1 for n in nodes.values() if not n.get("is_model")), len(boxes))
+        return Figure(title, svg, sum(1 for n in nodes.values() if not n.is_model), len(boxes))
 
 
-def _box_for(node: dict, finding: bool, inner_layers: dict[str, int], folded: set[str]) -> Box:
-    detail = node.get("class") or node.get("kind") or ""
-    if node["id"] in folded:
-        detail = f"{detail}: {inner_layers[node['id']]} layers (below)"
-    dtype = node.get("compute_dtype")
-    if node.get("kind") == "input" and node.get("output_dtypes"):
-        dtype = node["output_dtypes"][0]  # an input layer computes nothing: show the dtype it feeds in
-    return Box(node["id"], node.get("name") or node["id"], f"{detail} · {dtype or '-'}", dtype, [node],
-               savedmodel=bool(node.get("savedmodel_handle")) or node.get("kind") == "savedmodel", finding=finding,
-               is_output=bool(node.get("is_output")))
+def _box_for(node: GraphNode, finding: bool, inner_layers: dict[str, int], folded: set[str]) -> Box:
+    detail = node.class_name or node.kind or ""
+    if node.id in folded:
+        detail = f"{detail}: {inner_layers[node.id]} layers (below)"
+    dtype = node.compute_dtype
+    if node.kind == "input" and node.output_dtypes:
+        dtype = node.output_dtypes[0]  # an input layer computes nothing: show the dtype it feeds in
+    return Box(node.id, node.name or node.id, f"{detail} · {dtype or '-'}", dtype, [node],
+               savedmodel=bool(node.savedmodel_handle) or node.kind == "savedmodel", finding=finding,
+               is_output=node.is_output)
 
 
 def _fold_chains(digraph, nodes: dict, finding_ids: set[str], inner_layers: dict[str, int],
@@ -134,7 +136,7 @@ def _fold_chains(digraph, nodes: dict, finding_ids: set[str], inner_layers: dict
     def foldable(n):
         node = nodes[n]
         return (digraph.in_degree(n) == 1 and digraph.out_degree(n) == 1 and n not in finding_ids
-                and not node.get("savedmodel_handle") and not node.get("is_output") and not node.get("is_model"))
+                and not node.savedmodel_handle and not node.is_output and not node.is_model)
 
     boxes: dict[str, Box] = {}
     owner: dict[str, str] = {}
@@ -155,8 +157,8 @@ def _fold_chains(digraph, nodes: dict, finding_ids: set[str], inner_layers: dict
 
 
 def _chain_through(digraph, start: str, foldable, nodes: dict) -> list[str]:
-    dtype = nodes[start].get("compute_dtype")
-    same = lambda n: foldable(n) and nodes[n].get("compute_dtype") == dtype
+    dtype = nodes[start].compute_dtype
+    same = lambda n: foldable(n) and nodes[n].compute_dtype == dtype
     chain = [start]
     node = start
     while True:  # backwards
@@ -178,11 +180,11 @@ def _chain_through(digraph, start: str, foldable, nodes: dict) -> list[str]:
 def _chain_box(chain: list[str], nodes: dict) -> Box:
     counts: dict[str, int] = {}
     for n in chain:
-        counts[nodes[n].get("class") or "?"] = counts.get(nodes[n].get("class") or "?", 0) + 1
+        counts[nodes[n].class_name or "?"] = counts.get(nodes[n].class_name or "?", 0) + 1
     classes = ", ".join(f"{c} ×{k}" if k > 1 else c for c, k in counts.items())
-    dtype = nodes[chain[0]].get("compute_dtype")
-    return Box(f"chain:{chain[0]}", f"{len(chain)} layers: {nodes[chain[0]].get('name')} … "
-               f"{nodes[chain[-1]].get('name')}", f"{classes} · {dtype or '-'}", dtype, [nodes[n] for n in chain])
+    dtype = nodes[chain[0]].compute_dtype
+    return Box(f"chain:{chain[0]}", f"{len(chain)} layers: {nodes[chain[0]].name} … "
+               f"{nodes[chain[-1]].name}", f"{classes} · {dtype or '-'}", dtype, [nodes[n] for n in chain])
 
 
 def _layout(layered, boxes: dict[str, Box]) -> None:
@@ -230,7 +232,7 @@ def _draw(boxes: dict[str, Box], layered, edge_info: dict, owner: dict) -> str:
              'orient="auto"><path d="M0,0L8,4L0,8z" fill="#cf222e"/></marker></defs>']
     dtypes_between: dict[tuple[str, str], set[str]] = {}
     for (s, t), edge in edge_info.items():
-        dtypes_between.setdefault((owner[s], owner[t]), set()).add(str(edge.get("dtype")))
+        dtypes_between.setdefault((owner[s], owner[t]), set()).add(str(edge.dtype))
     for source, target in layered.edges:
         a, b = boxes[source], boxes[target]
         hit = b.finding
@@ -243,7 +245,7 @@ def _draw(boxes: dict[str, Box], layered, edge_info: dict, owner: dict) -> str:
     for box in boxes.values():
         classes = ["node"] + (["finding"] if box.finding else []) + (["savedmodel"] if box.savedmodel else []) + \
             (["chain"] if box.id.startswith("chain:") else [])
-        tooltip = "\n".join(f"{m.get('id')} ({m.get('class')}, {m.get('policy') or m.get('compute_dtype')})"
+        tooltip = "\n".join(f"{m.id} ({m.class_name}, {m.policy or m.compute_dtype})"
                             for m in box.members[:40])
         if len(box.members) > 40:
             tooltip += f"\n… {len(box.members) - 40} more"

@@ -15,7 +15,8 @@ import os
 from pathlib import Path
 from typing import TextIO
 
-from mpdoctor import __version__
+from mpdoctor._version import __version__
+from mpdoctor.facts.schema import Environment, SavedModelInfo, TraceSummary
 from mpdoctor.report.json_format import diagnostic_to_dict
 
 _SNIPPET_CONTEXT = 2
@@ -34,30 +35,10 @@ def _template_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "reports" / "templates"  # a source checkout
 
 
-def _read_lines(path: str, cache: dict) -> list[str] | None:
-    if path not in cache:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                cache[path] = handle.read()
-        except OSError:
-            cache[path] = None
-    return cache[path]
-
-
-def _location_text(location, cache: dict) -> str | None:
+def _location_text(sources: dict, location) -> str | None:
     """The text a location's line counts in: the file, or for a notebook finding the lines of its cell."""
-    if location.cell is None:
-        return _read_lines(location.path, cache)
-    from mpdoctor.notebook import NotebookError, read_notebook
-
-    key = (location.path, "cells")
-    if key not in cache:
-        try:
-            cache[key] = read_notebook(location.path).cell_lines
-        except (OSError, NotebookError):
-            cache[key] = {}
-    lines = cache[key].get(location.cell)
-    return None if lines is None else "\n".join(lines)
+    source = sources.get(location.path)
+    return source.text_of(location.cell) if source is not None else None
 
 
 def _snippet(text: str | None, line: int) -> list[tuple[int, str]]:
@@ -76,9 +57,10 @@ def fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
         return []
     lines: list[tuple[str, str]] = []
     for path in dict.fromkeys(e.path for e in diagnostic.fix.edits):
-        before = _read_lines(path, sources)
-        if before is None:
+        source = sources.get(path)
+        if source is None or source.cells is not None:
             return []
+        before = source.text
         try:
             after = apply_edits(before, [e for e in diagnostic.fix.edits if e.path == path])
         except EditConflict:
@@ -109,21 +91,20 @@ def _card(diagnostic, sources: dict) -> dict:
 
     item = diagnostic_to_dict(diagnostic)
     item["why"] = get_rule(diagnostic.code).why.split("\n\n")[0]
-    item["snippet"] = _snippet(_location_text(diagnostic.location, sources), diagnostic.location.line)
+    item["snippet"] = _snippet(_location_text(sources, diagnostic.location), diagnostic.location.line)
     item["diff"] = fix_diff(diagnostic, sources)
     return item
 
 
-def _environments(traces: list[dict]) -> list[dict]:
+def _environments(traces: list[TraceSummary]) -> list[Environment]:
     seen = []
     for trace in traces:
-        env = trace.get("environment") or {}
-        if env and env not in seen:
-            seen.append(env)
+        if trace.environment is not None and trace.environment not in seen:
+            seen.append(trace.environment)
     return seen
 
 
-def _models(traces: list[dict], finding_layers: dict[str, set[str]]) -> list[dict]:
+def _models(traces: list[TraceSummary], finding_layers: dict[str, set[str]]) -> list[dict]:
     from markupsafe import Markup
 
     from mpdoctor.report.graph_svg import model_figures
@@ -131,40 +112,40 @@ def _models(traces: list[dict], finding_layers: dict[str, set[str]]) -> list[dic
 
     models = []
     for trace in traces:
-        for model in trace.get("models") or []:
-            graph, numerics = model.get("graph"), model.get("numerics")
+        for model in trace.models:
+            graph, numerics = model.graph, model.numerics
             figures = []
-            if graph:
-                for figure in model_figures(graph, finding_layers.get(trace.get("path"), set())):
+            if graph is not None:
+                for figure in model_figures(graph, finding_layers.get(trace.path, set())):
                     figures.append({"title": figure.title, "layers": figure.layers, "boxes": figure.boxes,
                                     "svg": Markup(figure.svg)})  # built escaped by graph_svg
-            chart = numerics_svg(numerics) if numerics and not numerics.get("skipped") else None
-            models.append({"path": trace.get("path"), "name": model.get("name"), "how": model.get("how"),
-                           "graph": graph, "figures": figures, "numerics": numerics,
-                           "numerics_svg": Markup(chart) if chart else None})
+            chart = numerics_svg(numerics) if numerics is not None and not numerics.skipped else None
+            models.append({"path": trace.path, "name": model.name, "how": model.how, "graph": graph,
+                           "figures": figures, "numerics": numerics, "numerics_svg": Markup(chart) if chart else None})
     return models
 
 
-def _savedmodels(traces: list[dict]) -> list[dict]:
+def _savedmodels(traces: list[TraceSummary]) -> list[dict]:
     by_path: dict[str, dict] = {}
     for trace in traces:
-        for load in trace.get("savedmodels") or []:
-            savedmodel = load.get("savedmodel") or {}
-            key = savedmodel.get("path") or load.get("handle")
+        for load in trace.savedmodels:
+            savedmodel = load.savedmodel or SavedModelInfo()
+            key = savedmodel.path or load.handle
             entry = by_path.setdefault(key, {"path": key, "apis": [], "savedmodel": savedmodel})
-            if load.get("api") not in entry["apis"]:
-                entry["apis"].append(load.get("api"))
+            if load.api not in entry["apis"]:
+                entry["apis"].append(load.api)
     return list(by_path.values())
 
 
-def _checkpoints(traces: list[dict]) -> list[dict]:
+def _checkpoints(traces: list[TraceSummary]) -> list[dict]:
     audits = []
     for trace in traces:
-        for restore in trace.get("checkpoints") or []:
-            audit = restore.get("audit") or {}
-            rows = sorted(audit.get("variables") or [], key=lambda r: (r.get("status") == "ok", r.get("key")))
-            audits.append({**restore, "rows": rows[:_AUDIT_ROWS], "more": max(0, len(rows) - _AUDIT_ROWS),
-                           "summary": audit.get("summary") or {}})
+        for restore in trace.checkpoints:
+            rows = sorted(restore.audit.variables if restore.audit else [], key=lambda r: (r.status == "ok", r.key))
+            audits.append({"api": restore.api, "path": restore.path, "location": restore.location,
+                           "audit": restore.audit, "audit_error": restore.audit_error, "rows": rows[:_AUDIT_ROWS],
+                           "more": max(0, len(rows) - _AUDIT_ROWS),
+                           "summary": restore.audit.summary if restore.audit else {}})
     return audits
 
 
@@ -172,13 +153,12 @@ def _script_hash(script: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
 
 
-def render(report, stream: TextIO, *, sources: dict | None = None, **_options) -> None:
-    """`sources`: source text by path, for findings in files that are gone (a checked notebook cell)."""
+def render(report, stream: TextIO, **_options) -> None:
     import jinja2
 
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(os.fspath(_template_dir())),
                                      autoescape=True, undefined=jinja2.ChainableUndefined)
-    sources = dict(sources or {})
+    sources = report.sources
     diagnostics = [_card(d, sources) for d in report.diagnostics]
     finding_layers: dict[str, set[str]] = {}
     for d in report.diagnostics:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
-from mpdoctor import __version__
+from mpdoctor._version import __version__
 from mpdoctor.diagnostics import Diagnostic
+from mpdoctor.registry import rule_name
 
 SCHEMA_VERSION = 1
 
@@ -15,7 +16,7 @@ def diagnostic_to_dict(d: Diagnostic) -> dict:
     loc = d.location
     return {
         "code": d.code,
-        "name": d.name,
+        "name": rule_name(d.code),
         "severity": d.severity.value,
         "message": d.message,
         "path": loc.path,
@@ -46,7 +47,7 @@ def to_dict(report) -> dict:
                     "message": e.message}
                    for e in report.errors],
         "summary": report.summary(),
-        "traces": report.traces,
+        "traces": [trace.to_json() for trace in report.traces],
         **({"fixes": [f.to_dict() for f in report.fixes]} if report.fixes is not None else {}),
     }
 

@@ -8,11 +8,12 @@ finding or error gets a single passing testcase named "mpdoctor" (a suite with n
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from typing import TextIO
 
-from mpdoctor.report.sarif import posix_path, rule_name
+from mpdoctor.fingerprints import posix_path
+from mpdoctor.registry import rule_name
 from mpdoctor.report.text import where_text
 
 # Characters XML 1.0 cannot carry at all, even escaped: replaced, so a hostile message cannot break the document.

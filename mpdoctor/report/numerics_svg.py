@@ -1,7 +1,7 @@
 """The numerics per-layer chart of the HTML report, drawn server-side as an inline SVG (no script).
 
-Input: `traces[i]["models"][j]["numerics"]` = {"dtype", "reference_dtype", "batch_size", "seed", "skipped", "layers":
-[{"id", "name", "class", "finite", "finite_reference", "max_abs", "max_abs_reference", "relative_error"}]}. Two
+Input: the numerics table of one traced model (mpdoctor.facts.schema.NumericsTable: per layer max |x| in both dtypes,
+finiteness and relative error). Two
 panels share the layer axis, both log10: max |x| in the compute dtype and in the reference dtype (with the float16
 largest finite value as a line), and the relative error against the reference. A layer whose output is not finite
 is marked with a red cross above the first panel; missing values leave a gap.
@@ -12,29 +12,31 @@ from __future__ import annotations
 import math
 from html import escape
 
-FLOAT16_MAX = 65504.0
+from mpdoctor.facts.dtypes import FLOAT16_MAX
+from mpdoctor.facts.schema import NumericsTable
+
 PANEL_H, GAP, LEFT, RIGHT, TOP, STEP, MIN_WIDTH = 150, 46, 64, 16, 26, 9, 520
 COMPUTED, REFERENCE, ERROR, NONFINITE = "#d9480f", "#1c7ed6", "#7048e8", "#c92a2a"
 
 
-def numerics_svg(numerics: dict) -> str | None:
-    layers = numerics.get("layers") or []
+def numerics_svg(numerics: NumericsTable) -> str | None:
+    layers = numerics.layers
     if not layers:
         return None
     width = max(MIN_WIDTH, LEFT + RIGHT + len(layers) * STEP + STEP)
     height = TOP + 2 * PANEL_H + GAP + 40
-    dtype, reference = numerics.get("dtype") or "compute dtype", numerics.get("reference_dtype") or "reference"
+    dtype, reference = numerics.dtype or "compute dtype", numerics.reference_dtype or "reference"
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="numerics-chart" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img">']
-    magnitudes = [v for layer in layers for v in (layer.get("max_abs"), layer.get("max_abs_reference"))
+    magnitudes = [v for layer in layers for v in (layer.max_abs, layer.max_abs_reference)
                   if _positive(v)]
-    if numerics.get("dtype") == "float16":
+    if numerics.dtype == "float16":
         magnitudes.append(FLOAT16_MAX)
     top = _Panel(TOP, magnitudes, f"max |x| ({dtype} vs {reference})")
-    errors = [layer.get("relative_error") for layer in layers if _positive(layer.get("relative_error"))]
+    errors = [layer.relative_error for layer in layers if _positive(layer.relative_error)]
     bottom = _Panel(TOP + PANEL_H + GAP, errors, f"relative error of {dtype} vs {reference}")
     parts += top.frame(width) + bottom.frame(width)
-    if numerics.get("dtype") == "float16":
+    if numerics.dtype == "float16":
         y = top.y(FLOAT16_MAX)
         parts.append(f'<line x1="{LEFT}" x2="{width - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="{NONFINITE}" '
                      f'stroke-dasharray="4 3"><title>float16 max 65504</title></line>')
@@ -42,10 +44,10 @@ def numerics_svg(numerics: dict) -> str | None:
     parts += top.series(layers, "max_abs_reference", REFERENCE, reference, hollow=True)  # on top, still visible
     parts += bottom.series(layers, "relative_error", ERROR, "relative error")
     for index, layer in enumerate(layers):
-        if layer.get("finite") is False or layer.get("finite_reference") is False:
+        if layer.finite is False or layer.finite_reference is False:
             x = _x(index)
-            which = dtype if layer.get("finite") is False else reference
-            parts.append(f'<g class="nonfinite"><title>{escape(str(layer.get("name")))}: not finite in '
+            which = dtype if layer.finite is False else reference
+            parts.append(f'<g class="nonfinite"><title>{escape(str(layer.name))}: not finite in '
                          f'{escape(str(which))}</title><path d="M{x - 4:.0f},{TOP - 14}l8,8m0,-8l-8,8" '
                          f'stroke="{NONFINITE}" stroke-width="2"/></g>')
     legend_y = height - 10
@@ -93,7 +95,7 @@ class _Panel:
     def series(self, layers: list[dict], key: str, colour: str, label: str, hollow: bool = False) -> list[str]:
         parts, run = [], []
         for index, layer in enumerate(layers):
-            value = layer.get(key)
+            value = getattr(layer, key)
             if not _positive(value):
                 parts += self._line(run, colour, hollow)
                 run = []
@@ -102,7 +104,7 @@ class _Panel:
             run.append((x, y))
             paint = f'fill="none" stroke="{colour}"' if hollow else f'fill="{colour}"'
             parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{3.5 if hollow else 2.5}" {paint} class="point">'
-                         f'<title>{escape(str(layer.get("name")))} ({escape(str(layer.get("class")))}): '
+                         f'<title>{escape(str(layer.name))} ({escape(str(layer.class_name))}): '
                          f'{escape(label)} {value:.3g}</title></circle>')
         return parts + self._line(run, colour, hollow)
 

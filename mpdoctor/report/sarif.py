@@ -8,15 +8,15 @@ identity when code above it moves.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import TextIO
 from urllib.parse import quote
 
-from mpdoctor import __version__
+from mpdoctor._version import __version__
 from mpdoctor.diagnostics import Diagnostic, Severity
+from mpdoctor.fingerprints import fingerprint, fingerprint_materials, posix_path
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -30,78 +30,9 @@ LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "
 
 # --- helpers shared with the other CI formats (github, junit, gitlab) ----------------------------------------------
 
-def rule_name(code: str) -> str | None:
-    """The rule's name, or None for a code the registry does not know (never raises)."""
-    from mpdoctor.registry import get_rule
-
-    try:
-        return get_rule(code).name
-    except KeyError:
-        return None
-
-
-def posix_path(path: str) -> str:
-    """A path as forward-slash text without a leading `./` (what CI systems match against repository files)."""
-    return PurePath(path).as_posix()  # also drops a leading "./" and doubled slashes
-
-
 def cell_prefix(loc) -> str:
     """Formats whose line fields mean lines of the file say where in a notebook the finding is in the message."""
     return f"cell {loc.cell}, line {loc.line}: " if loc.cell is not None else ""
-
-
-class SourceLines:
-    """Reads each reported file at most once, for fingerprints; a file that cannot be read gives no lines. In a
-    notebook, `number` is a line of `cell`."""
-
-    def __init__(self) -> None:
-        self._cache: dict[str, object] = {}
-
-    def line(self, path: str, number: int, cell: int | None = None) -> str | None:
-        if path not in self._cache:
-            self._cache[path] = self._read(path)
-        lines = self._cache[path]
-        if lines is None:
-            return None
-        if not isinstance(lines, list):  # a Notebook
-            return lines.cell_line(cell, number) if cell is not None else None
-        if not 1 <= number <= len(lines):
-            return None
-        return lines[number - 1]
-
-    @staticmethod
-    def _read(path: str):
-        from mpdoctor.engine import read_source
-        from mpdoctor.notebook import is_notebook, read_notebook
-
-        try:
-            return read_notebook(Path(path)) if is_notebook(path) else read_source(Path(path)).splitlines()
-        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
-            return None
-
-
-def fingerprint_materials(diagnostics: list[Diagnostic], sources: SourceLines | None = None,
-                          path_of=posix_path) -> list[str]:
-    """For each diagnostic, the text to hash: code, path (as `path_of` gives it) and the source line with its
-    whitespace normalised (or the message when the line cannot be read). No line (or cell) number, so it survives
-    lines added above; identical findings are told apart by their order of occurrence, as GitHub does with its own
-    line hashes."""
-    sources = sources or SourceLines()
-    seen: dict[str, int] = {}
-    materials = []
-    for d in diagnostics:
-        text = sources.line(d.location.path, d.location.line, d.location.cell)
-        text = " ".join(text.split()) if text is not None and text.strip() else None
-        key = "\0".join((d.code, path_of(d.location.path), "line" if text is not None else "message",
-                         text if text is not None else d.message))
-        occurrence = seen.get(key, 0)
-        seen[key] = occurrence + 1
-        materials.append(key if occurrence == 0 else f"{key}\0{occurrence}")
-    return materials
-
-
-def fingerprint(material: str) -> str:
-    return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
 # --- SARIF -------------------------------------------------------------------------------------------------------
@@ -213,7 +144,7 @@ def to_dict(report) -> dict:
 
     rules = all_rules()
     rule_index = {r.code: i for i, r in enumerate(rules)}
-    materials = fingerprint_materials(report.diagnostics)
+    materials = fingerprint_materials(report.diagnostics, report.sources)
     invocation: dict = {"executionSuccessful": not report.errors}
     if report.errors:
         invocation["toolExecutionNotifications"] = [_notification(e) for e in report.errors]

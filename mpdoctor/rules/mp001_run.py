@@ -1,6 +1,19 @@
-"""MP0xx: the run itself."""
+"""MP001 trace-failed and MP002 unused-suppression: the run itself. The engine raises both: MP001 when the trace
+child fails or the run's exception is explained by no other rule, MP002 after suppressions were applied."""
 
-from mpdoctor.registry import define_rule
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location
+from mpdoctor.facts.schema import ExceptionRecord
+from mpdoctor.registry import define_rule, get_rule, raised_by_engine
+from mpdoctor.static.context import source_lines
+from mpdoctor.suppress import ALL
+from mpdoctor.tf_messages import first_message_line
+from mpdoctor.trace.context import TraceContext
+
+TRACE_FAILED, UNUSED_SUPPRESSION = "MP001", "MP002"
 
 define_rule(
     "MP001", "trace-failed", "error", "T", False,
@@ -45,3 +58,74 @@ define_rule(
         """,
     fix="Removes the comment when it holds only unused MP codes and nothing else (safe).",
 )
+
+
+# ------------------------------------------------------------------------------------------------- MP001
+
+
+def trace_failed(ctx: TraceContext, reason: str, output_tail: str) -> Diagnostic:
+    """The child produced no (complete) facts: it crashed, hung, ran out of memory or was killed."""
+    last = [line for line in output_tail.strip().splitlines() if line.strip()]
+    hint = f"; last output: {last[-1][:200]}" if last else ""
+    return ctx.diagnostic("MP001", None, f"trace pass failed: {reason}{hint}; static findings are still reported",
+                          confidence=Confidence.HIGH)
+
+
+_PHASES = {"import": "importing the file", "build": "building the model", "call": "calling the model on a sample "
+           "batch", "internal": "tracing the file"}
+
+
+def unexplained_exception(ctx: TraceContext, exception: ExceptionRecord) -> Diagnostic:
+    """The run raised and no rule explains the exception."""
+    phase = _PHASES.get(exception.phase, "tracing the file")
+    message = f"{phase} raised {exception.type or 'an exception'}: {first_message_line(exception.message)}"
+    if exception.location is None:
+        message += " (no frame of this file in the traceback)"
+    return ctx.diagnostic("MP001", exception.location, message)
+
+
+def internal_error(ctx: TraceContext, check_name: str, exc: Exception) -> Diagnostic:
+    """A trace rule failed on the facts: reported, the other rules' findings kept."""
+    return ctx.diagnostic("MP001", None, f"internal error in {check_name} while reading the trace facts: "
+                          f"{type(exc).__name__}: {exc} (please report this)", confidence=Confidence.LOW)
+
+
+# ------------------------------------------------------------------------------------------------- MP002
+
+
+def unused_suppressions(suppressions, shown: str, text: str, could_have_run: Callable[[str], bool]
+                        ) -> list[Diagnostic]:
+    """A suppression comment naming codes that were not reported on its line (and could have been)."""
+    found = []
+    lines = source_lines(text)
+    for s in suppressions:
+        if ALL in s.codes:
+            unused = () if s.used else ("all codes",)
+        else:
+            # A code whose rule cannot run in these passes (or is disabled) may be needed by another run: keep quiet.
+            unused = tuple(c for c in s.codes if c not in s.used and could_have_run(c))
+        if not unused:
+            continue
+        fix = None
+        if ALL not in s.codes and len(unused) == len(s.codes) and s.only_ours:
+            fix = _remove_comment_fix(shown, lines, s)
+        found.append(Diagnostic(
+            code="MP002", message=f"unused suppression ({', '.join(unused)}): nothing here was reported",
+            location=Location(shown, s.line, s.column, s.line, s.end_column), severity=get_rule("MP002").severity,
+            passes=("static",), fix=fix))
+    return found
+
+
+def _remove_comment_fix(shown: str, lines: list[str], s) -> Fix:
+    line_text = lines[s.line - 1]
+    start = s.column - 1
+    while start > 0 and line_text[start - 1] in " \t":
+        start -= 1
+    if line_text[:start].strip() == "":
+        edit = Edit(shown, s.line, 1, s.line + 1, 1, "")  # the comment is the whole line
+    else:
+        edit = Edit(shown, s.line, start + 1, s.line, len(line_text) + 1, "")
+    return Fix("remove the unused suppression comment", (edit,))
+
+
+raised_by_engine(TRACE_FAILED, UNUSED_SUPPRESSION)

@@ -6,13 +6,18 @@ import ast
 from typing import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
+from mpdoctor.facts.dtypes import compute_dtype, is_float16_compute
+from mpdoctor.facts.schema import Environment, Facts, LayerRecord
 from mpdoctor.registry import define_rule, static_check, trace_check
-from mpdoctor.rules.outputs import PASS_THROUGH_LAYERS, layer_inputs, model_output_layers, policy_confidence
 from mpdoctor.static.astutil import binds
-from mpdoctor.static.context import LayerCall, StaticContext
-from mpdoctor.static.policies import compute_dtype, is_float16_compute, policy_from_expr
+from mpdoctor.static.context import StaticContext, policy_confidence
+from mpdoctor.static.policies import policy_from_expr
+from mpdoctor.static.topology import (
+    PASS_THROUGH_LAYERS,
+    layer_inputs,
+    model_output_layers,
+)
 from mpdoctor.trace.context import TraceContext
-from mpdoctor.trace.facts import float16_policy_events, graphs
 
 define_rule(
     "MP601", "tensor-core-alignment", "info", "ST", False,
@@ -167,7 +172,7 @@ def _output_sized(ctx: StaticContext) -> set[ast.AST]:
     """Constructor calls of layers whose size the task fixes: model output layers and, behind a weight-free output
     layer (`Dense(10)` then `Activation("softmax", dtype="float32")`), the layer feeding it."""
     result: set[ast.AST] = set()
-    pending = [out.layer for out in model_output_layers(ctx) if isinstance(out.layer, LayerCall)]
+    pending = [out.layer for out in model_output_layers(ctx) if isinstance(out.layer, LayerRecord)]
     while pending:
         layer = pending.pop()
         if layer.node in result:
@@ -234,42 +239,41 @@ def _explicit_layer_float16(ctx: StaticContext) -> str | None:
 
 
 @trace_check("MP603")
-def trace_no_fast_float16_hardware(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+def trace_no_fast_float16_hardware(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
     """A float16 policy on a machine whose devices do not compute it fast. Info only: the model may train
     elsewhere."""
-    events = float16_policy_events(facts)
+    events = [e for e in facts.policy_events if is_float16_compute(e.policy)]
     if not events:
         return []
     event = events[0]
-    environment = facts.get("environment", {})
-    capabilities = [tuple(g["compute_capability"]) for g in environment.get("gpus", []) if g.get("compute_capability")]
-    if compute_dtype(event["policy"]) == "float16":
+    environment = facts.environment or Environment()
+    capabilities = [tuple(g.compute_capability) for g in environment.gpus if g.compute_capability]
+    if compute_dtype(event.policy) == "float16":
         if any(cc >= (7, 0) for cc in capabilities):
             return []
-        have = "no GPU" if not environment.get("gpus") else "no GPU of compute capability 7.0 or higher"
+        have = "no GPU" if not environment.gpus else "no GPU of compute capability 7.0 or higher"
         why = "float16 only runs faster on Tensor Core GPUs (compute capability >= 7.0)"
     else:
-        if any(cc >= (8, 0) for cc in capabilities) or environment.get("cpu_bf16"):
+        if any(cc >= (8, 0) for cc in capabilities) or environment.cpu_bf16:
             return []
         have = "no bfloat16-capable device (GPU of compute capability 8.0+, or a CPU with AVX512-BF16/AMX)"
         why = "bfloat16 is emulated and slower than float32 there"
-    return [ctx.diagnostic("MP603", event.get("location"), f"policy \"{event['policy']}\" on a machine with {have}: "
+    return [ctx.diagnostic("MP603", event.location, f"policy \"{event.policy}\" on a machine with {have}: "
                            f"{why}; fine if the model trains elsewhere")]
 
 
 @trace_check("MP602")
-def trace_float64_input(facts: dict, ctx: TraceContext) -> Iterable[Diagnostic]:
+def trace_float64_input(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
     """Model inputs declared float64: every step casts them (numpy arrays default to float64, and
     `keras.Input(dtype="float64")` / `tf.constant` of Python floats in float64 follow)."""
     found = []
-    for model, graph in graphs(facts):
-        nodes = {n["id"]: n for n in graph.get("nodes", [])}
-        for spec in graph.get("inputs", []):
-            if spec.get("dtype") == "float64":
-                node = nodes.get(spec.get("node"), {})
+    for model, graph in facts.graphs():
+        for spec in graph.inputs:
+            if spec.dtype == "float64":
+                node = graph.node(spec.node)
                 found.append(ctx.diagnostic(
-                    "MP602", node.get("created_at") or model.get("location"),
-                    f"input `{spec.get('node')}` of model `{model['name']}` is float64: each step casts it to the "
+                    "MP602", (node.created_at if node else None) or model.location,
+                    f"input `{spec.node}` of model `{model.name}` is float64: each step casts it to the "
                     f"compute dtype; feed float32 (e.g. x.astype('float32')) and declare the input float32",
-                    layer=spec.get("node")))
+                    layer=spec.node))
     return found

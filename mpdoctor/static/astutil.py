@@ -26,3 +26,13 @@ def binds(function: ast.AST, name: str) -> bool:
     if name in params:
         return True
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(function))
+
+
+def position(node: ast.AST) -> tuple[int, int]:
+    """(line, column offset): source order of nodes."""
+    return node.lineno, node.col_offset
+
+
+def has_star_kwargs(call: ast.Call) -> bool:
+    """Whether the call passes `**kwargs` (a keyword added by a fix might then be given twice)."""
+    return any(kw.arg is None for kw in call.keywords)

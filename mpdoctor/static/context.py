@@ -10,52 +10,34 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location
+from mpdoctor.facts.dtypes import is_float16_compute
+from mpdoctor.facts.keras_semantics import (
+    BASE_LAYERS,
+    BASE_MODELS,
+    SAVEDMODEL_LAYERS,
+    sets_legacy_keras,
+)
+from mpdoctor.facts.schema import LayerRecord, PolicyEvent, SourceRef
 from mpdoctor.registry import get_rule
 from mpdoctor.static import environment
+from mpdoctor.static.environment import KerasVersion
 from mpdoctor.static.names import FLAVOUR_KERAS2, FLAVOUR_KERAS3, ImportMap
-from mpdoctor.static.policies import (POLICY_SETTERS, dtype_keyword, is_float16_compute,
-                                      policy_from_expr)
+from mpdoctor.static.policies import POLICY_SETTERS, dtype_keyword, policy_from_expr
 
 DEFAULT_POLICY = "float32"
 _LINE_BREAK = re.compile(r"\r\n?|\n")
 FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-_BASE_LAYER_NAMES = ("keras.layers.Layer", "keras.Layer", "keras.engine.base_layer.Layer")
-_BASE_MODEL_NAMES = ("keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential",
-                     "keras.engine.training.Model")
-SAVEDMODEL_LAYERS = ("hub.KerasLayer", "keras.layers.TFSMLayer")
+
+
+def policy_confidence(policies: Iterable[str | None]) -> Confidence:
+    """HIGH when every policy the node may run under is float16, MEDIUM when some run may be float32."""
+    return Confidence.HIGH if all(is_float16_compute(p) for p in policies) else Confidence.MEDIUM
 
 
 def source_lines(text: str) -> list[str]:
     """Lines as ast and tokenize number them (str.splitlines also breaks on \\f, \\x1c, \\u2028...)."""
     return _LINE_BREAK.split(text)
-
-
-@dataclass(frozen=True)
-class KerasVersion:
-    major: int  # 2 or 3
-    reason: str
-    certain: bool
-
-
-@dataclass(frozen=True)
-class PolicyEvent:
-    node: ast.Call
-    policy: str | None  # None: set to something we cannot read statically
-    scope: ast.AST | None  # enclosing function, None at module level
-
-
-@dataclass(frozen=True)
-class LayerCall:
-    """A layer (or model) constructor call: `Dense(10, activation="softmax")`."""
-
-    node: ast.Call
-    qualname: str  # canonical (`keras.layers.Dense`, `hub.KerasLayer`) or the local class name
-    custom: bool
-
-    @property
-    def kind(self) -> str:
-        return self.qualname.rsplit(".", 1)[-1]
 
 
 @dataclass
@@ -73,7 +55,8 @@ class StaticContext:
         self.tree = tree
         self.settings = settings or Settings()
         self._resolved: dict[ast.AST, str | None] = {}
-        self._layer_instances: dict[ast.AST, LayerCall | None] = {}
+        self._layer_instances: dict[ast.AST, LayerRecord | None] = {}
+        self._layer_records: dict[ast.AST, LayerRecord] = {}
         # One traversal collects everything the rules index by (walking the tree is the dominant cost).
         self.parents: dict[ast.AST, ast.AST] = {}
         self.nodes: list[ast.AST] = []  # every node below the module, parents before children
@@ -209,9 +192,9 @@ class StaticContext:
         kinds = set()
         for base in cls.bases:
             name = self.resolve(base)
-            if name in _BASE_MODEL_NAMES:
+            if name in BASE_MODELS:
                 kinds.add("model")
-            elif name in _BASE_LAYER_NAMES or (name and name.startswith("keras.layers.") and name[13:14].isupper()):
+            elif name in BASE_LAYERS or (name and name.startswith("keras.layers.") and name[13:14].isupper()):
                 kinds.add("layer")
             elif isinstance(base, ast.Name) and base.id in self.classes and base.id != cls.name:
                 kind = self._class_kind(self.classes[base.id], depth + 1)
@@ -228,7 +211,7 @@ class StaticContext:
         return self._class_kind(cls) == "model"
 
     @functools.cached_property
-    def layer_calls(self) -> list[LayerCall]:
+    def layer_calls(self) -> list[LayerRecord]:
         found = []
         for call in self.calls:
             layer = self.layer_call(call)
@@ -236,19 +219,30 @@ class StaticContext:
                 found.append(layer)
         return found
 
-    def layer_call(self, call: ast.AST) -> LayerCall | None:
+    def layer_call(self, call: ast.AST) -> LayerRecord | None:
         if not isinstance(call, ast.Call):
             return None
         name = self.call_name(call)
         if name:
             if name in SAVEDMODEL_LAYERS or (name.startswith("keras.layers.") and name.rsplit(".", 1)[-1][:1].isupper()):
-                return LayerCall(call, name, custom=False)
+                return self.layer_record(call, name)
             return None
         if isinstance(call.func, ast.Name) and call.func.id in self.custom_layer_classes:
-            return LayerCall(call, call.func.id, custom=True)
+            return self.layer_record(call, call.func.id, custom=True)
         return None
 
-    def producer(self, expr: ast.AST, depth: int = 0) -> LayerCall | None:
+    def layer_record(self, call: ast.Call, qualname: str, custom: bool = False) -> LayerRecord:
+        """The one record of the construction `call` of the class `qualname` (canonical, or a class of this file
+        when `custom`), with its source location."""
+        record = self._layer_records.get(call)
+        if record is None:
+            module, _, class_name = qualname.rpartition(".")
+            record = self._layer_records[call] = LayerRecord(
+                class_name=class_name, module=None if custom else module or None,
+                created_at=SourceRef(self.path, call.lineno), node=call)
+        return record
+
+    def producer(self, expr: ast.AST, depth: int = 0) -> LayerRecord | None:
         """The layer constructor whose call produced tensor `expr` (`Dense(4)(x)`, `head(x)` with
         `head = Dense(4)`, or a name assigned from either)."""
         if depth > 8:
@@ -260,7 +254,7 @@ class StaticContext:
             return self.layer_instance(expr.func, depth + 1)
         return None
 
-    def layer_instance(self, expr: ast.AST, depth: int = 0) -> LayerCall | None:
+    def layer_instance(self, expr: ast.AST, depth: int = 0) -> LayerRecord | None:
         """The constructor call of a layer object (`Dense(4)` itself, or a name / self attribute bound to it)."""
         if depth == 0:
             if expr not in self._layer_instances:
@@ -268,7 +262,7 @@ class StaticContext:
             return self._layer_instances[expr]
         return self._layer_instance(expr, depth)
 
-    def _layer_instance(self, expr: ast.AST, depth: int) -> LayerCall | None:
+    def _layer_instance(self, expr: ast.AST, depth: int) -> LayerRecord | None:
         if depth > 8:
             return None
         direct = self.layer_call(expr)
@@ -318,17 +312,7 @@ class StaticContext:
 
     @functools.cached_property
     def sets_legacy_keras_env(self) -> bool:
-        for node in self.nodes:
-            key, value = None, None
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
-                key, value = node.targets[0].slice, node.value
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
-                    "setdefault", "putenv", "update") and len(node.args) == 2:
-                key, value = node.args
-            if (isinstance(key, ast.Constant) and key.value == "TF_USE_LEGACY_KERAS"
-                    and isinstance(value, ast.Constant) and str(value.value).lower() in ("1", "true")):
-                return True
-        return False
+        return any(sets_legacy_keras(node) for node in self.nodes)
 
     @property
     def is_keras3(self) -> bool:
@@ -351,7 +335,8 @@ class StaticContext:
             if isinstance(arg, ast.Name) and arg.id not in self.module_constants:
                 arg = self.last_assignment(arg.id, call) or arg  # `policy = Policy(...)` inside a function
             policy = policy_from_expr(arg, self.imports, self.module_constants)
-            events.append(PolicyEvent(call, policy, self.enclosing_function(call)))
+            events.append(PolicyEvent(policy, name, SourceRef(self.path, call.lineno), node=call,
+                                      scope=self.enclosing_function(call)))
         return events
 
     def policies_at(self, node: ast.AST) -> frozenset[str | None]:
@@ -406,7 +391,7 @@ class StaticContext:
             result |= self.layer_policies(site, visiting)
         return frozenset(result)
 
-    def _construction_sites(self, class_name: str) -> list[LayerCall]:
+    def _construction_sites(self, class_name: str) -> list[LayerRecord]:
         names = {class_name} | self._subclasses(class_name)
         if len(names) == 1:
             return self._custom_layer_calls.get(class_name, [])
@@ -430,8 +415,8 @@ class StaticContext:
         return self._calls_by_name.get(name, [])
 
     @functools.cached_property
-    def _custom_layer_calls(self) -> dict[str, list[LayerCall]]:
-        index: dict[str, list[LayerCall]] = {}
+    def _custom_layer_calls(self) -> dict[str, list[LayerRecord]]:
+        index: dict[str, list[LayerRecord]] = {}
         for layer in self.layer_calls:
             if layer.custom:
                 index.setdefault(layer.qualname, []).append(layer)
@@ -446,7 +431,7 @@ class StaticContext:
                     index.setdefault(base.id, set()).add(name)
         return index
 
-    def layer_policies(self, layer: LayerCall, visiting: frozenset = frozenset()) -> frozenset[str | None]:
+    def layer_policies(self, layer: LayerRecord, visiting: frozenset = frozenset()) -> frozenset[str | None]:
         """Policies the constructed layer computes under: its `dtype=` if given, else the global one in force."""
         dtype = dtype_keyword(layer.node)
         if dtype is not None:
@@ -457,9 +442,6 @@ class StaticContext:
         """The first float16/bfloat16-compute policy among `policies` (sorted for stable messages)."""
         low = sorted(p for p in policies if is_float16_compute(p))
         return low[0] if low else None
-
-    def layer_float16_policy(self, layer: LayerCall) -> str | None:
-        return self.float16_policy(self.layer_policies(layer))
 
     @functools.cached_property
     def any_float16_policy(self) -> bool:

@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import functools
-import os
+from dataclasses import dataclass
 from importlib import metadata
+
+from mpdoctor.facts.keras_semantics import legacy_keras_env
+
+
+@dataclass(frozen=True)
+class KerasVersion:
+    major: int  # 2 or 3
+    reason: str
+    certain: bool
 
 
 def _version(distribution: str) -> tuple[int, int] | None:
@@ -30,14 +39,8 @@ def standalone_keras_major() -> int | None:
     return found[0] if found else None
 
 
-def legacy_keras_env() -> bool:
-    return os.environ.get("TF_USE_LEGACY_KERAS", "").strip().lower() in ("1", "true", "yes")
-
-
 def tf_keras_version():
     """Which Keras `tf.keras` is here: Keras 2 with TF_USE_LEGACY_KERAS=1 or TF < 2.16, else Keras 3."""
-    from mpdoctor.static.context import KerasVersion
-
     if legacy_keras_env():
         return KerasVersion(2, "TF_USE_LEGACY_KERAS=1 in the environment", True)
     tf = tensorflow_version()

@@ -1,14 +1,13 @@
-"""Dtype policies as the static pass sees them: parse a policy expression, map a policy to its compute dtype."""
+"""Dtype policies as the static pass sees them: the calls that set or make one, and the policy an expression
+denotes."""
 
 from __future__ import annotations
 
 import ast
 
+from mpdoctor.facts.dtypes import KNOWN_POLICIES, dtype_name
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.names import ImportMap
-
-KNOWN_POLICIES = ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16", "float32", "float64")
-FLOAT16_COMPUTE = ("float16", "bfloat16")
 
 # canonical call names that set the global policy, and whether their argument is a floatx (pure dtype).
 POLICY_SETTERS = {
@@ -29,18 +28,6 @@ POLICY_CONSTRUCTORS = (
 )
 
 _TF_DTYPE_NAMES = {"float16", "half", "bfloat16", "float32", "float", "float64", "double"}
-_ALIASES = {"half": "float16", "float": "float32", "double": "float64"}
-
-
-def compute_dtype(policy: str | None) -> str | None:
-    """`mixed_float16` -> `float16`; unknown -> None."""
-    if policy is None:
-        return None
-    return policy.removeprefix("mixed_")
-
-
-def is_float16_compute(policy: str | None) -> bool:
-    return compute_dtype(policy) in FLOAT16_COMPUTE
 
 
 def policy_from_expr(expr: ast.AST | None, imports: ImportMap, constants: dict[str, ast.AST] | None = None,
@@ -50,7 +37,7 @@ def policy_from_expr(expr: ast.AST | None, imports: ImportMap, constants: dict[s
     if expr is None or _depth > 5:
         return None
     if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-        value = _ALIASES.get(expr.value, expr.value)
+        value = dtype_name(expr.value)
         return value if value in KNOWN_POLICIES else None
     if isinstance(expr, ast.Call):
         name = imports.resolve(expr.func)
@@ -62,7 +49,7 @@ def policy_from_expr(expr: ast.AST | None, imports: ImportMap, constants: dict[s
     if name:
         last = name.rsplit(".", 1)[-1]
         if name.startswith(("tf.", "np.")) and last in _TF_DTYPE_NAMES:
-            return _ALIASES.get(last, last)
+            return dtype_name(last)
         return None
     if isinstance(expr, ast.Name) and constants and expr.id in constants:
         return policy_from_expr(constants[expr.id], imports, constants, _depth + 1)

@@ -8,6 +8,7 @@ import functools
 import os
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix, Location
+from mpdoctor.facts.schema import SourceRef
 from mpdoctor.registry import get_rule
 from mpdoctor.static.context import Settings, StaticContext
 
@@ -33,12 +34,12 @@ class TraceContext:
         relative = os.path.relpath(file)
         return file if relative.startswith("..") else relative
 
-    def location(self, where: dict | None, layer: str | None = None) -> Location:
-        """A Location from a facts location ({"file", "line"}); the whole file (line 1) when unknown."""
-        if not where or not where.get("line"):
+    def location(self, where: SourceRef | None, layer: str | None = None) -> Location:
+        """A Location from a place the trace saw; the whole file (line 1) when unknown."""
+        if where is None or not where.line:
             return Location(self.display_path, 1, 1, 1, 1, layer=layer)
-        line = int(where["line"])
-        shown = self.shown(where.get("file"))
+        line = where.line
+        shown = self.shown(where.file)
         column, end_column = 1, 1
         if shown == self.display_path and self.static is not None and 0 < line <= len(self.static.lines):
             text = self.static.lines[line - 1]
@@ -46,7 +47,11 @@ class TraceContext:
             end_column = len(text.rstrip()) + 1
         return Location(shown, line, column, line, end_column, layer=layer)
 
-    def diagnostic(self, code: str, where: dict | None, message: str, *, layer: str | None = None,
+    def at_line(self, line: int | None) -> SourceRef | None:
+        """A place in the checked file itself."""
+        return SourceRef(self.path, line) if line else None
+
+    def diagnostic(self, code: str, where: SourceRef | None, message: str, *, layer: str | None = None,
                    confidence: Confidence = Confidence.HIGH, fix: Fix | None = None,
                    notes: tuple[str, ...] = ()) -> Diagnostic:
         return Diagnostic(code=code, message=message, location=self.location(where, layer),
@@ -69,3 +74,11 @@ class TraceContext:
         if names and len(found) > 1:
             return None
         return found[0] if found else None
+
+    def float32_fix(self, where: SourceRef | None, names: tuple[str, ...], description: str) -> Fix | None:
+        """`dtype="float32"` on the constructor call of one of `names` the trace located at `where` (none when it
+        cannot be told which call, or the call passes `**kwargs`)."""
+        call = self.call_at(where.line if where else None, *names)
+        if call is None or self.static is None or any(k.arg is None for k in call.keywords):
+            return None
+        return self.static.add_keyword_fix(call, "dtype", '"float32"', description)

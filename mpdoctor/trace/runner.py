@@ -18,6 +18,9 @@ import threading
 import time
 from dataclasses import dataclass
 
+from mpdoctor.facts.codec import SchemaError
+from mpdoctor.facts.schema import Facts
+
 DEFAULT_TIMEOUT = 300.0
 _OUTPUT_TAIL = 4000
 _POLL = 0.05  # seconds between checks of the child's exit and memory
@@ -25,7 +28,7 @@ _POLL = 0.05  # seconds between checks of the child's exit and memory
 
 @dataclass
 class TraceOutcome:
-    facts: dict | None  # None when the child produced nothing readable
+    facts: Facts | None  # None when the child produced nothing readable
     failure: str | None  # why there are no (complete) facts: timeout, killed, exit code...
     output_tail: str = ""  # the end of the child's stdout+stderr, for the MP001 message
 
@@ -71,8 +74,10 @@ def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_T
         if os.path.exists(result_path):
             try:
                 with open(result_path, encoding="utf-8") as handle:
-                    facts = json.load(handle)
-            except (OSError, ValueError) as exc:
+                    facts = Facts.from_json(json.load(handle))
+            except SchemaError as exc:
+                failure = failure or f"the trace produced unreadable facts ({exc})"
+            except (OSError, ValueError, RecursionError) as exc:
                 failure = failure or f"the trace child wrote unreadable facts ({exc})"
         elif failure is None:
             failure = "the trace child exited without reporting (the model code may have called os._exit)"

@@ -8,15 +8,19 @@ behaviour: record it before, compare after.
     python tests/golden/snapshot.py --only MP401    # restrict to inputs whose path contains MP401
 
 Static snapshot: per input and Keras version (TF_USE_LEGACY_KERAS=1 / 0), `check --no-trace --format json` and
-`check --no-trace --diff --unsafe-fixes`. Trace snapshot: `check --format json` (fixes of the trace included as
-edits). Both run the real command line in a child process from the repository root, so paths are relative.
-tests/test_golden.py runs the static comparison in the suite (and the trace one where MPDOCTOR_GOLDEN_TRACE=1).
+`check --no-trace --diff --unsafe-fixes`, through the command line's `main` in this process. Trace snapshot:
+`check --format json` (fixes of the trace included as edits) in a child process. Both run from the repository
+root, so paths are relative. The trace snapshot is gzipped (graphs and numerics make it large).
+tests/test_golden.py runs the static comparison, and the trace one on the golden inputs and examples.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
+import gzip
+import io
 import json
 import os
 import re
@@ -47,11 +51,16 @@ def _normalise_text(text: str) -> str:
     return _FLOAT.sub(lambda m: f"{float(m.group(0)):.4g}", text)
 
 
+_VOLATILE = {"tensorflow": "<version>", "keras": "<version>", "tf_keras": "<version>", "hub": "<version>",
+             "version": "<version>", "seconds": "<seconds>"}
+
+
 def _normalise(value):
-    """Paths, temp folders and versions out; floats rounded to 4 significant digits (thread-order noise)."""
+    """Paths, temp folders, versions and timings out; floats rounded to 4 significant digits (thread-order noise).
+    Idempotent: a snapshot recorded with an older normaliser compares after normalising it again."""
     if isinstance(value, dict):
-        return {k: ("<version>" if k in ("tensorflow", "keras", "tf_keras", "hub", "version") and isinstance(v, str)
-                    else _normalise(v)) for k, v in value.items()}
+        return {k: (_VOLATILE[k] if k in _VOLATILE and isinstance(v, (str, float)) else _normalise(v))
+                for k, v in value.items()}
     if isinstance(value, list):
         return [_normalise(v) for v in value]
     if isinstance(value, float):
@@ -68,6 +77,29 @@ def _run(args: list[str], legacy: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=1800)
 
 
+def _run_here(args: list[str], legacy: str) -> subprocess.CompletedProcess:
+    """`mpdoctor check ARGS` in this process (the static pass imports nothing heavy: fast, and the same output)."""
+    from mpdoctor.cli import main
+
+    saved = {key: os.environ.get(key) for key in ("TF_USE_LEGACY_KERAS", "NO_COLOR", "FORCE_COLOR")}
+    cwd = os.getcwd()
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.environ.update(TF_USE_LEGACY_KERAS=legacy, NO_COLOR="1")
+        os.environ.pop("FORCE_COLOR", None)
+        os.chdir(ROOT)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["check", *args])
+    finally:
+        os.chdir(cwd)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
 def _json_result(result: subprocess.CompletedProcess) -> dict:
     try:
         report = json.loads(result.stdout)
@@ -82,20 +114,39 @@ def record(path: str, keras: str, trace: bool) -> dict:
     legacy = KERAS[keras]
     if trace:
         return {"json": _json_result(_run(["--format", "json", path], legacy))}
-    diff = _run(["--no-trace", "--diff", "--unsafe-fixes", path], legacy)
-    return {"json": _json_result(_run(["--no-trace", "--format", "json", path], legacy)),
+    diff = _run_here(["--no-trace", "--diff", "--unsafe-fixes", path], legacy)
+    return {"json": _json_result(_run_here(["--no-trace", "--format", "json", path], legacy)),
             "diff": {"exit": diff.returncode, "stdout": _normalise_text(diff.stdout),
                      "stderr": _normalise_text(diff.stderr)}}
 
 
 def snapshot_file(trace: bool) -> Path:
-    return HERE / ("trace.json" if trace else "static.json")
+    return HERE / ("trace.json.gz" if trace else "static.json")
+
+
+def load(trace: bool) -> dict:
+    path = snapshot_file(trace)
+    if not path.exists():
+        return {}
+    return json.loads(gzip.decompress(path.read_bytes()) if trace else path.read_text())
+
+
+def save(snapshot: dict, trace: bool) -> None:
+    text = json.dumps(snapshot, indent=1, sort_keys=True) + "\n"
+    path = snapshot_file(trace)
+    if trace:
+        path.write_bytes(gzip.compress(text.encode(), mtime=0))
+    else:
+        path.write_text(text)
 
 
 def take(paths: list[str], trace: bool, jobs: int) -> dict:
     keys = [(p, k) for p in paths for k in KERAS]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(lambda key: record(key[0], key[1], trace), keys))
+    if trace:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(lambda key: record(key[0], key[1], trace), keys))
+    else:  # in this process: one at a time
+        results = [record(path, keras, trace) for path, keras in keys]
     snap: dict = {}
     for (path, keras), result in zip(keys, results, strict=True):
         snap.setdefault(path, {})[keras] = result
@@ -127,17 +178,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     paths = [p for p in inputs() if not args.only or args.only in p]
     target = snapshot_file(args.trace)
-    expected = json.loads(target.read_text()) if target.exists() else {}
+    expected = load(args.trace)
     actual = take(paths, args.trace, args.jobs)
     if args.update:
-        merged = {**expected, **actual} if args.only else actual
-        target.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
+        save({**expected, **actual} if args.only else actual, args.trace)
         print(f"{target.relative_to(ROOT)}: {len(actual)} inputs recorded")
         return 0
-    expected = {p: v for p, v in expected.items() if p in actual}
-    found = differences(expected, actual)
+    found = compare(expected, actual)
     print("\n".join(found) if found else f"{len(actual)} inputs: identical to {target.relative_to(ROOT)}")
     return 1 if found else 0
+
+
+def compare(expected: dict, actual: dict) -> list[str]:
+    """Differences of the inputs in `actual` from the snapshot (normalised again: normalising is idempotent)."""
+    return differences({p: _normalise(v) for p, v in expected.items() if p in actual}, actual)
 
 
 if __name__ == "__main__":

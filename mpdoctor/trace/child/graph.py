@@ -82,8 +82,16 @@ from collections.abc import Mapping
 
 import networkx as nx
 
-KERAS3 = "keras3"
-TF_KERAS = "tf_keras"
+from mpdoctor.facts.dtypes import dtype_name as _dt
+from mpdoctor.facts.dtypes import is_float as _is_float
+from mpdoctor.facts.keras_semantics import (
+    KERAS3,
+    autocast_flag,
+    autocasts_argument,
+    flavour_of,
+    sublayers,
+)
+from mpdoctor.facts.schema import ModelGraph
 
 # Kinds whose prediction must match the observation exactly (else: a `mismatches` entry).
 STRICT_KINDS = frozenset({"input", "model", "builtin"})
@@ -107,27 +115,11 @@ KERAS3_OP_DTYPES = {**{name: "bool" for name in ("Equal", "NotEqual", "Less", "L
                     "Argmax": "int32", "Argmin": "int32"}
 _FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
 
-__all__ = ["flavour_of", "known_input_shapes", "model_graph", "to_networkx"]
+__all__ = ["flatten", "known_input_shapes", "model_graph", "to_networkx"]
 
 
 # --------------------------------------------------------------------------------------------------------------------
 # small helpers
-
-
-def _dt(dtype) -> str | None:
-    """A dtype (str, tf.DType, numpy dtype, Keras policy dtype) as its canonical name."""
-    if dtype is None:
-        return None
-    if isinstance(dtype, str):
-        return {"half": "float16", "float": "float32", "double": "float64"}.get(dtype, dtype)
-    name = getattr(dtype, "name", None)
-    if isinstance(name, str):
-        return {"half": "float16", "double": "float64"}.get(name, name)
-    return str(dtype)
-
-
-def _is_float(dtype: str | None) -> bool:
-    return bool(dtype) and dtype.startswith(("float", "bfloat"))
 
 
 def _shape(tensor):
@@ -141,7 +133,7 @@ def _shape(tensor):
     return [None if d is None else int(getattr(d, "value", d) if not isinstance(d, int) else d) for d in dims]
 
 
-def _flatten(structure, out):
+def flatten(structure, out):
     """Flatten lists/tuples/dicts (dicts in sorted-key order, like tf.nest and keras.tree)."""
     if isinstance(structure, Mapping):
         try:
@@ -149,10 +141,10 @@ def _flatten(structure, out):
         except TypeError:
             keys = list(structure)
         for key in keys:
-            _flatten(structure[key], out)
+            flatten(structure[key], out)
     elif isinstance(structure, (list, tuple)):
         for item in structure:
-            _flatten(item, out)
+            flatten(item, out)
     else:
         out.append(structure)
     return out
@@ -168,17 +160,6 @@ def _mro(obj):
 
 def _class_names(obj) -> set[str]:
     return {c.__name__ for c in _mro(obj)}
-
-
-def flavour_of(obj) -> str | None:
-    """"keras3" or "tf_keras" from the object's class hierarchy (first Keras class found), else None."""
-    for cls in _mro(obj):
-        module = cls.__module__ or ""
-        if module == "keras" or module.startswith("keras."):
-            return KERAS3
-        if module == "tf_keras" or module.startswith("tf_keras."):
-            return TF_KERAS
-    return None
 
 
 def _keras_module(obj) -> bool:
@@ -254,21 +235,14 @@ class _Api:
         return node.call_args, node.call_kwargs
 
     def node_outputs(self, node):
-        return list(node.outputs) if self.keras3 else _flatten(node.outputs, [])
+        return list(node.outputs) if self.keras3 else flatten(node.outputs, [])
 
     def sublayers(self, model):
-        try:
-            return list(model._flatten_layers(include_self=False, recursive=False))
-        except Exception:  # noqa: BLE001 - foreign layer classes
-            return list(getattr(model, "layers", []) or [])
+        return sublayers(model, recursive=False)
 
     # -- attributes
     def autocast(self, layer):
-        if self.keras3:
-            value = getattr(layer, "autocast", None)
-        else:
-            value = getattr(layer, "_autocast", None)
-        return bool(value) if value is not None else False
+        return autocast_flag(layer)
 
     def policy(self, layer):
         policy = getattr(layer, "dtype_policy", None) if _is_layer(layer) else None
@@ -399,9 +373,9 @@ class _Builder:
             node_id = f"{base}#{n}"
         api = self.api
         uid = str(id(op))
-        record = self.records.get(uid) or {}
+        record = self.records.get(uid)
         kind = _kind(api, op)
-        explicit = record.get("explicit_dtype") if isinstance(record, Mapping) else None
+        explicit = record.explicit_dtype if record is not None else None
         self.nodes[node_id] = {
             "id": node_id,
             "name": str(getattr(op, "name", "") or ""),
@@ -416,7 +390,7 @@ class _Builder:
             "autocast": api.autocast(op) if _is_layer(op) else False,
             "is_output": False,
             "is_input": False,
-            "created_at": record.get("created_at") if isinstance(record, Mapping) else None,
+            "created_at": record.created_at.to_json() if record is not None and record.created_at else None,
             "savedmodel_handle": _savedmodel_handle(op),
             "activation": _activation(op) if _is_layer(op) else None,
             "explicit_dtype": _dt(explicit) if explicit is not None else None,
@@ -525,11 +499,11 @@ class _Builder:
             first_param = _first_call_param(op)
         result = []
         for position, arg in enumerate(args or ()):
-            for item in _flatten(arg, []):
+            for item in flatten(arg, []):
                 if _is_keras_tensor(item):
                     result.append((item, position, None))
         for name, arg in (kwargs or {}).items():
-            for item in _flatten(arg, []):
+            for item in flatten(arg, []):
                 if _is_keras_tensor(item):
                     result.append((item, 0 if name == first_param else -1, name))
         return result
@@ -647,7 +621,7 @@ class _Builder:
         if target is None:
             return list(pre)
         keras3 = self.api.keras3
-        return [target if _is_float(dtype) and (keras3 or arg_index == 0) else dtype
+        return [target if _is_float(dtype) and autocasts_argument(3 if keras3 else 2, arg_index) else dtype
                 for dtype, (_, arg_index, _) in zip(pre, inputs, strict=True)]
 
     def _predict_outputs(self, op, kind, inputs, post, n_out, knode=None):
@@ -743,10 +717,10 @@ class _Builder:
                     info["error"] = {"type": type(error).__name__, "message": str(error)[:500]}
                     result = None
                 if result is not None and top:
-                    for tensor in _flatten(sample, []):
+                    for tensor in flatten(sample, []):
                         self.graph_inputs.append({"node": None, "dtype": _dt(tensor.dtype),
                                                   "shape": _shape(tensor)})
-                    for tensor in _flatten(result, []):
+                    for tensor in flatten(result, []):
                         if hasattr(tensor, "dtype"):
                             self.graph_outputs.append({"node": None, "dtype": _dt(tensor.dtype),
                                                        "shape": _shape(tensor), "predicted_dtype": None,
@@ -881,8 +855,8 @@ def restore_calls(patched: list[tuple]) -> None:
 def _recording_call(bound, sink):
     def call(*args, **kwargs):
         outputs = bound(*args, **kwargs)
-        post = [_dt(x.dtype) for x in _flatten((list(args), kwargs), []) if _tensor_like(x)]
-        out = [_dt(x.dtype) for x in _flatten(outputs, []) if _tensor_like(x)]
+        post = [_dt(x.dtype) for x in flatten((list(args), kwargs), []) if _tensor_like(x)]
+        out = [_dt(x.dtype) for x in flatten(outputs, []) if _tensor_like(x)]
         sink.append((post, out))
         return outputs
 
@@ -968,16 +942,16 @@ def _first_call_param(op):
 # public API
 
 
-def model_graph(model, layer_records: dict | None = None, probe: bool = True) -> dict:
-    """The GRAPH dict (see the module docstring and the trace facts schema) of an already-built Keras model.
+def model_graph(model, layer_records: Mapping | None = None, probe: bool = True) -> ModelGraph:
+    """The graph (see the module docstring and mpdoctor.facts.schema.ModelGraph) of an already-built Keras model.
 
-    `layer_records` maps layer uids (str(id(layer))) to the hook's layer records; `explicit_dtype` and
-    `created_at` are taken from them. `probe=False` never calls the model (subclassed models then have no dtypes).
+    `layer_records` maps layer uids (str(id(layer))) to the hooks' LayerRecords; `explicit_dtype` and `created_at`
+    are taken from them. `probe=False` never calls the model (subclassed models then have no dtypes).
     """
     enabled = gc.isenabled()
     gc.disable()  # a collection of the garbage left by building a big model would land here and dominate
     try:
-        return _Builder(model, layer_records or {}, probe).build()
+        return ModelGraph.from_json(_Builder(model, layer_records or {}, probe).build())
     finally:
         if enabled:
             gc.enable()
@@ -990,22 +964,23 @@ def known_input_shapes(model) -> list[tuple[list, str]] | None:
         specs = _Builder(model, {}, False)._known_input_spec(model)
     except TypeError:  # not a Keras model
         return None
-    flat = _flatten(specs, []) if specs is not None else []
+    flat = flatten(specs, []) if specs is not None else []
     if not flat or not all(isinstance(s, _Spec) and s.shape is not None for s in flat):
         return None
     return [(s.shape, s.dtype or "float32") for s in flat]
 
 
-def to_networkx(graph: dict) -> nx.MultiDiGraph:
-    """A networkx MultiDiGraph (layers = nodes with the node dicts as attributes, tensors = edges) of a GRAPH dict.
+def to_networkx(graph: ModelGraph) -> nx.MultiDiGraph:
+    """A networkx MultiDiGraph (layers = nodes, tensors = edges, with their JSON fields as attributes) of a model
+    graph.
 
     Graph attributes: `inputs`, `outputs`, `flavour`, `model`. Parallel edges (one tensor into two arguments, a
-    shared layer called twice) are kept; edge keys are the edges' positions in `graph["edges"]`.
+    shared layer called twice) are kept; edge keys are the edges' positions in `graph.edges`.
     """
-    digraph = nx.MultiDiGraph(inputs=graph.get("inputs", []), outputs=graph.get("outputs", []),
-                              flavour=graph.get("flavour"), model=graph.get("model"))
-    for node in graph.get("nodes", []):
-        digraph.add_node(node["id"], **node)
-    for index, edge in enumerate(graph.get("edges", [])):
-        digraph.add_edge(edge["source"], edge["target"], key=index, **edge)
+    digraph = nx.MultiDiGraph(inputs=[i.to_json() for i in graph.inputs], outputs=[o.to_json() for o in graph.outputs],
+                              flavour=graph.flavour, model=graph.model)
+    for node in graph.nodes:
+        digraph.add_node(node.id, **node.to_json())
+    for index, edge in enumerate(graph.edges):
+        digraph.add_edge(edge.source, edge.target, key=index, **edge.to_json())
     return digraph

@@ -18,7 +18,19 @@ import sys
 import types
 from typing import Any, Callable
 
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the mpdoctor package
+from mpdoctor.facts.dtypes import dtype_name
+from mpdoctor.facts.keras_semantics import autocast_flag, layer_policy
+from mpdoctor.facts.schema import (
+    ErrorRecord,
+    Export,
+    LayerRecord,
+    PolicyEvent,
+    Restore,
+    SavedModelLoad,
+    SourceRef,
+)
+
+_HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the mpdoctor package
 
 
 class Recorder:
@@ -27,30 +39,30 @@ class Recorder:
         self.scratch = scratch  # saves go here; None: saves are not redirected
         self.redirects: dict[str, str] = {}  # absolute path the code asked to write -> where it was written
         self._saves = itertools.count()
-        self.policy_events: list[dict] = []
-        self.layers: dict[str, dict] = {}
+        self.policy_events: list[PolicyEvent] = []
+        self.layers: dict[str, LayerRecord] = {}
         self.layer_objects: list[Any] = []  # strong refs keep ids unique while we run
         self.models: list[Any] = []
         self.analysed_models: list[Any] = []
-        self.savedmodel_loads: list[dict] = []
-        self.restores: list[dict] = []
-        self.live_restores: list[tuple[dict, Any, Any]] = []  # (entry, receiver, result): matched after the call
+        self.savedmodel_loads: list[SavedModelLoad] = []
+        self.restores: list[Restore] = []
+        self.live_restores: list[tuple[Restore, Any, Any]] = []  # (entry, receiver, result): matched after the call
         self.active_sinks: set[int] = set()  # sinks with a recorded call in progress (see _method_recorder)
-        self.exports: list[dict] = []
+        self.exports: list[Export] = []
         self.extra_checkpoints: list[str] = []  # --checkpoint paths, audited like recorded restores
 
     # ------------------------------------------------------------------ locations
 
-    def location(self, skip: int = 2) -> dict | None:
+    def location(self, skip: int = 2) -> SourceRef | None:
         """The deepest frame in the user's file, else the first frame outside mpdoctor and site-packages."""
         frame = sys._getframe(skip)
         fallback = None
         while frame is not None:
             filename = frame.f_code.co_filename
             if filename == self.user_file or os.path.realpath(filename) == self.user_file:
-                return {"file": self.user_file, "line": frame.f_lineno}
+                return SourceRef(self.user_file, frame.f_lineno)
             if fallback is None and not _is_library(filename):
-                fallback = {"file": os.path.realpath(filename), "line": frame.f_lineno}
+                fallback = SourceRef(os.path.realpath(filename), frame.f_lineno)
             frame = frame.f_back
         return fallback
 
@@ -99,29 +111,6 @@ def _is_library(filename: str) -> bool:
             or filename.startswith("<") or os.sep + "lib" + os.sep + "python" in filename)
 
 
-def _policy_name(layer: Any) -> tuple[str | None, str | None, str | None]:
-    policy = getattr(layer, "dtype_policy", None) or getattr(layer, "_dtype_policy", None)
-    name = getattr(policy, "name", None)
-    return name, getattr(policy, "compute_dtype", None), getattr(policy, "variable_dtype", None)
-
-
-def dtype_name(value: Any) -> str | None:
-    """'float16' for tf.float16, np.float16, 'float16', a Policy('mixed_float16') (-> its name)..."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    name = getattr(value, "name", None)
-    if isinstance(name, str):
-        return name
-    try:
-        import numpy as np
-
-        return np.dtype(value).name
-    except Exception:
-        return str(value)
-
-
 # ---------------------------------------------------------------------- patching
 
 
@@ -152,14 +141,19 @@ def patch_functions(replacements: dict[int, Callable]) -> None:
                 namespace[attr] = wrapper
 
 
-def install(recorder: Recorder, flavours: set[str]) -> None:
-    """Install every hook for the Keras flavours the file may use ("keras", "tf_keras") and for TF/hub."""
-    import tensorflow as tf
+class Hooks:
+    """Collects the function replacements of one installation and builds the recorders the Keras adapters wrap
+    their APIs with (mpdoctor/trace/child/keras_adapter.py)."""
 
-    replacements: dict[int, Callable] = {}
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.replacements: dict[int, Callable] = {}
 
-    def function_hook(original: Callable, on_call: Callable, path: tuple | None = None) -> None:
-        """path: (position, keyword, "save" | "load") of a path argument to redirect."""
+    def function(self, original: Callable, on_call: Callable, path: tuple | None = None) -> None:
+        """Replace a module-level function by a recording wrapper (in every module that re-exports it).
+        path: (position, keyword, "save" | "load") of a path argument to redirect."""
+        recorder = self.recorder
+
         @functools.wraps(original)
         def wrapper(*args, **kwargs):
             where = recorder.location()
@@ -175,107 +169,88 @@ def install(recorder: Recorder, flavours: set[str]) -> None:
             on_call(args, kwargs, where, None)
             return result
 
-        replacements[id(original)] = wrapper
+        self.replacements[id(original)] = wrapper
 
-    def record_policy(api: str):
+    def record_policy(self, api: str) -> Callable:
+        recorder = self.recorder
+
         def on_call(args, kwargs, where, exc):
             value = args[0] if args else next(iter(kwargs.values()), None)
-            recorder.policy_events.append({"policy": dtype_name(value), "api": api, "location": where,
-                                           "layers_before": len(recorder.layers)})
+            recorder.policy_events.append(PolicyEvent(dtype_name(value), api, where, len(recorder.layers)))
         return on_call
 
-    def record_restore(api: str, path_of: Callable):
+    def record_restore(self, api: str, path_of: Callable) -> Callable:
+        recorder = self.recorder
+
         def on_call(args, kwargs, where, exc):
-            recorder.restores.append({"api": api, "path": _safe_str(path_of(args, kwargs)), "location": where,
-                                      "error": _error(exc)})
+            recorder.restores.append(Restore(api, _safe_str(path_of(args, kwargs)), where, _error(exc)))
         return on_call
 
-    def record_export(api: str, path_of: Callable):
+    def record_export(self, api: str, path_of: Callable) -> Callable:
+        recorder = self.recorder
+
         def on_call(args, kwargs, where, exc):
             written = _safe_str(path_of(args, kwargs))
             asked = next((saved for saved, target in recorder.redirects.items() if target == written), written)
-            recorder.exports.append({"api": api, "path": asked, "written_to": written, "location": where,
-                                     "error": _error(exc)})
+            recorder.exports.append(Export(api, asked, written, where, _error(exc)))
         return on_call
 
-    first = lambda args, kwargs, key="filepath": args[0] if args else kwargs.get(key)  # noqa: E731
-    second = lambda args, kwargs, key="filepath": args[1] if len(args) > 1 else kwargs.get(key)  # noqa: E731
+    def install_tensorflow(self) -> None:
+        """TensorFlow's own SavedModel and checkpoint APIs."""
+        import tensorflow as tf
 
-    # TensorFlow itself
-    function_hook(tf.saved_model.load, _record_savedmodel_function(recorder, "tf.saved_model.load"),
-                  (0, "export_dir", "load"))
-    function_hook(tf.saved_model.save, record_export("tf.saved_model.save",
-                                                     lambda a, k: second(a, k, "export_dir")), (1, "export_dir", "save"))
-    function_hook(tf.train.latest_checkpoint, lambda *_: None, (0, "checkpoint_dir", "load"))
-    checkpoint = tf.train.Checkpoint
-    for method in ("restore", "read"):
-        wrap_method(checkpoint, method, _method_recorder(recorder, recorder.restores, f"tf.train.Checkpoint.{method}",
-                                                         lambda a, k: a[1] if len(a) > 1 else k.get("save_path"),
-                                                         (1, "save_path", "load")))
-    for method in ("save", "write"):
-        wrap_method(checkpoint, method, _redirecting(recorder, 1, "file_prefix"))
-    wrap_method(tf.train.CheckpointManager, "__init__", _redirecting(recorder, 2, "directory"))
-    wrap_method(tf.compat.v1.train.Saver, "__init__", _creation_site_recorder(recorder))
-    wrap_method(tf.compat.v1.train.Saver, "save", _redirecting(recorder, 2, "save_path"))
-    wrap_method(tf.compat.v1.train.Saver, "restore", _method_recorder(
-        recorder, recorder.restores, "tf.compat.v1.train.Saver.restore",
-        lambda a, k: a[2] if len(a) > 2 else k.get("save_path"), (2, "save_path", "load")))
+        recorder = self.recorder
+        self.function(tf.saved_model.load, _record_savedmodel_function(recorder, "tf.saved_model.load"),
+                      (0, "export_dir", "load"))
+        self.function(tf.saved_model.save, self.record_export("tf.saved_model.save",
+                                                              lambda a, k: second(a, k, "export_dir")),
+                      (1, "export_dir", "save"))
+        self.function(tf.train.latest_checkpoint, lambda *_: None, (0, "checkpoint_dir", "load"))
+        checkpoint = tf.train.Checkpoint
+        for method in ("restore", "read"):
+            wrap_method(checkpoint, method, _method_recorder(
+                recorder, recorder.restores, f"tf.train.Checkpoint.{method}",
+                lambda a, k: a[1] if len(a) > 1 else k.get("save_path"), (1, "save_path", "load")))
+        for method in ("save", "write"):
+            wrap_method(checkpoint, method, _redirecting(recorder, 1, "file_prefix"))
+        wrap_method(tf.train.CheckpointManager, "__init__", _redirecting(recorder, 2, "directory"))
+        wrap_method(tf.compat.v1.train.Saver, "__init__", _creation_site_recorder(recorder))
+        wrap_method(tf.compat.v1.train.Saver, "save", _redirecting(recorder, 2, "save_path"))
+        wrap_method(tf.compat.v1.train.Saver, "restore", _method_recorder(
+            recorder, recorder.restores, "tf.compat.v1.train.Saver.restore",
+            lambda a, k: a[2] if len(a) > 2 else k.get("save_path"), (2, "save_path", "load")))
 
-    if "keras" in flavours:
-        _install_keras3(recorder, function_hook, record_policy, record_restore, record_export, first)
-    if "tf_keras" in flavours:
-        _install_tf_keras(recorder, function_hook, record_policy, record_restore, first)
-    if "hub" in flavours:
-        _install_hub(recorder, function_hook)
-    patch_functions(replacements)
+    def model_io(self, model_class: type, exports: tuple[str, ...]) -> None:
+        """load_weights is a restore; save/export are exports; save_weights only writes (redirected like them)."""
+        recorder = self.recorder
+        filepath = lambda a, k: a[1] if len(a) > 1 else k.get("filepath")  # noqa: E731
+        wrap_method(model_class, "load_weights", _method_recorder(recorder, recorder.restores, "model.load_weights",
+                                                                  filepath, (1, "filepath", "load")))
+        for method in exports:
+            wrap_method(model_class, method, _method_recorder(recorder, recorder.exports, f"model.{method}",
+                                                              filepath, (1, "filepath", "save")))
+        wrap_method(model_class, "save_weights", _redirecting(recorder, 1, "filepath"))
 
+    def layer_classes(self, layer_class: type, model_class: type, flavour: str) -> None:
+        wrap_method(layer_class, "__init__", _layer_init_recorder(self.recorder, flavour, model_class))
 
-def _install_keras3(recorder, function_hook, record_policy, record_restore, record_export, first) -> None:
-    import keras
+    def savedmodel_layer(self, layer_class: type, api: str, handle_arg: str) -> None:
+        wrap_method(layer_class, "__init__", _savedmodel_layer_recorder(self.recorder, api, handle_arg))
 
-    from keras.src.layers.layer import Layer
-    from keras.src.models.model import Model
+    def savedmodel_function(self, original: Callable, api: str, path: tuple) -> None:
+        self.function(original, _record_savedmodel_function(self.recorder, api), path)
 
-    function_hook(keras.config.set_dtype_policy, record_policy("keras.mixed_precision.set_global_policy"))
-    function_hook(keras.config.set_floatx, record_policy("keras.config.set_floatx"))
-    function_hook(keras.saving.load_model, record_restore("keras.models.load_model", first), (0, "filepath", "load"))
-    wrap_method(Layer, "__init__", _layer_init_recorder(recorder, "keras", Model))
-    _install_model_io(recorder, Model, ("save", "export"))
-    tfsm = keras.layers.TFSMLayer
-    wrap_method(tfsm, "__init__", _savedmodel_layer_recorder(recorder, "keras.layers.TFSMLayer", "filepath"))
-
-
-def _install_tf_keras(recorder, function_hook, record_policy, record_restore, first) -> None:
-    import tf_keras
-
-    from tf_keras.src.engine.base_layer import Layer
-    from tf_keras.src.engine.training import Model
-
-    function_hook(tf_keras.mixed_precision.set_global_policy,
-                  record_policy("tf_keras.mixed_precision.set_global_policy"))
-    function_hook(tf_keras.backend.set_floatx, record_policy("tf_keras.backend.set_floatx"))
-    function_hook(tf_keras.models.load_model, record_restore("tf_keras.models.load_model", first),
-                  (0, "filepath", "load"))
-    wrap_method(Layer, "__init__", _layer_init_recorder(recorder, "tf_keras", Model))
-    _install_model_io(recorder, Model, ("save",))
+    def patch(self) -> None:
+        patch_functions(self.replacements)
 
 
-def _install_model_io(recorder, model_class: type, exports: tuple[str, ...]) -> None:
-    """load_weights is a restore; save/export are exports; save_weights only writes (redirected like them)."""
-    filepath = lambda a, k: a[1] if len(a) > 1 else k.get("filepath")  # noqa: E731
-    wrap_method(model_class, "load_weights", _method_recorder(recorder, recorder.restores, "model.load_weights",
-                                                              filepath, (1, "filepath", "load")))
-    for method in exports:
-        wrap_method(model_class, method, _method_recorder(recorder, recorder.exports, f"model.{method}", filepath,
-                                                          (1, "filepath", "save")))
-    wrap_method(model_class, "save_weights", _redirecting(recorder, 1, "filepath"))
+def first(args, kwargs, key="filepath"):
+    """The path given as the first argument or as `key`."""
+    return args[0] if args else kwargs.get(key)
 
 
-def _install_hub(recorder, function_hook) -> None:
-    import tensorflow_hub as hub
-
-    function_hook(hub.load, _record_savedmodel_function(recorder, "hub.load"), (0, "handle", "load"))
-    wrap_method(hub.KerasLayer, "__init__", _savedmodel_layer_recorder(recorder, "hub.KerasLayer", "handle"))
+def second(args, kwargs, key="filepath"):
+    return args[1] if len(args) > 1 else kwargs.get(key)
 
 
 # ---------------------------------------------------------------------- recorders
@@ -287,17 +262,15 @@ def _layer_init_recorder(recorder: Recorder, flavour: str, model_class: type):
             original(self, *args, **kwargs)
             uid = str(id(self))
             if uid in recorder.layers:  # a subclass __init__ calling super().__init__: keep the outermost record
-                recorder.layers[uid]["name"] = getattr(self, "name", None)
+                recorder.layers[uid].name = getattr(self, "name", None)
                 return
-            policy, compute, variable = _policy_name(self)
+            policy, compute, variable = layer_policy(self)
             is_model = isinstance(self, model_class)
-            recorder.layers[uid] = {
-                "name": getattr(self, "name", None), "class": type(self).__name__,
-                "module": type(self).__module__, "flavour": flavour, "policy": policy, "compute_dtype": compute,
-                "variable_dtype": variable, "autocast": bool(getattr(self, "autocast", getattr(self, "_autocast", True))),
-                "explicit_dtype": dtype_name(kwargs.get("dtype")), "created_at": recorder.location(2),
-                "is_model": is_model,
-            }
+            recorder.layers[uid] = LayerRecord(
+                class_name=type(self).__name__, module=type(self).__module__, name=getattr(self, "name", None),
+                flavour=flavour, policy=policy, compute_dtype=compute, variable_dtype=variable,
+                autocast=autocast_flag(self), explicit_dtype=dtype_name(kwargs.get("dtype")),
+                created_at=recorder.location(2), is_model=is_model)
             recorder.layer_objects.append(self)
             if is_model:
                 recorder.models.append(self)
@@ -310,14 +283,13 @@ def _savedmodel_layer_recorder(recorder: Recorder, api: str, handle_arg: str):
         def __init__(self, *args, **kwargs):
             args, kwargs = _rewrite(args, kwargs, 0, handle_arg, recorder.load_path)
             handle = args[0] if args else kwargs.get(handle_arg)
-            entry = {"api": api, "handle": _safe_str(handle), "layer_uid": str(id(self)),
-                     "location": recorder.location(2), "savedmodel": None,
-                     "call_endpoint": kwargs.get("call_endpoint")}
+            entry = SavedModelLoad(api, _safe_str(handle), str(id(self)), recorder.location(2),
+                                   call_endpoint=_safe_str(kwargs.get("call_endpoint")))
             recorder.savedmodel_loads.append(entry)
             try:
                 original(self, *args, **kwargs)
             except BaseException as exc:
-                entry["error"] = _error(exc)  # the load itself failed (missing handle, no network...)
+                entry.error = _error(exc)  # the load itself failed (missing handle, no network...)
                 raise
         return __init__
     return make
@@ -326,8 +298,7 @@ def _savedmodel_layer_recorder(recorder: Recorder, api: str, handle_arg: str):
 def _record_savedmodel_function(recorder: Recorder, api: str):
     def on_call(args, kwargs, where, exc):
         handle = args[0] if args else kwargs.get("export_dir", kwargs.get("handle"))
-        recorder.savedmodel_loads.append({"api": api, "handle": _safe_str(handle), "layer_uid": None,
-                                          "location": where, "savedmodel": None, "error": _error(exc)})
+        recorder.savedmodel_loads.append(SavedModelLoad(api, _safe_str(handle), None, where, error=_error(exc)))
     return on_call
 
 
@@ -367,16 +338,16 @@ def _method_recorder(recorder: Recorder, sink: list, api: str, path_of: Callable
                 args, kwargs = _rewrite(args, kwargs, position, keyword,
                                         recorder.save_path if kind == "save" else recorder.load_path)
             actual = _safe_str(path_of(args, kwargs))
-            entry = {"api": api, "path": asked if path and path[2] == "save" else actual, "location": where,
-                     "error": None,
-                     "receiver_created_at": getattr(args[0], "_mpdoctor_created_at", None) if args else None}
+            created_at = getattr(args[0], "_mpdoctor_created_at", None) if args else None
             if path and path[2] == "save":
-                entry["written_to"] = actual
+                entry = Export(api, asked, actual, where, receiver_created_at=created_at)
+            else:
+                entry = Restore(api, actual, where, receiver_created_at=created_at)
             recorder.active_sinks.add(id(sink))
             try:
                 result = original(*args, **kwargs)
             except BaseException as exc:
-                entry["error"] = _error(exc)
+                entry.error = _error(exc)
                 raise
             finally:
                 recorder.active_sinks.discard(id(sink))
@@ -388,10 +359,10 @@ def _method_recorder(recorder: Recorder, sink: list, api: str, path_of: Callable
     return make
 
 
-def _error(exc: BaseException | None) -> dict | None:
+def _error(exc: BaseException | None) -> ErrorRecord | None:
     if exc is None:
         return None
-    return {"type": type(exc).__name__, "message": str(exc)[:4000]}
+    return ErrorRecord(type(exc).__name__, str(exc)[:4000])
 
 
 def _safe_str(value: Any) -> str | None:

@@ -8,32 +8,34 @@ from __future__ import annotations
 
 from typing import Any
 
+from mpdoctor.facts.schema import ErrorRecord, Restore, Unmatched
+
 _MAX_NAMES = 50  # per side and restore; the counts stay exact
 
 
-def match_restores(live_restores: list[tuple[dict, Any, Any]]) -> None:
+def match_restores(live_restores: list[tuple[Restore, Any, Any]]) -> None:
     """Add `unmatched` to each recorded restore entry whose API reports matching: TF2 object-based restores (a
     tf.train.Checkpoint, tf_keras `load_weights` of a TF-format checkpoint) and TF1 `Saver.restore`."""
     for entry, receiver, result in live_restores:
-        if entry.get("error"):
+        if entry.error:
             continue
         try:
             if _is_object_based_status(result):
-                entry["unmatched"] = _object_based(result)
-            elif type(receiver).__name__ == "Saver" and entry.get("path"):
-                entry["unmatched"] = _name_based(receiver, entry["path"])
+                entry.unmatched = _object_based(result)
+            elif type(receiver).__name__ == "Saver" and entry.path:
+                entry.unmatched = _name_based(receiver, entry.path)
         except Exception as exc:  # noqa: BLE001 - TF internals changed: say so, never fail the trace
-            entry["unmatched_error"] = f"{type(exc).__name__}: {exc}"
+            entry.unmatched_error = f"{type(exc).__name__}: {exc}"
 
 
-def match_checkpoint(entry: dict, recorder: Any) -> None:
+def match_checkpoint(entry: Restore, recorder: Any) -> None:
     """`check --checkpoint PATH`: read an object-based checkpoint into each analysed model, as the root of the
     checkpoint (`model.save_weights`) and as its `model` attribute (`tf.train.Checkpoint(model=...)`); the reading
     that matches the most values is the intended one. A dtype error is recorded like a failed restore (MP301)."""
     import tensorflow as tf
 
     try:
-        if not tf.train.load_checkpoint(entry["path"]).has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
+        if not tf.train.load_checkpoint(entry.path).has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
             return  # name-based (TF1) or Keras files: their keys do not name a model's objects
     except Exception:  # noqa: BLE001 - unreadable: the range audit reports it
         return
@@ -41,13 +43,14 @@ def match_checkpoint(entry: dict, recorder: Any) -> None:
     recorder.active_sinks.add(id(recorder.restores))  # these reads are mpdoctor's, not restores of the user's
     try:
         for model in recorder.analysed_models:
-            created_at = recorder.layers.get(str(id(model)), {}).get("created_at")
+            record = recorder.layers.get(str(id(model)))
+            created_at = record.created_at if record is not None else None
             for attach in ({"root": model}, {"model": model}):
                 try:
-                    status = tf.train.Checkpoint(**attach).read(entry["path"]).expect_partial()
+                    status = tf.train.Checkpoint(**attach).read(entry.path).expect_partial()
                 except Exception as exc:  # noqa: BLE001 - e.g. a dtype mismatch: MP301 explains it
-                    entry["error"] = {"type": type(exc).__name__, "message": str(exc)[:4000]}
-                    entry["location"] = created_at
+                    entry.error = ErrorRecord(type(exc).__name__, str(exc)[:4000])
+                    entry.location = created_at
                     return
                 matched = len(status._checkpoint.object_by_proto_id)
                 if best is None or matched > best[0]:
@@ -55,9 +58,9 @@ def match_checkpoint(entry: dict, recorder: Any) -> None:
     finally:
         recorder.active_sinks.discard(id(recorder.restores))
     if best is not None:
-        _, status, entry["location"] = best
-        entry["unmatched"] = _object_based(status)
-        entry["unmatched"]["expect_partial"] = False  # --checkpoint asks for the whole checkpoint to match
+        _, status, entry.location = best
+        entry.unmatched = _object_based(status)
+        entry.unmatched.expect_partial = False  # --checkpoint asks for the whole checkpoint to match
 
 
 def _is_object_based_status(result: Any) -> bool:
@@ -65,7 +68,7 @@ def _is_object_based_status(result: Any) -> bool:
     return hasattr(checkpoint, "object_graph_proto") and hasattr(checkpoint, "object_by_proto_id")
 
 
-def _object_based(status: Any) -> dict:
+def _object_based(status: Any) -> Unmatched:
     from tensorflow.python.checkpoint import checkpoint as checkpoint_lib
     from tensorflow.python.checkpoint import util
 
@@ -82,7 +85,7 @@ def _object_based(status: Any) -> dict:
     return _summary("object", unused, missing, bool(getattr(coordinator, "expect_partial", False)))
 
 
-def _name_based(saver: Any, path: str) -> dict:
+def _name_based(saver: Any, path: str) -> Unmatched:
     import tensorflow as tf
     from tensorflow.python.training.saving import saveable_object_util
 
@@ -97,7 +100,5 @@ def _variable_name(obj: Any) -> str:
     return str(name).removesuffix(":0")
 
 
-def _summary(kind: str, unused: list[str], missing: list[str], expect_partial: bool) -> dict:
-    return {"kind": kind, "expect_partial": expect_partial,
-            "unused_values": len(unused), "unused_value_names": unused[:_MAX_NAMES],
-            "variables_without_value": len(missing), "variable_names": missing[:_MAX_NAMES]}
+def _summary(kind: str, unused: list[str], missing: list[str], expect_partial: bool) -> Unmatched:
+    return Unmatched(kind, expect_partial, len(unused), unused[:_MAX_NAMES], len(missing), missing[:_MAX_NAMES])

@@ -32,21 +32,33 @@ import inspect
 import os
 import re
 
-from mpdoctor.trace.graph import MISSING, restore_calls
+from mpdoctor.facts.dtypes import LOW_PRECISION
+from mpdoctor.facts.keras_semantics import sublayers
+from mpdoctor.facts.schema import (
+    FirstNonFinite,
+    LineConstant,
+    LineOp,
+    LossRecord,
+    ModelGraph,
+    NumericsRecord,
+    NumericsRow,
+    UserLayerScan,
+)
+from mpdoctor.trace.child.graph import MISSING, flatten, restore_calls
 
 SAMPLE_CAP = 65536  # compared elements per layer output (strided sample above that)
 LARGE_TENSOR = 262144  # elements above which statistics are computed by TF ops rather than numpy
 MAX_PARAMS = 100_000_000  # "small enough": above this the two extra forward passes are skipped
 DEFAULTS = {"enabled": True, "batch_size": 2, "seed": 0, "range": [0.0, 1.0], "sample": None}
-LOW_PRECISION = ("float16", "bfloat16")
 # Ops TF's auto-mixed-precision keeps out of float16 (deny list) and ops whose float16 result overflows easily.
 UNSAFE_OPS = frozenset({"Exp", "Expm1", "Pow", "Square", "Sum", "Mean", "L2Loss", "Log",
                         "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits"})
 
 
-def options_from_request(request: dict) -> dict:
+def options_from_request(request: dict | None) -> dict:
+    """The options of the `numerics` part of the child's request (mpdoctor.config.NumericsConfig.request)."""
     options = dict(DEFAULTS)
-    options.update({k: v for k, v in (request.get("numerics") or {}).items() if v is not None})
+    options.update({k: v for k, v in (request or {}).items() if v is not None})
     return options
 
 
@@ -82,7 +94,7 @@ def _subclassed_sample(model, options: dict):
     """A sample for a model without symbolic inputs whose input shape is known (built or called before)."""
     import numpy as np
 
-    from mpdoctor.trace.graph import known_input_shapes
+    from mpdoctor.trace.child.graph import known_input_shapes
 
     specs = known_input_shapes(model)
     if not specs:
@@ -116,10 +128,8 @@ def _load_sample(path: str, model):
 
 
 def _float_tensors(outputs) -> list:
-    from mpdoctor.trace.graph import _flatten
-
     found = []
-    for value in _flatten(outputs, []):
+    for value in flatten(outputs, []):
         dtype = getattr(value, "dtype", None)
         name = getattr(dtype, "name", str(dtype))
         if isinstance(name, str) and name.startswith(("float", "bfloat")) and hasattr(value, "shape"):
@@ -276,22 +286,11 @@ def _restore_policies(saved) -> None:
             layer._compute_dtype_object = compute_object
 
 
-def _all_layers(model) -> list:
-    try:
-        return [model, *model._flatten_layers(include_self=False, recursive=True)]
-    except Exception:  # noqa: BLE001
-        return [model, *getattr(model, "layers", [])]
-
-
 def _node_layers(model) -> list:
-    """The layers that are nodes of the model's graph (mpdoctor/trace/graph.py): its layers, recursively through
-    nested models, never the sublayers of an ordinary layer; input layers excluded (they are not called)."""
-    try:
-        direct = list(model._flatten_layers(include_self=False, recursive=False))
-    except Exception:  # noqa: BLE001
-        direct = list(getattr(model, "layers", []) or [])
+    """The layers that are nodes of the model's graph (mpdoctor/trace/child/graph.py): its layers, recursively
+    through nested models, never the sublayers of an ordinary layer; input layers excluded (they are not called)."""
     found = []
-    for layer in direct:
+    for layer in sublayers(model, recursive=False):
         if type(layer).__name__ != "InputLayer":
             found.append(layer)
         if callable(getattr(layer, "compile", None)) and hasattr(layer, "fit"):  # a nested model
@@ -307,14 +306,13 @@ def _is_user_layer(layer) -> bool:
 # ---------------------------------------------------------------------------------------------------- entry
 
 
-def skipped(options: dict, reason: str | None) -> dict:
-    """An empty `numerics` record (schema in the module docstring of mpdoctor/rules/numerics.py)."""
-    return {"dtype": None, "reference_dtype": "float32", "batch_size": int(options["batch_size"]),
-            "seed": int(options["seed"]), "skipped": reason, "layers": [], "first_non_finite": None,
-            "user_layers": [], "loss": None, "threshold": options.get("threshold")}
+def skipped(options: dict, reason: str | None) -> NumericsRecord:
+    """An empty `numerics` record."""
+    return NumericsRecord(batch_size=int(options["batch_size"]), seed=int(options["seed"]), skipped=reason,
+                          threshold=options.get("threshold"))
 
 
-def failed(options: dict, exc: BaseException) -> dict:
+def failed(options: dict, exc: BaseException) -> NumericsRecord:
     """The record of numerics that broke inside mpdoctor: skipped, with the error as the reason."""
     return skipped(options, f"internal error: {type(exc).__name__}: {str(exc)[:300]}")
 
@@ -334,19 +332,19 @@ class Session:
         self.outputs = None
         self.layers = _node_layers(model)
         if not options.get("enabled", True):
-            self.record["skipped"] = "disabled (--no-numerics / numerics = false)"
+            self.record.skipped = "disabled (--no-numerics / numerics = false)"
             return
         low = [_compute(layer) for layer in self.layers if _compute(layer) in LOW_PRECISION]
         if not low:
-            self.record["skipped"] = "no layer computes in float16/bfloat16"
+            self.record.skipped = "no layer computes in float16/bfloat16"
             return
-        self.record["dtype"] = max(set(low), key=low.count)
+        self.record.dtype = max(set(low), key=low.count)
         try:
             params = int(model.count_params())
         except Exception:  # noqa: BLE001 - an unbuilt model
             params = 0
         if params > MAX_PARAMS:
-            self.record["skipped"] = f"{params:,} parameters: above the numerics bound of {MAX_PARAMS:,}"
+            self.record.skipped = f"{params:,} parameters: above the numerics bound of {MAX_PARAMS:,}"
             return
         try:
             self.sample = (_load_sample(options["sample"], model) if options.get("sample")
@@ -354,18 +352,18 @@ class Session:
             if self.sample is None:
                 self.sample = _subclassed_sample(model, options)
         except Exception as exc:  # noqa: BLE001 - an unreadable --sample file
-            self.record["skipped"] = f"cannot build the sample batch: {type(exc).__name__}: {_first_line(exc)}"
+            self.record.skipped = f"cannot build the sample batch: {type(exc).__name__}: {_first_line(exc)}"
             return
         if self.sample is None:
-            self.record["skipped"] = "no input shape known to build a sample batch from"
+            self.record.skipped = "no input shape known to build a sample batch from"
             return
         first = self.sample[0] if isinstance(self.sample, list) and self.sample else self.sample
         if getattr(first, "shape", None):
-            self.record["batch_size"] = int(first.shape[0])
+            self.record.batch_size = int(first.shape[0])
 
     @property
     def ready(self) -> bool:
-        return self.sample is not None and self.record["skipped"] is None
+        return self.sample is not None and self.record.skipped is None
 
     def call(self) -> None:
         """The float16 run: raises what the model raises."""
@@ -378,54 +376,51 @@ class Session:
             _restore(patched)
         self.low = run
 
-    def finish(self, graph: dict | None) -> dict:
+    def finish(self, graph: ModelGraph | None) -> NumericsRecord:
         record = self.record
-        if record["skipped"] is not None:
+        if record.skipped is not None:
             return record
         if self.low is None:
-            record["skipped"] = "the model raised on its sample batch"
+            record.skipped = "the model raised on its sample batch"
             return record
         if not graph:
-            record["skipped"] = "the model has no layer graph"
+            record.skipped = "the model has no layer graph"
             return record
         reference = _Run(low=self.low)
-        saved = _swap_to_float32(_all_layers(self.model))
+        saved = _swap_to_float32(sublayers(self.model, recursive=True, include_self=True))
         patched = _instrument(self.layers, reference)
         try:
             self.model(self.sample, training=False)
         except Exception as exc:  # noqa: BLE001 - e.g. a layer that cached float16 constants at build time
-            record["skipped"] = f"the float32 reference run raised {type(exc).__name__}: {_first_line(exc)}"
+            record.skipped = f"the float32 reference run raised {type(exc).__name__}: {_first_line(exc)}"
             return record
         finally:
             _restore(patched)
             _restore_policies(saved)
         nodes = {}
-        for node in graph.get("nodes", []):
-            nodes.setdefault(node["uid"], node)
-        record["layers"] = _table(self.low, reference, nodes)
+        for node in graph.nodes:
+            nodes.setdefault(node.uid, node)
+        record.layers = _table(self.low, reference, nodes)
         if self.low.first_bad is not None and self.low.first_bad[0] in nodes:
-            record["first_non_finite"] = _first_non_finite(nodes[self.low.first_bad[0]]["id"], *self.low.first_bad[1:])
+            record.first_non_finite = _first_non_finite(nodes[self.low.first_bad[0]].id, *self.low.first_bad[1:])
         layers = {str(id(layer)): layer for layer in self.layers}
-        record["user_layers"] = [_scan_layer(nodes[uid]["id"], layers[uid], args, kwargs, self.user_file)
-                                 for uid, (args, kwargs) in self.low.captured.items() if uid in nodes]
-        record["loss"] = _loss_dtype(self.model, self.outputs)
+        record.user_layers = [_scan_layer(nodes[uid].id, layers[uid], args, kwargs, self.user_file)
+                              for uid, (args, kwargs) in self.low.captured.items() if uid in nodes]
+        record.loss = _loss_dtype(self.model, self.outputs)
         return record
 
 
-def _table(low: _Run, reference: _Run, nodes: dict) -> list[dict]:
+def _table(low: _Run, reference: _Run, nodes: dict) -> list[NumericsRow]:
     rows = []
     for uid in low.order:
         node = nodes.get(uid)
         calls = [c for c in low.calls[uid] if c is not None]
-        if node is None or not calls or node.get("kind") == "input":
+        if node is None or not calls or node.kind == "input":
             continue
         ref_calls = [c for c in reference.calls.get(uid, []) if c is not None]
-        rows.append({"id": node["id"], "name": node.get("name", node["id"]), "class": node.get("class", ""),
-                     "finite": all(c[0] for c in calls),
-                     "finite_reference": all(c[0] for c in ref_calls),
-                     "max_abs": _max(c[1] for c in calls),
-                     "max_abs_reference": _max(c[1] for c in ref_calls),
-                     "relative_error": reference.errors.get(uid)})
+        rows.append(NumericsRow(node.id, node.name, node.class_name, all(c[0] for c in calls),
+                                all(c[0] for c in ref_calls), _max(c[1] for c in calls),
+                                _max(c[1] for c in ref_calls), reference.errors.get(uid)))
     return rows
 
 
@@ -439,14 +434,14 @@ def _first_line(exc: BaseException) -> str:
     return (lines[0] if lines else type(exc).__name__)[:200]
 
 
-def _first_non_finite(node_id: str, layer, args, kwargs) -> dict:
+def _first_non_finite(node_id: str, layer, args, kwargs) -> FirstNonFinite:
     """Which op of the first non-finite layer produced the first inf/NaN: its float16 call re-run with TF's
     numerics checking, which raises at the first op with a non-finite output and names its type."""
     import numpy as np
     import tensorflow as tf
 
     inputs_finite = all(np.isfinite(a).all() for a in _float_arrays((list(args), kwargs)))
-    found = {"id": node_id, "op": None, "inputs_finite": inputs_finite}
+    found = FirstNonFinite(node_id, None, inputs_finite)
     if not inputs_finite:
         return found
     tf.debugging.enable_check_numerics()
@@ -454,7 +449,7 @@ def _first_non_finite(node_id: str, layer, args, kwargs) -> dict:
         layer(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - the point is to catch the check's error
         match = re.search(r'op "(\w+)"', str(exc))
-        found["op"] = match.group(1) if match else None
+        found.op = match.group(1) if match else None
     finally:
         tf.debugging.disable_check_numerics()
     return found
@@ -486,17 +481,16 @@ def _source_range(layer) -> list[int] | None:
     return [start, start + len(lines) - 1]
 
 
-def _scan_layer(node_id: str, layer, args, kwargs, user_file: str | None) -> dict:
+def _scan_layer(node_id: str, layer, args, kwargs, user_file: str | None) -> UserLayerScan:
     """Trace a float16 user layer into a graph with its observed inputs and scan the graph's ops."""
     import numpy as np
     import tensorflow as tf
 
-    entry = {"id": node_id, "class": type(layer).__name__, "source_lines": _source_range(layer), "status": "ok",
-             "float16_lines": [], "constants": [], "ops": []}
+    entry = UserLayerScan(node_id, type(layer).__name__, _source_range(layer))
     try:
         concrete = tf.function(lambda *a, **k: layer(*a, **k)).get_concrete_function(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001
-        entry["status"] = f"{type(exc).__name__}: {_first_line(exc)}"
+        entry.status = f"{type(exc).__name__}: {_first_line(exc)}"
         return entry
     low_lines, seen = set(), set()
     for op in concrete.graph.get_operations():
@@ -507,7 +501,7 @@ def _scan_layer(node_id: str, layer, args, kwargs, user_file: str | None) -> dic
             low_lines.add(line)
         if op.type in UNSAFE_OPS and any(t.dtype == tf.float16 for t in op.outputs) and (line, op.type) not in seen:
             seen.add((line, op.type))
-            entry["ops"].append({"line": line, "op": op.type})
+            entry.ops.append(LineOp(line, op.type))
         for tensor in op.inputs:
             source = tensor.op
             if tensor.dtype != tf.float16 or source.type != "Const":
@@ -520,16 +514,16 @@ def _scan_layer(node_id: str, layer, args, kwargs, user_file: str | None) -> dic
                 continue
             number = float(np.asarray(value, dtype=np.float32).reshape(-1)[0])
             if np.isinf(number) or number == 0.0:
-                entry["constants"].append({"line": line, "op": op.type,
-                                           "value": "0" if number == 0.0 else ("inf" if number > 0 else "-inf")})
-    entry["float16_lines"] = sorted(low_lines)
+                entry.constants.append(LineConstant(line, op.type,
+                                                    "0" if number == 0.0 else ("inf" if number > 0 else "-inf")))
+    entry.float16_lines = sorted(low_lines)
     return entry
 
 
 # ---------------------------------------------------------------------------------------------------- loss
 
 
-def _loss_dtype(model, predictions) -> dict | None:
+def _loss_dtype(model, predictions) -> LossRecord | None:
     """The dtype the compiled loss computes in when fed the float16 predictions (Keras 3 losses cast predictions to
     their own dtype, float32 by default; tf_keras losses compute in the predictions' dtype)."""
     if not (getattr(model, "compiled", False) or getattr(model, "_is_compiled", False)):
@@ -539,11 +533,8 @@ def _loss_dtype(model, predictions) -> dict | None:
         return None
     import tensorflow as tf
 
-    from mpdoctor.trace.graph import _flatten
-
-    flat = _flatten(predictions, [])
-    record = {"name": _loss_name(loss), "predictions": [getattr(p.dtype, "name", str(p.dtype)) for p in flat],
-              "dtype": None, "error": None}
+    flat = flatten(predictions, [])
+    record = LossRecord(_loss_name(loss), [getattr(p.dtype, "name", str(p.dtype)) for p in flat])
 
     def labels(sparse: bool):
         made = [tf.zeros(p.shape[:-1], tf.int32) if sparse else tf.zeros(p.shape, tf.float32) for p in flat]
@@ -553,10 +544,10 @@ def _loss_dtype(model, predictions) -> dict | None:
         try:
             value = model.compute_loss(x=None, y=labels(sparse), y_pred=predictions)
         except Exception as exc:  # noqa: BLE001 - labels of the wrong form for this loss: try the other one
-            record["error"] = f"{type(exc).__name__}: {_first_line(exc)}"
+            record.error = f"{type(exc).__name__}: {_first_line(exc)}"
             continue
-        record["dtype"] = getattr(value.dtype, "name", str(value.dtype))
-        record["error"] = None
+        record.dtype = getattr(value.dtype, "name", str(value.dtype))
+        record.error = None
         break
     return record
 

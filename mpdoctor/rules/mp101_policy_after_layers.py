@@ -1,0 +1,220 @@
+"""MP101 policy-set-after-layers: a global policy set after layers or models were created; they keep the old one."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterable, Iterator
+
+from mpdoctor.diagnostics import Confidence, Diagnostic
+from mpdoctor.facts.dtypes import is_float16_compute
+from mpdoctor.facts.schema import Facts, LayerRecord, PolicyEvent
+from mpdoctor.registry import define_rule, static_check, trace_check
+from mpdoctor.static.astutil import position
+from mpdoctor.static.context import FUNCTION_NODES, StaticContext
+from mpdoctor.static.policies import dtype_keyword
+from mpdoctor.static.topology import is_application
+from mpdoctor.trace.context import TraceContext
+
+define_rule(
+    "MP101", "policy-set-after-layers", "warning", "ST", False,
+    summary="A float16 global policy is set after layers or models were already created; those keep the old one.",
+    what="""
+        A layer reads the global dtype policy once, when it is constructed, and keeps it. MP101 reports a global
+        policy call (`set_global_policy`, `set_dtype_policy`, `set_floatx`) that switches to a float16/bfloat16
+        compute policy AFTER layers or models were already built earlier in the same run: lexically earlier in
+        the same scope, or inside a local function called earlier in that scope (`model = build_model()` before
+        the policy call). `keras.applications` models and local Layer/Model subclasses count. The message names
+        the first such layer and its line.
+
+        Not reported: layers built inside a function that is only called after the policy call; layers with an
+        explicit `dtype=`; `Input`/`InputLayer` and preprocessing layers (Rescaling, Random*, Normalization...);
+        resetting to `float32` at the end of a script (a common cleanup); switching between two low-precision
+        policies (`mixed_bfloat16` -> `mixed_float16`); a builder called both before and after
+        the policy call, or a `clear_session()` between the two (comparing a float32 and a mixed model on
+        purpose); code in the other branch of an `if`. The static pass does not follow methods, imported
+        builders or calls from other modules; the trace pass sees the real construction order.
+        """,
+    why="""
+        Layers built before the call keep computing (and storing variables) in the old policy, usually
+        float32: the model silently runs with no mixed precision at all, or only partly (a float32 backbone
+        under a float16 head), with none of the expected speed or memory savings.
+        """,
+    bad="""
+        base = keras.applications.ResNet50(include_top=False, weights=None, input_shape=(224, 224, 3))
+        keras.mixed_precision.set_global_policy("mixed_float16")   # too late: ResNet50 stays float32
+        x = keras.layers.GlobalAveragePooling2D()(base.output)
+        outputs = keras.layers.Dense(10, activation="softmax", dtype="float32")(x)
+        """,
+    good="""
+        keras.mixed_precision.set_global_policy("mixed_float16")   # first, before building anything
+        base = keras.applications.ResNet50(include_top=False, weights=None, input_shape=(224, 224, 3))
+        x = keras.layers.GlobalAveragePooling2D()(base.output)
+        outputs = keras.layers.Dense(10, activation="softmax", dtype="float32")(x)
+        """,
+    fix="No autofix: move the policy call above the code that builds the model (usually right after the imports).",
+)
+
+
+# Layers whose policy is harmless or meaningless when created before the policy call.
+_NEUTRAL_LAYERS = {
+    "Input", "InputLayer", "Rescaling", "Resizing", "CenterCrop", "Normalization", "TextVectorization",
+    "StringLookup", "IntegerLookup", "CategoryEncoding", "Hashing", "Discretization", "HashedCrossing",
+    "RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation", "RandomContrast", "RandomCrop",
+    "RandomBrightness", "RandomHeight", "RandomWidth", "AutoContrast", "Pipeline",
+}
+_CLEAR_SESSION = ("keras.backend.clear_session", "keras.utils.clear_session")
+
+
+@static_check("MP101")
+def check_policy_after_layers(ctx: StaticContext) -> Iterable[Diagnostic]:
+    for event in ctx.policy_events:
+        if not is_float16_compute(event.policy):
+            continue  # float32 at the end of a script is a cleanup; unknown values stay quiet
+        # constructions that ran under a float32/float64 (or unknown) policy; switching between two low-precision
+        # policies is deliberate
+        found = [item for item in _built_before(ctx, event)
+                 if not any(is_float16_compute(p) for p in ctx.policies_at(item[0]))]
+        if not found:
+            continue
+        (site, layer, via), *others = found
+        old = ctx.policies_at(site)
+        old_text = "/".join(sorted(p or "an unknown policy" for p in old))
+        built = f"{layer.kind} (line {layer.node.lineno})"
+        if via is not None:
+            built = f"{via.func.id}() (line {via.lineno}) built {built}"  # type: ignore[attr-defined]
+        else:
+            built = f"{built} was built"
+        more = f" (and {len(others)} more construction{'s' if len(others) > 1 else ''})" if others else ""
+        message = (f"{_setter_text(ctx, event)} sets {event.policy!r} only after {built}{more}: layers keep the "
+                   f"policy in force when they are created, so {'these' if others else 'it'} still compute"
+                   f"{'' if others else 's'} in {old_text}; set the policy before building the model")
+        yield ctx.diagnostic("MP101", event.node, message,
+                             confidence=Confidence.MEDIUM if None in old else Confidence.HIGH)
+
+
+def _built_before(ctx: StaticContext, event: PolicyEvent) -> list[tuple[ast.Call, LayerRecord, ast.Call | None]]:
+    """(site, layer, via) for each construction that runs before `event` in its scope, in source order: `site` is
+    the layer call itself or the call of a local builder function `via` whose body constructs `layer`."""
+    scope = event.scope or ctx.tree
+    start = _last_clear_session(ctx, scope, event.node)
+    after_calls = {n.func.id for n in ctx.walk_scope(scope) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                   and position(n) > position(event.node)}
+    found = []
+    for node in ctx.walk_scope(scope):
+        if not isinstance(node, ast.Call) or not (start < position(node) < position(event.node)):
+            continue
+        if _exclusive_branches(ctx, node, event.node):
+            continue
+        layer = _construction(ctx, node)
+        if layer is not None:
+            found.append((node, layer, None))
+            continue
+        function = _local_function(ctx, node)
+        if function is not None and function.name not in after_calls:  # rebuilt after the call: on purpose
+            built = _first_construction_in(ctx, function, frozenset())
+            if built is not None:
+                found.append((node, built, node))
+    return sorted(found, key=lambda item: position(item[0]))
+
+
+def _construction(ctx: StaticContext, call: ast.Call) -> LayerRecord | None:
+    """A layer/model constructor call that takes the global policy: no explicit dtype, not an input or
+    preprocessing layer; `keras.applications` models included."""
+    layer = ctx.layer_call(call)
+    if layer is None and is_application(ctx, call):
+        layer = ctx.layer_record(call, ctx.call_name(call))
+    if layer is None or layer.kind in _NEUTRAL_LAYERS or dtype_keyword(call) is not None:
+        return None
+    return layer
+
+
+def _first_construction_in(ctx: StaticContext, function: ast.AST, visiting: frozenset) -> LayerRecord | None:
+    if function in visiting or len(visiting) > 6:
+        return None
+    visiting = visiting | {function}
+    for node in sorted((n for n in ctx.walk_scope(function) if isinstance(n, ast.Call)), key=position):
+        layer = _construction(ctx, node)
+        if layer is not None:
+            return layer
+        inner = _local_function(ctx, node)
+        if inner is not None:
+            layer = _first_construction_in(ctx, inner, visiting)
+            if layer is not None:
+                return layer
+    return None
+
+
+def _local_function(ctx: StaticContext, call: ast.Call) -> ast.FunctionDef | None:
+    """The module-level (or same-scope) function a plain-name call invokes, if it is defined in this file."""
+    if not isinstance(call.func, ast.Name):
+        return None
+    scope = ctx.enclosing_function(call) or ctx.tree
+    for candidates in (getattr(scope, "body", []), ctx.tree.body):
+        for stmt in candidates:
+            if isinstance(stmt, FUNCTION_NODES) and stmt.name == call.func.id:
+                return stmt  # type: ignore[return-value]
+    return None
+
+
+def _last_clear_session(ctx: StaticContext, scope: ast.AST, before: ast.AST) -> tuple[int, int]:
+    positions = [position(n) for n in ctx.walk_scope(scope) if isinstance(n, ast.Call)
+                 and ctx.call_name(n) in _CLEAR_SESSION and position(n) < position(before)]
+    return max(positions, default=(0, 0))
+
+
+def _exclusive_branches(ctx: StaticContext, a: ast.AST, b: ast.AST) -> bool:
+    """True when `a` and `b` sit in different arms of the same `if` (or `match`), so never both run."""
+    arms_of_b = dict(_arms(ctx, b))
+    for owner, arm in _arms(ctx, a):
+        if owner in arms_of_b and arms_of_b[owner] != arm:
+            return True
+    return False
+
+
+def _arms(ctx: StaticContext, node: ast.AST) -> Iterator[tuple[ast.AST, object]]:
+    child, parent = node, ctx.parents.get(node)
+    while parent is not None:
+        if isinstance(parent, ast.If):
+            if child in parent.body:
+                yield parent, "body"
+            elif child in parent.orelse:
+                yield parent, "orelse"
+        elif isinstance(parent, ast.Match) and isinstance(child, ast.match_case):
+            yield parent, id(child)
+        child, parent = parent, ctx.parents.get(parent)
+
+
+def _setter_text(ctx: StaticContext, event: PolicyEvent) -> str:
+    text = ctx.segment(event.node.func)
+    return f"{text}()" if len(text) <= 60 else "the policy call"
+
+
+@trace_check("MP101")
+def trace_policy_after_layers(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """A float16 policy set on import after layers were created under another policy. Layers whose creating line
+    also ran after the policy change (a builder called once for a float32 reference, once for the real model)
+    are the comparison pattern, not a mistake."""
+    records = list(facts.layers.values())
+    imported = records[:len(records) if facts.layers_created_on_import is None else facts.layers_created_on_import]
+    found = []
+    for event in facts.policy_events:
+        if not is_float16_compute(event.policy):
+            continue
+        before = imported[:event.layers_before or 0]
+        rebuilt = {_line(record) for record in imported[len(before):]}
+        stale = [record for record in before
+                 if record.explicit_dtype is None and record.policy != event.policy
+                 and record.class_name != "InputLayer" and not record.is_model and _line(record) not in rebuilt]
+        if not stale:
+            continue
+        first = stale[0]
+        found.append(ctx.diagnostic(
+            "MP101", event.location, f"the policy becomes \"{event.policy}\" after {len(stale)} layer(s) "
+            f"were created under \"{first.policy}\" (first: {first.class_name} `{first.name}` at "
+            f"line {_line(first) or '?'}); they keep \"{first.policy}\": set the policy before building "
+            f"the model"))
+    return found
+
+
+def _line(record: LayerRecord) -> int | None:
+    return record.created_at.line if record.created_at else None

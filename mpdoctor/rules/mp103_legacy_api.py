@@ -1,0 +1,395 @@
+"""MP103 legacy-mixed-precision-api: mixed-precision APIs that were removed (or are wrong on Keras 3)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Iterable, Iterator
+
+from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
+from mpdoctor.registry import absorbs_crash, define_rule, static_check
+from mpdoctor.static import environment
+from mpdoctor.static.context import FUNCTION_NODES, StaticContext
+from mpdoctor.static.edits import after_imports, module_alias
+
+define_rule(
+    "MP103", "legacy-mixed-precision-api", "error", "S", True,
+    summary="A removed or TF1-only mixed precision API (`mixed_precision.experimental`, the graph rewrite, "
+            "`get_scaled_loss` on Keras 3).",
+    what="""
+        Uses of mixed precision APIs that no longer exist or no longer work with Keras:
+        - `tf.keras.mixed_precision.experimental.*` (`set_policy`, `Policy`, `LossScaleOptimizer`,
+          `global_policy`, `get_layer_policy`), including `from tensorflow.keras.mixed_precision import
+          experimental as mixed_precision`: removed in TF 2.9 (absent from tf_keras 2.21 and Keras 3);
+        - `tf.train.experimental.enable_mixed_precision_graph_rewrite` and the `LossScale` classes,
+          `tf.mixed_precision.experimental.*`: removed from TF2's namespace;
+        - `tf.compat.v1.mixed_precision.*` / `tf.compat.v1.train.experimental.enable_mixed_precision_graph_rewrite`:
+          still importable, but the rewrite raises ValueError for Keras optimizers (Keras 3, tf_keras) and
+          refuses a mixed Keras policy; reported with low confidence in TF1 graph-mode code, where it still runs;
+        - under Keras 3, `optimizer.get_scaled_loss(...)` / `optimizer.get_unscaled_gradients(...)` (the tf_keras
+          `LossScaleOptimizer` API; valid, and not reported, with tf_keras).
+        Compatibility shims are not reported: code in a `try` whose handler catches ImportError / AttributeError,
+        or in an `if` on a version or `hasattr` test.
+        """,
+    why="""
+        The script fails at import or at the first call (ImportError / AttributeError / ValueError), or, for the
+        TF1 rewrite, silently does nothing in eager TF2 code.
+        """,
+    bad="""
+        from tensorflow.keras.mixed_precision import experimental as mixed_precision
+        mixed_precision.set_policy("mixed_float16")
+        opt = mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam(), "dynamic")
+        """,
+    good="""
+        from tensorflow.keras import mixed_precision
+        mixed_precision.set_global_policy("mixed_float16")
+        opt = mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam())   # dynamic loss scaling by default
+        """,
+    fix="""
+        Mechanical rewrites spelled the way the file spells them: the `experimental` import becomes
+        `from tensorflow.keras import mixed_precision` (keeping the alias), `experimental.set_policy` ->
+        `set_global_policy`, `experimental.Policy` -> `Policy`, `experimental.LossScaleOptimizer(opt, "dynamic")` ->
+        `LossScaleOptimizer(opt)`, `get_layer_policy(layer)` -> `layer.dtype_policy`; on Keras 3
+        `opt.get_scaled_loss(loss)` -> `opt.scale_loss(loss)` and `opt.get_unscaled_gradients(grads)` -> `grads`
+        (`apply_gradients` unscales). The graph rewrite of a Keras optimizer becomes
+        `keras.mixed_precision.LossScaleOptimizer(opt)` plus `set_global_policy("mixed_float16")` after the imports
+        when the file sets no policy (unsafe: every layer then computes in float16). No fix for a fixed numeric loss
+        scale, the LossScale classes or the rewrite of a TF1 optimizer in graph code (it still works there).
+        """,
+)
+
+
+_EXPERIMENTAL = "keras.mixed_precision.experimental"
+# experimental member -> current member in keras.mixed_precision (None: no mechanical replacement)
+_EXPERIMENTAL_MEMBERS = {"set_policy": "set_global_policy", "global_policy": "global_policy", "Policy": "Policy",
+                         "LossScaleOptimizer": "LossScaleOptimizer", "get_layer_policy": None}
+_TF1_TRAIN_MEMBERS = {"enable_mixed_precision_graph_rewrite", "disable_mixed_precision_graph_rewrite", "LossScale",
+                      "DynamicLossScale", "FixedLossScale", "MixedPrecisionLossScaleOptimizer"}
+_COMPAT_V1 = ("tf.compat.v1.", "tensorflow.compat.v1.")
+_TF1_GRAPH_MARKERS = ("Session", "placeholder", "disable_eager_execution", "disable_v2_behavior", "get_variable")
+_USE_POLICY = 'use keras.mixed_precision.set_global_policy("mixed_float16") (and LossScaleOptimizer in custom loops)'
+
+
+@static_check("MP103", requires=r"mixed_precision|get_scaled_loss|get_unscaled_gradients|LossScale")
+def check_legacy_mixed_precision_api(ctx: StaticContext) -> Iterable[Diagnostic]:
+    found = list(_legacy_imports(ctx))
+    for node in ctx.nodes:
+        if isinstance(node, (ast.Name, ast.Attribute)) and not _inner_of_chain(ctx, node):
+            name = ctx.resolve(node)
+            if name and not _harmless_tf1_reference(ctx, node, name):
+                found += _legacy_reference(ctx, node, name)
+    if ctx.is_keras3:
+        found += _tf_keras_loss_scale_calls(ctx)
+    guarded = _version_guarded_lines(ctx)
+    return [d for d in found if d.location.line not in guarded]
+
+
+def _harmless_tf1_reference(ctx: StaticContext, node: ast.AST, name: str) -> bool:
+    """`tf.compat.v1.mixed_precision` still exists: naming its classes without calling them (isinstance checks,
+    deserialisation tables of compatibility code) breaks nothing. Removed `experimental` names fail on any use."""
+    if not name.startswith("tf.compat.v1.mixed_precision."):
+        return False
+    parent = ctx.parents.get(node)
+    return not (isinstance(parent, ast.Call) and parent.func is node)
+
+
+_GUARD_EXCEPTIONS = {"ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException"}
+
+
+def _version_guarded_lines(ctx: StaticContext) -> set[int]:
+    """Lines of compatibility shims: a `try` body whose handler catches ImportError/AttributeError, or an `if`
+    arm chosen by a version / `hasattr` test (`if tf.__version__ < "2.4":`)."""
+    lines: set[int] = set()
+    for node in ctx.nodes:
+        blocks: list[list[ast.stmt]] = []
+        if isinstance(node, ast.Try) and any(_catches_missing_api(h) for h in node.handlers):
+            blocks.append(node.body)
+        elif isinstance(node, ast.If) and _is_version_test(node.test):
+            blocks += [node.body, node.orelse]
+        for block in blocks:
+            for stmt in block:
+                lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+    return lines
+
+
+def _catches_missing_api(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any((t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", "")) in _GUARD_EXCEPTIONS for t in types)
+
+
+def _is_version_test(test: ast.AST) -> bool:
+    for node in ast.walk(test):
+        if isinstance(node, ast.Attribute) and node.attr in ("__version__", "VERSION", "version"):
+            return True
+        if isinstance(node, ast.Name) and "version" in node.id.lower():
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr":
+            return True
+    return False
+
+
+def _legacy_imports(ctx: StaticContext) -> Iterator[Diagnostic]:
+    from mpdoctor.static.names import canonical
+
+    for node in ctx.nodes:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            full = [canonical(f"{node.module}.{a.name}") for a in node.names]
+            if any(_is_experimental(n) for n in full):
+                yield ctx.diagnostic("MP103", node, f"{_removed_experimental()}: this import raises ImportError; "
+                                     f"import the non-experimental keras mixed_precision module",
+                                     confidence=_experimental_confidence(), fix=_import_from_fix(ctx, node))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if _is_experimental(canonical(alias.name)):
+                    yield ctx.diagnostic("MP103", node, f"{_removed_experimental()}: this import raises "
+                                         f"ModuleNotFoundError", confidence=_experimental_confidence(),
+                                         fix=_import_fix(ctx, node))
+
+
+def _is_experimental(name: str) -> bool:
+    return name == _EXPERIMENTAL or name.startswith(_EXPERIMENTAL + ".")
+
+
+def _removed_experimental() -> str:
+    return "tf.keras.mixed_precision.experimental was removed in TF 2.9 (absent from tf_keras and Keras 3)"
+
+
+def _experimental_confidence() -> Confidence:
+    tf = environment.tensorflow_version()
+    return Confidence.LOW if tf is not None and tf < (2, 9) else Confidence.HIGH
+
+
+def _import_from_fix(ctx: StaticContext, node: ast.ImportFrom) -> Fix | None:
+    module = node.module or ""
+    if module.endswith(".mixed_precision") and len(node.names) == 1 and node.names[0].name == "experimental":
+        alias = node.names[0].asname or "experimental"
+        parent = module.rsplit(".", 1)[0]
+        suffix = "" if alias == "mixed_precision" else f" as {alias}"
+        return Fix("import the non-experimental mixed_precision module",
+                   (ctx.edit(node, f"from {parent} import mixed_precision{suffix}"),))
+    if module.endswith(".mixed_precision.experimental"):
+        names = []
+        for a in node.names:
+            new = _EXPERIMENTAL_MEMBERS.get(a.name)
+            if new is None:
+                return None
+            local = a.asname or a.name
+            names.append(new if new == local else f"{new} as {local}")
+        return Fix("import from the non-experimental mixed_precision module",
+                   (ctx.edit(node, f"from {module.rsplit('.', 1)[0]} import {', '.join(names)}"),))
+    return None
+
+
+def _import_fix(ctx: StaticContext, node: ast.Import) -> Fix | None:
+    if len(node.names) != 1 or not node.names[0].asname or not node.names[0].name.endswith(".experimental"):
+        return None
+    module = node.names[0].name.rsplit(".", 1)[0]  # ...mixed_precision
+    parent, _, last = module.rpartition(".")
+    if last != "mixed_precision" or not parent:
+        return None
+    return Fix("import the non-experimental mixed_precision module",
+               (ctx.edit(node, f"from {parent} import mixed_precision as {node.names[0].asname}"),))
+
+
+def _inner_of_chain(ctx: StaticContext, node: ast.AST) -> bool:
+    parent = ctx.parents.get(node)
+    return isinstance(parent, ast.Attribute) and parent.value is node
+
+
+def _legacy_reference(ctx: StaticContext, node: ast.AST, name: str) -> Iterator[Diagnostic]:
+    parent = ctx.parents.get(node)
+    call = parent if isinstance(parent, ast.Call) and parent.func is node else None
+    target = call or node
+    if _is_experimental(name):
+        yield from _experimental_reference(ctx, node, call, name)
+        return
+    shown = ctx.segment(node) or name
+    member = name.rsplit(".", 1)[-1]
+    if name.startswith(_COMPAT_V1):
+        rest = name.split(".compat.v1.", 1)[1]
+        if rest.startswith("mixed_precision") or (rest.startswith("train.experimental.")
+                                                  and member in _TF1_TRAIN_MEMBERS):
+            yield _compat_v1_diagnostic(ctx, target, call, shown, member)
+        return
+    if name.startswith("tf.mixed_precision") or (name.startswith("tf.train.experimental.")
+                                                 and member in _TF1_TRAIN_MEMBERS):
+        tf = environment.tensorflow_version()
+        yield ctx.diagnostic("MP103", target, f"{shown} no longer exists in TensorFlow 2 (AttributeError); "
+                             f"{_USE_POLICY}",
+                             confidence=Confidence.LOW if tf is not None and tf < (2, 4) else Confidence.HIGH,
+                             fix=_graph_rewrite_fix(ctx, call) if "graph_rewrite" in member else None)
+
+
+def _compat_v1_diagnostic(ctx: StaticContext, target: ast.AST, call: ast.Call | None, shown: str,
+                          member: str) -> Diagnostic:
+    graph_code = _tf1_graph_code(ctx)
+    if "graph_rewrite" in member and graph_code:
+        message = (f"{shown} is the deprecated TF1 mixed precision graph rewrite: it still runs with "
+                   f"tf.compat.v1.train optimizers in graph mode, but raises ValueError for Keras optimizers and has "
+                   f"no TF2 equivalent of the same name; {_USE_POLICY}")
+    elif "graph_rewrite" in member:
+        message = (f"{shown} is the deprecated TF1 mixed precision graph rewrite: it raises ValueError for Keras "
+                   f"optimizers (Keras 3 and tf_keras), refuses a mixed Keras policy and does nothing for eager "
+                   f"code; {_USE_POLICY}")
+    else:
+        message = (f"{shown} is a deprecated TF1 loss-scaling API that Keras optimizers do not accept; use "
+                   f"keras.mixed_precision.LossScaleOptimizer (dynamic loss scaling by default)")
+    if call is not None and call.args and _is_keras_optimizer(ctx, call.args[0]):
+        confidence = Confidence.HIGH
+    elif graph_code:
+        confidence = Confidence.LOW  # still runs with tf.compat.v1.train optimizers in graph mode
+    else:
+        confidence = Confidence.MEDIUM
+    fix = _graph_rewrite_fix(ctx, call) if member == "enable_mixed_precision_graph_rewrite" else None
+    return ctx.diagnostic("MP103", target, message, confidence=confidence, fix=fix)
+
+
+def _graph_rewrite_fix(ctx: StaticContext, call: ast.Call | None) -> Fix | None:
+    """`enable_mixed_precision_graph_rewrite(keras_optimizer)` -> `keras.mixed_precision.LossScaleOptimizer(...)`,
+    with `set_global_policy("mixed_float16")` after the imports when the file sets no policy. Unsafe: every layer
+    then computes in float16 (what the rewrite meant to do, but outputs and custom layers may need fixes too)."""
+    if call is None or len(call.args) != 1 or call.keywords or not _is_keras_optimizer(ctx, call.args[0]):
+        return None  # a tf.compat.v1.train optimizer in graph mode: the rewrite still works there
+    keras = module_alias(ctx, "keras", "tf_keras", "tensorflow.keras")
+    if keras is None:
+        tf = module_alias(ctx, "tensorflow")
+        if tf is None:
+            return None
+        keras = f"{tf}.keras"
+    edits = [ctx.edit(call, f"{keras}.mixed_precision.LossScaleOptimizer({ctx.segment(call.args[0])})")]
+    if not ctx.policy_events:
+        policy = after_imports(ctx, call, f'\n{keras}.mixed_precision.set_global_policy("mixed_float16")\n')
+        if policy is None:
+            return None
+        edits.insert(0, policy)
+    elif not all(e.policy == "mixed_float16" for e in ctx.policy_events):
+        return None  # another policy is set on purpose: not ours to change
+    return Fix("use the mixed_float16 policy and wrap the optimizer in LossScaleOptimizer", tuple(edits),
+               applicability="unsafe")
+
+
+def _is_keras_optimizer(ctx: StaticContext, expr: ast.AST) -> bool:
+    if isinstance(expr, ast.Name):
+        expr = ctx.last_assignment(expr.id, expr) or expr
+    return isinstance(expr, ast.Call) and (ctx.call_name(expr) or "").startswith("keras.optimizers.")
+
+
+def _tf1_graph_code(ctx: StaticContext) -> bool:
+    if any(m.startswith("tensorflow.compat.v1") and m.count(".") == 2 for m in ctx.imports.aliases.values()):
+        return True
+    for call in ctx.calls:
+        name = ctx.call_name(call) or ""
+        if name.startswith(_COMPAT_V1) and name.rsplit(".", 1)[-1] in _TF1_GRAPH_MARKERS:
+            return True
+    return False
+
+
+def _experimental_reference(ctx: StaticContext, node: ast.AST, call: ast.Call | None, name: str
+                            ) -> Iterator[Diagnostic]:
+    member = name[len(_EXPERIMENTAL) + 1:]
+    target = call or node
+    spelled = _experimental_attribute(ctx, node)  # `...mixed_precision.experimental` written out in this expression
+    if not member:  # the module object itself: reported when written out, else its import already is
+        if spelled is not None:
+            yield ctx.diagnostic("MP103", target, f"{_removed_experimental()}; use keras.mixed_precision",
+                                 confidence=_experimental_confidence())
+        return
+    new_member = _EXPERIMENTAL_MEMBERS.get(member)
+    if spelled is not None:
+        new_func = f"{ctx.segment(spelled.value)}.{new_member}" if spelled is getattr(node, "value", None) else None
+        renamed = True  # `.experimental` must go
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):  # alias of the experimental module
+        new_func, renamed = f"{node.value.id}.{new_member}", new_member != member
+    elif isinstance(node, ast.Name):  # imported from the experimental module: its import fix renames it
+        new_func, renamed = node.id, False
+    else:
+        return
+    needs_change, fix = renamed, None
+    if new_member is None or new_func is None:
+        needs_change = True
+        if member == "get_layer_policy" and call is not None:
+            fix = _get_layer_policy_fix(ctx, call)
+    elif member == "LossScaleOptimizer" and call is not None and _has_loss_scale(call):
+        needs_change, fix = True, _loss_scale_optimizer_fix(ctx, call, new_func)
+    elif member == "Policy" and call is not None and _has_loss_scale(call):
+        needs_change = True  # the loss scale moved to the optimizer: not a mechanical edit
+    elif renamed:
+        fix = Fix(f"use {new_member}", (ctx.edit(node, new_func),))
+    if not needs_change:
+        return
+    current = f"keras.mixed_precision.{new_member}" if new_member else "the current keras.mixed_precision API"
+    hint = ""
+    if member in ("LossScaleOptimizer", "Policy") and call is not None and _has_loss_scale(call):
+        hint = " without a loss_scale argument (dynamic loss scaling is the default)"
+    if member == "get_layer_policy":
+        current = "layer.dtype_policy"
+    yield ctx.diagnostic("MP103", target, f"mixed_precision.experimental.{member} was removed in TF 2.9 (absent "
+                         f"from tf_keras and Keras 3); use {current}{hint}", confidence=_experimental_confidence(),
+                         fix=fix)
+
+
+def _has_loss_scale(call: ast.Call) -> bool:
+    return len(call.args) > 1 or any(k.arg == "loss_scale" for k in call.keywords)
+
+
+def _experimental_attribute(ctx: StaticContext, node: ast.AST) -> ast.Attribute | None:
+    """The `<mixed_precision>.experimental` Attribute written out inside a chain:
+    `tf.keras.mixed_precision.experimental`, or `mixed_precision.experimental` with `mixed_precision` the current
+    module."""
+    while isinstance(node, ast.Attribute):
+        if node.attr == "experimental" and ctx.resolve(node.value) == "keras.mixed_precision":
+            return node
+        node = node.value
+    return None
+
+
+def _loss_scale_optimizer_fix(ctx: StaticContext, call: ast.Call, new_func: str) -> Fix | None:
+    """`LossScaleOptimizer(opt, "dynamic")` / `(opt, loss_scale="dynamic")` / `(opt)` -> `LossScaleOptimizer(opt)`."""
+    args, keywords = list(call.args), list(call.keywords)
+    inner = args.pop(0) if args else next((k.value for k in keywords if k.arg in ("optimizer", "opt")), None)
+    keywords = [k for k in keywords if k.value is not inner]
+    scale = args.pop(0) if args else next((k.value for k in keywords if k.arg == "loss_scale"), None)
+    keywords = [k for k in keywords if k.arg != "loss_scale"]
+    if inner is None or args or keywords or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    if scale is not None and not (isinstance(scale, ast.Constant) and scale.value == "dynamic"):
+        return None  # a fixed loss scale has no one-to-one replacement
+    return Fix("use LossScaleOptimizer (dynamic loss scaling)", (ctx.edit(call, f"{new_func}({ctx.segment(inner)})"),))
+
+
+def _get_layer_policy_fix(ctx: StaticContext, call: ast.Call) -> Fix | None:
+    if len(call.args) == 1 and not call.keywords and isinstance(call.args[0], (ast.Name, ast.Attribute)):
+        return Fix("read layer.dtype_policy", (ctx.edit(call, f"{ctx.segment(call.args[0])}.dtype_policy"),))
+    return None
+
+
+def _tf_keras_loss_scale_calls(ctx: StaticContext) -> Iterator[Diagnostic]:
+    defined = {n.name for n in ctx.nodes if isinstance(n, FUNCTION_NODES)}
+    confidence = Confidence.HIGH if ctx.keras_version.certain else Confidence.MEDIUM
+    for call in ctx.calls:
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr in defined:
+            continue
+        single = len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred)
+        if func.attr == "get_scaled_loss":
+            fix = Fix("use scale_loss", (ctx.edit(func, f"{ctx.segment(func.value)}.scale_loss"),)) if single else None
+            message = (f"{ctx.segment(func)}() is the tf_keras LossScaleOptimizer API: Keras 3 optimizers have no "
+                       f"get_scaled_loss (AttributeError); use optimizer.scale_loss(loss)")
+        elif func.attr == "get_unscaled_gradients":
+            fix = (Fix("drop the unscaling: apply_gradients unscales on Keras 3",
+                       (ctx.edit(call, ctx.segment(call.args[0])),)) if single else None)
+            message = (f"{ctx.segment(func)}() is the tf_keras LossScaleOptimizer API: Keras 3 optimizers have no "
+                       f"get_unscaled_gradients (AttributeError); pass the gradients of the scaled loss straight "
+                       f"to apply_gradients / apply, which unscale them")
+        else:
+            continue
+        yield ctx.diagnostic("MP103", call, message, confidence=confidence, fix=fix)
+
+
+@absorbs_crash("MP103")
+def removed_api_crash(crash: Diagnostic) -> bool:
+    """A trace crash on a line this rule reports is the removed API failing to import or resolve: reported once,
+    as MP103 (static-only), not again as MP001."""
+    return re.search(r"raised (ImportError|ModuleNotFoundError|AttributeError)\b", crash.message) is not None

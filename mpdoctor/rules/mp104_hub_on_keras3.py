@@ -1,0 +1,185 @@
+"""MP104 hub-layer-on-keras3: a tf_keras `hub.KerasLayer` mixed into a Keras 3 model."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Iterable
+
+from mpdoctor.diagnostics import Confidence, Diagnostic
+from mpdoctor.facts.keras_semantics import INPUT_TENSORS, SEQUENTIAL
+from mpdoctor.facts.schema import Facts
+from mpdoctor.registry import (
+    classify_exception,
+    define_rule,
+    exception_pattern,
+    static_check,
+    trace_check,
+)
+from mpdoctor.static.context import StaticContext
+from mpdoctor.tf_messages import first_message_line
+from mpdoctor.trace.context import TraceContext
+
+define_rule(
+    "MP104", "hub-layer-on-keras3", "error", "ST", False,
+    summary="`hub.KerasLayer` (a tf_keras layer) added to a Keras 3 model.",
+    what="""
+        `hub.KerasLayer` is built on tf_keras (Keras 2). MP104 reports one that is added to a Keras 3 model:
+        listed in a `Sequential([...])`, passed to `model.add(...)`, or called on a Keras 3 symbolic tensor
+        (`keras.Input`, another layer's output, `model.output`) in the functional API, when the file's Keras is 3
+        (`import keras`, or `tf.keras` on TF >= 2.16 without `TF_USE_LEGACY_KERAS=1`). Confidence is lowered when
+        the Keras version is a guess. Not reported: `hub.load(...)`, a hub layer called eagerly on tensors or
+        wrapped in a custom layer / `Lambda` (those run), and files on tf_keras or with `TF_USE_LEGACY_KERAS=1`.
+        """,
+    why="""
+        Keras 3 only accepts its own layers: `Sequential` raises "Only instances of `keras.Layer` can be added to a
+        Sequential model", and the functional API raises "A KerasTensor cannot be used as input to a TensorFlow
+        function".
+        """,
+    bad="""
+        import keras
+        import tensorflow_hub as hub
+        model = keras.Sequential([
+            keras.Input((224, 224, 3)),
+            hub.KerasLayer("https://tfhub.dev/google/imagenet/resnet_v1_50/feature_vector/5"),
+            keras.layers.Dense(2),
+        ])
+        """,
+    good="""
+        import os
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"     # before importing tensorflow; needs `pip install tf_keras`
+        import tensorflow as tf
+        import tensorflow_hub as hub
+        model = tf.keras.Sequential([
+            tf.keras.layers.InputLayer(input_shape=(224, 224, 3)),
+            hub.KerasLayer("https://tfhub.dev/google/imagenet/resnet_v1_50/feature_vector/5"),
+            tf.keras.layers.Dense(2),
+        ])
+        # or, staying on Keras 3: keras.layers.TFSMLayer(local_savedmodel_dir, call_endpoint="serving_default")
+        """,
+    fix="""
+        No autofix (the choice is a dependency decision): use tf_keras with `TF_USE_LEGACY_KERAS=1` set before
+        TensorFlow is imported, or load the SavedModel with `keras.layers.TFSMLayer` (inference only, needs a
+        local directory; give it `dtype="float32"` under a float16 policy, see MP201).
+        """,
+)
+
+
+
+
+@static_check("MP104", requires=r"KerasLayer")
+def check_hub_layer_on_keras3(ctx: StaticContext) -> Iterable[Diagnostic]:
+    version = ctx.keras_version
+    if version.major < 3:
+        return
+    for call in ctx.calls_named("hub.KerasLayer"):
+        how = _keras3_use(ctx, call)
+        if how is None:
+            continue
+        if how == "functional":
+            failure = '"A KerasTensor cannot be used as input to a TensorFlow function"'
+        else:
+            failure = '"Only instances of keras.Layer can be added to a Sequential model"'
+        message = (f"hub.KerasLayer is a tf_keras (Keras 2) layer and this file runs on Keras 3: {_HOW[how]} "
+                   f"fails with {failure}; use tf_keras with TF_USE_LEGACY_KERAS=1 set before importing TensorFlow, "
+                   f"or keras.layers.TFSMLayer")
+        yield ctx.diagnostic("MP104", call, message, notes=(f"Keras 3: {version.reason}",),
+                             confidence=Confidence.HIGH if version.certain else Confidence.MEDIUM)
+
+
+_HOW = {"sequential": "adding it to a Keras 3 Sequential model", "add": "adding it with model.add()",
+        "functional": "calling it on a Keras 3 symbolic tensor"}
+
+
+def _keras3_use(ctx: StaticContext, layer: ast.Call) -> str | None:
+    """How the hub layer constructed by `layer` enters a Keras 3 model, or None when it never visibly does."""
+    how = _use_at(ctx, layer)
+    if how:
+        return how
+    parent = ctx.parents.get(layer)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        name = parent.targets[0].id
+        for node in ctx.nodes:
+            if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
+                bound = ctx.layer_instance(node)
+                how = _use_at(ctx, node) if bound is not None and bound.node is layer else None
+                if how:
+                    return how
+    return None
+
+
+def _use_at(ctx: StaticContext, node: ast.AST) -> str | None:
+    parent = ctx.parents.get(node)
+    if isinstance(parent, (ast.List, ast.Tuple)):
+        holder = ctx.parents.get(parent)
+        if isinstance(holder, ast.keyword):
+            holder = ctx.parents.get(holder)
+        if isinstance(holder, ast.Call) and ctx.call_name(holder) in SEQUENTIAL:
+            return "sequential"
+    if isinstance(parent, ast.Call):
+        if parent.func is node and parent.args and _is_keras_tensor(ctx, parent.args[0], 0):
+            return "functional"
+        if (node in parent.args and isinstance(parent.func, ast.Attribute) and parent.func.attr == "add"
+                and _is_sequential(ctx, parent.func.value)):
+            return "add"
+    return None
+
+
+def _is_sequential(ctx: StaticContext, expr: ast.AST) -> bool:
+    if isinstance(expr, ast.Name):
+        expr = ctx.last_assignment(expr.id, expr) or expr
+    return isinstance(expr, ast.Call) and ctx.call_name(expr) in SEQUENTIAL
+
+
+def _is_keras_tensor(ctx: StaticContext, expr: ast.AST, depth: int) -> bool:
+    """A symbolic Keras tensor: `keras.Input(...)`, a layer applied to one, `model.output`, or a name bound to one."""
+    if depth > 8:
+        return False
+    if isinstance(expr, ast.Name):
+        value = ctx.last_assignment(expr.id, expr)
+        return value is not None and _is_keras_tensor(ctx, value, depth + 1)
+    if isinstance(expr, ast.Subscript):
+        return _is_keras_tensor(ctx, expr.value, depth + 1)
+    if isinstance(expr, ast.Attribute):
+        return expr.attr in ("input", "inputs", "output", "outputs") and not (
+            isinstance(expr.value, ast.Name) and expr.value.id == "self")
+    if isinstance(expr, ast.Call):
+        if ctx.call_name(expr) in INPUT_TENSORS:
+            return True
+        if ctx.producer(expr) is not None and expr.args:
+            return _is_keras_tensor(ctx, expr.args[0], depth + 1)
+    return False
+
+
+@trace_check("MP104")
+def trace_hub_layer_on_keras3(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
+    exception = facts.exception
+    verdict = classify_exception(exception.type, exception.message) if exception else None
+    if not verdict or verdict["code"] != "MP104" or facts.keras_major < 3:
+        return []
+    hub_loads = [load for load in facts.savedmodel_loads if load.api == "hub.KerasLayer"]
+    where = hub_loads[-1].location if hub_loads else exception.location
+    return [ctx.diagnostic("MP104", where, "hub.KerasLayer is a tf_keras layer and this run uses Keras 3: the "
+                           "model fails to build (" + first_message_line(exception.message) + "); set "
+                           "TF_USE_LEGACY_KERAS=1 before importing TensorFlow and use tf_keras, or load the "
+                           "SavedModel with keras.layers.TFSMLayer")]
+
+
+_ONLY_LAYERS_IN_SEQUENTIAL = re.compile(r"Only instances of `?keras\.Layer`? can be added to a Sequential model")
+_RECEIVED_CLASS = re.compile(r"\(of type <class '([^']+)'>\)")
+_KERAS_TENSOR_TO_TF = "A KerasTensor cannot be used as input to a TensorFlow function"
+
+
+@exception_pattern("MP104", order=10)
+def hub_layer_message(message: str) -> dict | None:
+    """A `hub.KerasLayer` in a Keras 3 model: {"reason": "sequential" | "keras_tensor", "received_class":
+    "tensorflow_hub.keras_layer.KerasLayer" | None}."""
+    if _ONLY_LAYERS_IN_SEQUENTIAL.search(message):
+        received = _RECEIVED_CLASS.search(message)
+        received_class = received.group(1) if received else None
+        if "tensorflow_hub" in message or (received_class or "").endswith("KerasLayer"):
+            return {"reason": "sequential", "received_class": received_class}
+        return None
+    if _KERAS_TENSOR_TO_TF in message and ("(type KerasLayer)" in message or "tensorflow_hub" in message):
+        return {"reason": "keras_tensor", "received_class": "tensorflow_hub.keras_layer.KerasLayer"}
+    return None

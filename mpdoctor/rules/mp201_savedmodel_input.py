@@ -1,0 +1,246 @@
+"""MP201 savedmodel-input-dtype: a SavedModel-backed layer fed a dtype its SavedModel does not accept."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Iterable
+
+from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
+from mpdoctor.facts.dtypes import compute_dtype, low_precision
+from mpdoctor.facts.schema import Facts, SavedModelLoad, SourceRef
+from mpdoctor.registry import (
+    FLOAT16_TEXT,
+    classify_exception,
+    define_rule,
+    exception_pattern,
+    static_check,
+    trace_check,
+)
+from mpdoctor.static.astutil import has_star_kwargs
+from mpdoctor.static.context import SAVEDMODEL_LAYERS, StaticContext
+from mpdoctor.static.policies import dtype_keyword
+from mpdoctor.tf_messages import (
+    CANNOT_COMPUTE,
+    DTYPE,
+    FUNCTION_OP,
+    dtype_name,
+    first_message_line,
+    is_precision_mismatch,
+)
+from mpdoctor.trace.context import TraceContext
+
+define_rule(
+    "MP201", "savedmodel-input-dtype", "error", "STA", True,
+    summary="A SavedModel-backed layer (hub.KerasLayer, TFSMLayer) is fed float16 but its SavedModel only takes "
+            "float32.",
+    what="""
+        A layer that calls a SavedModel (`hub.KerasLayer`, `keras.layers.TFSMLayer`, a `tf.saved_model.load`
+        object called inside a layer) computes in float16 or bfloat16 because a mixed policy is in force (or its
+        own `dtype=` says so). Like every Keras layer it first autocasts its input to its compute dtype, then
+        calls the SavedModel with that float16 tensor. A SavedModel exported in float32, which is most TF Hub
+        models, has no concrete function or signature accepting float16.
+
+        The static pass reports such a layer under a float16/bfloat16 policy that has no `dtype="float32"`. It
+        cannot read the SavedModel, so it reports with medium confidence; the trace and artifact passes confirm
+        it by reading the signatures when the handle is a readable local path. Layers whose `dtype=` is not a
+        float (`dtype=tf.string` text encoders) and handles that look like text models (string or token-id
+        inputs, which autocast never touches) are not reported. A SavedModel layer created inside a custom
+        layer's `__init__` takes the global policy, whatever `dtype=` the outer layer was given.
+        """,
+    why="""
+        With tf_keras, `hub.KerasLayer` fails when the model is built ("Could not find matching concrete function
+        to call loaded from the SavedModel", or on recent TF "Binding inputs to tf.function failed ... Can not cast
+        TensorSpec(dtype=tf.float16) to TensorSpec(dtype=tf.float32)"). With Keras 3, `TFSMLayer` builds fine and
+        fails later, at `predict`/`fit` ("Expects arg[0] to be float but half is provided").
+
+        The popular workaround of casting to float32 just before the layer (`Lambda(lambda x: tf.cast(x,
+        tf.float32))`) does not help: the SavedModel layer autocasts that float32 tensor straight back to float16
+        (see MP207). The layer itself has to compute in float32; the rest of the model keeps its mixed policy.
+        """,
+    bad="""
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+        model = tf.keras.Sequential([
+            tf.keras.layers.InputLayer(input_shape=(224, 224, 3)),
+            tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32)),   # does not help (MP207)
+            hub.KerasLayer("https://tfhub.dev/google/imagenet/resnet_v1_50/feature_vector/5"),
+            tf.keras.layers.Dense(2, dtype="float32"),
+        ])
+        """,
+    good="""
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+        model = tf.keras.Sequential([
+            tf.keras.layers.InputLayer(input_shape=(224, 224, 3)),
+            hub.KerasLayer("https://tfhub.dev/google/imagenet/resnet_v1_50/feature_vector/5", dtype="float32"),
+            tf.keras.layers.Dense(2, dtype="float32"),
+        ])
+        # Keras 3: keras.layers.TFSMLayer(path, call_endpoint="serving_default", dtype="float32")
+        """,
+    fix="""
+        Adds `dtype="float32"` to the SavedModel layer's constructor (or replaces its float16 `dtype=`). The layer
+        then casts its input to float32 and calls the SavedModel's float32 function; the layers after it still
+        compute in float16. A SavedModel that really was exported in float16 would need the opposite: check its
+        signature with `saved_model_cli show --dir PATH --all`.
+        """,
+)
+
+
+# Handles of TF Hub models whose inputs are strings or token ids: autocast never touches those.
+_TEXT_HANDLE = re.compile(
+    r"nnlm|universal[-_]sentence[-_]encoder|bert|electra|albert|talking-heads|wiki[-_]words|gnews[-_]swivel|"
+    r"elmo|labse|muril|preprocess|tokeni[sz]|/text[-_/]|text[-_]embedding")
+
+
+@static_check("MP201", requires=(FLOAT16_TEXT, r"KerasLayer|TFSMLayer"))
+def check_savedmodel_input_dtype(ctx: StaticContext) -> Iterable[Diagnostic]:
+    for layer in ctx.layer_calls:
+        if layer.qualname not in SAVEDMODEL_LAYERS:
+            continue
+        policy = ctx.float16_policy(ctx.layer_policies(layer))
+        if policy is None or _text_input_layer(ctx, layer.node):
+            continue
+        compute = compute_dtype(policy)
+        explicit = dtype_keyword(layer.node) is not None
+        where = f'its own dtype policy "{policy}"' if explicit else f'global policy "{policy}"'
+        if layer.qualname == "hub.KerasLayer" and ctx.is_keras3:
+            outcome = "the model will still fail to build once it runs on tf_keras (MP104)"
+        elif layer.qualname == "hub.KerasLayer":
+            outcome = "the model fails when it is built"
+        else:
+            outcome = "the model builds but predict/fit fail"
+        label = layer.label
+        message = (f"{label} computes in {compute} ({where}) and casts its input to {compute} before calling its "
+                   f"SavedModel, but a SavedModel exported in float32 (most TF Hub models) has no {compute} "
+                   f'concrete function, so {outcome}: pass dtype="float32" to {label}')
+        fix = None
+        if not has_star_kwargs(layer.node):
+            fix = ctx.add_keyword_fix(layer.node, "dtype", '"float32"',
+                                      f'compute {layer.kind} in float32 (dtype="float32")')
+        yield ctx.diagnostic(
+            "MP201", layer.node, message, confidence=Confidence.MEDIUM, fix=fix,
+            notes=(f"A Lambda or tf.cast to float32 before {layer.kind} does not help: the layer casts its input "
+                   f"back to {compute} (MP207).",
+                   "Static check: the SavedModel's signatures were not read; a SavedModel exported in "
+                   f"{compute} would accept these inputs."))
+
+
+def _text_input_layer(ctx: StaticContext, call: ast.Call) -> bool:
+    """A SavedModel layer that takes strings or token ids (text encoders): its inputs are never autocast."""
+    for kw in call.keywords:
+        if kw.arg == "input_shape" and isinstance(kw.value, (ast.List, ast.Tuple)) and not kw.value.elts:
+            return True  # `input_shape=[]`: one string per example
+    handle = call.args[0] if call.args else next((k.value for k in call.keywords
+                                                   if k.arg in ("handle", "filepath")), None)
+    text = _string_value(ctx, handle, call)
+    return bool(text and _TEXT_HANDLE.search(text.lower()))
+
+
+def _string_value(ctx: StaticContext, expr: ast.AST | None, at: ast.AST, depth: int = 0) -> str | None:
+    """A string literal, f-string head, `a + b` of those, or a name bound to one (best effort)."""
+    if expr is None or depth > 5:
+        return None
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return expr.value
+    if isinstance(expr, ast.JoinedStr):
+        return "".join(v.value for v in expr.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        parts = [_string_value(ctx, side, at, depth + 1) for side in (expr.left, expr.right)]
+        return "".join(p for p in parts if p) or None
+    if isinstance(expr, ast.Name):
+        value = ctx.last_assignment(expr.id, at) or ctx.module_constants.get(expr.id)
+        return _string_value(ctx, value, at, depth + 1)
+    return None
+
+
+def _dtype_fix(ctx: TraceContext, where: SourceRef | None) -> Fix | None:
+    return ctx.float32_fix(where, ("KerasLayer", "TFSMLayer"),
+                           'pass dtype="float32" so the layer feeds its SavedModel float32')
+
+
+@trace_check("MP201")
+def trace_savedmodel_input_dtype(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """Compare what each SavedModel-backed layer feeds its SavedModel (its compute dtype, after autocast) with the
+    input dtypes the SavedModel's concrete functions / signatures accept."""
+    found = []
+    exception = facts.exception
+    for load in facts.savedmodel_loads:
+        record = facts.layer(load.layer_uid)
+        info = load.savedmodel
+        accepted = info.accepted_input_dtypes if info is not None else []
+        if record is None or info is None or info.error or not accepted:
+            continue
+        received = record.compute_dtype
+        if not record.autocast or not low_precision(received) or received in accepted:
+            continue
+        observed = (f"; the run failed with: {first_message_line(exception.message)}"
+                    if exception is not None and exception.layer_uid == load.layer_uid else
+                    "; the call fails (\"Could not find matching concrete function\")")
+        found.append(ctx.diagnostic(
+            "MP201", load.location,
+            f"{load.api} `{record.name}` computes in {received} (policy \"{record.policy}\") and "
+            f"casts its input to {received}, but the SavedModel at {load.handle} accepts only "
+            f"{', '.join(accepted)}{observed}; pass dtype=\"float32\" to this layer",
+            layer=record.name, fix=_dtype_fix(ctx, load.location)))
+    verdict = classify_exception(exception.type, exception.message) if exception else None
+    if not found and verdict and verdict["code"] == "MP201":
+        load = _failing_load(facts)
+        where = load.location if load else exception.location
+        accepted = ", ".join(verdict.get("accepted") or []) or "float32"
+        found.append(ctx.diagnostic(
+            "MP201", where, f"the SavedModel-backed layer received {verdict.get('received', 'float16')} but its "
+            f"SavedModel accepts {accepted}: the model failed when it ran; pass dtype=\"float32\" to this layer",
+            fix=_dtype_fix(ctx, where)))
+    return found
+
+
+def _failing_load(facts: Facts) -> SavedModelLoad | None:
+    uid = facts.exception.layer_uid if facts.exception else None
+    loads = [load for load in facts.savedmodel_loads if load.layer_uid]
+    for load in loads:
+        if load.layer_uid == uid:
+            return load
+    return loads[-1] if loads else None
+
+
+# ---------------------------------------------------------------- what TensorFlow says when it happens
+
+_CANNOT_CAST = re.compile(rf"Can not cast TensorSpec\([^`]*?dtype=({DTYPE})[^`]*?\) to "
+                          rf"TensorSpec\([^`]*?dtype=({DTYPE})")
+_NO_MATCHING_CONCRETE = "Could not find matching concrete function to call loaded from the SavedModel"
+_GOT_TENSOR_DTYPE = re.compile(rf"<tf\.Tensor [^>]*?dtype=({DTYPE})>")
+_SPEC_DTYPE = re.compile(rf"TensorSpec\(.*?dtype=({DTYPE})", re.DOTALL)
+_EXPECTS_ARG = re.compile(rf"Expects arg\[(\d+)\] to be ({DTYPE}) but ({DTYPE}) is provided")
+
+
+def _mp201(received: str, accepted, pattern: str, **extra) -> dict | None:
+    accepted = sorted({dtype_name(dtype) for dtype in accepted})
+    received = dtype_name(received)
+    if not is_precision_mismatch(received, accepted):
+        return None
+    return {"received": received, "accepted": accepted, "pattern": pattern, **extra}
+
+
+@exception_pattern("MP201", order=30)
+def savedmodel_input_message(message: str) -> dict | None:
+    """A tensor reaches a SavedModel function with a dtype it was not traced for: {"received": "float16",
+    "accepted": ["float32"], "pattern": ...} (+ "arg_index" for "Expects arg[i] ...", + "function" when the failing
+    op is a loaded function)."""
+    match = _CANNOT_CAST.search(message)
+    if match:
+        return _mp201(match.group(1), [match.group(2)], "cannot_cast_tensorspec")
+    if _NO_MATCHING_CONCRETE in message:
+        got, _, expected = message.partition("Expected these arguments to match")
+        received = _GOT_TENSOR_DTYPE.search(got)
+        options = re.split(r"Option \d+:", expected)[1:] or [expected]
+        accepted = [found.group(1) for found in (_SPEC_DTYPE.search(option) for option in options) if found]
+        if received and accepted:
+            return _mp201(received.group(1), accepted, "no_matching_concrete_function")
+        return None
+    match = _EXPECTS_ARG.search(message)
+    if match:
+        return _mp201(match.group(3), [match.group(2)], "expects_arg", arg_index=int(match.group(1)))
+    match = CANNOT_COMPUTE.search(message)
+    if match and FUNCTION_OP.search(match.group(1)):
+        return _mp201(match.group(4), [match.group(3)], "function_input", function=match.group(1),
+                      arg_index=int(match.group(2)))
+    return None

@@ -1,0 +1,69 @@
+"""MP304 checkpoint-unmatched: variables without a checkpoint value, checkpoint values without a variable."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from mpdoctor.diagnostics import Diagnostic
+from mpdoctor.facts.schema import Facts
+from mpdoctor.registry import define_rule, trace_check
+from mpdoctor.trace.context import TraceContext
+
+define_rule(
+    "MP304", "checkpoint-unmatched", "info", "TA", False,
+    summary="Variables with no checkpoint value, or checkpoint values matching no variable, in a traced restore.",
+    what="""
+        Trace pass: for each restore the run makes (TF2 `tf.train.Checkpoint.restore/read`, tf_keras
+        `load_weights` of TF-format weights, TF1 `Saver.restore`), checked after the model's first call, one
+        finding lists the model variables that received no value and the checkpoint values that matched no
+        object or variable; unused values alone are not reported once `expect_partial()` declared the restore
+        partial. `check --checkpoint PATH` reads an object-based checkpoint into each model (as its root and as
+        `model=`) and reports the better match the same way. Never raised by the static pass.
+        """,
+    why="""
+        Converting or rebuilding a model for float16 (a different layer structure, a wrapped optimizer, renamed
+        scopes) easily changes checkpoint keys; the unmatched variables then keep their random initial values.
+        """,
+    bad="""
+        ckpt = tf.train.Checkpoint(net=model)    # saved as model=...
+        ckpt.restore(path).expect_partial()      # nothing restored, no error
+        """,
+    good="""
+        ckpt = tf.train.Checkpoint(model=model)
+        ckpt.restore(path).assert_existing_objects_matched()
+        """,
+    fix="No autofix: align the checkpoint keys (object names, scopes) with the model.",
+)
+
+
+@trace_check("MP304")
+def trace_checkpoint_unmatched(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """One finding per traced restore that left model variables without a value, or checkpoint values unused unless
+    the user declared the restore partial (`expect_partial()`)."""
+    found = []
+    for restore in facts.restores:
+        unmatched = restore.unmatched
+        if unmatched is None:
+            continue
+        missing, unused = unmatched.variables_without_value, unmatched.unused_values
+        if not missing and not (unused and not unmatched.expect_partial):
+            continue
+        parts = []
+        if missing:
+            parts.append(f"{missing} variable{'s' if missing > 1 else ''} got no value and keep their initial "
+                         f"values ({_some(unmatched.variable_names, missing)})")
+        if unused:
+            parts.append(f"{unused} checkpoint value{'s' if unused > 1 else ''} matched no "
+                         f"{'object' if unmatched.kind == 'object' else 'variable of the Saver'} "
+                         f"({_some(unmatched.unused_value_names, unused)})")
+        hint = ("align the names: the checkpoint's object path (attribute names given to tf.train.Checkpoint, layer "
+                "structure) must match the model's" if unmatched.kind == "object" else
+                "align the variable names (scopes) with the checkpoint's keys, or pass var_list")
+        found.append(ctx.diagnostic("MP304", restore.location or restore.anchor,
+                                    f"{restore.call_text}: {'; '.join(parts)}; {hint}"))
+    return found
+
+
+def _some(names: list[str], total: int, shown: int = 4) -> str:
+    listed = ", ".join(names[:shown])
+    return listed + (f" and {total - shown} more" if total > shown else "")

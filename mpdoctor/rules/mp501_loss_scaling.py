@@ -1,0 +1,638 @@
+"""MP501 no-loss-scaling and MP502 loss-scaling-misuse: custom training loops under mixed_float16."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix
+from mpdoctor.registry import define_rule, static_check
+from mpdoctor.static.astutil import contains
+from mpdoctor.static.context import FUNCTION_NODES, StaticContext
+
+define_rule(
+    "MP501", "no-loss-scaling", "error", "ST", True,
+    summary="A custom training loop (GradientTape + apply_gradients) under mixed_float16 without loss scaling.",
+    what="""
+        A custom training loop: a function (or module-level loop) that records a `tf.GradientTape()`, takes
+        `tape.gradient(loss, variables)` and feeds those gradients to `optimizer.apply_gradients(...)` /
+        `optimizer.apply(...)`, while the `mixed_float16` (or pure `float16`) policy is in force, with no loss
+        scaling:
+        - tf_keras (Keras 2): the loss is not passed through `LossScaleOptimizer.get_scaled_loss` and the
+          gradients not through `get_unscaled_gradients` (tf_keras `apply_gradients` never unscales by itself);
+        - Keras 3: the optimizer is not a `LossScaleOptimizer`, or nothing calls `optimizer.scale_loss(loss)`
+          (Keras 3 `apply` unscales by itself; `scale_loss` of a plain optimizer does nothing).
+        Reported at the `tape.gradient(...)` call. Not raised for `model.fit` (compile wraps the optimizer in a
+        LossScaleOptimizer and scales for you), `optimizer.minimize(loss, vars, tape=tape)`, `mixed_bfloat16` /
+        `bfloat16` (bfloat16 has float32's exponent range: no loss scaling needed), or a loop that multiplies
+        the loss by a scale itself. The static pass follows the gradients by name within one function and reads
+        the policy set in the file; a loop split across functions, or a policy set elsewhere, is not seen
+        (use `--assume-policy mixed_float16`).
+        """,
+    why="""
+        Under float16 compute the backward pass runs in float16, whose smallest subnormal is 5.96e-8: small
+        gradients flush to zero and the model silently stops learning (or learns worse). Loss scaling multiplies
+        the loss by a large factor (2**15 at the start, adjusted dynamically) so gradients stay representable,
+        then divides them again in float32 before the update.
+        """,
+    bad="""
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+        optimizer = tf.keras.optimizers.Adam()
+
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)   # float16 gradients underflow
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        """,
+    good="""
+        # Keras 3
+        optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+            scaled_loss = optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled_loss, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)          # divides by the loss scale
+
+        # tf_keras (Keras 2)
+        optimizer = tf_keras.mixed_precision.LossScaleOptimizer(tf_keras.optimizers.Adam())
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+            scaled_loss = optimizer.get_scaled_loss(loss)
+        grads = optimizer.get_unscaled_gradients(tape.gradient(scaled_loss, model.trainable_variables))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        """,
+    fix="""
+        When the loss is a name assigned inside the `with GradientTape()` block, the optimizer is constructed in
+        the file (or is the compiled `self.optimizer`) and, for tf_keras, the variables are a list or
+        `trainable_variables`: wraps the optimizer constructor in `LossScaleOptimizer(...)`, adds
+        `scaled_loss = optimizer.scale_loss(loss)` (Keras 3) / `optimizer.get_scaled_loss(loss)` (tf_keras) at
+        the end of the tape block, differentiates `scaled_loss`, and for tf_keras wraps the gradients in
+        `optimizer.get_unscaled_gradients(...)`. Marked unsafe: it changes the optimizer object other code may
+        share. Otherwise no autofix.
+        """,
+)
+
+define_rule(
+    "MP502", "loss-scaling-misuse", "error", "S", True,
+    summary="Loss scaling half done: scaled loss without unscaled gradients, or Keras 3 LossScaleOptimizer "
+            "without scale_loss.",
+    what="""
+        Loss scaling that is wired up wrong in a GradientTape training loop:
+        - tf_keras: `get_scaled_loss` without `get_unscaled_gradients` in the same function (or the reverse);
+          a scaled loss is computed but `tape.gradient` differentiates the unscaled one;
+        - Keras 3: a `LossScaleOptimizer` (explicit, or the one `compile()` creates under `mixed_float16` for
+          `self.optimizer` in a `train_step`) applies gradients of a loss that never went through
+          `optimizer.scale_loss(...)`; or `scale_loss` is called but its result is not what is differentiated;
+        - either: the loss is scaled after the `with GradientTape()` block, where the tape no longer records.
+        The tf_keras methods `get_scaled_loss` / `get_unscaled_gradients` called under Keras 3 (where they do not
+        exist) are MP103, not this rule.
+        """,
+    why="""
+        Gradients end up off by the loss scale (2**15 = 32768 at the start): unscaled gradients divided again make
+        updates ~32768 times too small (the model barely moves), scaled gradients never divided make them 32768
+        times too large (or inf, and dynamic loss scaling then skips every step). A loss scaled outside the tape
+        has no recorded path to the variables: `tape.gradient` returns None and `apply_gradients` raises
+        "No gradients provided for any variable".
+        """,
+    bad="""
+        # Keras 3: apply() divides by the loss scale, but the loss was never multiplied by it
+        optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+
+        # tf_keras: scaled but never unscaled
+        with tf.GradientTape() as tape:
+            scaled_loss = optimizer.get_scaled_loss(loss_fn(y, model(x)))
+        grads = tape.gradient(scaled_loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        """,
+    good="""
+        # Keras 3
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+            scaled_loss = optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled_loss, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+
+        # tf_keras
+        grads = optimizer.get_unscaled_gradients(tape.gradient(scaled_loss, model.trainable_variables))
+        """,
+    fix="""
+        Mechanical cases only: differentiate the scaled loss instead of the unscaled one; add the missing
+        `scale_loss` line at the end of the tape block (Keras 3); wrap `tape.gradient(...)` in
+        `get_unscaled_gradients(...)` (tf_keras, when the variables are a list or `trainable_variables`).
+        A loss scaled outside the tape, or unscaled gradients of a loss that was never scaled, get no autofix.
+        """,
+)
+
+
+_APPLY_METHODS = ("apply_gradients", "apply")
+_LSO_NAMES = ("LossScaleOptimizer", "LossScaleOptimizerV3")
+_GRAPH_SOURCES_ATTRS = ("trainable_variables", "trainable_weights", "variables", "weights")
+LOSS_SCALED_FLOAT16 = ("mixed_float16", "float16")  # the policies whose gradients need loss scaling
+
+
+@dataclass
+class _Loop:
+    """One `tape.gradient(...)` whose result reaches `optimizer.apply_gradients/apply` in the same scope."""
+
+    scope: ast.AST
+    gradient: ast.Call
+    apply: ast.Call
+    tape: str
+    with_node: ast.With | None  # the `with GradientTape() as tape:` block before the gradient call
+    scale_calls: list[ast.Call] = field(default_factory=list)  # scale_loss / get_scaled_loss in the scope
+    unscale_calls: list[ast.Call] = field(default_factory=list)  # get_unscaled_gradients in the scope
+
+    @property
+    def target(self) -> ast.AST | None:
+        if self.gradient.args:
+            return self.gradient.args[0]
+        return next((k.value for k in self.gradient.keywords if k.arg == "target"), None)
+
+    @property
+    def sources(self) -> ast.AST | None:
+        if len(self.gradient.args) > 1:
+            return self.gradient.args[1]
+        return next((k.value for k in self.gradient.keywords if k.arg == "sources"), None)
+
+    @property
+    def optimizer(self) -> ast.AST:
+        return self.apply.func.value  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class _Optimizer:
+    kind: str  # "lso" | "compiled" | "plain" | "unknown"
+    constructor: ast.Call | None = None  # the plain optimizer's constructor call, when found
+
+
+def _scopes(ctx: StaticContext) -> Iterator[ast.AST]:
+    yield ctx.tree
+    for node in ctx.nodes:
+        if isinstance(node, FUNCTION_NODES):
+            yield node
+
+
+def _method_calls(ctx: StaticContext, scope: ast.AST, *methods: str) -> list[ast.Call]:
+    return sorted((n for n in ctx.walk_scope(scope) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                   and n.func.attr in methods), key=lambda n: (n.lineno, n.col_offset))
+
+
+def _is_tape_constructor(ctx: StaticContext, expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Call) and ctx.call_name(expr) in ("tf.GradientTape", "tf.autodiff.GradientTape")
+
+
+def _tape_blocks(ctx: StaticContext, scope: ast.AST) -> dict[str, list[ast.With]]:
+    """Tape variable name -> the `with` blocks recording it (`with tf.GradientTape() as tape:`, or `with tape:`
+    after `tape = tf.GradientTape()`)."""
+    found: dict[str, list[ast.With]] = {}
+    assigned: set[str] = set()
+    nodes = list(ctx.walk_scope(scope))
+    for node in nodes:
+        if isinstance(node, ast.Assign) and _is_tape_constructor(ctx, node.value):
+            assigned |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    for node in nodes:
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if _is_tape_constructor(ctx, item.context_expr) and isinstance(item.optional_vars, ast.Name):
+                    found.setdefault(item.optional_vars.id, []).append(node)
+                elif isinstance(item.context_expr, ast.Name) and item.context_expr.id in assigned:
+                    found.setdefault(item.context_expr.id, []).append(node)
+    for name in assigned:
+        found.setdefault(name, [])
+    return found
+
+
+def _names_in(node: ast.AST, skip: tuple[ast.AST, ...] = ()) -> set[str]:
+    """Names read in `node`, not looking inside the arguments of the `skip` calls."""
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.Name):
+            names.add(current.id)
+        if current in skip:
+            continue
+        stack.extend(ast.iter_child_nodes(current))
+    return names
+
+
+def _assigned_names(targets: Iterable[ast.AST]) -> set[str]:
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _loops(ctx: StaticContext) -> list[_Loop]:
+    loops = []
+    for scope in _scopes(ctx):
+        tapes = _tape_blocks(ctx, scope)
+        if not tapes:
+            continue
+        gradients = [c for c in _method_calls(ctx, scope, "gradient")
+                     if isinstance(c.func.value, ast.Name) and c.func.value.id in tapes]  # type: ignore[attr-defined]
+        if not gradients:
+            continue
+        applies = _method_calls(ctx, scope, *_APPLY_METHODS)
+        assigns = [n for n in ctx.walk_scope(scope) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                   and n.value is not None]
+        scale_calls = _method_calls(ctx, scope, "scale_loss", "get_scaled_loss")
+        unscale_calls = _method_calls(ctx, scope, "get_unscaled_gradients")
+        for gradient in gradients:
+            others = tuple(g for g in gradients if g is not gradient)
+            tainted: set[str] = set()
+            changed = True
+            while changed:  # names holding (transformations of) this gradient call's result
+                changed = False
+                for node in assigns:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    if contains(node.value, gradient) or _names_in(node.value, others) & tainted:
+                        new = _assigned_names(targets) - tainted
+                        if new:
+                            tainted |= new
+                            changed = True
+            for apply in applies:
+                args = [*apply.args, *(k.value for k in apply.keywords)]
+                if any(contains(a, gradient) or _names_in(a, others) & tainted for a in args):
+                    tape = gradient.func.value.id  # type: ignore[attr-defined]
+                    blocks = [w for w in tapes[tape] if w.lineno <= gradient.lineno]
+                    loops.append(_Loop(scope, gradient, apply, tape, blocks[-1] if blocks else None,
+                                       scale_calls, unscale_calls))
+                    break
+    return loops
+
+
+def _module_assignments(ctx: StaticContext, name: str) -> list[ast.AST]:
+    values = []
+    for stmt in ctx.tree.body:
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
+            values.append(stmt.value)
+    return values
+
+
+def _binding(ctx: StaticContext, expr: ast.AST) -> ast.AST | None:
+    """The value a name or `self.attr` was bound to (same scope first, then module level)."""
+    if isinstance(expr, ast.Name):
+        value = ctx.last_assignment(expr.id, expr)
+        if value is None and ctx.enclosing_function(expr) is not None:
+            candidates = _module_assignments(ctx, expr.id)
+            value = candidates[-1] if candidates else None
+        return value
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        return ctx.self_attribute(expr, expr.attr)
+    return None
+
+
+def _optimizer(ctx: StaticContext, expr: ast.AST, depth: int = 0) -> _Optimizer:
+    if depth > 6:
+        return _Optimizer("unknown")
+    if isinstance(expr, ast.Call):
+        name = ctx.call_name(expr) or ""
+        last = name.rsplit(".", 1)[-1]
+        if last in _LSO_NAMES:
+            return _Optimizer("lso")
+        if name.startswith("keras.optimizers.") and (last[:1].isupper() or last == "get"):
+            return _Optimizer("plain", expr)
+        return _Optimizer("unknown")
+    value = _binding(ctx, expr)
+    if value is not None:
+        return _optimizer(ctx, value, depth + 1)
+    if isinstance(expr, ast.Attribute) and expr.attr == "optimizer":
+        # `self.optimizer` in a train_step, `model.optimizer`: set by compile(), which wraps it in a
+        # LossScaleOptimizer under mixed_float16 unless `auto_scale_loss=False` (Keras 3).
+        if any(k.arg == "auto_scale_loss" and isinstance(k.value, ast.Constant) and k.value.value is False
+               for c in ctx.calls for k in c.keywords):
+            return _Optimizer("unknown")
+        return _Optimizer("compiled")
+    return _Optimizer("unknown")
+
+
+def _scaled_by_hand(ctx: StaticContext, target: ast.AST | None, at: ast.AST, depth: int = 0) -> bool:
+    """`loss * loss_scale`, `loss * 1024.` (a loop that does static loss scaling itself)."""
+    if target is None or depth > 4:
+        return False
+    if isinstance(target, ast.Name):
+        value = ctx.last_assignment(target.id, at)
+        return value is not None and _scaled_by_hand(ctx, value, at, depth + 1)
+    if isinstance(target, ast.BinOp) and isinstance(target.op, ast.Mult):
+        for side in (target.left, target.right):
+            if isinstance(side, ast.Constant) and isinstance(side.value, (int, float)) and side.value >= 128:
+                return True
+            if "scale" in ctx.segment(side).lower():
+                return True
+    return False
+
+
+def _scale_call_of(ctx: StaticContext, target: ast.AST | None, loop: _Loop) -> ast.Call | None:
+    """The scale_loss / get_scaled_loss call whose result `target` is (directly or through one name)."""
+    if target is None:
+        return None
+    if isinstance(target, ast.Call) and target in loop.scale_calls:
+        return target
+    if isinstance(target, ast.Name):
+        value = ctx.last_assignment(target.id, loop.gradient)
+        if isinstance(value, ast.Call) and value in loop.scale_calls:
+            return value
+    return None
+
+
+def _policy_confidence(policies: frozenset) -> tuple[bool, Confidence]:
+    hits = {p for p in policies if p in LOSS_SCALED_FLOAT16}
+    if not hits:
+        return False, Confidence.HIGH
+    return True, (Confidence.HIGH if hits == set(policies) else Confidence.MEDIUM)
+
+
+def _in_block(node: ast.AST, block: ast.With | None) -> bool:
+    return block is not None and any(contains(stmt, node) for stmt in block.body)
+
+
+def _line_indent(ctx: StaticContext, stmt: ast.stmt) -> str | None:
+    prefix = ctx.lines[stmt.lineno - 1][:stmt.col_offset]
+    return prefix if prefix.strip() == "" else None
+
+
+def _insert_line_edit(ctx: StaticContext, loop: _Loop, text: str) -> Edit | None:
+    """Insert a statement at the end of the tape block (or before the statement holding the gradient call when it
+    is inside the block)."""
+    block = loop.with_node
+    if block is None or not block.body or block.body[0].lineno == block.lineno:
+        return None
+    if _in_block(loop.gradient, block):
+        stmt = ctx.statement_of(loop.gradient)
+        indent = _line_indent(ctx, stmt)
+        if indent is None:
+            return None
+        return Edit(ctx.display_path, stmt.lineno, 1, stmt.lineno, 1, f"{indent}{text}\n")
+    first, last = block.body[0], block.body[-1]
+    indent = _line_indent(ctx, first)
+    if indent is None:
+        return None
+    if last.end_lineno < len(ctx.lines):
+        line = last.end_lineno + 1
+        return Edit(ctx.display_path, line, 1, line, 1, f"{indent}{text}\n")
+    col = len(ctx.lines[last.end_lineno - 1].encode()) + 1
+    return Edit(ctx.display_path, last.end_lineno, col, last.end_lineno, col, f"\n{indent}{text}")
+
+
+def _fresh_name(ctx: StaticContext, scope: ast.AST, base: str) -> str:
+    used = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name)}
+    name, i = base, 1
+    while name in used:
+        name, i = f"{base}_{i}", i + 1
+    return name
+
+
+def _target_defined_in_block(ctx: StaticContext, loop: _Loop) -> bool:
+    target = loop.target
+    if not isinstance(target, ast.Name) or loop.with_node is None:
+        return False
+    for node in ast.walk(loop.with_node):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if target.id in _assigned_names(targets) and node.lineno < loop.gradient.lineno:
+                return True
+    return False
+
+
+def _lso_spelling(ctx: StaticContext) -> str | None:
+    """How this file can spell keras.mixed_precision.LossScaleOptimizer with the names it already imports."""
+    aliases = ctx.imports.aliases
+    from mpdoctor.static.names import canonical
+
+    for local, full in sorted(aliases.items()):
+        if canonical(full) == "keras.mixed_precision.LossScaleOptimizer":
+            return local
+    for local, full in sorted(aliases.items()):
+        if canonical(full) == "keras.mixed_precision":
+            return f"{local}.LossScaleOptimizer"
+    for local, full in sorted(aliases.items()):
+        if canonical(full) == "keras":
+            return f"{local}.mixed_precision.LossScaleOptimizer"
+    for local, full in sorted(aliases.items()):
+        if full == "tensorflow":
+            return f"{local}.keras.mixed_precision.LossScaleOptimizer"
+    return None
+
+
+def _sources_are_a_list(ctx: StaticContext, sources: ast.AST | None, at: ast.AST, depth: int = 0) -> bool:
+    if sources is None or depth > 3:
+        return False
+    if isinstance(sources, (ast.List, ast.Tuple, ast.ListComp)):
+        return True
+    if isinstance(sources, ast.Attribute) and sources.attr in _GRAPH_SOURCES_ATTRS:
+        return True
+    if isinstance(sources, ast.BinOp) and isinstance(sources.op, ast.Add):
+        return (_sources_are_a_list(ctx, sources.left, at, depth + 1)
+                and _sources_are_a_list(ctx, sources.right, at, depth + 1))
+    if isinstance(sources, ast.Name):
+        value = ctx.last_assignment(sources.id, at)
+        return value is not None and _sources_are_a_list(ctx, value, at, depth + 1)
+    return False
+
+
+def _replace_inside(ctx: StaticContext, outer: ast.AST, inner: ast.AST, new: str) -> str:
+    """The source of `outer` with `inner` (a node inside it) replaced by `new`."""
+    data = ctx.text.encode()
+    starts = [0]
+    for line in ctx.text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line.encode()))
+
+    def offset(line: int, col: int) -> int:
+        return starts[line - 1] + col
+
+    o_start, o_end = offset(outer.lineno, outer.col_offset), offset(outer.end_lineno, outer.end_col_offset)
+    i_start, i_end = offset(inner.lineno, inner.col_offset), offset(inner.end_lineno, inner.end_col_offset)
+    return (data[o_start:i_start] + new.encode() + data[i_end:o_end]).decode()
+
+
+def _add_scaling_fix(ctx: StaticContext, loop: _Loop, optimizer: _Optimizer, *, wrap: bool) -> Fix | None:
+    """Scale the loss inside the tape block, differentiate the scaled loss, unscale (tf_keras) and optionally wrap
+    the optimizer constructor in LossScaleOptimizer."""
+    target = loop.target
+    if not _target_defined_in_block(ctx, loop):
+        return None
+    keras3 = ctx.is_keras3
+    opt_text = ctx.segment(loop.optimizer)
+    if not opt_text or "\n" in opt_text:
+        return None
+    edits: list[Edit] = []
+    if wrap:
+        spelling = _lso_spelling(ctx)
+        if optimizer.constructor is None or spelling is None:
+            return None
+        edits.append(ctx.edit(optimizer.constructor, f"{spelling}({ctx.segment(optimizer.constructor)})"))
+    scaled = _fresh_name(ctx, loop.scope, "scaled_loss")
+    method = "scale_loss" if keras3 else "get_scaled_loss"
+    insert = _insert_line_edit(ctx, loop, f"{scaled} = {opt_text}.{method}({target.id})")  # type: ignore[union-attr]
+    if insert is None:
+        return None
+    edits.append(insert)
+    if keras3:
+        edits.append(ctx.edit(target, scaled))
+    else:
+        if not _sources_are_a_list(ctx, loop.sources, loop.gradient):
+            return None
+        gradient_text = _replace_inside(ctx, loop.gradient, target, scaled)
+        edits.append(ctx.edit(loop.gradient, f"{opt_text}.get_unscaled_gradients({gradient_text})"))
+    if keras3:
+        description = f"scale the loss with {opt_text}.scale_loss() inside the tape and differentiate it"
+    else:
+        description = (f"scale the loss with {opt_text}.get_scaled_loss() inside the tape and unscale the "
+                       f"gradients with {opt_text}.get_unscaled_gradients()")
+    if wrap:
+        description = "wrap the optimizer in LossScaleOptimizer, " + description
+    return Fix(description, tuple(sorted(edits, key=lambda e: (e.line, e.column))), applicability="unsafe")
+
+
+@static_check("MP501", "MP502", requires=r"GradientTape")
+def check_loss_scaling(ctx: StaticContext) -> Iterable[Diagnostic]:
+    found: list[Diagnostic] = []
+    loops = _loops(ctx)
+    keras3 = ctx.is_keras3
+    for loop in loops:
+        methods = {c.func.attr for c in [*loop.scale_calls, *loop.unscale_calls]}  # type: ignore[attr-defined]
+        if keras3 and methods & {"get_scaled_loss", "get_unscaled_gradients"}:
+            continue  # the tf_keras API on Keras 3: MP103 (it raises AttributeError)
+        if not keras3 and "scale_loss" in methods:
+            continue  # a Keras 3 method on tf_keras: it raises, nothing to say about scaling
+        target = loop.target
+        if target is None:
+            continue
+        optimizer = _optimizer(ctx, loop.optimizer)
+        needs_scaling, confidence = _policy_confidence(ctx.policies_at(loop.gradient))
+        scale_call = _scale_call_of(ctx, target, loop)
+        opt_text = ctx.segment(loop.optimizer)
+        by_hand = _scaled_by_hand(ctx, target, loop.gradient)
+        if scale_call is not None:
+            if not _in_block(scale_call, loop.with_node) and not _in_block(loop.gradient, loop.with_node):
+                found.append(ctx.diagnostic(
+                    "MP502", scale_call,
+                    f"the loss is scaled after the `with {loop.tape}` block, where the GradientTape no longer "
+                    f"records: {loop.tape}.gradient() of it returns None; move this line into the tape block"))
+                continue
+            if keras3 and optimizer.kind == "plain" and needs_scaling:
+                found.append(ctx.diagnostic(
+                    "MP501", loop.gradient,
+                    f"{opt_text} is a plain optimizer under a float16 policy, so scale_loss() returns the loss "
+                    f"unchanged and float16 gradients can underflow; wrap it in "
+                    f"keras.mixed_precision.LossScaleOptimizer",
+                    confidence=confidence, fix=_wrap_only_fix(ctx, optimizer)))
+            if not keras3 and not loop.unscale_calls:
+                found.append(_unscale_missing(ctx, loop, scale_call, opt_text))
+            continue
+        if loop.scale_calls and isinstance(target, ast.Name):
+            scaled_names = _scaled_names(ctx, loop)
+            if any(_names_in(c) & {target.id} for c in loop.scale_calls) and scaled_names:
+                name, assign = scaled_names[0]
+                fix = None
+                if _in_block(assign, loop.with_node) or _in_block(loop.gradient, loop.with_node):
+                    fix = Fix(f"differentiate {name} instead of {target.id}", (ctx.edit(target, name),))
+                what = "divided by the loss scale in apply" if keras3 else "unscaled by get_unscaled_gradients"
+                found.append(ctx.diagnostic(
+                    "MP502", target,
+                    f"{loop.tape}.gradient() differentiates the unscaled `{target.id}` although `{name}` holds "
+                    f"the scaled loss: the gradients are then {what} and updates are ~32768 times too small",
+                    fix=fix))
+                continue
+        if by_hand:
+            continue
+        policies = ctx.policies_at(loop.gradient)
+        if keras3 and (optimizer.kind == "lso" or optimizer.kind == "compiled" and "mixed_float16" in policies):
+            origin = ("a LossScaleOptimizer" if optimizer.kind == "lso" else
+                      "the LossScaleOptimizer compile() creates under mixed_float16")
+            found.append(ctx.diagnostic(
+                "MP502", loop.gradient,
+                f"{opt_text} is {origin}, whose {loop.apply.func.attr}() divides the gradients by the loss scale, "  # type: ignore[attr-defined]
+                f"but the loss was never passed through {opt_text}.scale_loss(): updates are ~32768 times too small",
+                confidence=Confidence.HIGH if optimizer.kind == "lso" else Confidence.MEDIUM,
+                fix=_add_scaling_fix(ctx, loop, optimizer, wrap=False)))
+            continue
+        if not keras3 and loop.unscale_calls:
+            continue  # reported below as unscaled gradients without a scaled loss
+        if not needs_scaling:
+            continue
+        policy = "mixed_float16" if "mixed_float16" in policies else "float16"
+        if keras3:
+            advice = "wrap the optimizer in keras.mixed_precision.LossScaleOptimizer and differentiate " \
+                     f"{opt_text}.scale_loss(loss)"
+            wrap = optimizer.kind == "plain"
+        else:
+            advice = "use a LossScaleOptimizer with get_scaled_loss() inside the tape and " \
+                     "get_unscaled_gradients() on the gradients (tf_keras apply_gradients does not unscale)"
+            wrap = optimizer.kind == "plain"
+        fixable = optimizer.kind in ("lso", "plain") or optimizer.kind == "compiled" and policy == "mixed_float16"
+        fix = _add_scaling_fix(ctx, loop, optimizer, wrap=wrap) if fixable else None
+        found.append(ctx.diagnostic(
+            "MP501", loop.gradient,
+            f"custom training loop under {policy} without loss scaling: float16 gradients of `{ctx.segment(target)}` "
+            f"can underflow to zero; {advice}", confidence=confidence, fix=fix))
+    if not keras3:
+        found += _unpaired_tf_keras_calls(ctx, loops)
+    return _dedupe(found)
+
+
+def _scaled_names(ctx: StaticContext, loop: _Loop) -> list[tuple[str, ast.stmt]]:
+    names = []
+    for call in loop.scale_calls:
+        stmt = ctx.statement_of(call)
+        if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1 \
+                and isinstance(stmt.targets[0], ast.Name):
+            names.append((stmt.targets[0].id, stmt))
+    return names
+
+
+def _wrap_only_fix(ctx: StaticContext, optimizer: _Optimizer) -> Fix | None:
+    spelling = _lso_spelling(ctx)
+    if optimizer.constructor is None or spelling is None:
+        return None
+    return Fix("wrap the optimizer in LossScaleOptimizer",
+               (ctx.edit(optimizer.constructor, f"{spelling}({ctx.segment(optimizer.constructor)})"),),
+               applicability="unsafe")
+
+
+def _unscale_missing(ctx: StaticContext, loop: _Loop, scale_call: ast.Call, opt_text: str) -> Diagnostic:
+    fix = None
+    owner = ctx.segment(scale_call.func.value)  # type: ignore[attr-defined]
+    if owner and "\n" not in owner and _sources_are_a_list(ctx, loop.sources, loop.gradient):
+        fix = Fix(f"unscale the gradients with {owner}.get_unscaled_gradients()",
+                  (ctx.edit(loop.gradient, f"{owner}.get_unscaled_gradients({ctx.segment(loop.gradient)})"),))
+    return ctx.diagnostic(
+        "MP502", scale_call,
+        f"get_scaled_loss() without get_unscaled_gradients(): tf_keras {loop.apply.func.attr}() does not unscale, "  # type: ignore[attr-defined]
+        f"so the gradients applied by {opt_text} are ~32768 times too large (inf, and every step is skipped)",
+        fix=fix)
+
+
+def _unpaired_tf_keras_calls(ctx: StaticContext, loops: list[_Loop]) -> list[Diagnostic]:
+    """tf_keras get_unscaled_gradients without get_scaled_loss in a training loop's function."""
+    found = []
+    seen: set[ast.AST] = set()
+    for loop in loops:
+        if loop.scope in seen:
+            continue
+        seen.add(loop.scope)
+        scaled = [c for c in loop.scale_calls if c.func.attr == "get_scaled_loss"]  # type: ignore[attr-defined]
+        if loop.unscale_calls and not scaled and not _scaled_by_hand(ctx, loop.target, loop.gradient):
+            for call in loop.unscale_calls:
+                found.append(ctx.diagnostic(
+                    "MP502", call,
+                    "get_unscaled_gradients() without get_scaled_loss(): the gradients of an unscaled loss are "
+                    "divided by the loss scale, so updates are ~32768 times too small; differentiate "
+                    "optimizer.get_scaled_loss(loss) computed inside the tape"))
+    return found
+
+
+def _dedupe(found: list[Diagnostic]) -> list[Diagnostic]:
+    seen = set()
+    result = []
+    for d in found:
+        key = (d.code, d.location.line, d.location.column)
+        if key not in seen:
+            seen.add(key)
+            result.append(d)
+    return result

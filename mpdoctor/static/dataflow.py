@@ -1,0 +1,568 @@
+"""The dtype flow of user code that runs in float16, shared by the rules about it (MP403, MP406, MP407).
+
+"User code that runs in float16" is the `call` of a local Layer/Model subclass (and the `self.helper(...)` methods
+it calls) whose instances compute in float16/bfloat16, and the function or lambda given to a `keras.layers.Lambda`
+layer whose policy computes in float16/bfloat16. Built-in Keras layers are never looked into: LayerNormalization,
+BatchNormalization, Softmax... compute their numerically sensitive parts in float32 internally.
+
+- `float16_regions(ctx)`: the function bodies above, each with the policies it computes under and how its
+  parameters arrive (autocast to the compute dtype or not);
+- `Flow`: a small per-function, straight-line dtype analysis that classifies an expression as float16-derived
+  (from the autocast inputs, the layer's weights, sublayer outputs), provably float32 (a `tf.cast(x, tf.float32)`,
+  a `tf.constant(..., dtype=tf.float32)`, a `tf.random.normal` without dtype, ...), an int/bool tensor, a Python
+  number, or unknown. Findings are raised only on what the analysis can show; unknown stays quiet.
+"""
+
+from __future__ import annotations
+
+import ast
+import struct
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from mpdoctor.facts.dtypes import compute_dtype, is_float16_compute
+from mpdoctor.facts.keras_semantics import autocasts_argument
+from mpdoctor.static.astutil import keyword_value
+from mpdoctor.static.context import FUNCTION_NODES, StaticContext
+
+F16 = "f16"  # derived from the float16 compute dtype (autocast inputs, weights, sublayer outputs)
+F32 = "f32"  # provably float32
+TENSOR = "tensor"  # a tensor of unknown float dtype (non-autocast argument, helper parameter)
+INT = "int"  # int/bool tensors, shapes
+CONST = "const"  # Python numbers and other non-tensors
+_RANK = {F32: 4, F16: 3, TENSOR: 2, INT: 1, CONST: 0}
+
+OVERFLOW = "overflow"
+UNDERFLOW = "underflow"
+
+CAST = {"tf.cast", "tf.dtypes.cast", "tf.saturate_cast", "keras.ops.cast", "keras.backend.cast"}
+# value constructors: their dtype defaults to the value's (float32 for a Python float).
+VALUE = {"tf.constant", "tf.convert_to_tensor", "tf.Variable", "keras.ops.convert_to_tensor", "keras.Variable",
+          "keras.backend.constant", "keras.backend.variable", "tf.fill", "keras.ops.full"}
+# creators whose dtype defaults to float32 / floatx when not given.
+DEFAULT_FLOAT32 = {
+    "tf.zeros", "tf.ones", "tf.eye", "tf.random.normal", "tf.random.uniform", "tf.random.truncated_normal",
+    "tf.random.stateless_normal", "tf.random.stateless_uniform", "tf.random.stateless_truncated_normal",
+    "keras.random.normal", "keras.random.uniform", "keras.random.truncated_normal", "keras.ops.zeros",
+    "keras.ops.ones", "keras.ops.eye", "keras.backend.zeros", "keras.backend.ones", "keras.backend.eye",
+    "keras.backend.random_normal", "keras.backend.random_uniform", "keras.backend.truncated_normal",
+}
+FOLLOW_FIRST = {"tf.zeros_like", "tf.ones_like", "keras.ops.zeros_like", "keras.ops.ones_like",
+                 "keras.backend.zeros_like", "keras.backend.ones_like", "tf.identity", "tf.stop_gradient"}
+_INT_RESULT = {"shape", "size", "rank", "argmax", "argmin", "equal", "not_equal", "greater", "greater_equal",
+               "less", "less_equal", "logical_and", "logical_or", "logical_not", "is_nan", "is_inf", "is_finite",
+               "isnan", "isinf", "isfinite", "range", "arange", "sequence_mask", "one_hot", "top_k", "int_shape",
+               "ndim", "count_nonzero", "where_v1"}
+_NOT_MATH_PREFIXES = ("tf.print", "tf.debugging.", "tf.summary.", "tf.TensorShape", "tf.function", "tf.keras.",
+                      "tf.io.", "tf.data.", "tf.config.", "tf.saved_model.", "tf.train.", "tf.compat.",
+                      "tf.GradientTape", "tf.name_scope", "tf.device", "keras.backend.floatx",
+                      "keras.backend.epsilon")
+_MATH_PREFIXES = ("tf.", "keras.ops.", "keras.backend.")
+
+
+_FLOATX = {"keras.backend.floatx", "keras.config.floatx"}
+WEIGHT_MAKERS = {"add_weight", "add_variable"}
+_SHAPE_ATTRS = {"shape", "ndim", "dtype", "name", "rank"}
+
+
+def last_part(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+def is_math(name: str | None) -> bool:
+    return bool(name) and name.startswith(_MATH_PREFIXES) and not name.startswith(_NOT_MATH_PREFIXES)
+
+
+def _combine(*kinds: str | None) -> str | None:
+    known = [k for k in kinds if k is not None]
+    if not known:
+        return None
+    if len(known) < len(kinds) and max(_RANK[k] for k in known) < _RANK[TENSOR]:
+        return None  # a number combined with something unknown: unknown
+    return max(known, key=lambda k: _RANK[k])
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: str | None
+    origin: ast.AST | None = None  # for F32: the node that made it float32 (what MP406 reports)
+    upcast: bool = False  # Keras 3 keras.ops / KerasVariable: promotes instead of raising
+
+
+_UNKNOWN = Kind(None)
+
+
+def _join(kinds: Iterable[Kind]) -> Kind:
+    """The kind of an op's result. float32 meeting float16 raises in TF (MP406 reports it); once that is fixed the
+    result is float16, so the mix counts as float16 and later uses are judged as such."""
+    kinds = list(kinds)
+    if any(k.kind == F32 for k in kinds) and any(k.kind == F16 for k in kinds):
+        return Kind(F16)
+    best = _combine(*(k.kind for k in kinds))
+    if best is None:
+        return _UNKNOWN
+    for k in kinds:
+        if k.kind == best:
+            return k if best == F32 else Kind(best)
+    return Kind(best)
+
+
+@dataclass
+class Region:
+    """One function body of user code that runs in float16."""
+
+    function: ast.AST  # FunctionDef or Lambda
+    cls: ast.ClassDef | None
+    owner: str  # "layer `Foo`" or "the Lambda layer on line 12"
+    role: str  # "call", "helper" or "lambda"
+    policies: frozenset
+    params: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def float16_policy(self) -> str | None:
+        low = sorted(p for p in self.policies if compute_dtype(p) == "float16")
+        return low[0] if low else None
+
+    @property
+    def low_policy(self) -> str:
+        return sorted(p for p in self.policies if is_float16_compute(p))[0]
+
+    @property
+    def pure(self) -> bool:
+        """Some low-precision policy also makes the VARIABLES low precision (`float16`, `bfloat16`)."""
+        return any(p in ("float16", "bfloat16") for p in self.policies)
+
+    @property
+    def mixed_only(self) -> bool:
+        low = [p for p in self.policies if is_float16_compute(p)]
+        return bool(low) and all(p.startswith("mixed_") for p in low)
+
+    @property
+    def where(self) -> str:
+        name = getattr(self.function, "name", None)
+        if self.role == "lambda":
+            return self.owner
+        return f"`{name}` of {self.owner}"
+
+    def first_param(self) -> str | None:
+        args = self.function.args  # type: ignore[attr-defined]
+        names = [a.arg for a in [*args.posonlyargs, *args.args]]
+        if self.cls is not None and names:
+            names = names[1:]
+        return names[0] if names else None
+
+
+
+
+def float16_regions(ctx: StaticContext) -> list[Region]:
+    """Function bodies of user code computing under a float16/bfloat16 policy, each listed once."""
+    memo = ctx.memo("float16_regions")
+    if "regions" in memo:
+        return memo["regions"]
+    regions: dict[ast.AST, Region] = {}
+    keras_major = ctx.keras_version.major
+    for name, cls in ctx.custom_layer_classes.items():
+        policies = ctx.class_policies(name)
+        if not any(is_float16_compute(p) for p in policies):
+            continue
+        methods = {s.name: s for s in cls.body if isinstance(s, FUNCTION_NODES)}
+        if "call" not in methods:
+            continue
+        kind = "model" if ctx.is_custom_model(cls) else "layer"
+        owner = f"{kind} `{name}`"
+        todo = [(methods["call"], "call")]
+        while todo:
+            fn, role = todo.pop()
+            if fn in regions:
+                continue
+            region = Region(fn, cls, owner, role, policies)
+            region.params = _param_kinds(fn, skip_self=True, role=role, keras_major=keras_major)
+            regions[fn] = region
+            for node in ctx.walk_scope(fn):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"
+                        and node.func.attr in methods and node.func.attr not in ("call", "build", "__init__")):
+                    todo.append((methods[node.func.attr], "helper"))
+    for lc in ctx.layer_calls:
+        if lc.qualname != "keras.layers.Lambda":
+            continue
+        policies = ctx.layer_policies(lc)
+        if not any(is_float16_compute(p) for p in policies):
+            continue
+        fn_expr = lc.node.args[0] if lc.node.args else next(
+            (k.value for k in lc.node.keywords if k.arg == "function"), None)
+        fn = _function_of(ctx, fn_expr)
+        if fn is None:
+            continue
+        if fn in regions:
+            regions[fn].policies = regions[fn].policies | policies
+            continue
+        region = Region(fn, None, f"the function of the Lambda layer on line {lc.node.lineno}", "lambda", policies)
+        region.params = _param_kinds(fn, skip_self=False, role="lambda", keras_major=keras_major)
+        regions[fn] = region
+    result = list(regions.values())
+    memo["regions"] = result
+    return result
+
+
+def _function_of(ctx: StaticContext, expr: ast.AST | None) -> ast.AST | None:
+    if isinstance(expr, ast.Lambda):
+        return expr
+    if isinstance(expr, ast.Name):
+        defs = [n for n in ctx.nodes if isinstance(n, FUNCTION_NODES) and n.name == expr.id]
+        if len(defs) == 1:
+            return defs[0]
+    return None
+
+
+def _param_kinds(fn: ast.AST, *, skip_self: bool, role: str, keras_major: int) -> dict[str, str]:
+    """How each parameter arrives: the `call` arguments the layer autocasts (mpdoctor.facts.keras_semantics) and
+    a Lambda's input are in the compute dtype."""
+    args = fn.args  # type: ignore[attr-defined]
+    positional = [*args.posonlyargs, *args.args]
+    if skip_self and positional:
+        positional = positional[1:]
+    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    kinds: dict[str, str] = {}
+    for index, (arg, default) in enumerate(zip(positional, defaults)):
+        if isinstance(default, ast.Constant) and isinstance(default.value, (bool, int, float, str)):
+            kinds[arg.arg] = CONST
+        elif arg.arg == "training":
+            kinds[arg.arg] = CONST
+        elif role == "call" and autocasts_argument(keras_major, index):
+            kinds[arg.arg] = F16
+        elif role == "lambda":
+            kinds[arg.arg] = F16 if index == 0 else CONST  # the Lambda's input; then `arguments={...}` values
+        else:
+            kinds[arg.arg] = TENSOR
+    for arg in args.kwonlyargs:
+        kinds[arg.arg] = CONST if arg.arg == "training" else TENSOR
+    return kinds
+
+
+class Flow:
+    """Straight-line dtype kinds of the expressions of one region function."""
+
+    def __init__(self, ctx: StaticContext, region: Region):
+        self.ctx = ctx
+        self.region = region
+        self.fn = region.function
+        self.assignments: dict[str, list[tuple[tuple[int, int], ast.AST, ast.AST]]] = {}
+        self._memo: dict[int, Kind] = {}
+        self._busy: set[int] = set()
+        if isinstance(self.fn, FUNCTION_NODES):
+            for node in ctx.walk_scope(self.fn):
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        self._record(target, node.value, node)
+                elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+                    self._record(node.target, node if isinstance(node, ast.AugAssign) else node.value, node)
+                elif isinstance(node, ast.For):
+                    self._record(node.target, None, node)
+                elif isinstance(node, ast.comprehension):
+                    self._record(node.target, None, node.target)
+                elif isinstance(node, ast.NamedExpr):
+                    self._record(node.target, node.value, node)
+
+    def _record(self, target: ast.AST, value: ast.AST | None, stmt: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            self.assignments.setdefault(target.id, []).append(((stmt.lineno, stmt.col_offset), value, stmt))
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._record(element.value if isinstance(element, ast.Starred) else element, value, stmt)
+
+    def binding(self, name: ast.Name) -> tuple[ast.AST | None, bool]:
+        """(value assigned last before `name`, whether the name is local to the function at all)."""
+        found = self.assignments.get(name.id)
+        if not found:
+            return None, name.id in self.region.params
+        position = (name.lineno, name.col_offset)
+        before = [entry for entry in found if entry[0] < position and not _inside(name, entry[2])]
+        if not before:
+            return None, True
+        return max(before, key=lambda entry: entry[0])[1], True
+
+    # -------------------------------------------------------------- kinds
+
+    def kind(self, expr: ast.AST | None) -> Kind:
+        if expr is None:
+            return _UNKNOWN
+        key = id(expr)
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._busy:
+            return _UNKNOWN
+        self._busy.add(key)
+        try:
+            result = self._kind(expr)
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = result
+        return result
+
+    def _kind(self, expr: ast.AST) -> Kind:
+        ctx = self.ctx
+        if isinstance(expr, ast.Constant):
+            return Kind(CONST) if isinstance(expr.value, (int, float, complex)) else _UNKNOWN
+        if isinstance(expr, ast.Name):
+            value, local = self.binding(expr)
+            if value is not None:
+                if isinstance(value, ast.AugAssign):
+                    return _join([self._aug_prior(expr, value), self.kind(value.value)])
+                return self.kind(value)
+            if local:
+                return Kind(self.region.params.get(expr.id)) if expr.id in self.region.params else _UNKNOWN
+            const = ctx.module_constants.get(expr.id)
+            if isinstance(const, (ast.Constant, ast.UnaryOp)) and number(const) is not None:
+                return Kind(CONST)
+            return _UNKNOWN
+        if isinstance(expr, ast.UnaryOp):
+            return Kind(INT) if isinstance(expr.op, ast.Not) else self.kind(expr.operand)
+        if isinstance(expr, ast.BinOp):
+            return _join([self.kind(expr.left), self.kind(expr.right)])
+        if isinstance(expr, (ast.Compare, ast.BoolOp)):
+            return Kind(INT)
+        if isinstance(expr, ast.IfExp):
+            return _join([self.kind(expr.body), self.kind(expr.orelse)])
+        if isinstance(expr, ast.Subscript):
+            inner = self.kind(expr.value)
+            return inner if inner.kind in (F16, F32, TENSOR, INT) else _UNKNOWN
+        if isinstance(expr, ast.Attribute):
+            if expr.attr in _SHAPE_ATTRS:
+                return Kind(CONST)
+            if isinstance(expr.value, ast.Name) and expr.value.id == "self":
+                return self._self_attribute(expr)
+            return _UNKNOWN
+        if isinstance(expr, ast.Call):
+            return self._call_kind(expr)
+        return _UNKNOWN
+
+    def _aug_prior(self, use: ast.Name, stmt: ast.AugAssign) -> Kind:
+        fake = ast.Name(id=use.id, ctx=ast.Load())
+        fake.lineno, fake.col_offset = stmt.lineno, stmt.col_offset
+        return self.kind(fake)
+
+    def _self_attribute(self, expr: ast.Attribute) -> Kind:
+        value = self.ctx.self_attribute(expr, expr.attr) if self.region.cls is not None else None
+        if value is None:
+            return _UNKNOWN
+        if number(value) is not None:
+            return Kind(CONST)
+        if isinstance(value, ast.Call):
+            func = value.func
+            if (isinstance(func, ast.Attribute) and func.attr in WEIGHT_MAKERS and isinstance(func.value, ast.Name)
+                    and func.value.id == "self"):
+                dtype = keyword_value(value, "dtype")
+                cls = self.dtype_class(dtype) if dtype is not None else None
+                if cls == INT:
+                    return Kind(INT)
+                if cls == F32 and self.region.pure:
+                    # no autocast under a pure float16 policy (variable dtype == compute dtype)
+                    return Kind(F32, value, upcast=self.ctx.is_keras3)
+                return Kind(F16)  # autocast to the compute dtype inside call
+            name = self.ctx.call_name(value)
+            if name in ("tf.Variable", "keras.Variable"):
+                kind = self._call_kind(value, outside=True)
+                return kind
+            if name in VALUE or name in DEFAULT_FLOAT32 or name in CAST:
+                return self._call_kind(value, outside=True)
+        return _UNKNOWN
+
+    def _outside_kind(self, value: ast.AST | None) -> Kind:
+        """Kind of a value written in build/__init__ (no flow there: literals and dtype-explicit creators)."""
+        if is_float_literal(value):
+            return Kind(F32)
+        if isinstance(value, ast.Constant) and isinstance(value.value, int):
+            return Kind(INT)
+        if isinstance(value, ast.Call):
+            name = self.ctx.call_name(value)
+            if name in VALUE or name in DEFAULT_FLOAT32 or name in CAST:
+                dtype = keyword_value(value, "dtype")
+                if dtype is None and name in CAST and len(value.args) > 1:
+                    dtype = value.args[1]
+                if dtype is not None:
+                    cls = self.dtype_class(dtype)
+                    return Kind(cls) if cls else _UNKNOWN
+                if name in DEFAULT_FLOAT32:
+                    return Kind(F32)
+        return _UNKNOWN
+
+    def dtype_class(self, expr: ast.AST | None) -> str | None:
+        """F32 / F16 / INT for a dtype expression, None when unknown."""
+        if expr is None:
+            return None
+        ctx = self.ctx
+        if isinstance(expr, ast.Call) and ctx.call_name(expr) in _FLOATX:
+            if any(True for _ in ctx.calls_named("keras.backend.set_floatx", "keras.config.set_floatx")):
+                return None
+            return F32
+        if isinstance(expr, ast.Attribute):
+            if isinstance(expr.value, ast.Name) and expr.value.id == "self":
+                if expr.attr in ("compute_dtype", "_compute_dtype"):
+                    return F16
+                if expr.attr in ("dtype", "variable_dtype", "_dtype"):
+                    return F32 if self.region.mixed_only else (F16 if not self.region.mixed_only and
+                                                               self.region.pure else None)
+            if expr.attr == "compute_dtype":
+                return F16
+            if expr.attr == "dtype":
+                inner = self.kind(expr.value)
+                return inner.kind if inner.kind in (F16, F32) else None
+        if isinstance(expr, ast.Name):
+            value, local = self.binding(expr)
+            if value is not None and not isinstance(value, ast.AugAssign):
+                return self.dtype_class(value)
+        text = None
+        if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+            text = expr.value
+        else:
+            resolved = ctx.resolve(expr)
+            if resolved and resolved.startswith(("tf.", "np.")):
+                text = last_part(resolved)
+        if text:
+            if text in ("float32", "float64", "float", "double"):
+                return F32
+            if text in ("float16", "half"):
+                return F16
+            if text.startswith(("int", "uint", "bool")):
+                return INT
+        return None
+
+    def _call_kind(self, call: ast.Call, outside: bool = False) -> Kind:
+        ctx = self.ctx
+        name = ctx.call_name(call)
+        if name is None:
+            layer = ctx.layer_instance(call.func)
+            if layer is not None:
+                policies = ctx.layer_policies(layer)
+                if policies and all(p in ("float32", "float64") for p in policies):
+                    return Kind(F32)  # deliberate float32 sublayer: provably float32, not reported
+                if any(is_float16_compute(p) for p in policies):
+                    return Kind(F16)
+                return _UNKNOWN
+            if isinstance(call.func, ast.Name) and call.func.id in ("len", "int", "range"):
+                return Kind(CONST)
+            if isinstance(call.func, ast.Name) and call.func.id == "float":
+                return Kind(CONST)
+            return _UNKNOWN
+        short = last_part(name)
+        if name in CAST:
+            dtype = call.args[1] if len(call.args) > 1 else keyword_value(call, "dtype")
+            cls = self.dtype_class(dtype)
+            if cls == F32:
+                return Kind(F32, call)
+            if cls in (F16, INT):
+                return Kind(cls)
+            return Kind(TENSOR)
+        if name in VALUE or name in DEFAULT_FLOAT32:
+            dtype = keyword_value(call, "dtype")
+            if dtype is None and name in ("tf.constant", "tf.convert_to_tensor", "tf.Variable") and len(call.args) > 1:
+                dtype = call.args[1] if name != "tf.Variable" else None
+            if dtype is not None:
+                cls = self.dtype_class(dtype)
+                return Kind(cls, call if cls == F32 else None) if cls else Kind(TENSOR)
+            if name in DEFAULT_FLOAT32:
+                return Kind(F32, call)
+            value = call.args[-1] if name in ("tf.fill", "keras.ops.full") and call.args else (
+                call.args[0] if call.args else keyword_value(call, "initial_value") or keyword_value(call, "value"))
+            inner = self.kind(value) if not outside else self._outside_kind(value)
+            if is_float_literal(value):
+                return Kind(F32, call)
+            if name in ("tf.Variable", "keras.Variable") and inner.kind in (None, TENSOR, CONST):
+                # a raw variable takes its initial value's dtype: initializers, tf.ones/zeros, tf.random.* and
+                # Python floats all default to float32 (a float64 NumPy array also conflicts)
+                return Kind(F32, call)
+            if inner.kind == F32:
+                return Kind(F32, call if name in ("tf.Variable", "keras.Variable") else inner.origin or call)
+            return Kind(inner.kind) if inner.kind in (F16, INT, TENSOR) else _UNKNOWN
+        if name in FOLLOW_FIRST:
+            dtype = keyword_value(call, "dtype")
+            if dtype is not None:
+                cls = self.dtype_class(dtype)
+                return Kind(cls, call if cls == F32 else None) if cls else Kind(TENSOR)
+            return self.kind(call.args[0]) if call.args else _UNKNOWN
+        if short in _INT_RESULT or name == "tf.where" and len(call.args) == 1:
+            return Kind(INT)
+        if name in ("tf.nn.moments", "tf.split", "tf.unstack"):
+            return self.kind(call.args[0]) if call.args else _UNKNOWN
+        if is_math(name):
+            operands = tensor_operands(name, call)
+            kinds = [self.kind(o) for o in operands]
+            if kinds and all(k.kind == CONST for k in kinds) and not name.startswith("keras.backend."):
+                return Kind(F32, call)  # `tf.math.sqrt(float(d))`: a math op on Python numbers is float32
+            if name.startswith("keras.ops.") and ctx.is_keras3 and any(k.kind == F32 for k in kinds):
+                # keras.ops promotes float16 with float32 to float32 (measured): the result really is float32
+                return Kind(F32, None) if any(k.kind == F16 for k in kinds) else _join(kinds)
+            return _join(kinds)
+        return _UNKNOWN
+
+
+def _inside(node: ast.AST, stmt: ast.AST) -> bool:
+    return (stmt.lineno, stmt.col_offset) <= (node.lineno, node.col_offset) <= (
+        getattr(stmt, "end_lineno", stmt.lineno), getattr(stmt, "end_col_offset", stmt.col_offset))
+
+
+def number(node: ast.AST | None) -> float | None:
+    sign = 1.0
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        sign = -sign if isinstance(node.op, ast.USub) else sign
+        node = node.operand
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return sign * float(node.value)
+    return None
+
+
+def is_float_literal(node: ast.AST | None) -> bool:
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return bool(node.elts) and any(is_float_literal(e) for e in node.elts) and all(
+            number(e) is not None or is_float_literal(e) for e in node.elts)
+    inner = node
+    while isinstance(inner, ast.UnaryOp):
+        inner = inner.operand
+    return isinstance(inner, ast.Constant) and isinstance(inner.value, float)
+
+
+def tensor_operands(name: str, call: ast.Call) -> list[ast.AST]:
+    """The arguments of a math call that carry tensors (lists flattened; condition, axis, name... skipped)."""
+    args = list(call.args)
+    if last_part(name) == "where" and len(args) == 3:
+        args = args[1:]
+    if last_part(name) in ("reshape", "transpose", "tile", "expand_dims", "squeeze", "gather", "reduce_sum",
+                        "reduce_mean", "reduce_max", "reduce_min", "sum", "mean", "max", "min", "pad", "one_hot",
+                        "split", "broadcast_to", "softmax", "log_softmax", "cumsum", "argmax", "argmin"):
+        args = args[:1]
+    result = []
+    for arg in args + [kw.value for kw in call.keywords if kw.arg in ("x", "y", "a", "b", "values", "logits",
+                                                                           "labels", "input", "tensor")]:
+        if isinstance(arg, (ast.List, ast.Tuple)):
+            result.extend(arg.elts)
+        elif not isinstance(arg, ast.Starred):
+            result.append(arg)
+    return result
+
+
+def float16_problem(value: float) -> str | None:
+    """'overflow' / 'underflow' when float16 cannot represent `value` (exact IEEE rounding, via struct 'e')."""
+    try:
+        rounded = struct.unpack("e", struct.pack("e", value))[0]
+    except OverflowError:
+        return OVERFLOW
+    if value != 0.0 and rounded == 0.0:
+        return UNDERFLOW
+    return None
+
+
+def flow_of(ctx: StaticContext, region: Region) -> Flow:
+    flows = ctx.memo("layer_code.flows")  # a Flow refers to ctx
+    key = id(region.function)
+    if key not in flows:
+        flows[key] = Flow(ctx, region)
+    return flows[key]
+
+
+def render(ctx: StaticContext, node: ast.AST, limit: int = 60) -> str:
+    """One-line source of `node` for a message: as written when on one line, else unparsed (no comments)."""
+    text = ctx.segment(node)
+    if not text or "\n" in text:
+        text = ast.unparse(node)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -1,0 +1,253 @@
+"""What the trace child finds out about each model and the run: the model's one call on a sample batch (with the
+numerics instrumented), its graph, the environment, SavedModels read and checkpoints audited and matched. Shared by
+the child process and the in-process Jupyter path (`live_facts`)."""
+
+from __future__ import annotations
+
+import os
+import re
+import traceback
+
+from mpdoctor.facts.dtypes import compute_dtype
+from mpdoctor.facts.keras_semantics import (
+    autocast_flag,
+    flavour_of,
+    layer_policy,
+    sublayers,
+)
+from mpdoctor.facts.schema import (
+    CheckpointAudit,
+    Environment,
+    ExceptionRecord,
+    Facts,
+    Gpu,
+    LayerRecord,
+    ModelRecord,
+    Restore,
+    SavedModelError,
+    SavedModelInfo,
+    SavedModelLoad,
+    SourceRef,
+    new_facts,
+)
+from mpdoctor.trace.child import graph as graph_module
+from mpdoctor.trace.child import numerics
+from mpdoctor.trace.child.keras_adapter import model_classes, policy_now
+
+LIVE_HOW = "live object"
+_SAVEDMODEL_APIS = {"KerasLayer": "hub.KerasLayer", "TFSMLayer": "keras.layers.TFSMLayer"}
+
+
+def environment() -> Environment:
+    import tensorflow as tf
+
+    from mpdoctor.facts.keras_semantics import legacy_keras_env
+
+    legacy = legacy_keras_env()
+    gpus = []
+    for device in tf.config.list_physical_devices("GPU"):
+        details = tf.config.experimental.get_device_details(device)
+        gpus.append(Gpu(details.get("device_name", device.name),
+                        list(details["compute_capability"]) if details.get("compute_capability") else None))
+    return Environment(cpu_bf16=_cpu_has_bf16(), tensorflow=tf.__version__, keras=_version("keras"),
+                       tf_keras=_version("tf-keras"), hub=_version("tensorflow-hub"), legacy_keras=legacy,
+                       keras_major=2 if legacy else 3, gpus=gpus)
+
+
+def _version(distribution: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_has_bf16() -> bool:
+    """x86 CPUs with AVX512-BF16 or AMX compute bfloat16 natively (oneDNN uses them)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            flags = handle.read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+# ---------------------------------------------------------------------------------------------- one model
+
+
+def analyse_model(name: str, how: str, model, recorder, facts: Facts, numerics_request: dict | None) -> ModelRecord:
+    """Call the model once on its sample batch (the float16 run of the numerics), read its graph, finish the
+    numerics. A model that raises is a finding (`record.error`, the run's exception), never a crash."""
+    created = recorder.layers.get(str(id(model)))
+    record = ModelRecord(name, how, created.created_at if created else None,
+                         bool(getattr(model, "compiled", False) or getattr(model, "_is_compiled", False)))
+    options = numerics.options_from_request(numerics_request)
+    try:
+        session = numerics.Session(model, options, recorder.user_file)
+    except BaseException as exc:  # noqa: BLE001 - numerics are extra facts: never lose the others
+        session = None
+        record.numerics = numerics.failed(options, exc)
+    try:
+        if session is not None and session.ready:
+            session.call()  # the one call on a sample batch, instrumented for the float16 statistics
+        else:
+            _call_once(model)
+    except BaseException as exc:  # noqa: BLE001 - a model that cannot run is a finding, not a crash
+        record.error = describe(exc, "call", recorder)
+        if facts.exception is None:
+            facts.exception = record.error
+            facts.status = "exception"
+    try:
+        record.graph = graph_module.model_graph(model, recorder.layers)
+    except BaseException as exc:  # noqa: BLE001
+        record.graph_error = f"{type(exc).__name__}: {exc}"
+    if session is not None:
+        try:
+            record.numerics = session.finish(record.graph)
+        except BaseException as exc:  # noqa: BLE001
+            record.numerics = numerics.failed(options, exc)
+    return record
+
+
+def _call_once(model) -> None:
+    """Run the model on a small deterministic batch built from its input specs (catches failures that only
+    happen when the model runs, like a Keras 3 TFSMLayer fed float16)."""
+    batch = numerics.sample_inputs(model)
+    if batch is not None:
+        model(batch, training=False)
+
+
+# ---------------------------------------------------------------------------------------------- the run
+
+
+def collect(recorder, facts: Facts) -> None:
+    """What the hooks recorded, with SavedModels read, restores matched and checkpoints range-audited."""
+    from mpdoctor.trace.child.matching import match_checkpoint, match_restores
+
+    facts.policy_events = recorder.policy_events
+    facts.layers = recorder.layers
+    facts.restores = recorder.restores
+    facts.exports = recorder.exports
+    facts.savedmodel_loads = recorder.savedmodel_loads
+    for load in recorder.savedmodel_loads:
+        if load.handle and load.savedmodel is None:
+            load.savedmodel = read_savedmodel(load.handle)
+    match_restores(recorder.live_restores)
+    for path in recorder.extra_checkpoints:
+        entry = Restore("--checkpoint", path)
+        match_checkpoint(entry, recorder)
+        recorder.restores.append(entry)
+    _audit_restores(recorder.restores, policy_now())
+    for export in recorder.exports:
+        written = export.written_to or export.path
+        if written and export.error is None and os.path.isdir(written):
+            export.savedmodel = read_savedmodel(written)
+    if facts.environment is not None:
+        facts.environment.global_policy = policy_now()
+
+
+def _audit_restores(restores: list[Restore], policy: str | None) -> None:
+    """Range-audit every checkpoint that was (or, with --checkpoint, would be) restored into a model computing in
+    float16: values beyond float16's range become inf when the weights are cast for compute (MP302/MP303)."""
+    target = compute_dtype(policy)
+    if target != "float16":
+        return
+    from mpdoctor.artifacts.checkpoints import audit_checkpoint
+
+    for restore in restores:
+        if restore.error or not restore.path or restore.audit is not None:
+            continue
+        try:
+            restore.audit = CheckpointAudit.from_json(audit_checkpoint(restore.path, target))
+        except BaseException as exc:  # noqa: BLE001 - an unreadable checkpoint is reported, not fatal
+            restore.audit_error = f"{type(exc).__name__}: {exc}"
+
+
+def read_savedmodel(handle: str) -> SavedModelInfo:
+    try:
+        from mpdoctor.artifacts.savedmodel import read_savedmodel as read
+
+        return SavedModelInfo.from_json(read(handle))
+    except BaseException as exc:  # noqa: BLE001
+        return SavedModelInfo(handle, error=SavedModelError("internal", f"{type(exc).__name__}: {exc}"))
+
+
+# ---------------------------------------------------------------------------------------------- exceptions
+
+
+def describe(exc: BaseException, phase: str, recorder) -> ExceptionRecord:
+    message = str(exc)
+    return ExceptionRecord(type(exc).__name__, message[:8000], phase, user_frame(exc, recorder),
+                           _failed_layer(message, recorder),
+                           "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:])
+
+
+def user_frame(exc: BaseException, recorder) -> SourceRef | None:
+    """The deepest traceback frame in the user's file."""
+    if recorder is None or recorder.user_file is None:
+        return None
+    found = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        if os.path.realpath(frame.f_code.co_filename) == recorder.user_file:
+            found = SourceRef(recorder.user_file, line)
+    return found
+
+
+def _failed_layer(message: str, recorder) -> str | None:
+    """Keras names the layer whose call raised: "Exception encountered when calling layer 'keras_layer'" (tf_keras)
+    / "Exception encountered when calling KerasLayer.call()" or "...calling layer 'x' (type X)"."""
+    if recorder is None:
+        return None
+    for pattern, attribute in ((r"calling layer ['\"]([^'\"]+)['\"]", "name"),
+                               (r"calling (\w+)\.call\(\)", "class_name")):
+        match = re.search(pattern, message)
+        if match:  # the most recently created layer with that name / class
+            for uid, layer in reversed(list(recorder.layers.items())):
+                if getattr(layer, attribute) == match.group(1):
+                    return uid
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- Jupyter
+
+
+class _LiveRecorder:
+    """What analyse_model needs of a recorder when no hook saw the model being built."""
+
+    user_file = None
+
+    def __init__(self, layers: dict[str, LayerRecord]) -> None:
+        self.layers = layers
+
+
+def live_facts(model, name: str, numerics_request: dict | None) -> Facts:
+    """The facts the trace child writes, for one live model object in this process (the Jupyter `%mpdoctor model`
+    magic): graph, SavedModel signatures, environment, numerics. What no hook saw cannot be known: where layers were
+    created, policy changes, restores; a layer whose policy differs from the global one counts as explicit."""
+    facts = new_facts(environment=environment(), in_process=True)
+    policy = policy_now()
+    facts.layers = _layer_records(model, policy)
+    record = analyse_model(name, LIVE_HOW, model, _LiveRecorder(facts.layers), facts, numerics_request)
+    facts.models.append(record)
+    for node in record.graph.nodes if record.graph else []:
+        if node.savedmodel_handle:
+            facts.savedmodel_loads.append(SavedModelLoad(
+                _SAVEDMODEL_APIS.get(node.class_name, node.class_name), node.savedmodel_handle, node.uid,
+                savedmodel=read_savedmodel(node.savedmodel_handle)))
+    facts.environment.global_policy = policy
+    return facts
+
+
+def _layer_records(model, global_policy: str | None) -> dict[str, LayerRecord]:
+    """facts.layers for the model and every layer inside it, like the hooks record them at construction."""
+    classes = model_classes()
+    records = {}
+    for layer in sublayers(model, recursive=True, include_self=True):
+        policy, compute, variable = layer_policy(layer)
+        records[str(id(layer))] = LayerRecord(
+            class_name=type(layer).__name__, module=type(layer).__module__, name=getattr(layer, "name", None),
+            flavour=flavour_of(layer), policy=policy, compute_dtype=compute, variable_dtype=variable,
+            autocast=autocast_flag(layer), explicit_dtype=policy if policy and policy != global_policy else None,
+            is_model=isinstance(layer, classes))
+    return records

@@ -1,0 +1,119 @@
+"""Which models of the imported file the trace analyses: `--entry`; else zero-argument builders; else module-level
+models; else every top-level model created during import."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+from mpdoctor.facts.keras_semantics import sublayers
+from mpdoctor.facts.schema import Facts
+from mpdoctor.trace.child.keras_adapter import model_classes
+
+BUILDER_NAMES = ("build_model", "create_model", "get_model", "make_model")
+_BUILDER_LIKE = re.compile(r"^_?(?:(?:build|create|make|get|define|construct)(?:_\w+)?|\w*model\w*|\w+_(?:net|network|"
+                           r"classifier|encoder|decoder|backbone|cnn|mlp))$", re.IGNORECASE)
+_NOT_A_BUILDER = re.compile(r"data|loader|optimi[sz]er|loss|metric|callback|train|fit|eval|predict|input|generator|"
+                            r"pipeline|config|arg|pars|path|save|load|export|test|plot|summary|step|batch",
+                            re.IGNORECASE)
+
+
+def discover(module, entry: str | None, recorder, facts: Facts, describe) -> list[tuple[str, str, object]]:
+    """(name, how found, model). `describe(exc, phase)` makes the facts' record of a builder that raised."""
+    classes = model_classes()
+    found: list[tuple[str, str, object]] = []
+
+    def add(value, name, how):
+        if isinstance(value, classes):
+            if all(value is not m for _, _, m in found):
+                found.append((name, how, value))
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                add(item, f"{name}[{i}]", how)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                add(item, f"{name}[{key!r}]", how)
+
+    def call(name):
+        target = getattr(module, name, None)
+        if target is None:
+            raise LookupError(f"--entry {name}: the file defines no such name")
+        if not callable(target) or isinstance(target, classes):
+            add(target, name, f"module attribute `{name}`")
+            return
+        try:
+            value = target()
+        except BaseException as exc:  # noqa: BLE001
+            if facts.exception is None:
+                facts.exception = describe(exc, "build")
+                facts.status = "exception"
+            return
+        add(value, value.name if hasattr(value, "name") else name, f"{name}()")
+
+    if entry:
+        call(entry)
+        return found
+    if facts.exception is None:
+        for name in _builder_names(module):
+            call(name)
+        if found:
+            return found
+        for name, value in list(vars(module).items()):
+            if not name.startswith("__"):
+                add(value, name, f"module attribute `{name}`")
+        if found:
+            return _drop_contained(found)
+    nested = _nested_model_ids(recorder.models)
+    for model in recorder.models:
+        if id(model) not in nested:
+            record = recorder.layers.get(str(id(model)))
+            where = record.created_at if record is not None else None
+            add(model, getattr(model, "name", "model"), f"created at line {where.line if where else '?'}")
+    return found
+
+
+def _builder_names(module) -> list[str]:
+    """The conventional builder names if the file defines one; else its own zero-argument functions whose name says
+    they build a model (`build`, `create_classifier`, `get_unet`, `transformer_model`), never ones that say they
+    load data, train or evaluate."""
+    conventional = [name for name in BUILDER_NAMES
+                    if callable(getattr(module, name, None)) and _zero_argument(getattr(module, name))]
+    if conventional:
+        return conventional
+    return [name for name, target in vars(module).items()
+            if _BUILDER_LIKE.match(name) and not _NOT_A_BUILDER.search(name) and inspect.isfunction(target)
+            and target.__module__ == module.__name__ and _zero_argument(target)]
+
+
+def _drop_contained(found: list) -> list:
+    """A model whose layers all belong to another found model (a backbone whose output feeds a new head) is
+    analysed as part of that model, not on its own: its float16 output is an inner tensor there."""
+    layer_sets = [{id(layer) for layer in sublayers(model, recursive=True)} for _, _, model in found]
+    kept = []
+    for i, entry in enumerate(found):
+        inner = layer_sets[i]
+        if inner and any(j != i and inner < other for j, other in enumerate(layer_sets)):
+            continue
+        kept.append(entry)
+    return kept
+
+
+def _zero_argument(fn) -> bool:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+               for p in signature.parameters.values())
+
+
+def _nested_model_ids(models) -> set[int]:
+    nested: set[int] = set()
+    for model in models:
+        for layer in sublayers(model, recursive=True):
+            if layer is not model:
+                nested.add(id(layer))
+        inner = getattr(model, "_functional", None)  # the Functional a Keras 3 Sequential builds to run itself
+        if inner is not None and inner is not model:
+            nested.add(id(inner))
+    return nested

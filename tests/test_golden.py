@@ -1,0 +1,33 @@
+"""The golden snapshot (tests/golden/snapshot.py): what `mpdoctor check` reports for every fixture, fix input,
+example and golden input, in both Keras versions. A change of behaviour shows here as a diff; when it is intended,
+re-record with `python tests/golden/snapshot.py --update` (and `--trace --update`) and review the snapshot's diff."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "golden"))
+
+import snapshot  # noqa: E402
+
+
+def test_static_snapshot_is_unchanged():
+    actual = snapshot.take(snapshot.inputs(), trace=False, jobs=1)
+    assert set(actual) == set(snapshot.load(trace=False)), "inputs added or removed: re-record the snapshot"
+    found = snapshot.compare(snapshot.load(trace=False), actual)
+    assert not found, "\n".join(found[:10])
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+def test_trace_snapshot_of_the_golden_inputs_and_examples_is_unchanged():
+    """The trace snapshot holds every input; the suite re-runs the ones written for it (the golden inputs cover
+    every trace rule) and the examples. `python tests/golden/snapshot.py --trace` compares them all."""
+    paths = [p for p in snapshot.inputs() if p.startswith(("tests/golden/inputs/", "examples/"))]
+    found = snapshot.compare(snapshot.load(trace=True), snapshot.take(paths, trace=True, jobs=2))
+    assert not found, "\n".join(found[:10])
