@@ -43,8 +43,8 @@ import warnings
 import zipfile
 import zlib
 from collections import deque
-from dataclasses import dataclass
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -27,26 +27,35 @@ def legacy_keras_env(environ: Mapping[str, str] | None = None) -> bool:
     return legacy_keras_requested((os.environ if environ is None else environ).get(LEGACY_KERAS_ENV))
 
 
-def sets_legacy_keras(node: ast.AST) -> bool:
-    """Whether one statement or call of a file sets TF_USE_LEGACY_KERAS to a value TF honours:
-    `os.environ["TF_USE_LEGACY_KERAS"] = "1"`, `os.environ.setdefault(...)`, `os.putenv(...)`,
-    `os.environ.update({...})`."""
-    pairs: list[tuple[ast.AST, ast.AST]] = []
+def legacy_keras_setting(node: ast.AST) -> str | None:
+    """How one statement or call of a file sets TF_USE_LEGACY_KERAS to a value TF honours: "set"
+    (`os.environ["TF_USE_LEGACY_KERAS"] = "1"`, `os.environ.update({...})`) or "default"
+    (`os.environ.setdefault(...)`, which keeps a value the environment already has); None otherwise. `os.putenv`
+    does not count: TensorFlow reads `os.environ`, which putenv leaves unchanged."""
+    pairs: list[tuple[ast.AST, ast.AST, str]] = []
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
-        pairs.append((node.targets[0].slice, node.value))
+        pairs.append((node.targets[0].slice, node.value, "set"))
     elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        if node.func.attr in ("setdefault", "putenv") and len(node.args) == 2:
-            pairs.append((node.args[0], node.args[1]))
+        if node.func.attr == "setdefault" and len(node.args) == 2:
+            pairs.append((node.args[0], node.args[1], "default"))
         elif node.func.attr == "update" and len(node.args) == 1 and isinstance(node.args[0], ast.Dict):
-            pairs += [(k, v) for k, v in zip(node.args[0].keys, node.args[0].values, strict=True) if k is not None]
-        elif node.func.attr == "update" and len(node.args) == 2:
-            pairs.append((node.args[0], node.args[1]))
-    return any(isinstance(key, ast.Constant) and key.value == LEGACY_KERAS_ENV and isinstance(value, ast.Constant)
-               and legacy_keras_requested(value.value) for key, value in pairs)
+            pairs += [(k, v, "set") for k, v in zip(node.args[0].keys, node.args[0].values, strict=True)
+                      if k is not None]
+    for key, value, how in pairs:
+        if (isinstance(key, ast.Constant) and key.value == LEGACY_KERAS_ENV and isinstance(value, ast.Constant)
+                and legacy_keras_requested(value.value)):
+            return how
+    return None
 
 
-def file_sets_legacy_keras(tree: ast.AST) -> bool:
-    return any(sets_legacy_keras(node) for node in ast.walk(tree))
+def sets_legacy_keras(node: ast.AST) -> bool:
+    return legacy_keras_setting(node) is not None
+
+
+def file_legacy_keras_setting(tree: ast.AST) -> str | None:
+    """The strongest way the file sets TF_USE_LEGACY_KERAS anywhere: "set", "default" or None."""
+    found = {legacy_keras_setting(node) for node in ast.walk(tree)}
+    return "set" if "set" in found else "default" if "default" in found else None
 
 
 def imported_roots(tree: ast.AST) -> set[str]:

@@ -15,7 +15,7 @@ import sys
 from mpdoctor.facts.dtypes import dtype_name
 from mpdoctor.facts.keras_semantics import (
     LEGACY_KERAS_ENV,
-    file_sets_legacy_keras,
+    file_legacy_keras_setting,
     imported_roots,
     legacy_keras_env,
 )
@@ -38,9 +38,12 @@ def flavours(tree: ast.AST) -> set[str]:
 
 
 def honour_legacy_request(tree: ast.AST) -> None:
-    """A file that sets TF_USE_LEGACY_KERAS before importing TensorFlow gets tf_keras: the child imports TensorFlow
-    before the file runs, so it sets the variable first."""
-    if file_sets_legacy_keras(tree):
+    """A file that sets TF_USE_LEGACY_KERAS gets tf_keras: TensorFlow resolves `tf.keras` on first use, after the
+    file set the variable, so the child (which installs its hooks before the file runs) sets it the same way."""
+    setting = file_legacy_keras_setting(tree)
+    if setting == "set":
+        os.environ[LEGACY_KERAS_ENV] = "1"
+    elif setting == "default":
         os.environ.setdefault(LEGACY_KERAS_ENV, "1")
 
 
