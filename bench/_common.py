@@ -17,12 +17,20 @@ PYTHON = sys.executable
 COLUMNS = ("name", "measured", "baseline", "ratio", "target", "unit", "note")
 
 
-def row(name: str, measured: float | None, baseline: float | None, *, target: str = "", unit: str = "s",
-        note: str = "") -> dict:
+def row(
+    name: str, measured: float | None, baseline: float | None, *, target: str = "", unit: str = "s", note: str = ""
+) -> dict:
     """One figure beside its baseline measured in the same run; ratio = measured / baseline."""
     ratio = measured / baseline if measured is not None and baseline else None
-    return {"name": name, "measured": measured, "baseline": baseline, "ratio": ratio, "target": target,
-            "unit": unit, "note": note}
+    return {
+        "name": name,
+        "measured": measured,
+        "baseline": baseline,
+        "ratio": ratio,
+        "target": target,
+        "unit": unit,
+        "note": note,
+    }
 
 
 def best_of(repeat: int, fn, *args) -> float:
@@ -54,8 +62,7 @@ else:
 """
 
 
-def run_measured(args: list[str], *, cwd: str | None = None, env: dict | None = None
-                 ) -> tuple[float, int, int, bytes]:
+def run_measured(args: list[str], *, cwd: str | None = None, env: dict | None = None) -> tuple[float, int, int, bytes]:
     """Run `python ARGS` (`-m module ...` or `-c code ...`); (wall seconds, its peak RSS in bytes, exit code,
     stdout). The wrapper's own start-up is in both the figure and its baseline."""
     import tempfile
@@ -63,8 +70,15 @@ def run_measured(args: list[str], *, cwd: str | None = None, env: dict | None = 
     with tempfile.NamedTemporaryFile(prefix="mpdoctor-bench-rss-") as rss_file:
         env = dict(env or python_env(), MPDOCTOR_BENCH_RSS=rss_file.name)
         start = time.perf_counter()
-        result = subprocess.run([PYTHON, "-c", _RSS_WRAPPER, *args], check=False, cwd=cwd or ROOT, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        result = subprocess.run(
+            [PYTHON, "-c", _RSS_WRAPPER, *args],
+            check=False,
+            cwd=cwd or ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         seconds = time.perf_counter() - start
         with open(rss_file.name) as handle:
             peak = int(handle.read() or 0)
@@ -85,9 +99,18 @@ def _cell(value, unit: str) -> str:
 
 def format_table(rows: list[dict]) -> str:
     header = ("benchmark", "mpdoctor", "baseline", "ratio", "target", "unit", "note")
-    lines = [(r["name"], _cell(r["measured"], r["unit"]), _cell(r["baseline"], r["unit"]),
-              "-" if r["ratio"] is None else f"{r['ratio']:.2f}", r["target"] or "", r["unit"], r["note"])
-             for r in rows]
+    lines = [
+        (
+            r["name"],
+            _cell(r["measured"], r["unit"]),
+            _cell(r["baseline"], r["unit"]),
+            "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
+            r["target"] or "",
+            r["unit"],
+            r["note"],
+        )
+        for r in rows
+    ]
     widths = [max(len(str(line[i])) for line in [header, *lines]) for i in range(len(header))]
     right = {1, 2, 3}
     out = []
@@ -116,4 +139,3 @@ def python_env(**extra: str) -> dict:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **extra)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
     return env
-

@@ -14,7 +14,7 @@ from tensorflow import keras
 keras.mixed_precision.set_global_policy("mixed_float16")
 """
 
-BLOCK = '''
+BLOCK = """
 
 class MaskedBlock{i}(keras.layers.Layer):
     def call(self, x):
@@ -28,7 +28,7 @@ def build_model_{i}():
     x = MaskedBlock{i}()(x)
     outputs = keras.layers.Dense(10, activation="softmax")(x)
     return keras.Model(inputs, outputs)
-'''
+"""
 BLOCK_LINES = BLOCK.count("\n")
 
 
@@ -49,7 +49,10 @@ def many_files(directory: Path, files: int = 2_000, blocks_per_file: int = 3) ->
     for i in range(files):
         package = directory / f"pkg{i % 20:02d}"
         package.mkdir(parents=True, exist_ok=True)
-        text = module_text(blocks_per_file, start=i * blocks_per_file) if i % 5 else \
-            "import os\n\n\ndef helper(path):\n    return os.path.join(path, 'data')\n" * blocks_per_file
+        text = (
+            module_text(blocks_per_file, start=i * blocks_per_file)
+            if i % 5
+            else "import os\n\n\ndef helper(path):\n    return os.path.join(path, 'data')\n" * blocks_per_file
+        )
         (package / f"module_{i:04d}.py").write_text(text)
     return directory

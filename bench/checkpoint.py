@@ -126,7 +126,7 @@ def child(body: str, *args: str) -> dict:
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     if result.returncode != 0 or not lines:
         sys.exit(f"bench child failed (exit {result.returncode}):\n{result.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def warm(prefix: str) -> None:
@@ -158,9 +158,14 @@ def measure(size_mb: float, repeat: int, convert: bool, work: str) -> dict:
         out = os.path.join(work, "converted", "ckpt16")
         os.makedirs(os.path.dirname(out))
         converted = child(CONVERT, prefix, out)
-    return {"made": made, "runs": runs, "best": best, "convert": converted,
-            "budget": 2 * made["largest"] + best["baseline"]["peak_rss"],
-            "audit_rss": max(r["peak_rss"] for r in runs["audit"])}
+    return {
+        "made": made,
+        "runs": runs,
+        "best": best,
+        "convert": converted,
+        "budget": 2 * made["largest"] + best["baseline"]["peak_rss"],
+        "audit_rss": max(r["peak_rss"] for r in runs["audit"]),
+    }
 
 
 def results(quick: bool = False) -> list[dict]:
@@ -169,15 +174,36 @@ def results(quick: bool = False) -> list[dict]:
         m = measure(size, 1 if quick else 3, True, work)
     best, base = m["best"], m["best"]["baseline"]["seconds"]
     what = f"{mib(m['made']['bytes'])} TF2 checkpoint, {m['made']['variables']} variables"
-    rows = [row("checkpoint audit float16 (streamed)", best["audit"]["seconds"], base, target="<= 1.3",
-                note=f"vs TF CheckpointReader reading every tensor; {what}"),
-            row("checkpoint audit, verify_checksums", best["verify"]["seconds"], base, note="same baseline")]
+    rows = [
+        row(
+            "checkpoint audit float16 (streamed)",
+            best["audit"]["seconds"],
+            base,
+            target="<= 1.3",
+            note=f"vs TF CheckpointReader reading every tensor; {what}",
+        ),
+        row("checkpoint audit, verify_checksums", best["verify"]["seconds"], base, note="same baseline"),
+    ]
     if m["convert"]:
-        rows.append(row("convert-checkpoint to float16 + verify", m["convert"]["seconds"], base,
-                        note="same baseline (the conversion reads, casts, writes and reads back)"))
+        rows.append(
+            row(
+                "convert-checkpoint to float16 + verify",
+                m["convert"]["seconds"],
+                base,
+                note="same baseline (the conversion reads, casts, writes and reads back)",
+            )
+        )
     base_rss = best["baseline"]["peak_rss"] / 2**20
-    rows.append(row("  peak RSS, checkpoint audit", m["audit_rss"] / 2**20, base_rss, unit="MiB", target=f"< {m['budget'] / 2**20:,.0f}",
-                    note=f"target: 2 x largest tensor ({mib(m['made']['largest'])}) + the baseline's {base_rss:,.0f}"))
+    rows.append(
+        row(
+            "  peak RSS, checkpoint audit",
+            m["audit_rss"] / 2**20,
+            base_rss,
+            unit="MiB",
+            target=f"< {m['budget'] / 2**20:,.0f}",
+            note=f"target: 2 x largest tensor ({mib(m['made']['largest'])}) + the baseline's {base_rss:,.0f}",
+        )
+    )
     return rows
 
 
@@ -198,27 +224,37 @@ def main() -> int:
     try:
         m = measure(args.size_mb, args.repeat, not args.no_convert, work)
         made, runs, best = m["made"], m["runs"], m["best"]
-        print(f"checkpoint: {mib(made['bytes'])} in {made['variables']} variables (largest tensor "
-              f"{mib(made['largest'])}), TF2 object-based, written in {made['seconds']:.1f} s")
-        rows = [("baseline: CheckpointReader reads every tensor", best["baseline"]),
-                ("audit float16 (streams the shards)", best["audit"]),
-                ("audit float16, verify_checksums (TF reader)", best["verify"])]
+        print(
+            f"checkpoint: {mib(made['bytes'])} in {made['variables']} variables (largest tensor "
+            f"{mib(made['largest'])}), TF2 object-based, written in {made['seconds']:.1f} s"
+        )
+        rows = [
+            ("baseline: CheckpointReader reads every tensor", best["baseline"]),
+            ("audit float16 (streams the shards)", best["audit"]),
+            ("audit float16, verify_checksums (TF reader)", best["verify"]),
+        ]
         if m["convert"]:
             rows.append(("convert to float16 + verify (mpdoctor)", m["convert"]))
         width = max(len(name) for name, _ in rows)
         print(f"{'':{width}}  {'time':>8}  {'throughput':>12}  {'peak RSS':>10}")
         for name, r in rows:
-            print(f"{name:{width}}  {r['seconds']:7.2f}s  {r['bytes'] / r['seconds'] / 2**20:8,.0f} MiB/s  "
-                  f"{mib(r['peak_rss']):>10}")
+            print(
+                f"{name:{width}}  {r['seconds']:7.2f}s  {r['bytes'] / r['seconds'] / 2**20:8,.0f} MiB/s  "
+                f"{mib(r['peak_rss']):>10}"
+            )
         ratio = best["audit"]["seconds"] / best["baseline"]["seconds"]
         pairs = zip(runs["audit"], runs["baseline"], strict=True)
         all_ratios = ", ".join(f"{a['seconds'] / b['seconds']:.2f}" for a, b in pairs)
-        print(f"audit / baseline time: {ratio:.2f} (target <= 1.3; per pair: {all_ratios}); with "
-              f"verify_checksums: {best['verify']['seconds'] / best['baseline']['seconds']:.2f}")
+        print(
+            f"audit / baseline time: {ratio:.2f} (target <= 1.3; per pair: {all_ratios}); with "
+            f"verify_checksums: {best['verify']['seconds'] / best['baseline']['seconds']:.2f}"
+        )
         budget, audit_rss = m["budget"], m["audit_rss"]
-        print(f"audit peak RSS {mib(audit_rss)} vs target < 2 x largest tensor + baseline RSS = {mib(budget)}: "
-              f"{'ok' if audit_rss < budget else 'OVER'}; above baseline: "
-              f"{mib(audit_rss - best['baseline']['peak_rss'])}")
+        print(
+            f"audit peak RSS {mib(audit_rss)} vs target < 2 x largest tensor + baseline RSS = {mib(budget)}: "
+            f"{'ok' if audit_rss < budget else 'OVER'}; above baseline: "
+            f"{mib(audit_rss - best['baseline']['peak_rss'])}"
+        )
         print(f"audit verdict: {best['audit']['verdict']}")
         return 0 if ratio <= 1.3 and audit_rss < budget else 1
     finally:

@@ -19,8 +19,10 @@ sys.path.insert(0, str(ROOT))
 
 
 def corpus() -> list[tuple[str, str]]:
-    return [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8"))
-            for p in sorted((ROOT / "tests" / "fixes").glob("MP*/*.in.py"))]
+    return [
+        (str(p.relative_to(ROOT)), p.read_text(encoding="utf-8"))
+        for p in sorted((ROOT / "tests" / "fixes").glob("MP*/*.in.py"))
+    ]
 
 
 def check_all(files, config) -> int:
@@ -63,9 +65,15 @@ def results(quick: bool = False) -> list[dict]:
     repeat = 1 if quick else 3
     check_time, findings = best_of(repeat, check_all, files, config)
     fix_time, applied = best_of(repeat, fix_all, files, config)
-    return [row(f"fix planning, {len(files)} files x{copies} ({lines} lines)", fix_time, check_time,
-                note=f"baseline: check of the same files ({findings} findings); {applied} fixes applied; static, "
-                     f"no re-trace (a verified fix adds one trace per round)")]
+    return [
+        row(
+            f"fix planning, {len(files)} files x{copies} ({lines} lines)",
+            fix_time,
+            check_time,
+            note=f"baseline: check of the same files ({findings} findings); {applied} fixes applied; static, "
+            f"no re-trace (a verified fix adds one trace per round)",
+        )
+    ]
 
 
 def main() -> None:

@@ -71,10 +71,20 @@ MEASURE = textwrap.dedent("""\
 
 
 def measure(name: str, repeat: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               TF_USE_LEGACY_KERAS="0", TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run([sys.executable, "-c", MEASURE, name, str(repeat)], capture_output=True, text=True,
-                            cwd=ROOT, env=env, check=False)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        TF_USE_LEGACY_KERAS="0",
+        TF_CPP_MIN_LOG_LEVEL="3",
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", MEASURE, name, str(repeat)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if not lines:
         raise RuntimeError(f"{name}: measurement failed: {result.stderr[-1500:]}")
@@ -86,13 +96,20 @@ def results(quick: bool = False) -> list[dict]:
     for name in ("ResNet50", "MobileNetV2"):
         m = measure(name, 1 if quick else 3)
         baseline = m["float16"] + m["float32"]
-        rows.append({"name": f"numerics {name} (s) vs float32 + float16 forward", "measured": m["numerics"],
-                     "baseline": baseline, "ratio": m["numerics"] / baseline, "target": f"<= {TARGET:g}",
-                     "unit": "s",
-                     "note": f"peak RSS {m['rss_before']:.0f} -> {m['rss_after']:.0f} MiB; {m['layers']} layers; "
-                             f"relative error max {m['max_normal_error']:.2e} over layers in float16's normal range "
-                             f"(MP405 threshold 5e-02), {m['underflow_layers']} layers below it (max "
-                             f"{m['max_error']:.2e}), median {m['median_error']:.2e}; all finite: {m['finite']}"})
+        rows.append(
+            {
+                "name": f"numerics {name} (s) vs float32 + float16 forward",
+                "measured": m["numerics"],
+                "baseline": baseline,
+                "ratio": m["numerics"] / baseline,
+                "target": f"<= {TARGET:g}",
+                "unit": "s",
+                "note": f"peak RSS {m['rss_before']:.0f} -> {m['rss_after']:.0f} MiB; {m['layers']} layers; "
+                f"relative error max {m['max_normal_error']:.2e} over layers in float16's normal range "
+                f"(MP405 threshold 5e-02), {m['underflow_layers']} layers below it (max "
+                f"{m['max_error']:.2e}), median {m['median_error']:.2e}; all finite: {m['finite']}",
+            }
+        )
     return rows
 
 
@@ -102,8 +119,9 @@ def main() -> int:
     args = parser.parse_args()
     print(f"{'measure':<52}{'mpdoctor':>10}{'baseline':>10}{'ratio':>8}{'target':>8}")
     for row in results(args.quick):
-        print(f"{row['name']:<52}{row['measured']:>10.3f}{row['baseline']:>10.3f}{row['ratio']:>8.2f}"
-              f"{row['target']:>8}")
+        print(
+            f"{row['name']:<52}{row['measured']:>10.3f}{row['baseline']:>10.3f}{row['ratio']:>8.2f}{row['target']:>8}"
+        )
         print(f"    {row['note']}")
     return 0
 

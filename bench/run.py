@@ -24,12 +24,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import format_table, row
+from _common import format_table, row  # noqa: E402 - after the sys.path entry it needs
 
 
 def bench_modules() -> dict[str, Path]:
-    return {path.stem: path for path in sorted(HERE.glob("*.py"))
-            if path.name != "run.py" and not path.name.startswith("_")}
+    return {
+        path.stem: path for path in sorted(HERE.glob("*.py")) if path.name != "run.py" and not path.name.startswith("_")
+    }
 
 
 def load(name: str, path: Path):
@@ -53,16 +54,23 @@ def machine() -> str:
             memory = f", {int(handle.readline().split()[1]) / 2**20:.0f} GiB RAM"
     except (OSError, ValueError, IndexError):
         pass
-    return f"{os.cpu_count()} CPUs ({cpu}){memory}, {platform.system()} {platform.release()}, Python " \
-           f"{platform.python_version()}"
+    return (
+        f"{os.cpu_count()} CPUs ({cpu}){memory}, {platform.system()} {platform.release()}, Python "
+        f"{platform.python_version()}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     modules = bench_modules()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller inputs, one repeat")
-    parser.add_argument("--only", action="append", choices=sorted(modules), metavar="NAME",
-                        help=f"run only this module (one of: {', '.join(sorted(modules))}; repeatable)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(modules),
+        metavar="NAME",
+        help=f"run only this module (one of: {', '.join(sorted(modules))}; repeatable)",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)
     rows: list[dict] = []
@@ -74,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             if not hasattr(module, "results"):
                 continue  # not a bench module
             rows += module.results(quick=args.quick)
-        except Exception as exc:  # noqa: BLE001 - one broken bench must not hide the others' figures
+        except Exception as exc:
             traceback.print_exc()
             rows.append(row(f"{name}: failed", None, None, note=f"{type(exc).__name__}: {exc}"))
     if args.json:

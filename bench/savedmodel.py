@@ -40,23 +40,29 @@ MAKE = textwrap.dedent("""
     """)
 
 # saved_model_cli is a console script; run its entry point under the RSS wrapper so both get the same treatment.
-SAVED_MODEL_CLI = ("import sys\n"
-                   "from tensorflow.python.tools.saved_model_cli import main\n"
-                   "sys.exit(main())\n")
+SAVED_MODEL_CLI = "import sys\nfrom tensorflow.python.tools.saved_model_cli import main\nsys.exit(main())\n"
 
 
 def results(quick: bool = False) -> list[dict]:
     if shutil.which("saved_model_cli") is None:
-        return [row("inspect SavedModel signatures", None, None, target="<= 1",
-                    note="skipped: saved_model_cli not installed")]
+        return [
+            row(
+                "inspect SavedModel signatures",
+                None,
+                None,
+                target="<= 1",
+                note="skipped: saved_model_cli not installed",
+            )
+        ]
     repeat = 1 if quick else 3
     with tempfile.TemporaryDirectory(prefix="mpdoctor-bench-") as tmp:
         target = os.path.join(tmp, "tower")
         subprocess.run([sys.executable, "-c", MAKE, target], check=True, capture_output=True, env=python_env())
-        ours = min((run_measured(["-m", "mpdoctor", "inspect", target]) for _ in range(repeat)),
-                   key=lambda r: r[0])
-        theirs = min((run_measured(["-c", SAVED_MODEL_CLI, "show", "--dir", target, "--all"])
-                      for _ in range(repeat)), key=lambda r: r[0])
+        ours = min((run_measured(["-m", "mpdoctor", "inspect", target]) for _ in range(repeat)), key=lambda r: r[0])
+        theirs = min(
+            (run_measured(["-c", SAVED_MODEL_CLI, "show", "--dir", target, "--all"]) for _ in range(repeat)),
+            key=lambda r: r[0],
+        )
     failed = [name for name, result in (("inspect", ours), ("saved_model_cli", theirs)) if result[2] != 0]
     note = f"vs saved_model_cli show --all; peak RSS {mib(ours[1])} vs {mib(theirs[1])}"
     if failed:

@@ -21,17 +21,21 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import contextlib
+
 from _common import ROOT, best_of, main_for, mib, row, run_measured
 from _synthetic import big_file, many_files
 
 sys.path.insert(0, ROOT)
 
-PARSE_ALL = ("import ast, os, sys\n"
-             "for root in sys.argv[1:]:\n"
-             "    paths = [os.path.join(d, n) for d, _, ns in os.walk(root) for n in ns if n.endswith('.py')] \\\n"
-             "        if os.path.isdir(root) else [root]\n"
-             "    for p in paths:\n"
-             "        ast.parse(open(p, 'rb').read())\n")
+PARSE_ALL = (
+    "import ast, os, sys\n"
+    "for root in sys.argv[1:]:\n"
+    "    paths = [os.path.join(d, n) for d, _, ns in os.walk(root) for n in ns if n.endswith('.py')] \\\n"
+    "        if os.path.isdir(root) else [root]\n"
+    "    for p in paths:\n"
+    "        ast.parse(open(p, 'rb').read())\n"
+)
 
 
 def default_corpus() -> list[Path]:
@@ -46,10 +50,8 @@ def default_corpus() -> list[Path]:
 
 def baseline(files: list[Path]) -> None:
     for path in files:
-        try:
+        with contextlib.suppress(SyntaxError, ValueError):
             ast.parse(path.read_bytes())
-        except (SyntaxError, ValueError):
-            pass
 
 
 def mpdoctor_static(files: list[Path]) -> int:
@@ -79,17 +81,25 @@ def corpus_rows(quick: bool) -> list[dict]:
     base = best_of(repeat, baseline, files)
     ours = best_of(repeat, mpdoctor_static, files)
     findings = mpdoctor_static(files)
-    return [row("static pass, Keras source corpus", ours, base, target="<= 3",
-                note=f"vs read+ast.parse; {len(files):,} files, {lines:,} lines, {findings} findings, "
-                     f"{len(files) / ours:,.0f} files/s")]
+    return [
+        row(
+            "static pass, Keras source corpus",
+            ours,
+            base,
+            target="<= 3",
+            note=f"vs read+ast.parse; {len(files):,} files, {lines:,} lines, {findings} findings, "
+            f"{len(files) / ours:,.0f} files/s",
+        )
+    ]
 
 
 def startup_row(quick: bool) -> dict:
     target = os.path.join(ROOT, "examples", "hub_seed.py")
     repeat = 2 if quick else 5
     python = min(run_measured(["-c", "pass"])[0] for _ in range(repeat))
-    check = min(run_measured(["-m", "mpdoctor", "check", "--no-trace", "--exit-zero", "-q", target])[0]
-                for _ in range(repeat))
+    check = min(
+        run_measured(["-m", "mpdoctor", "check", "--no-trace", "--exit-zero", "-q", target])[0] for _ in range(repeat)
+    )
     return row("start-up, check --no-trace one file", check, python, target="< 0.5 s", note="vs python -c pass")
 
 
@@ -97,17 +107,35 @@ def scale_rows(quick: bool) -> list[dict]:
     lines, files = (5_000, 200) if quick else (50_000, 2_000)
     rows = []
     with tempfile.TemporaryDirectory(prefix="mpdoctor-bench-") as tmp:
-        cases = [(f"static, one {lines:,}-line file", big_file(Path(tmp) / "big_model.py", lines)),
-                 (f"static, directory of {files:,} files", many_files(Path(tmp) / "tree", files))]
+        cases = [
+            (f"static, one {lines:,}-line file", big_file(Path(tmp) / "big_model.py", lines)),
+            (f"static, directory of {files:,} files", many_files(Path(tmp) / "tree", files)),
+        ]
         for name, target in cases:
-            seconds, rss, code, out = run_measured(["-m", "mpdoctor", "check", "--no-trace", "--exit-zero",
-                                                    "--format", "json", "-q", str(target)])
+            seconds, rss, code, out = run_measured(
+                ["-m", "mpdoctor", "check", "--no-trace", "--exit-zero", "--format", "json", "-q", str(target)]
+            )
             base_seconds, base_rss, _, _ = run_measured(["-c", PARSE_ALL, str(target)])
             findings = out.count(b'"code":') if code == 0 else f"exit {code}"
-            rows.append(row(name, seconds, base_seconds, target="finishes",
-                            note=f"vs a process that ast.parses the same; {findings} findings"))
-            rows.append(row(f"  peak RSS, {name.split(', ', 1)[1]}", rss / 2**20, base_rss / 2**20, unit="MiB",
-                            target="bounded", note=f"{mib(rss)} vs {mib(base_rss)}"))
+            rows.append(
+                row(
+                    name,
+                    seconds,
+                    base_seconds,
+                    target="finishes",
+                    note=f"vs a process that ast.parses the same; {findings} findings",
+                )
+            )
+            rows.append(
+                row(
+                    f"  peak RSS, {name.split(', ', 1)[1]}",
+                    rss / 2**20,
+                    base_rss / 2**20,
+                    unit="MiB",
+                    target="bounded",
+                    note=f"{mib(rss)} vs {mib(base_rss)}",
+                )
+            )
     return rows
 
 

@@ -44,8 +44,9 @@ def overhead(repeat: int) -> tuple[float, float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "resnet_model.py"
         script.write_text(RESNET)
-        plain = min(timed([sys.executable, "-c", f"import runpy; runpy.run_path({str(script)!r})"], env)
-                    for _ in range(repeat))
+        plain = min(
+            timed([sys.executable, "-c", f"import runpy; runpy.run_path({str(script)!r})"], env) for _ in range(repeat)
+        )
         check = [sys.executable, "-m", "mpdoctor", "check", "--trace", "--exit-zero", "-q", str(script)]
         traced = min(timed(check, env) for _ in range(repeat))
         without_numerics = min(timed(check + ["--no-numerics"], env) for _ in range(repeat))
@@ -88,8 +89,14 @@ SCALING = textwrap.dedent("""\
 
 
 def scaling(sizes: str) -> tuple[list[tuple[int, float, float]], int | None]:
-    result = subprocess.run([sys.executable, "-c", SCALING, sizes], check=False, capture_output=True, text=True,
-                            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    result = subprocess.run(
+        [sys.executable, "-c", SCALING, sizes],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     rows, peak = [], None
     for line in result.stdout.splitlines():
         if line.startswith("peak "):
@@ -104,14 +111,32 @@ def scaling(sizes: str) -> tuple[list[tuple[int, float, float]], int | None]:
 
 def results(quick: bool = False) -> list[dict]:
     plain, traced, without_numerics = overhead(1 if quick else 3)
-    rows = [row("trace, ResNet50 script, --no-numerics", without_numerics, plain, target="<= 1.5",
-                note="mpdoctor check --trace vs plain python importing the script (which never calls the model)"),
-            row("trace, ResNet50 script, with numerics", traced, plain,
-                note="default: adds the float32 reference pass and per-layer statistics (bench/numerics.py)")]
+    rows = [
+        row(
+            "trace, ResNet50 script, --no-numerics",
+            without_numerics,
+            plain,
+            target="<= 1.5",
+            note="mpdoctor check --trace vs plain python importing the script (which never calls the model)",
+        ),
+        row(
+            "trace, ResNet50 script, with numerics",
+            traced,
+            plain,
+            note="default: adds the float32 reference pass and per-layer statistics (bench/numerics.py)",
+        ),
+    ]
     sizes, peak = scaling("100,1000" if quick else "100,1000,10000")
     for n, build, analysis in sizes:
-        rows.append(row(f"graph+trace rules, {n:,} layers", analysis, build, target="< 5 s" if n >= 10000 else "",
-                        note=f"vs the model's build; {1e6 * analysis / n:.0f} us/layer"))
+        rows.append(
+            row(
+                f"graph+trace rules, {n:,} layers",
+                analysis,
+                build,
+                target="< 5 s" if n >= 10000 else "",
+                note=f"vs the model's build; {1e6 * analysis / n:.0f} us/layer",
+            )
+        )
     if sizes and peak:
         rows[-1]["note"] += f"; peak RSS {peak / 2**20:,.0f} MiB (whole process)"
     return rows

@@ -48,27 +48,46 @@ class FileFix:
     def diff(self) -> str:
         if not self.changed:
             return ""
-        return "".join(difflib.unified_diff(self.original.splitlines(keepends=True),
-                                            self.fixed.splitlines(keepends=True),
-                                            f"a/{self.shown}", f"b/{self.shown}"))
+        return "".join(
+            difflib.unified_diff(
+                self.original.splitlines(keepends=True),
+                self.fixed.splitlines(keepends=True),
+                f"a/{self.shown}",
+                f"b/{self.shown}",
+            )
+        )
 
     def to_dict(self) -> dict:
         def one(d: Diagnostic) -> dict:
-            return {"code": d.code, "line": d.location.line, "description": d.fix.description if d.fix else "",
-                    "applicability": d.fix.applicability if d.fix else None}
+            return {
+                "code": d.code,
+                "line": d.location.line,
+                "description": d.fix.description if d.fix else "",
+                "applicability": d.fix.applicability if d.fix else None,
+            }
 
-        return {"path": self.shown, "written": self.written, "verification": self.verification,
-                "error": self.error, "applied": [one(d) for d in self.applied],
-                "not_applied": [{**one(d), "reason": reason} for d, reason in self.not_applied]}
+        return {
+            "path": self.shown,
+            "written": self.written,
+            "verification": self.verification,
+            "error": self.error,
+            "applied": [one(d) for d in self.applied],
+            "not_applied": [{**one(d), "reason": reason} for d, reason in self.not_applied],
+        }
 
 
 def wanted(d: Diagnostic, unsafe: bool) -> bool:
-    return (d.fix is not None and bool(d.fix.edits) and (unsafe or d.fix.applicability == "safe")
-            and all(e.path == d.location.path for e in d.fix.edits))
+    return (
+        d.fix is not None
+        and bool(d.fix.edits)
+        and (unsafe or d.fix.applicability == "safe")
+        and all(e.path == d.location.path for e in d.fix.edits)
+    )
 
 
-def plan_fixes(text: str, diagnostics: list[Diagnostic], recheck, unsafe: bool, skip: set[tuple] = frozenset()
-               ) -> tuple[str, list[tuple[Diagnostic, str]], list[tuple[Diagnostic, str]], list[Diagnostic]]:
+def plan_fixes(
+    text: str, diagnostics: list[Diagnostic], recheck, unsafe: bool, skip: set[tuple] = frozenset()
+) -> tuple[str, list[tuple[Diagnostic, str]], list[tuple[Diagnostic, str]], list[Diagnostic]]:
     """Apply fixes round by round until none is left: (fixed text, [(applied diagnostic, the text its lines refer
     to)], [(diagnostic, why not applied)], diagnostics of the fixed text per `recheck`). `recheck(text)` re-runs
     the (static) checks; fixes that clash with an earlier one wait for the next round; a fix whose finding comes
@@ -99,11 +118,19 @@ def plan_fixes(text: str, diagnostics: list[Diagnostic], recheck, unsafe: bool, 
         if new_text == text:
             break
         mapped = line_mapper(text, new_text)
-        done = [(code, what, range(mapped(lines.start).start, mapped(lines.stop - 1).stop), count)
-                for code, what, lines, count in done]
-        done += [(d.code, d.fix.description, mapped(d.location.line),
-                  sum(same(c, d.code, d.fix.description, range(d.location.line, d.location.line + 1))
-                      for c in current)) for d in taken]
+        done = [
+            (code, what, range(mapped(lines.start).start, mapped(lines.stop - 1).stop), count)
+            for code, what, lines, count in done
+        ]
+        done += [
+            (
+                d.code,
+                d.fix.description,
+                mapped(d.location.line),
+                sum(same(c, d.code, d.fix.description, range(d.location.line, d.location.line + 1)) for c in current),
+            )
+            for d in taken
+        ]
         applied += [(d, text) for d in taken]
         text = new_text
         current = recheck(text)
@@ -176,8 +203,9 @@ def line_mapper(old: str, new: str):
     return mapped
 
 
-def ineffective(fixed: str, applied: list[tuple[Diagnostic, str]], after: list[Diagnostic]
-                ) -> list[tuple[Diagnostic, int]]:
+def ineffective(
+    fixed: str, applied: list[tuple[Diagnostic, str]], after: list[Diagnostic]
+) -> list[tuple[Diagnostic, int]]:
     """(applied diagnostic, line in `fixed`) of the fixes whose finding the fixed text still has."""
     found = []
     for d, text in applied:
@@ -188,12 +216,14 @@ def ineffective(fixed: str, applied: list[tuple[Diagnostic, str]], after: list[D
     return found
 
 
-def verification_problems(original: str, fixed: str, before: list[Diagnostic],
-                          applied: list[tuple[Diagnostic, str]], after: list[Diagnostic]) -> list[str]:
+def verification_problems(
+    original: str, fixed: str, before: list[Diagnostic], applied: list[tuple[Diagnostic, str]], after: list[Diagnostic]
+) -> list[str]:
     """Why a traced fixed file is not better: a fixed diagnostic is still reported, or an error appeared that the
     original did not have."""
-    problems = [f"{d.code} is still reported after the fix (line {line})"
-                for d, line in ineffective(fixed, applied, after)]
+    problems = [
+        f"{d.code} is still reported after the fix (line {line})" for d, line in ineffective(fixed, applied, after)
+    ]
     to_fixed = line_mapper(original, fixed)
     known = {(b.code, line) for b in before for line in to_fixed(b.location.line)}
     for a in after:
@@ -202,8 +232,9 @@ def verification_problems(original: str, fixed: str, before: list[Diagnostic],
     return list(dict.fromkeys(problems))
 
 
-def fix_file(path: Path, shown: str, text: str, diagnostics: list[Diagnostic], config: Config, trace,
-             unsafe: bool) -> FileFix:
+def fix_file(
+    path: Path, shown: str, text: str, diagnostics: list[Diagnostic], config: Config, trace, unsafe: bool
+) -> FileFix:
     """Plan and verify the fixes of one file (nothing is written here). With the trace pass, a verified result can
     show new trace-only findings with fixes (a float16 output once the policy is mixed): they get another verified
     round, so that a second --fix has nothing left to do."""
@@ -230,8 +261,9 @@ def fix_file(path: Path, shown: str, text: str, diagnostics: list[Diagnostic], c
         problem = _must_round_trip(fixed)
         verification, after, culprits = UNVERIFIED, remaining, []
         if problem is None and trace.enabled:
-            problem, verification, after, culprits = _verify_by_trace(path, shown, current, fixed, before, applied,
-                                                                      config, trace)
+            problem, verification, after, culprits = _verify_by_trace(
+                path, shown, current, fixed, before, applied, config, trace
+            )
         if problem and culprits and len(culprits) < len(applied) and not retried:
             # Cheap fallback (one more trace): the other fixes of the round without those that did not work.
             retried, rounds = True, rounds + 1
@@ -250,8 +282,9 @@ def fix_file(path: Path, shown: str, text: str, diagnostics: list[Diagnostic], c
     return result
 
 
-def _verify_by_trace(path, shown, original, fixed, before, applied, config, trace
-                     ) -> tuple[str | None, str, list[Diagnostic], list[Diagnostic]]:
+def _verify_by_trace(
+    path, shown, original, fixed, before, applied, config, trace
+) -> tuple[str | None, str, list[Diagnostic], list[Diagnostic]]:
     """Trace the fixed text from a temporary file outside the user's tree, as if it were `path`: (problem,
     verification, diagnostics of the fixed text, the applied fixes to drop when they alone are the problem)."""
     from mpdoctor.engine import check_source
@@ -267,8 +300,12 @@ def _verify_by_trace(path, shown, original, fixed, before, applied, config, trac
     if problems:
         culprits = [d for d, _ in ineffective(fixed, applied, after)]
         only_ineffective = len(problems) == len(culprits)  # no new error: dropping those fixes may be enough
-        return ("re-tracing the fixed file: " + "; ".join(problems[:3]), UNVERIFIED, before,
-                culprits if only_ineffective else [])
+        return (
+            "re-tracing the fixed file: " + "; ".join(problems[:3]),
+            UNVERIFIED,
+            before,
+            culprits if only_ineffective else [],
+        )
     crashed = [a for a in after if a.code == "MP001"]
     # The run dies before and after the fix for a reason of its own: the fix is no worse, but nothing is proven.
     if crashed:

@@ -42,8 +42,13 @@ def entries(diagnostics: list[Diagnostic], sources: Mapping[str, SourceText], di
     relative = _relative_to(directory)
     found = []
     for d, material in zip(diagnostics, fingerprint_materials(diagnostics, sources, path_of=relative), strict=True):
-        entry = {"code": d.code, "path": relative(d.location.path), "fingerprint": fingerprint(material),
-                 "line": d.location.line, "message": d.message}
+        entry = {
+            "code": d.code,
+            "path": relative(d.location.path),
+            "fingerprint": fingerprint(material),
+            "line": d.location.line,
+            "message": d.message,
+        }
         if d.location.cell is not None:
             entry["cell"] = d.location.cell
         found.append(entry)
@@ -53,8 +58,11 @@ def entries(diagnostics: list[Diagnostic], sources: Mapping[str, SourceText], di
 def write_baseline(path: Path, diagnostics: list[Diagnostic], sources: Mapping[str, SourceText]) -> int:
     from mpdoctor._version import __version__
 
-    data = {"version": VERSION, "tool": {"name": "mpdoctor", "version": __version__},
-            "findings": entries(diagnostics, sources, path.parent)}
+    data = {
+        "version": VERSION,
+        "tool": {"name": "mpdoctor", "version": __version__},
+        "findings": entries(diagnostics, sources, path.parent),
+    }
     try:
         path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
@@ -74,7 +82,7 @@ def load_baseline(path: Path) -> Counter:
         raise BaselineError(f"{path}: not a mpdoctor baseline: invalid JSON ({exc})") from None
     findings = data.get("findings") if isinstance(data, dict) else None
     if not isinstance(findings, list) or data.get("version") != VERSION:
-        raise BaselineError(f"{path}: not a mpdoctor baseline (version {VERSION} with a \"findings\" list)")
+        raise BaselineError(f'{path}: not a mpdoctor baseline (version {VERSION} with a "findings" list)')
     keys: Counter = Counter()
     for item in findings:
         if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("code", "path", "fingerprint")):
@@ -83,8 +91,9 @@ def load_baseline(path: Path) -> Counter:
     return keys
 
 
-def split(diagnostics: list[Diagnostic], sources: Mapping[str, SourceText], keys: Counter, directory: Path
-          ) -> tuple[list[Diagnostic], int]:
+def split(
+    diagnostics: list[Diagnostic], sources: Mapping[str, SourceText], keys: Counter, directory: Path
+) -> tuple[list[Diagnostic], int]:
     """(findings the baseline does not list, how many it does)."""
     remaining = Counter(keys)
     new, baselined = [], 0

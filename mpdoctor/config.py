@@ -13,13 +13,45 @@ from mpdoctor.diagnostics import Severity
 from mpdoctor.facts.dtypes import KNOWN_POLICIES
 from mpdoctor.registry import expand_selector
 
-DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
-                   "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache",
-                   ".ipynb_checkpoints")
+DEFAULT_EXCLUDE = (
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    "__pycache__",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".ipynb_checkpoints",
+)
 
-KNOWN_KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude", "fail-on",
-              "keras-version", "assume-policy", "entry", "trace-timeout", "baseline", "numerics", "numerics-threshold",
-              "sample-batch-size", "sample-seed", "sample-range", "trace-memory"}
+KNOWN_KEYS = {
+    "select",
+    "extend-select",
+    "ignore",
+    "per-file-ignores",
+    "exclude",
+    "extend-exclude",
+    "fail-on",
+    "keras-version",
+    "assume-policy",
+    "entry",
+    "trace-timeout",
+    "baseline",
+    "numerics",
+    "numerics-threshold",
+    "sample-batch-size",
+    "sample-seed",
+    "sample-range",
+    "trace-memory",
+}
 
 
 @dataclass
@@ -34,8 +66,14 @@ class NumericsConfig:
     sample: str | None = None  # --sample FILE.npz instead of a generated batch
 
     def request(self) -> dict:
-        return {"enabled": self.enabled, "threshold": self.threshold, "batch_size": self.batch_size,
-                "seed": self.seed, "range": list(self.range), "sample": self.sample}
+        return {
+            "enabled": self.enabled,
+            "threshold": self.threshold,
+            "batch_size": self.batch_size,
+            "seed": self.seed,
+            "range": list(self.range),
+            "sample": self.sample,
+        }
 
 
 class ConfigError(Exception):
@@ -140,11 +178,29 @@ def load_config(start: Path, config_file: Path | None = None) -> Config:
     return config
 
 
-def apply_overrides(config: Config, where: str, *, select=None, extend_select=None, ignore=None,
-                    per_file_ignores=None, exclude=None, extend_exclude=None, fail_on=None, keras_version=None,
-                    assume_policy=None, entry=None, trace_timeout=None, baseline=None, numerics=None,
-                    numerics_threshold=None, sample_batch_size=None, sample_seed=None, sample_range=None,
-                    trace_memory=None) -> None:
+def apply_overrides(
+    config: Config,
+    where: str,
+    *,
+    select=None,
+    extend_select=None,
+    ignore=None,
+    per_file_ignores=None,
+    exclude=None,
+    extend_exclude=None,
+    fail_on=None,
+    keras_version=None,
+    assume_policy=None,
+    entry=None,
+    trace_timeout=None,
+    baseline=None,
+    numerics=None,
+    numerics_threshold=None,
+    sample_batch_size=None,
+    sample_seed=None,
+    sample_range=None,
+    trace_memory=None,
+) -> None:
     if select is not None:  # a later layer's select starts afresh, dropping earlier ignores (ruff semantics)
         config.select = _selectors(select, f"{where} select")
         config.ignore = set()
@@ -173,8 +229,9 @@ def apply_overrides(config: Config, where: str, *, select=None, extend_select=No
         config.keras_version = int(keras_version)
     if assume_policy is not None:
         if assume_policy not in KNOWN_POLICIES:
-            raise ConfigError(f"{where} assume-policy: expected one of {', '.join(KNOWN_POLICIES)}, "
-                              f"got {assume_policy!r}")
+            raise ConfigError(
+                f"{where} assume-policy: expected one of {', '.join(KNOWN_POLICIES)}, got {assume_policy!r}"
+            )
         config.assume_policy = assume_policy
     if entry is not None:
         if not isinstance(entry, str) or not entry.isidentifier():
@@ -188,16 +245,18 @@ def apply_overrides(config: Config, where: str, *, select=None, extend_select=No
         if not isinstance(baseline, str) or not baseline:
             raise ConfigError(f"{where} baseline: expected the path of a baseline file, got {baseline!r}")
         config.baseline = config.root / baseline
-    _numerics_overrides(config.numerics, where, numerics, numerics_threshold, sample_batch_size, sample_seed,
-                        sample_range)
+    _numerics_overrides(
+        config.numerics, where, numerics, numerics_threshold, sample_batch_size, sample_seed, sample_range
+    )
     if trace_memory is not None:
         if isinstance(trace_memory, bool) or not isinstance(trace_memory, (int, float)) or trace_memory <= 0:
             raise ConfigError(f"{where} trace-memory: expected a positive number of MiB, got {trace_memory!r}")
         config.trace_memory = float(trace_memory)
 
 
-def _numerics_overrides(numerics: NumericsConfig, where: str, enabled, threshold, batch_size, seed,
-                        sample_range) -> None:
+def _numerics_overrides(
+    numerics: NumericsConfig, where: str, enabled, threshold, batch_size, seed, sample_range
+) -> None:
     if enabled is not None:
         if not isinstance(enabled, bool):
             raise ConfigError(f"{where} numerics: expected true or false, got {enabled!r}")
@@ -215,8 +274,11 @@ def _numerics_overrides(numerics: NumericsConfig, where: str, enabled, threshold
             raise ConfigError(f"{where} sample-seed: expected a non-negative integer, got {seed!r}")
         numerics.seed = seed
     if sample_range is not None:
-        if (not isinstance(sample_range, (list, tuple)) or len(sample_range) != 2
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in sample_range)
-                or not sample_range[0] < sample_range[1]):
+        if (
+            not isinstance(sample_range, (list, tuple))
+            or len(sample_range) != 2
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in sample_range)
+            or not sample_range[0] < sample_range[1]
+        ):
             raise ConfigError(f"{where} sample-range: expected [low, high] with low < high, got {sample_range!r}")
         numerics.range = (float(sample_range[0]), float(sample_range[1]))

@@ -126,9 +126,16 @@ class Report:
         return sum(1 for d in self.diagnostics if d.fix is not None)
 
     def summary(self) -> dict:
-        summary = {"files": self.files_checked, "total": len(self.diagnostics), "by_severity": self.counts(),
-                   "by_code": self.by_code(), "fixable": self.fixable(), "errors": len(self.errors),
-                   "passes": list(self.passes), "baselined": self.baselined}
+        summary = {
+            "files": self.files_checked,
+            "total": len(self.diagnostics),
+            "by_severity": self.counts(),
+            "by_code": self.by_code(),
+            "fixable": self.fixable(),
+            "errors": len(self.errors),
+            "passes": list(self.passes),
+            "baselined": self.baselined,
+        }
         if self.fixes is not None:
             summary["fixed"] = sum(len(f.applied) for f in self.fixes if f.written)
         return summary

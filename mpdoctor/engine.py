@@ -58,8 +58,11 @@ def collect_files(paths: Iterable[Path], config: Config) -> tuple[list[Path], li
             for root, dirs, names in os.walk(path):
                 root_path = Path(root)
                 dirs[:] = sorted(d for d in dirs if not config.is_excluded(root_path / d))
-                candidates += [root_path / n for n in sorted(names)
-                               if n.endswith((".py", NOTEBOOK_SUFFIX)) and not config.is_excluded(root_path / n)]
+                candidates += [
+                    root_path / n
+                    for n in sorted(names)
+                    if n.endswith((".py", NOTEBOOK_SUFFIX)) and not config.is_excluded(root_path / n)
+                ]
         for candidate in candidates:
             key = candidate.resolve()
             if key not in seen:
@@ -78,8 +81,12 @@ class TraceOptions:
     memory_limit_mb: float | None = None  # --trace-memory: the child is killed beyond this resident memory
 
 
-def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | None = None,
-                progress: Callable[[int, int, str], None] | None = None) -> Report:
+def check_paths(
+    paths: Iterable[Path],
+    config: Config,
+    trace: TraceOptions | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> Report:
     """`progress(index, total, shown)` is called before each file (the CLI draws it on a terminal). The report keeps
     the text of every file that has findings (`Report.sources`), for the renderers and --fix."""
     trace = trace or TraceOptions()
@@ -103,8 +110,7 @@ def check_paths(paths: Iterable[Path], config: Config, trace: TraceOptions | Non
             report.errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
             continue
         traced_before = len(report.traces)
-        diagnostics, error = check_source(source.text, shown, config, path=str(path), trace=trace,
-                                          traces=report.traces)
+        diagnostics, error = check_source(source.text, shown, config, path=str(path), trace=trace, traces=report.traces)
         if notebook is not None:
             diagnostics, error = notebook.map_results(shown, path, diagnostics, error, report.traces[traced_before:])
         report.files_checked += 1
@@ -132,9 +138,15 @@ def parse_source(text: str, shown: str) -> tuple[ast.Module | None, FileError | 
         return None, FileError(shown, f"cannot parse: {exc}", kind="syntax")
 
 
-def check_source(text: str, shown: str, config: Config, path: str | None = None,
-                 trace: TraceOptions | None = None, traces: list | None = None, run_from: str | None = None
-                 ) -> tuple[list[Diagnostic], FileError | None]:
+def check_source(
+    text: str,
+    shown: str,
+    config: Config,
+    path: str | None = None,
+    trace: TraceOptions | None = None,
+    traces: list | None = None,
+    run_from: str | None = None,
+) -> tuple[list[Diagnostic], FileError | None]:
     """Static (and, when enabled, trace) pass over one file: diagnostics after selection and suppression, or a
     parse error. A file that does not parse is never run. `run_from`: a file holding `text` that the trace runs
     as if it were `path` (to verify a fix before writing it)."""
@@ -147,15 +159,17 @@ def check_source(text: str, shown: str, config: Config, path: str | None = None,
     if trace is not None and trace.enabled and _MARKER.search(text):
         from mpdoctor.trace.checks import trace_diagnostics
 
-        traced, verdicts = trace_diagnostics(path or shown, shown, text, tree, config, settings, trace, traces,
-                                             run_from=run_from)
+        traced, verdicts = trace_diagnostics(
+            path or shown, shown, text, tree, config, settings, trace, traces, run_from=run_from
+        )
         raw = merge_passes(static_after_trace(raw, verdicts), traced)
         passes = "ST"
     return finish(raw, text, shown, config, ran_passes=passes), internal
 
 
-def _static_diagnostics(text: str, shown: str, tree: ast.Module, config: Config, path: str | None,
-                        settings: Settings) -> tuple[list[Diagnostic], FileError | None]:
+def _static_diagnostics(
+    text: str, shown: str, tree: ast.Module, config: Config, path: str | None, settings: Settings
+) -> tuple[list[Diagnostic], FileError | None]:
     raw: list[Diagnostic] = []
     internal: FileError | None = None
     if not _MARKER.search(text):
@@ -185,15 +199,18 @@ def static_after_trace(static: list[Diagnostic], verdicts: dict) -> list[Diagnos
 
     kept = []
     for d in static:
-        key = next((k for k in ((d.code, d.location.line, d.location.column), (d.code, d.location.line))
-                    if k in verdicts), None)
+        key = next(
+            (k for k in ((d.code, d.location.line, d.location.column), (d.code, d.location.line)) if k in verdicts),
+            None,
+        )
         if key is None:
             kept.append(d)
         elif verdicts[key] is not None:
             verdict, reason = verdicts[key]
             if verdict == "confirm":
-                kept.append(replace(d, passes=("static", "trace"), confidence=Confidence.HIGH,
-                                    notes=d.notes + (reason,)))
+                kept.append(
+                    replace(d, passes=("static", "trace"), confidence=Confidence.HIGH, notes=d.notes + (reason,))
+                )
             else:
                 kept.append(replace(d, severity=Severity.INFO, confidence=Confidence.LOW, notes=d.notes + (reason,)))
     return kept
@@ -207,17 +224,24 @@ def merge_passes(static: list[Diagnostic], traced: list[Diagnostic]) -> list[Dia
     merged = list(static)
     absorbers = {code: hook.fn for hook in hooks("absorbs") for code in hook.codes}
     for t in traced:
-        if t.code == TRACE_FAILED and any(absorbers[s.code](t) for s in static if s.code in absorbers
-                                     and (s.location.path, s.location.line) == (t.location.path, t.location.line)):
+        if t.code == TRACE_FAILED and any(
+            absorbers[s.code](t)
+            for s in static
+            if s.code in absorbers and (s.location.path, s.location.line) == (t.location.path, t.location.line)
+        ):
             continue
         s = by_key.pop((t.code, t.location.path, t.location.line), None)
         if s is None:  # no static finding, or one already confirmed by another trace finding on that line
             merged.append(t)
             continue
         merged[merged.index(s)] = replace(
-            t, location=replace(s.location, layer=t.location.layer or s.location.layer),
-            passes=("static", "trace"), confidence=Confidence.HIGH, fix=t.fix or s.fix,
-            notes=tuple(dict.fromkeys(t.notes + s.notes)))
+            t,
+            location=replace(s.location, layer=t.location.layer or s.location.layer),
+            passes=("static", "trace"),
+            confidence=Confidence.HIGH,
+            fix=t.fix or s.fix,
+            notes=tuple(dict.fromkeys(t.notes + s.notes)),
+        )
     return merged
 
 
@@ -228,11 +252,15 @@ def finish(raw: list[Diagnostic], text: str, shown: str, config: Config, ran_pas
         if config.enabled(d.code, shown):
             selected.setdefault((d.code, d.location.line, d.location.column, d.location.layer), d)
     suppressions = find_suppressions(text) if _MAY_SUPPRESS.search(text) else []
-    kept = [d for d in selected.values()
-            if not is_suppressed(suppressions, d.code, (d.location.line, d.location.end_line or d.location.line))]
+    kept = [
+        d
+        for d in selected.values()
+        if not is_suppressed(suppressions, d.code, (d.location.line, d.location.end_line or d.location.line))
+    ]
     if config.enabled(UNUSED_SUPPRESSION, shown):
-        kept += unused_suppressions(suppressions, shown, text,
-                                    lambda code: _could_have_run(code, config, shown, ran_passes))
+        kept += unused_suppressions(
+            suppressions, shown, text, lambda code: _could_have_run(code, config, shown, ran_passes)
+        )
     return sorted(kept, key=Diagnostic.sort_key)
 
 

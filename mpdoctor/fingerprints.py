@@ -16,8 +16,9 @@ def posix_path(path: str) -> str:
     return PurePath(path).as_posix()  # also drops a leading "./" and doubled slashes
 
 
-def fingerprint_materials(diagnostics: list[Diagnostic], sources: Mapping[str, SourceText],
-                          path_of=posix_path) -> list[str]:
+def fingerprint_materials(
+    diagnostics: list[Diagnostic], sources: Mapping[str, SourceText], path_of=posix_path
+) -> list[str]:
     """For each diagnostic, the text to hash: code, path (as `path_of` gives it) and the source line with its
     whitespace normalised (or the message when the line is not known). No line (or cell) number, so it survives
     lines added above; identical findings are told apart by their order of occurrence, as GitHub does with its own
@@ -28,8 +29,14 @@ def fingerprint_materials(diagnostics: list[Diagnostic], sources: Mapping[str, S
         source = sources.get(d.location.path)
         text = source.line(d.location.line, d.location.cell) if source is not None else None
         text = " ".join(text.split()) if text is not None and text.strip() else None
-        key = "\0".join((d.code, path_of(d.location.path), "line" if text is not None else "message",
-                         text if text is not None else d.message))
+        key = "\0".join(
+            (
+                d.code,
+                path_of(d.location.path),
+                "line" if text is not None else "message",
+                text if text is not None else d.message,
+            )
+        )
         occurrence = seen.get(key, 0)
         seen[key] = occurrence + 1
         materials.append(key if occurrence == 0 else f"{key}\0{occurrence}")

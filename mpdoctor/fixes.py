@@ -1,9 +1,10 @@
-"""Apply fix edits to source text. Edits are data (mpdoctor.diagnostics.Edit); this is the one place they are applied."""
+"""Apply fix edits to source text. Edits are data (mpdoctor.diagnostics.Edit); this is the one place they are
+applied."""
 
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from mpdoctor.diagnostics import Diagnostic, Edit
 
@@ -32,7 +33,7 @@ def edit_spans(text: str, edits: Iterable[Edit]) -> list[tuple[int, int, str]]:
 def overlaps(spans: list[tuple[int, int, str]], others: list[tuple[int, int, str]]) -> bool:
     """Whether a span of one list clashes with a different span of the other: ranges that overlap, an insertion
     inside a range, or two edits starting at the same point (their order would be arbitrary)."""
-    return any(a != b and (a[0] == b[0] or a[0] < b[1] and b[0] < a[1]) for a in spans for b in others)
+    return any(a != b and (a[0] == b[0] or (a[0] < b[1] and b[0] < a[1])) for a in spans for b in others)
 
 
 def apply_edits(text: str, edits: Iterable[Edit]) -> str:

@@ -48,8 +48,10 @@ class CheckResult:
     def _repr_html_(self) -> str:
         # The report is a whole page (its own CSS and Content-Security-Policy): a sandboxed iframe keeps its styles
         # out of the notebook and the notebook's out of it.
-        return (f'<iframe class="mpdoctor-report" sandbox="allow-scripts" srcdoc="{html_module.escape(self.html())}" '
-                'style="width: 100%; height: 640px; border: 1px solid #d0d7de; border-radius: 6px"></iframe>')
+        return (
+            f'<iframe class="mpdoctor-report" sandbox="allow-scripts" srcdoc="{html_module.escape(self.html())}" '
+            'style="width: 100%; height: 640px; border: 1px solid #d0d7de; border-radius: 6px"></iframe>'
+        )
 
     def __repr__(self) -> str:
         from mpdoctor.report.text import render
@@ -59,8 +61,11 @@ class CheckResult:
         render(self.report, out, colour=False, quiet=live)
         if live:
             found = len(self.report.diagnostics)
-            out.write(f"Found {found} problem{'' if found == 1 else 's'} in the live model." if found else
-                      "All checks passed (live model).")
+            out.write(
+                f"Found {found} problem{'' if found == 1 else 's'} in the live model."
+                if found
+                else "All checks passed (live model)."
+            )
         return out.getvalue().rstrip("\n")
 
 
@@ -113,8 +118,10 @@ def check_cell(source: str, trace: bool = True) -> CheckResult:
 
 
 def _is_model(value) -> bool:
-    return any(cls.__name__ in ("Model", "Functional", "Sequential") and
-               cls.__module__.split(".")[0] in ("keras", "tf_keras") for cls in type(value).__mro__)
+    return any(
+        cls.__name__ in ("Model", "Functional", "Sequential") and cls.__module__.split(".")[0] in ("keras", "tf_keras")
+        for cls in type(value).__mro__
+    )
 
 
 @magics_class
@@ -141,9 +148,10 @@ class MpdoctorMagics(Magics):
             return check_path(Path(target), trace)
         try:
             value = self.shell.ev(target)
-        except Exception as exc:  # noqa: BLE001 - any failure to resolve the target is the user's usage error
-            raise UsageError(f"mpdoctor: {target}: no such file, and not a model in the kernel "
-                             f"({type(exc).__name__}: {exc})") from None
+        except Exception as exc:
+            raise UsageError(
+                f"mpdoctor: {target}: no such file, and not a model in the kernel ({type(exc).__name__}: {exc})"
+            ) from None
         if isinstance(value, (str, os.PathLike)) and os.path.exists(value):
             return check_path(Path(value), trace)
         if not _is_model(value):

@@ -73,7 +73,6 @@ class Notebook:
             notes += (f"fix available but not applied to notebooks: {d.fix.description}",)
         return replace(d, location=self.map_location(d.location), fix=None, notes=notes)
 
-
     def map_results(self, shown: str, path: Path, diagnostics: list[Diagnostic], error, traces: list):
         """The engine's results for the combined source, located in cells: diagnostics, a syntax error, and the
         places in the trace summaries (SourceRefs of this file gain a `cell`)."""
@@ -124,8 +123,10 @@ def _is_python(metadata) -> bool:
     """A notebook whose kernel is another language has no Python to check."""
     if not isinstance(metadata, dict):
         return True
-    for value in ((metadata.get("kernelspec") or {}).get("language"), (metadata.get("language_info") or {}).get(
-            "name")):
+    for value in (
+        (metadata.get("kernelspec") or {}).get("language"),
+        (metadata.get("language_info") or {}).get("name"),
+    ):
         if isinstance(value, str) and value:
             return value.lower() == "python"
     return True
@@ -147,7 +148,7 @@ def python_lines(cell: list[str]) -> list[str]:
             if assigned:
                 line = f"{assigned.group(1)}{assigned.group(2)} = None"
             elif _MAGIC.match(line) or _HELP.match(line):
-                line = line[:len(line) - len(line.lstrip())] + "pass"
+                line = line[: len(line) - len(line.lstrip())] + "pass"
         out.append(line)
         continued = line.rstrip().endswith("\\")
     return out

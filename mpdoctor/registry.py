@@ -88,8 +88,20 @@ _ENGINE_CODES: set[str] = set()  # raised by the engine itself rather than by a 
 _loaded = False
 
 
-def define_rule(code: str, name: str, severity: str, passes: str, fixable: bool, *, summary: str, what: str,
-                why: str, bad: str, good: str, fix: str) -> Rule:
+def define_rule(
+    code: str,
+    name: str,
+    severity: str,
+    passes: str,
+    fixable: bool,
+    *,
+    summary: str,
+    what: str,
+    why: str,
+    bad: str,
+    good: str,
+    fix: str,
+) -> Rule:
     if not CODE_PATTERN.match(code):
         raise ValueError(f"bad rule code {code!r}")
     if code in _RULES:
@@ -98,8 +110,19 @@ def define_rule(code: str, name: str, severity: str, passes: str, fixable: bool,
         raise ValueError(f"rule name {name!r} defined twice")
     if not passes or any(p not in PASS_LETTERS for p in passes):
         raise ValueError(f"{code}: bad passes {passes!r}")
-    rule = Rule(code, name, Severity(severity), passes, fixable, summary, _dedent(what), _dedent(why),
-                _dedent(bad), _dedent(good), _dedent(fix))
+    rule = Rule(
+        code,
+        name,
+        Severity(severity),
+        passes,
+        fixable,
+        summary,
+        _dedent(what),
+        _dedent(why),
+        _dedent(bad),
+        _dedent(good),
+        _dedent(fix),
+    )
     _RULES[code] = rule
     return rule
 

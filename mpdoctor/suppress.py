@@ -54,8 +54,17 @@ def find_suppressions(source: str) -> list[Suppression]:
                 found.append(Suppression(line, col + 1, end_col, codes, False, tok.string, only_ours))
         for match in _IGNORE.finditer(tok.string):
             codes = _split_codes(match["codes"]) if match["codes"] else (ALL,)
-            found.append(Suppression(line, col + 1, end_col, codes or (ALL,), bool(match["file"]), tok.string,
-                                     match.group(0) == tok.string.rstrip()))
+            found.append(
+                Suppression(
+                    line,
+                    col + 1,
+                    end_col,
+                    codes or (ALL,),
+                    bool(match["file"]),
+                    tok.string,
+                    match.group(0) == tok.string.rstrip(),
+                )
+            )
     return found
 
 

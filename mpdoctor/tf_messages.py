@@ -16,10 +16,14 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 DTYPE = r"(?:tf\.)?[A-Za-z][A-Za-z0-9_]*"  # a dtype as messages spell it: float16, half, tf.float32
 # "Node ... cannot compute X as input #i(zero-based) was expected to be a float tensor but is a half tensor": a
 # SavedModel function's input (MP201) when X is a loaded function, an op's input inside a layer (MP406) otherwise.
-CANNOT_COMPUTE = re.compile(rf"cannot compute (\S+) as input #(\d+)\(zero-based\) was expected to be an? "
-                            rf"({DTYPE}) tensor but is an? ({DTYPE}) tensor")
-FUNCTION_OP = re.compile(r"^(?:__inference_|__forward_|__backward_|StatefulPartitionedCall|PartitionedCall)"
-                         r"|signature_wrapper")
+CANNOT_COMPUTE = re.compile(
+    rf"cannot compute (\S+) as input #(\d+)\(zero-based\) was expected to be an? "
+    rf"({DTYPE}) tensor but is an? ({DTYPE}) tensor"
+)
+FUNCTION_OP = re.compile(
+    r"^(?:__inference_|__forward_|__backward_|StatefulPartitionedCall|PartitionedCall)"
+    r"|signature_wrapper"
+)
 _LAYER_TF_KERAS = re.compile(r"Exception encountered when calling layer [\"']([^\"']+)[\"'] \(type (\w+)\)")
 _LAYER_KERAS3 = re.compile(r"Exception encountered when calling (\w+)\.call\(\)")
 
@@ -61,6 +65,11 @@ def first_message_line(message: str) -> str:
     for line in lines:  # a graph-mode error quotes the real exception inside "in user code:"
         if re.match(r"\w+(Error|Exception): ", line):
             return line[:300]
-    interesting = [line for line in lines if not line.startswith(("Exception encountered", "Traceback", "File ",
-                                                                   "in user code:", "Call arguments received"))]
+    interesting = [
+        line
+        for line in lines
+        if not line.startswith(
+            ("Exception encountered", "Traceback", "File ", "in user code:", "Call arguments received")
+        )
+    ]
     return (interesting or lines or [""])[0][:300]

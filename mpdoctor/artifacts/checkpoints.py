@@ -62,9 +62,9 @@ DEFAULT_UNDERFLOW_THRESHOLD = 0.01  # MP303 warns when more than this fraction o
 
 # (max finite, smallest normal, smallest subnormal) of each target dtype.
 LIMITS = {
-    "float16": (65504.0, 2.0 ** -14, 2.0 ** -24),
-    "bfloat16": (3.3895313892515355e38, 2.0 ** -126, 2.0 ** -133),
-    "float32": (3.4028234663852886e38, 2.0 ** -126, 2.0 ** -149),
+    "float16": (65504.0, 2.0**-14, 2.0**-24),
+    "bfloat16": (3.3895313892515355e38, 2.0**-126, 2.0**-133),
+    "float32": (3.4028234663852886e38, 2.0**-126, 2.0**-149),
 }
 # The same thresholds as float32 bit patterns of |x| (sign bit cleared): the fast path compares integers.
 _BITS = {
@@ -221,8 +221,9 @@ def _check_prefix(prefix: str, shown: str | None = None) -> None:
         raise CheckpointError(prefix + ".index", "missing: no checkpoint index for this prefix")
     if re.search(r"\.(h5|hdf5|keras|index|meta|pb)$", prefix):
         raise CheckpointError(prefix, "no such file or directory")
-    raise CheckpointError(prefix, f"no such file or directory (and no checkpoint index {os.path.basename(prefix)}"
-                          ".index beside it)")
+    raise CheckpointError(
+        prefix, f"no such file or directory (and no checkpoint index {os.path.basename(prefix)}.index beside it)"
+    )
 
 
 def locate(path: str | os.PathLike) -> Located:
@@ -231,7 +232,8 @@ def locate(path: str | os.PathLike) -> Located:
     path = os.fspath(path)
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, "saved_model.pb")) or os.path.isfile(
-                os.path.join(path, "saved_model.pbtxt")):
+            os.path.join(path, "saved_model.pbtxt")
+        ):
             return Located("savedmodel", path, path)
         latest = _latest_from_state(path)
         if latest is not None:
@@ -242,12 +244,17 @@ def locate(path: str | os.PathLike) -> Located:
             return Located("tf", path, indexes[0][: -len(".index")], from_dir=True)
         if len(indexes) > 1:
             names = ", ".join(os.path.basename(i) for i in indexes[:3]) + (", ..." if len(indexes) > 3 else "")
-            raise CheckpointError(path, f"directory holds {len(indexes)} checkpoints ({names}) and no `checkpoint` "
-                                  "state file: pass one checkpoint prefix")
+            raise CheckpointError(
+                path,
+                f"directory holds {len(indexes)} checkpoints ({names}) and no `checkpoint` "
+                "state file: pass one checkpoint prefix",
+            )
         if glob.glob(os.path.join(glob.escape(path), "*.data-*")):
             raise CheckpointError(path, "directory holds checkpoint data shards but no .index file")
-        raise CheckpointError(path, "not a checkpoint: the directory holds no `checkpoint` state file, no *.index "
-                              "file and no saved_model.pb")
+        raise CheckpointError(
+            path,
+            "not a checkpoint: the directory holds no `checkpoint` state file, no *.index file and no saved_model.pb",
+        )
     if os.path.isfile(path):
         base = os.path.basename(path)
         if base.endswith(".index"):
@@ -272,8 +279,11 @@ def locate(path: str | os.PathLike) -> Located:
             raise CheckpointError(path, f"not {kind} (bad signature): the file is corrupt or is not Keras weights")
         if os.path.isfile(path + ".index"):
             return Located("tf", path, path)
-        raise CheckpointError(path, "not a checkpoint: expected a checkpoint prefix or .index file, a .h5, "
-                              ".weights.h5 or .keras file, or a SavedModel directory")
+        raise CheckpointError(
+            path,
+            "not a checkpoint: expected a checkpoint prefix or .index file, a .h5, "
+            ".weights.h5 or .keras file, or a SavedModel directory",
+        )
     if os.path.isfile(path + ".index"):
         return Located("tf", path, path)
     _check_prefix(path, path)
@@ -318,10 +328,10 @@ def _object_paths(graph_bytes: bytes) -> dict[str, str]:
                 queue.append(child.node_id)
     for node_id, node in enumerate(graph.nodes):
         for slot in node.slot_variables:
-            if slot.slot_variable_node_id not in paths and slot.original_variable_node_id in paths \
-                    and node_id in paths:
-                paths[slot.slot_variable_node_id] = (f"{paths[slot.original_variable_node_id]}/.OPTIMIZER_SLOT/"
-                                                     f"{paths[node_id]}/{slot.slot_name}")
+            if slot.slot_variable_node_id not in paths and slot.original_variable_node_id in paths and node_id in paths:
+                paths[slot.slot_variable_node_id] = (
+                    f"{paths[slot.original_variable_node_id]}/.OPTIMIZER_SLOT/{paths[node_id]}/{slot.slot_name}"
+                )
     result = {}
     for node_id, node in enumerate(graph.nodes):
         for attribute in node.attributes:
@@ -366,7 +376,7 @@ def _block_entries(data: bytes, offset: int, size: int) -> Iterator[tuple[bytes,
         raise ValueError("block past the end of the file")
     if data[offset + size] != 0:
         raise ValueError("compressed block")
-    block = data[offset:offset + size]
+    block = data[offset : offset + size]
     restarts = int.from_bytes(block[-4:], "little")
     end = len(block) - 4 * (restarts + 1)
     pos, key = 0, b""
@@ -374,9 +384,9 @@ def _block_entries(data: bytes, offset: int, size: int) -> Iterator[tuple[bytes,
         shared, pos = _varint(block, pos)
         unshared, pos = _varint(block, pos)
         length, pos = _varint(block, pos)
-        key = key[:shared] + block[pos:pos + unshared]
+        key = key[:shared] + block[pos : pos + unshared]
         pos += unshared
-        yield key, block[pos:pos + length]
+        yield key, block[pos : pos + length]
         pos += length
 
 
@@ -411,7 +421,7 @@ def _bundle_index(index: str) -> tuple[int, dict[str, _Entry]] | None:
             if not entry.slices:
                 entries[key.decode("utf-8", "surrogateescape")] = _Entry(entry.shard_id, entry.offset, entry.size)
         return shards, entries
-    except Exception:  # noqa: BLE001 - any surprise: fall back to TF's reader
+    except Exception:
         return None
 
 
@@ -427,7 +437,7 @@ class _TFSource:
             self.reader = tf.train.load_checkpoint(prefix)
             dtypes = self.reader.get_variable_to_dtype_map()
             shapes = self.reader.get_variable_to_shape_map()
-        except Exception as exc:  # noqa: BLE001 - TF raises OpError, ValueError, IndexError, ...
+        except Exception as exc:
             raise CheckpointError(self.index, f"cannot read the checkpoint index: {_tf_message(exc)}") from None
         self.dtypes = {k: v.name for k, v in dtypes.items()}
         self.shapes = {k: [int(d) for d in v] for k, v in shapes.items()}
@@ -439,31 +449,39 @@ class _TFSource:
         if parsed is not None:
             num_shards, entries = parsed
             if num_shards != len(self.shards):
-                missing = f"{prefix}.data-{len(self.shards) if num_shards > len(self.shards) else 0:05d}-of-" \
-                          f"{num_shards:05d}"
-                raise CheckpointError(missing, f"missing data shard: the index names {num_shards} shards, "
-                                      f"{len(self.shards)} found")
+                missing = (
+                    f"{prefix}.data-{len(self.shards) if num_shards > len(self.shards) else 0:05d}-of-{num_shards:05d}"
+                )
+                raise CheckpointError(
+                    missing, f"missing data shard: the index names {num_shards} shards, {len(self.shards)} found"
+                )
             sizes = [os.path.getsize(shard) for shard in self.shards]
             for key, entry in entries.items():
                 if entry.shard >= len(sizes) or entry.offset + entry.size > sizes[entry.shard]:
                     where = self.shards[min(entry.shard, len(sizes) - 1)]
-                    raise CheckpointError(where, f"truncated data shard: {sizes[min(entry.shard, len(sizes) - 1)]:,} "
-                                          f"bytes on disk, the index places tensor {key!r} up to byte "
-                                          f"{entry.offset + entry.size:,}")
+                    raise CheckpointError(
+                        where,
+                        f"truncated data shard: {sizes[min(entry.shard, len(sizes) - 1)]:,} "
+                        f"bytes on disk, the index places tensor {key!r} up to byte "
+                        f"{entry.offset + entry.size:,}",
+                    )
             self.entries = entries
         else:
             numeric = sum(_nbytes(self.dtypes[k], self.shapes[k]) or 0 for k in self.dtypes)
             if numeric > self.data_bytes:
                 where = self.shards[0] if len(self.shards) == 1 else prefix + ".data-*"
-                raise CheckpointError(where, f"truncated data shard: {self.data_bytes:,} bytes on disk, the index "
-                                      f"describes at least {numeric:,}")
+                raise CheckpointError(
+                    where,
+                    f"truncated data shard: {self.data_bytes:,} bytes on disk, the index "
+                    f"describes at least {numeric:,}",
+                )
         self.object_paths: dict[str, str] = {}
         if self.object_based:
             try:
                 self.object_paths = _object_paths(self.read(OBJECT_GRAPH_KEY))
             except CheckpointError:
                 raise
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise CheckpointError(self.index, f"cannot parse the checkpoint's object graph: {exc}") from None
 
     def keys(self) -> list[str]:
@@ -472,12 +490,11 @@ class _TFSource:
     def read(self, key: str):
         try:
             return self.reader.get_tensor(key)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             where = self.shards[0] if len(self.shards) == 1 else self.prefix + ".data-*"
             message = _tf_message(exc)
             if "Read less bytes than requested" in message or "OutOfRange" in type(exc).__name__:
-                raise CheckpointError(where, f"truncated data shard: cannot read tensor {key!r} ({message})") \
-                    from None
+                raise CheckpointError(where, f"truncated data shard: cannot read tensor {key!r} ({message})") from None
             if "Checksum does not match" in message:
                 raise CheckpointError(where, f"corrupt data shard: tensor {key!r} fails its checksum") from None
             raise CheckpointError(where, f"cannot read tensor {key!r}: {message}") from None
@@ -511,8 +528,9 @@ class _TFSource:
                     while got < want:
                         n = handle.readinto(memoryview(view)[got:])
                         if not n:
-                            raise CheckpointError(path, f"truncated data shard: tensor {key!r} ends past the end "
-                                                  "of the file")
+                            raise CheckpointError(
+                                path, f"truncated data shard: tensor {key!r} ends past the end of the file"
+                            )
                         got += n
                     remaining -= want
                     yield view.view(np_dtype)
@@ -530,9 +548,23 @@ def _read_buffer() -> np.ndarray:
 
 
 def _nbytes(dtype: str, shape) -> int | None:
-    sizes = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
-             "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "bool": 1, "complex64": 8,
-             "complex128": 16}
+    sizes = {
+        "float16": 2,
+        "bfloat16": 2,
+        "float32": 4,
+        "float64": 8,
+        "int8": 1,
+        "uint8": 1,
+        "int16": 2,
+        "uint16": 2,
+        "int32": 4,
+        "uint32": 4,
+        "int64": 8,
+        "uint64": 8,
+        "bool": 1,
+        "complex64": 8,
+        "complex128": 16,
+    }
     if dtype not in sizes:
         return None
     return sizes[dtype] * int(np.prod(shape, dtype=np.int64)) if shape else sizes[dtype]
@@ -547,7 +579,7 @@ class _ZipMember(io.RawIOBase):
 
     def __init__(self, path: str, info: zipfile.ZipInfo):
         super().__init__()
-        self._file = open(path, "rb")
+        self._file = open(path, "rb")  # noqa: SIM115 - open for the reader's lifetime, closed by it
         self._file.seek(info.header_offset)
         header = self._file.read(30)
         if header[:4] != b"PK\x03\x04":
@@ -601,8 +633,10 @@ def _open_h5(located: Located):
                 archive = zipfile.ZipFile(located.target)
                 info = archive.getinfo(KERAS_WEIGHTS_MEMBER)
             except KeyError:
-                raise CheckpointError(located.target, f"not a Keras archive: no {KERAS_WEIGHTS_MEMBER} member "
-                                      "(a sharded or non-Keras zip?)") from None
+                raise CheckpointError(
+                    located.target,
+                    f"not a Keras archive: no {KERAS_WEIGHTS_MEMBER} member (a sharded or non-Keras zip?)",
+                ) from None
             except (zipfile.BadZipFile, OSError) as exc:
                 raise CheckpointError(located.target, f"corrupt zip archive: {exc}") from None
             cleanup.append(archive.close)
@@ -610,7 +644,7 @@ def _open_h5(located: Located):
                 source = _ZipMember(located.target, info)
                 cleanup.append(source.close)
             else:  # compressed member: extract it to a temporary file (h5py needs cheap random access)
-                handle = tempfile.NamedTemporaryFile(suffix=".weights.h5")
+                handle = tempfile.NamedTemporaryFile(suffix=".weights.h5")  # noqa: SIM115 - open for the reader's lifetime, closed by it
                 cleanup.append(handle.close)
                 with archive.open(info) as member:
                     shutil.copyfileobj(member, handle, 1 << 20)
@@ -699,8 +733,11 @@ class _H5Source:
         self.shown = shown
         layout = _h5_layout(handle)
         if layout is None:
-            raise CheckpointError(shown, "HDF5 file of unknown layout: not Keras 2 weights (no layer_names "
-                                  "attribute) nor Keras 3 weights (datasets under .../vars/N)")
+            raise CheckpointError(
+                shown,
+                "HDF5 file of unknown layout: not Keras 2 weights (no layer_names "
+                "attribute) nor Keras 3 weights (datasets under .../vars/N)",
+            )
         self.format = "keras3-archive" if located.kind == "keras" else layout
         self.layout = layout
         self.datasets = dict(_h5_datasets(handle))
@@ -739,7 +776,7 @@ class _H5Source:
                 yield value.view(np.uint16).view(_bfloat16()) if bf16 else value
         except CheckpointError:
             raise
-        except Exception as exc:  # noqa: BLE001 - h5py raises OSError / RuntimeError / KeyError
+        except Exception as exc:
             raise CheckpointError(self.shown, f"cannot read dataset {key!r}: {_h5_message(exc)}") from None
 
 
@@ -752,8 +789,9 @@ def open_source(path: str | os.PathLike):
     """Yields (located, source) for a checkpoint or weights file; source is a _TFSource or _H5Source."""
     located = locate(path)
     if located.kind == "savedmodel":
-        raise CheckpointError(located.target, "is a SavedModel, not a checkpoint (its variables are the "
-                              "checkpoint variables/variables)")
+        raise CheckpointError(
+            located.target, "is a SavedModel, not a checkpoint (its variables are the checkpoint variables/variables)"
+        )
     if located.kind == "tf":
         yield located, _TFSource(located.target)
         return
@@ -770,9 +808,13 @@ def _describe(located: Located, source) -> dict:
             continue
         dtype, shape = source.dtypes[key], source.shapes[key]
         size = _nbytes(dtype, shape)
-        entry = {"key": key, "dtype": dtype, "shape": shape,
-                 "object_path": source.object_paths.get(key) if isinstance(source, _TFSource) else None,
-                 "size_bytes": size}
+        entry = {
+            "key": key,
+            "dtype": dtype,
+            "shape": shape,
+            "object_path": source.object_paths.get(key) if isinstance(source, _TFSource) else None,
+            "size_bytes": size,
+        }
         if isinstance(source, _H5Source) and source.name(key):
             entry["name"] = source.name(key)
         variables.append(entry)
@@ -782,9 +824,16 @@ def _describe(located: Located, source) -> dict:
         files = source.files()
     else:
         files = [located.target]
-    return {"path": located.path, "format": source.format, "description": FORMAT_DESCRIPTIONS[source.format],
-            "location": located.target, "files": files, "variables": variables,
-            "dtypes": dict(sorted(counts.items())), "total_bytes": total}
+    return {
+        "path": located.path,
+        "format": source.format,
+        "description": FORMAT_DESCRIPTIONS[source.format],
+        "location": located.target,
+        "files": files,
+        "variables": variables,
+        "dtypes": dict(sorted(counts.items())),
+        "total_bytes": total,
+    }
 
 
 def read_checkpoint(path: str | os.PathLike) -> dict:
@@ -836,7 +885,7 @@ class _RangeStats:
         buf, masks = _scratch()
         bf16 = self.target == "bfloat16"
         for start in range(0, bits.size, _CHUNK):
-            chunk = bits[start:start + _CHUNK]
+            chunk = bits[start : start + _CHUNK]
             n = chunk.size
             mag = buf[:n]
             mask = masks[:n]
@@ -883,7 +932,7 @@ class _RangeStats:
         values = np.asarray(array).reshape(-1)
         maximum, normal, subnormal = LIMITS[self.target]
         for start in range(0, values.size, _CHUNK):
-            chunk = values[start:start + _CHUNK].astype(np.float64)
+            chunk = values[start : start + _CHUNK].astype(np.float64)
             self.values += chunk.size
             mag = np.abs(chunk)
             finite = np.isfinite(mag)
@@ -911,10 +960,18 @@ class _RangeStats:
 
     def result(self, threshold: float) -> dict:
         n = max(self.values, 1)
-        out = {"values": self.values, "max_abs": self.max_abs, "overflow": self.overflow,
-               "overflow_fraction": self.overflow / n, "flushed": self.flushed, "flushed_fraction": self.flushed / n,
-               "subnormal": self.subnormal, "subnormal_fraction": self.subnormal / n,
-               "nonfinite": self.nonfinite, "zeros": self.zeros}
+        out = {
+            "values": self.values,
+            "max_abs": self.max_abs,
+            "overflow": self.overflow,
+            "overflow_fraction": self.overflow / n,
+            "flushed": self.flushed,
+            "flushed_fraction": self.flushed / n,
+            "subnormal": self.subnormal,
+            "subnormal_fraction": self.subnormal / n,
+            "nonfinite": self.nonfinite,
+            "zeros": self.zeros,
+        }
         if self.target == "bfloat16":
             out["max_relative_error"] = self.rel_max
             out["mean_relative_error"] = self.rel_sum / self.rel_count if self.rel_count else 0.0
@@ -944,16 +1001,22 @@ def _compile_only(only: str | None):
 
 
 def _check_target(target_dtype: str) -> str:
-    name = {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(target_dtype,
-                                                                                             target_dtype)
+    name = {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(
+        target_dtype, target_dtype
+    )
     if name not in TARGET_DTYPES:
         raise CheckpointError("--dtype", f"unsupported target dtype {target_dtype!r} (float16, bfloat16, float32)")
     return name
 
 
-def audit_checkpoint(path: str | os.PathLike, target_dtype: str = "float16", *,
-                     underflow_threshold: float = DEFAULT_UNDERFLOW_THRESHOLD, only: str | None = None,
-                     verify_checksums: bool = False) -> dict:
+def audit_checkpoint(
+    path: str | os.PathLike,
+    target_dtype: str = "float16",
+    *,
+    underflow_threshold: float = DEFAULT_UNDERFLOW_THRESHOLD,
+    only: str | None = None,
+    verify_checksums: bool = False,
+) -> dict:
     """Range audit of every float variable whose dtype differs from `target_dtype`, streaming one tensor at a time.
 
     Returns {path, format, target_dtype, underflow_threshold, variables: [{key, dtype, shape, object_path, values,
@@ -970,8 +1033,9 @@ def audit_checkpoint(path: str | os.PathLike, target_dtype: str = "float16", *,
         return _audit_source(located, source, target, underflow_threshold, pattern, verify_checksums)
 
 
-def _audit_source(located: Located, source, target: str, threshold: float, pattern,
-                  verify_checksums: bool = False) -> dict:
+def _audit_source(
+    located: Located, source, target: str, threshold: float, pattern, verify_checksums: bool = False
+) -> dict:
     started = time.perf_counter()
     rows = []
     read = 0
@@ -986,33 +1050,48 @@ def _audit_source(located: Located, source, target: str, threshold: float, patte
             stats.add(piece)
             del piece
         pieces = None
-        row = {"key": key, "dtype": source.dtypes[key], "shape": source.shapes[key],
-               "object_path": source.object_paths.get(key) if isinstance(source, _TFSource) else None}
+        row = {
+            "key": key,
+            "dtype": source.dtypes[key],
+            "shape": source.shapes[key],
+            "object_path": source.object_paths.get(key) if isinstance(source, _TFSource) else None,
+        }
         row.update(stats.result(threshold))
         rows.append(row)
-    result = {"path": located.path, "format": source.format, "target_dtype": target,
-              "underflow_threshold": threshold, "variables": rows, "skipped": skipped,
-              "bytes_read": read, "seconds": time.perf_counter() - started}
+    result = {
+        "path": located.path,
+        "format": source.format,
+        "target_dtype": target,
+        "underflow_threshold": threshold,
+        "variables": rows,
+        "skipped": skipped,
+        "bytes_read": read,
+        "seconds": time.perf_counter() - started,
+    }
     result.update(_summarise(rows, target, threshold))
     return result
 
 
 def _summarise(rows: list[dict], target: str, threshold: float) -> dict:
     values = sum(r["values"] for r in rows)
-    summary = {"variables": len(rows), "values": values,
-               "overflow_variables": sum(1 for r in rows if r["overflow"]),
-               "overflow_values": sum(r["overflow"] for r in rows),
-               "underflow_variables": sum(1 for r in rows if r["status"] == "underflow"),
-               "nonfinite_variables": sum(1 for r in rows if r["nonfinite"]),
-               "flushed_values": sum(r["flushed"] for r in rows),
-               "subnormal_values": sum(r["subnormal"] for r in rows),
-               "max_abs": max((r["max_abs"] for r in rows), default=0.0)}
+    summary = {
+        "variables": len(rows),
+        "values": values,
+        "overflow_variables": sum(1 for r in rows if r["overflow"]),
+        "overflow_values": sum(r["overflow"] for r in rows),
+        "underflow_variables": sum(1 for r in rows if r["status"] == "underflow"),
+        "nonfinite_variables": sum(1 for r in rows if r["nonfinite"]),
+        "flushed_values": sum(r["flushed"] for r in rows),
+        "subnormal_values": sum(r["subnormal"] for r in rows),
+        "max_abs": max((r["max_abs"] for r in rows), default=0.0),
+    }
     if target == "bfloat16":
         counted = [r for r in rows if r["values"]]
         summary["max_relative_error"] = max((r["max_relative_error"] for r in counted), default=0.0)
         weights = sum(r["values"] for r in counted)
-        summary["mean_relative_error"] = (sum(r["mean_relative_error"] * r["values"] for r in counted) / weights
-                                          if weights else 0.0)
+        summary["mean_relative_error"] = (
+            sum(r["mean_relative_error"] * r["values"] for r in counted) / weights if weights else 0.0
+        )
     safe = not (summary["overflow_variables"] or summary["underflow_variables"] or summary["nonfinite_variables"])
     return {"summary": summary, "safe": safe, "verdict": _verdict(summary, target, threshold, safe)}
 
@@ -1028,20 +1107,25 @@ def _verdict(s: dict, target: str, threshold: float, safe: bool) -> str:
     if not safe:
         problems = []
         if s["overflow_variables"]:
-            problems.append(f"{_plural(s['overflow_variables'], 'variable')} overflow "
-                            f"({_plural(s['overflow_values'], 'value')} above {limit} become inf)")
+            problems.append(
+                f"{_plural(s['overflow_variables'], 'variable')} overflow "
+                f"({_plural(s['overflow_values'], 'value')} above {limit} become inf)"
+            )
         if s["underflow_variables"]:
-            problems.append(f"{_plural(s['underflow_variables'], 'variable')} underflow (more than "
-                            f"{threshold:.2%} of their values flush to zero or become subnormal)")
+            problems.append(
+                f"{_plural(s['underflow_variables'], 'variable')} underflow (more than "
+                f"{threshold:.2%} of their values flush to zero or become subnormal)"
+            )
         if s["nonfinite_variables"]:
             problems.append(f"{_plural(s['nonfinite_variables'], 'variable')} already hold inf/NaN")
         return f"NOT safe for {target}: " + "; ".join(problems)
     lost = s["flushed_values"] + s["subnormal_values"]
-    text = (f"safe for {target}: {_plural(s['variables'], 'variable')}, no value overflows; "
-            f"{lost:,} of {s['values']:,} values ({lost / max(s['values'], 1):.3%}) flush to zero or become subnormal")
+    text = (
+        f"safe for {target}: {_plural(s['variables'], 'variable')}, no value overflows; "
+        f"{lost:,} of {s['values']:,} values ({lost / max(s['values'], 1):.3%}) flush to zero or become subnormal"
+    )
     if target == "bfloat16":
-        text += (f"; relative precision loss max {s['max_relative_error']:.3%}, "
-                 f"mean {s['mean_relative_error']:.3%}")
+        text += f"; relative precision loss max {s['max_relative_error']:.3%}, mean {s['mean_relative_error']:.3%}"
     return text
 
 
@@ -1089,8 +1173,9 @@ def _plan_output(located: Located, fmt: str, out: str, force: bool) -> _Plan:
     if located.kind == "tf":
         if located.from_dir:
             if os.path.exists(out) and not os.path.isdir(out):
-                raise CheckpointError(out, "exists and is not a directory (the input is a checkpoint directory, "
-                                      "so the output is one too)")
+                raise CheckpointError(
+                    out, "exists and is not a directory (the input is a checkpoint directory, so the output is one too)"
+                )
             if os.path.isdir(out) and os.path.realpath(out) == os.path.realpath(located.path):
                 raise CheckpointError(out, "is the input directory: the input is never modified")
             existed = os.path.isdir(out)
@@ -1101,18 +1186,27 @@ def _plan_output(located: Located, fmt: str, out: str, force: bool) -> _Plan:
             if out.endswith(".index"):
                 out = out[: -len(".index")]
             if os.path.isdir(out):
-                raise CheckpointError(out, "is a directory: give a checkpoint prefix such as "
-                                      f"{os.path.join(out, os.path.basename(located.target))}")
+                raise CheckpointError(
+                    out,
+                    "is a directory: give a checkpoint prefix such as "
+                    f"{os.path.join(out, os.path.basename(located.target))}",
+                )
             if _same_prefix(out, located.target):
                 raise CheckpointError(out, "is the input checkpoint: the input is never modified")
             existed = bool(_out_paths_tf(out)) or os.path.exists(out)
             target = out
     else:
-        required = {"keras2-h5": (".h5", ".hdf5"), "keras3-weights-h5": (".weights.h5",),
-                    "keras3-archive": (".keras",)}[fmt]
+        required = {
+            "keras2-h5": (".h5", ".hdf5"),
+            "keras3-weights-h5": (".weights.h5",),
+            "keras3-archive": (".keras",),
+        }[fmt]
         if not out.endswith(required):
-            raise CheckpointError(out, f"a {FORMAT_DESCRIPTIONS[fmt]} file must end in {' or '.join(required)} "
-                                  "(Keras picks the reader from the suffix)")
+            raise CheckpointError(
+                out,
+                f"a {FORMAT_DESCRIPTIONS[fmt]} file must end in {' or '.join(required)} "
+                "(Keras picks the reader from the suffix)",
+            )
         if os.path.isdir(out):
             raise CheckpointError(out, "is a directory")
         if os.path.exists(out) and os.path.samefile(out, located.target):
@@ -1129,9 +1223,16 @@ def _plan_output(located: Located, fmt: str, out: str, force: bool) -> _Plan:
     return _Plan(located, out, target, existed)
 
 
-def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, target_dtype: str, *,
-                       only: str | None = None, force: bool = False, require_match: bool = False,
-                       underflow_threshold: float = DEFAULT_UNDERFLOW_THRESHOLD) -> dict:
+def convert_checkpoint(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    target_dtype: str,
+    *,
+    only: str | None = None,
+    force: bool = False,
+    require_match: bool = False,
+    underflow_threshold: float = DEFAULT_UNDERFLOW_THRESHOLD,
+) -> dict:
     """Write a copy of checkpoint `src` at `dst` in the same format with its float tensors cast to `target_dtype`.
 
     Non-float entries (integers, strings, the object graph) are copied untouched; `only` (a regular expression
@@ -1147,26 +1248,46 @@ def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, target_dt
     with open_source(src) as (located, source):
         plan = _plan_output(located, source.format, dst, force)
         if isinstance(source, _H5Source) and source.layout == "keras2-h5" and target == "bfloat16":
-            raise CheckpointError(os.fspath(dst), "Keras 2 .h5 files cannot hold bfloat16 weights (tf_keras reads "
-                                  "them as numpy arrays; it casts .h5 weights on load anyway)")
+            raise CheckpointError(
+                os.fspath(dst),
+                "Keras 2 .h5 files cannot hold bfloat16 weights (tf_keras reads "
+                "them as numpy arrays; it casts .h5 weights on load anyway)",
+            )
         started = time.perf_counter()
-        selected = [k for k in source.keys() if k != OBJECT_GRAPH_KEY and _auditable(source.dtypes[k], target)
-                    and (pattern is None or pattern.search(k))]
+        selected = [
+            k
+            for k in source.keys()
+            if k != OBJECT_GRAPH_KEY and _auditable(source.dtypes[k], target) and (pattern is None or pattern.search(k))
+        ]
         if require_match and pattern is not None and not selected:
-            raise CheckpointError("--only", f"{only!r} matches no float entry to cast to {target} (keys look like "
-                                  f"{next(iter(k for k in source.keys() if k != OBJECT_GRAPH_KEY), 'nothing')!r})")
+            raise CheckpointError(
+                "--only",
+                f"{only!r} matches no float entry to cast to {target} (keys look like "
+                f"{next(iter(k for k in source.keys() if k != OBJECT_GRAPH_KEY), 'nothing')!r})",
+            )
         notes = []
         if isinstance(source, _TFSource) and os.path.isfile(source.prefix + ".meta"):
-            notes.append(f"{source.prefix}.meta (the TF1 graph) was not copied: it describes the original "
-                         "variables' dtypes")
+            notes.append(
+                f"{source.prefix}.meta (the TF1 graph) was not copied: it describes the original variables' dtypes"
+            )
         if isinstance(source, _TFSource):
             with _quiet_stderr():  # TF's C++ logs ("oneDNN supports DT_HALF only on ..."); errors are exceptions
                 result = _convert_tf(plan, source, target, set(selected), threshold=underflow_threshold)
         else:
             result = _convert_h5(plan, source, target, set(selected), threshold=underflow_threshold)
-    result.update({"path": located.path, "output": plan.out, "format": source.format, "target_dtype": target,
-                   "cast": selected, "seconds": time.perf_counter() - started, "verified": True,
-                   "overwrote": plan.existed, "notes": notes})
+    result.update(
+        {
+            "path": located.path,
+            "output": plan.out,
+            "format": source.format,
+            "target_dtype": target,
+            "cast": selected,
+            "seconds": time.perf_counter() - started,
+            "verified": True,
+            "overwrote": plan.existed,
+            "notes": notes,
+        }
+    )
     return result
 
 
@@ -1213,9 +1334,13 @@ def _convert_tf(plan: _Plan, source: _TFSource, target: str, selected: set[str],
                 return
             part = os.path.join(workdir, f"part-{len(parts):05d}")
             try:
-                tf.raw_ops.SaveV2(prefix=part, tensor_names=batch_names, shape_and_slices=[""] * len(batch_names),
-                                  tensors=batch_values)
-            except Exception as exc:  # noqa: BLE001
+                tf.raw_ops.SaveV2(
+                    prefix=part,
+                    tensor_names=batch_names,
+                    shape_and_slices=[""] * len(batch_names),
+                    tensors=batch_values,
+                )
+            except Exception as exc:
                 raise CheckpointError(plan.out, f"cannot write: {_tf_message(exc)}") from None
             parts.append(part)
             batch_names, batch_values, batch_bytes = [], [], 0
@@ -1226,8 +1351,12 @@ def _convert_tf(plan: _Plan, source: _TFSource, target: str, selected: set[str],
             if key in selected:
                 stats = _RangeStats(target)
                 stats.add(value)
-                row = {"key": key, "dtype": source.dtypes[key], "shape": source.shapes[key],
-                       "object_path": source.object_paths.get(key)}
+                row = {
+                    "key": key,
+                    "dtype": source.dtypes[key],
+                    "shape": source.shapes[key],
+                    "object_path": source.object_paths.get(key),
+                }
                 row.update(stats.result(threshold))
                 rows.append(row)
                 # TF's cast: round to nearest even like numpy's astype, vectorised; the tensor goes to SaveV2 as is
@@ -1247,13 +1376,13 @@ def _convert_tf(plan: _Plan, source: _TFSource, target: str, selected: set[str],
             del value, tensor
         flush()
         if not parts:  # an empty checkpoint still needs an index and a data shard
-            tf.raw_ops.SaveV2(prefix=os.path.join(workdir, "part-00000"), tensor_names=[], shape_and_slices=[],
-                              tensors=[])
+            tf.raw_ops.SaveV2(
+                prefix=os.path.join(workdir, "part-00000"), tensor_names=[], shape_and_slices=[], tensors=[]
+            )
             parts.append(os.path.join(workdir, "part-00000"))
         try:
-            tf.raw_ops.MergeV2Checkpoints(checkpoint_prefixes=parts, destination_prefix=staged,
-                                          delete_old_dirs=False)
-        except Exception as exc:  # noqa: BLE001
+            tf.raw_ops.MergeV2Checkpoints(checkpoint_prefixes=parts, destination_prefix=staged, delete_old_dirs=False)
+        except Exception as exc:
             raise CheckpointError(plan.out, f"cannot write: {_tf_message(exc)}") from None
         _verify_tf(staged, expected, source.shapes, plan.out)
         produced = sorted(os.listdir(workdir))
@@ -1270,12 +1399,22 @@ def _convert_tf(plan: _Plan, source: _TFSource, target: str, selected: set[str],
     finally:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
-    audit = {"path": plan.located.path, "format": source.format, "target_dtype": target,
-             "underflow_threshold": threshold, "variables": rows,
-             "skipped": len(source.keys()) - len(rows) - (1 if source.object_based else 0)}
+    audit = {
+        "path": plan.located.path,
+        "format": source.format,
+        "target_dtype": target,
+        "underflow_threshold": threshold,
+        "variables": rows,
+        "skipped": len(source.keys()) - len(rows) - (1 if source.object_based else 0),
+    }
     audit.update(_summarise(rows, target, threshold))
-    return {"files": files, "bytes_in": bytes_in, "bytes_out": bytes_out, "copied": len(expected) - len(rows),
-            "audit": audit}
+    return {
+        "files": files,
+        "bytes_in": bytes_in,
+        "bytes_out": bytes_out,
+        "copied": len(expected) - len(rows),
+        "audit": audit,
+    }
 
 
 def _out_dtype_name(dtype: str, cast: bool, target: str) -> str:
@@ -1288,20 +1427,23 @@ def _verify_tf(prefix: str, expected: dict[str, tuple], shapes: dict, shown: str
         reader = tf.train.load_checkpoint(prefix)
         dtypes = {k: v.name for k, v in reader.get_variable_to_dtype_map().items()}
         out_shapes = reader.get_variable_to_shape_map()
-    except Exception as exc:  # noqa: BLE001
-        raise CheckpointError(shown, f"verification failed: cannot read the written checkpoint: "
-                              f"{_tf_message(exc)}") from None
+    except Exception as exc:
+        raise CheckpointError(
+            shown, f"verification failed: cannot read the written checkpoint: {_tf_message(exc)}"
+        ) from None
     if set(dtypes) != set(expected):
         raise CheckpointError(shown, "verification failed: the written checkpoint has different keys")
     for key, (dtype, fingerprint) in expected.items():
         if dtypes[key] != dtype or [int(d) for d in out_shapes[key]] != shapes[key]:
-            raise CheckpointError(shown, f"verification failed: {key!r} was written as {dtypes[key]} "
-                                  f"{list(out_shapes[key])}, expected {dtype} {shapes[key]}")
+            raise CheckpointError(
+                shown,
+                f"verification failed: {key!r} was written as {dtypes[key]} "
+                f"{list(out_shapes[key])}, expected {dtype} {shapes[key]}",
+            )
         try:
             value = reader.get_tensor(key)
-        except Exception as exc:  # noqa: BLE001
-            raise CheckpointError(shown, f"verification failed: cannot read back {key!r}: {_tf_message(exc)}") \
-                from None
+        except Exception as exc:
+            raise CheckpointError(shown, f"verification failed: cannot read back {key!r}: {_tf_message(exc)}") from None
         if _fingerprint(value) != fingerprint:
             raise CheckpointError(shown, f"verification failed: {key!r} reads back different values")
         del value
@@ -1318,7 +1460,7 @@ def _commit_prefix(workdir: str, base: str, out_prefix: str) -> list[str]:
     data = [f for f in staged if not f.endswith(".index")]
     moved = []
     for name in data + [base + ".index"]:
-        destination = out_prefix + name[len(base):]
+        destination = out_prefix + name[len(base) :]
         os.replace(os.path.join(workdir, name), destination)
         moved.append(destination)
     for stale in old:
@@ -1346,7 +1488,7 @@ def _copy_attrs(src, dst, drop: tuple[str, ...] = ()) -> None:
         try:
             dtype = src.attrs.get_id(name).dtype
             dst.attrs.create(name, src.attrs[name], dtype=dtype)
-        except Exception:  # noqa: BLE001 - fall back to h5py's own conversion
+        except Exception:
             dst.attrs[name] = src.attrs[name]
 
 
@@ -1370,8 +1512,14 @@ def _write_h5(source: _H5Source, out_path: str, target: str, selected: set[str],
                 expected[name] = (source.dtypes[name], None)
                 return None
             stats = _RangeStats(target)
-            created = parent.create_dataset(leaf, shape=obj.shape, dtype=out_dtype, chunks=obj.chunks,
-                                            compression=obj.compression, compression_opts=obj.compression_opts)
+            created = parent.create_dataset(
+                leaf,
+                shape=obj.shape,
+                dtype=out_dtype,
+                chunks=obj.chunks,
+                compression=obj.compression,
+                compression_opts=obj.compression_opts,
+            )
             _copy_attrs(obj, created, drop=("dtype",))
             if target == "bfloat16":
                 created.attrs["dtype"] = "bfloat16"
@@ -1383,7 +1531,7 @@ def _write_h5(source: _H5Source, out_path: str, target: str, selected: set[str],
                 if obj.ndim == 0:
                     created[()] = cast
                 else:
-                    created[offset:offset + cast.shape[0]] = cast
+                    created[offset : offset + cast.shape[0]] = cast
                     offset += cast.shape[0]
                 digest = zlib.adler32(cast.reshape(-1).view(np.uint8), digest)
             row = {"key": name, "dtype": source.dtypes[name], "shape": source.shapes[name], "object_path": None}
@@ -1405,8 +1553,11 @@ def _verify_h5(path: str, source: _H5Source, expected: dict[str, tuple], shown: 
                 raise CheckpointError(shown, "verification failed: the written file has different datasets")
             for key, (dtype, digest) in expected.items():
                 if written.dtypes[key] != dtype or written.shapes[key] != source.shapes[key]:
-                    raise CheckpointError(shown, f"verification failed: {key!r} was written as "
-                                          f"{written.dtypes[key]} {written.shapes[key]}, expected {dtype}")
+                    raise CheckpointError(
+                        shown,
+                        f"verification failed: {key!r} was written as "
+                        f"{written.dtypes[key]} {written.shapes[key]}, expected {dtype}",
+                    )
                 if digest is None:
                     continue
                 check = 1
@@ -1450,11 +1601,22 @@ def _convert_h5(plan: _Plan, source: _H5Source, target: str, selected: set[str],
         for path in extra + ([staged] if staged else []):
             with contextlib.suppress(OSError):
                 os.unlink(path)
-    audit = {"path": plan.located.path, "format": source.format, "target_dtype": target,
-             "underflow_threshold": threshold, "variables": rows, "skipped": len(source.datasets) - len(rows)}
+    audit = {
+        "path": plan.located.path,
+        "format": source.format,
+        "target_dtype": target,
+        "underflow_threshold": threshold,
+        "variables": rows,
+        "skipped": len(source.datasets) - len(rows),
+    }
     audit.update(_summarise(rows, target, threshold))
-    return {"files": [out], "bytes_in": os.path.getsize(plan.located.target), "bytes_out": bytes_out,
-            "copied": len(source.datasets) - len(rows), "audit": audit}
+    return {
+        "files": [out],
+        "bytes_in": os.path.getsize(plan.located.target),
+        "bytes_out": bytes_out,
+        "copied": len(source.datasets) - len(rows),
+        "audit": audit,
+    }
 
 
 def _write_archive(src_archive: str, out_archive: str, weights_file: str) -> None:

@@ -51,31 +51,103 @@ INIT_OP_SIGNATURE = "__saved_model_init_op"
 
 # tensorflow/core/framework/types.proto DataType -> tf.DType.name
 DTYPE_NAMES = {
-    1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 7: "string", 8: "complex64",
-    9: "int64", 10: "bool", 11: "qint8", 12: "quint8", 13: "qint32", 14: "bfloat16", 15: "qint16", 16: "quint16",
-    17: "uint16", 18: "complex128", 19: "float16", 20: "resource", 21: "variant", 22: "uint32", 23: "uint64",
-    24: "float8_e5m2", 25: "float8_e4m3fn", 26: "float8_e4m3fnuz", 27: "float8_e4m3b11fnuz", 28: "float8_e5m2fnuz",
-    29: "int4", 30: "uint4", 31: "int2", 32: "uint2", 33: "float4_e2m1fn",
+    1: "float32",
+    2: "float64",
+    3: "int32",
+    4: "uint8",
+    5: "int16",
+    6: "int8",
+    7: "string",
+    8: "complex64",
+    9: "int64",
+    10: "bool",
+    11: "qint8",
+    12: "quint8",
+    13: "qint32",
+    14: "bfloat16",
+    15: "qint16",
+    16: "quint16",
+    17: "uint16",
+    18: "complex128",
+    19: "float16",
+    20: "resource",
+    21: "variant",
+    22: "uint32",
+    23: "uint64",
+    24: "float8_e5m2",
+    25: "float8_e4m3fn",
+    26: "float8_e4m3fnuz",
+    27: "float8_e4m3b11fnuz",
+    28: "float8_e5m2fnuz",
+    29: "int4",
+    30: "uint4",
+    31: "int2",
+    32: "uint2",
+    33: "float4_e2m1fn",
 }
 # DataType enum value names, needed to parse saved_model.pbtxt (`dtype: DT_FLOAT`).
 _DT_ENUM = {
-    "DT_INVALID": 0, "DT_FLOAT": 1, "DT_DOUBLE": 2, "DT_INT32": 3, "DT_UINT8": 4, "DT_INT16": 5, "DT_INT8": 6,
-    "DT_STRING": 7, "DT_COMPLEX64": 8, "DT_INT64": 9, "DT_BOOL": 10, "DT_QINT8": 11, "DT_QUINT8": 12,
-    "DT_QINT32": 13, "DT_BFLOAT16": 14, "DT_QINT16": 15, "DT_QUINT16": 16, "DT_UINT16": 17, "DT_COMPLEX128": 18,
-    "DT_HALF": 19, "DT_RESOURCE": 20, "DT_VARIANT": 21, "DT_UINT32": 22, "DT_UINT64": 23, "DT_FLOAT8_E5M2": 24,
-    "DT_FLOAT8_E4M3FN": 25, "DT_FLOAT8_E4M3FNUZ": 26, "DT_FLOAT8_E4M3B11FNUZ": 27, "DT_FLOAT8_E5M2FNUZ": 28,
-    "DT_INT4": 29, "DT_UINT4": 30, "DT_INT2": 31, "DT_UINT2": 32, "DT_FLOAT4_E2M1FN": 33,
+    "DT_INVALID": 0,
+    "DT_FLOAT": 1,
+    "DT_DOUBLE": 2,
+    "DT_INT32": 3,
+    "DT_UINT8": 4,
+    "DT_INT16": 5,
+    "DT_INT8": 6,
+    "DT_STRING": 7,
+    "DT_COMPLEX64": 8,
+    "DT_INT64": 9,
+    "DT_BOOL": 10,
+    "DT_QINT8": 11,
+    "DT_QUINT8": 12,
+    "DT_QINT32": 13,
+    "DT_BFLOAT16": 14,
+    "DT_QINT16": 15,
+    "DT_QUINT16": 16,
+    "DT_UINT16": 17,
+    "DT_COMPLEX128": 18,
+    "DT_HALF": 19,
+    "DT_RESOURCE": 20,
+    "DT_VARIANT": 21,
+    "DT_UINT32": 22,
+    "DT_UINT64": 23,
+    "DT_FLOAT8_E5M2": 24,
+    "DT_FLOAT8_E4M3FN": 25,
+    "DT_FLOAT8_E4M3FNUZ": 26,
+    "DT_FLOAT8_E4M3B11FNUZ": 27,
+    "DT_FLOAT8_E5M2FNUZ": 28,
+    "DT_INT4": 29,
+    "DT_UINT4": 30,
+    "DT_INT2": 31,
+    "DT_UINT2": 32,
+    "DT_FLOAT4_E2M1FN": 33,
 }
 _DT_ENUM.update({name + "_REF": number + 100 for name, number in list(_DT_ENUM.items()) if number})
 _TYPE_SPEC_CLASSES = {
-    "UNKNOWN": 0, "SPARSE_TENSOR_SPEC": 1, "INDEXED_SLICES_SPEC": 2, "RAGGED_TENSOR_SPEC": 3,
-    "TENSOR_ARRAY_SPEC": 4, "DATA_DATASET_SPEC": 5, "DATA_ITERATOR_SPEC": 6, "OPTIONAL_SPEC": 7,
-    "PER_REPLICA_SPEC": 8, "VARIABLE_SPEC": 9, "ROW_PARTITION_SPEC": 10, "REGISTERED_TYPE_SPEC": 12,
+    "UNKNOWN": 0,
+    "SPARSE_TENSOR_SPEC": 1,
+    "INDEXED_SLICES_SPEC": 2,
+    "RAGGED_TENSOR_SPEC": 3,
+    "TENSOR_ARRAY_SPEC": 4,
+    "DATA_DATASET_SPEC": 5,
+    "DATA_ITERATOR_SPEC": 6,
+    "OPTIONAL_SPEC": 7,
+    "PER_REPLICA_SPEC": 8,
+    "VARIABLE_SPEC": 9,
+    "ROW_PARTITION_SPEC": 10,
+    "REGISTERED_TYPE_SPEC": 12,
     "EXTENSION_TYPE_SPEC": 13,
 }
 _TYPE_SPEC_CLASS_NAMES = {
-    1: "SparseTensorSpec", 2: "IndexedSlicesSpec", 3: "RaggedTensorSpec", 4: "TensorArraySpec",
-    5: "DatasetSpec", 6: "IteratorSpec", 7: "OptionalSpec", 8: "PerReplicaSpec", 9: "VariableSpec",
+    1: "SparseTensorSpec",
+    2: "IndexedSlicesSpec",
+    3: "RaggedTensorSpec",
+    4: "TensorArraySpec",
+    5: "DatasetSpec",
+    6: "IteratorSpec",
+    7: "OptionalSpec",
+    8: "PerReplicaSpec",
+    9: "VariableSpec",
     10: "RowPartitionSpec",
 }
 
@@ -83,72 +155,102 @@ _TYPE_SPEC_CLASS_NAMES = {
 # tensor_shape.proto that is read. message -> [(number, name, type, label, type_name)]; "map:K:V" declares a map.
 _REP, _OPT = "repeated", "optional"
 _SCHEMA: dict[str, list[tuple]] = {
-    "SavedModel": [(1, "saved_model_schema_version", "int64", _OPT, None),
-                   (2, "meta_graphs", "message", _REP, "MetaGraphDef")],
-    "MetaGraphDef": [(1, "meta_info_def", "message", _OPT, "MetaGraphDef.MetaInfoDef"),
-                     (5, "signature_def", "map", _REP, "SignatureDef"),
-                     (7, "object_graph_def", "message", _OPT, "SavedObjectGraph")],
-    "MetaGraphDef.MetaInfoDef": [(1, "meta_graph_version", "string", _OPT, None),
-                                 (4, "tags", "string", _REP, None),
-                                 (5, "tensorflow_version", "string", _OPT, None),
-                                 (6, "tensorflow_git_version", "string", _OPT, None)],
-    "SignatureDef": [(1, "inputs", "map", _REP, "TensorInfo"),
-                     (2, "outputs", "map", _REP, "TensorInfo"),
-                     (3, "method_name", "string", _OPT, None)],
-    "TensorInfo": [(1, "name", "string", _OPT, None),
-                   (2, "dtype", "enum", _OPT, "DataType"),
-                   (3, "tensor_shape", "message", _OPT, "TensorShapeProto")],
-    "TensorShapeProto": [(2, "dim", "message", _REP, "TensorShapeProto.Dim"),
-                         (3, "unknown_rank", "bool", _OPT, None)],
+    "SavedModel": [
+        (1, "saved_model_schema_version", "int64", _OPT, None),
+        (2, "meta_graphs", "message", _REP, "MetaGraphDef"),
+    ],
+    "MetaGraphDef": [
+        (1, "meta_info_def", "message", _OPT, "MetaGraphDef.MetaInfoDef"),
+        (5, "signature_def", "map", _REP, "SignatureDef"),
+        (7, "object_graph_def", "message", _OPT, "SavedObjectGraph"),
+    ],
+    "MetaGraphDef.MetaInfoDef": [
+        (1, "meta_graph_version", "string", _OPT, None),
+        (4, "tags", "string", _REP, None),
+        (5, "tensorflow_version", "string", _OPT, None),
+        (6, "tensorflow_git_version", "string", _OPT, None),
+    ],
+    "SignatureDef": [
+        (1, "inputs", "map", _REP, "TensorInfo"),
+        (2, "outputs", "map", _REP, "TensorInfo"),
+        (3, "method_name", "string", _OPT, None),
+    ],
+    "TensorInfo": [
+        (1, "name", "string", _OPT, None),
+        (2, "dtype", "enum", _OPT, "DataType"),
+        (3, "tensor_shape", "message", _OPT, "TensorShapeProto"),
+    ],
+    "TensorShapeProto": [(2, "dim", "message", _REP, "TensorShapeProto.Dim"), (3, "unknown_rank", "bool", _OPT, None)],
     "TensorShapeProto.Dim": [(1, "size", "int64", _OPT, None), (2, "name", "string", _OPT, None)],
-    "SavedObjectGraph": [(1, "nodes", "message", _REP, "SavedObject"),
-                         (2, "concrete_functions", "map", _REP, "SavedConcreteFunction")],
-    "SavedObject": [(1, "children", "message", _REP, "ObjectReference"),
-                    (6, "function", "message", "oneof", "SavedFunction"),
-                    (8, "bare_concrete_function", "message", "oneof", "SavedBareConcreteFunction")],
+    "SavedObjectGraph": [
+        (1, "nodes", "message", _REP, "SavedObject"),
+        (2, "concrete_functions", "map", _REP, "SavedConcreteFunction"),
+    ],
+    "SavedObject": [
+        (1, "children", "message", _REP, "ObjectReference"),
+        (6, "function", "message", "oneof", "SavedFunction"),
+        (8, "bare_concrete_function", "message", "oneof", "SavedBareConcreteFunction"),
+    ],
     # tensorflow.TrackableObjectGraph.TrackableObject.ObjectReference
     "ObjectReference": [(1, "node_id", "int32", _OPT, None), (2, "local_name", "string", _OPT, None)],
-    "SavedFunction": [(1, "concrete_functions", "string", _REP, None),
-                      (2, "function_spec", "message", _OPT, "FunctionSpec")],
-    "SavedBareConcreteFunction": [(1, "concrete_function_name", "string", _OPT, None),
-                                  (2, "argument_keywords", "string", _REP, None),
-                                  (3, "allowed_positional_arguments", "int64", _OPT, None),
-                                  (4, "function_spec", "message", _OPT, "FunctionSpec")],
-    "FunctionSpec": [(1, "fullargspec", "message", _OPT, "StructuredValue"),
-                     (2, "is_method", "bool", _OPT, None),
-                     (5, "input_signature", "message", _OPT, "StructuredValue")],
-    "SavedConcreteFunction": [(2, "bound_inputs", "int32", _REP, None),
-                              (3, "canonicalized_input_signature", "message", _OPT, "StructuredValue"),
-                              (4, "output_signature", "message", _OPT, "StructuredValue")],
-    "StructuredValue": [(1, "none_value", "message", "oneof", "NoneValue"),
-                        (11, "float64_value", "double", "oneof", None),
-                        (12, "int64_value", "sint64", "oneof", None),
-                        (13, "string_value", "string", "oneof", None),
-                        (14, "bool_value", "bool", "oneof", None),
-                        (31, "tensor_shape_value", "message", "oneof", "TensorShapeProto"),
-                        (32, "tensor_dtype_value", "enum", "oneof", "DataType"),
-                        (33, "tensor_spec_value", "message", "oneof", "TensorSpecProto"),
-                        (34, "type_spec_value", "message", "oneof", "TypeSpecProto"),
-                        (35, "bounded_tensor_spec_value", "message", "oneof", "BoundedTensorSpecProto"),
-                        (51, "list_value", "message", "oneof", "ListValue"),
-                        (52, "tuple_value", "message", "oneof", "TupleValue"),
-                        (53, "dict_value", "message", "oneof", "DictValue"),
-                        (54, "named_tuple_value", "message", "oneof", "NamedTupleValue")],
+    "SavedFunction": [
+        (1, "concrete_functions", "string", _REP, None),
+        (2, "function_spec", "message", _OPT, "FunctionSpec"),
+    ],
+    "SavedBareConcreteFunction": [
+        (1, "concrete_function_name", "string", _OPT, None),
+        (2, "argument_keywords", "string", _REP, None),
+        (3, "allowed_positional_arguments", "int64", _OPT, None),
+        (4, "function_spec", "message", _OPT, "FunctionSpec"),
+    ],
+    "FunctionSpec": [
+        (1, "fullargspec", "message", _OPT, "StructuredValue"),
+        (2, "is_method", "bool", _OPT, None),
+        (5, "input_signature", "message", _OPT, "StructuredValue"),
+    ],
+    "SavedConcreteFunction": [
+        (2, "bound_inputs", "int32", _REP, None),
+        (3, "canonicalized_input_signature", "message", _OPT, "StructuredValue"),
+        (4, "output_signature", "message", _OPT, "StructuredValue"),
+    ],
+    "StructuredValue": [
+        (1, "none_value", "message", "oneof", "NoneValue"),
+        (11, "float64_value", "double", "oneof", None),
+        (12, "int64_value", "sint64", "oneof", None),
+        (13, "string_value", "string", "oneof", None),
+        (14, "bool_value", "bool", "oneof", None),
+        (31, "tensor_shape_value", "message", "oneof", "TensorShapeProto"),
+        (32, "tensor_dtype_value", "enum", "oneof", "DataType"),
+        (33, "tensor_spec_value", "message", "oneof", "TensorSpecProto"),
+        (34, "type_spec_value", "message", "oneof", "TypeSpecProto"),
+        (35, "bounded_tensor_spec_value", "message", "oneof", "BoundedTensorSpecProto"),
+        (51, "list_value", "message", "oneof", "ListValue"),
+        (52, "tuple_value", "message", "oneof", "TupleValue"),
+        (53, "dict_value", "message", "oneof", "DictValue"),
+        (54, "named_tuple_value", "message", "oneof", "NamedTupleValue"),
+    ],
     "NoneValue": [],
     "ListValue": [(1, "values", "message", _REP, "StructuredValue")],
     "TupleValue": [(1, "values", "message", _REP, "StructuredValue")],
     "DictValue": [(1, "fields", "map", _REP, "StructuredValue")],
     "PairValue": [(1, "key", "string", _OPT, None), (2, "value", "message", _OPT, "StructuredValue")],
     "NamedTupleValue": [(1, "name", "string", _OPT, None), (2, "values", "message", _REP, "PairValue")],
-    "TensorSpecProto": [(1, "name", "string", _OPT, None), (2, "shape", "message", _OPT, "TensorShapeProto"),
-                        (3, "dtype", "enum", _OPT, "DataType")],
-    "BoundedTensorSpecProto": [(1, "name", "string", _OPT, None),
-                               (2, "shape", "message", _OPT, "TensorShapeProto"),
-                               (3, "dtype", "enum", _OPT, "DataType")],
-    "TypeSpecProto": [(1, "type_spec_class", "enum", _OPT, "TypeSpecProto.TypeSpecClass"),
-                      (2, "type_state", "message", _OPT, "StructuredValue"),
-                      (3, "type_spec_class_name", "string", _OPT, None),
-                      (4, "num_flat_components", "int32", _OPT, None)],
+    "TensorSpecProto": [
+        (1, "name", "string", _OPT, None),
+        (2, "shape", "message", _OPT, "TensorShapeProto"),
+        (3, "dtype", "enum", _OPT, "DataType"),
+    ],
+    "BoundedTensorSpecProto": [
+        (1, "name", "string", _OPT, None),
+        (2, "shape", "message", _OPT, "TensorShapeProto"),
+        (3, "dtype", "enum", _OPT, "DataType"),
+    ],
+    "TypeSpecProto": [
+        (1, "type_spec_class", "enum", _OPT, "TypeSpecProto.TypeSpecClass"),
+        (2, "type_state", "message", _OPT, "StructuredValue"),
+        (3, "type_spec_class_name", "string", _OPT, None),
+        (4, "num_flat_components", "int32", _OPT, None),
+    ],
 }
 _ENUMS = {"DataType": _DT_ENUM, "TypeSpecProto.TypeSpecClass": _TYPE_SPEC_CLASSES}
 _PACKAGE = "tensorflow"  # same full names as TF's own messages, but in a private descriptor pool
@@ -170,10 +272,17 @@ def _message_classes() -> dict:
         raise ImportError("reading a SavedModel needs the `protobuf` package (pip install protobuf)") from exc
 
     F = descriptor_pb2.FieldDescriptorProto
-    scalar = {"int64": F.TYPE_INT64, "int32": F.TYPE_INT32, "sint64": F.TYPE_SINT64, "string": F.TYPE_STRING,
-              "bool": F.TYPE_BOOL, "double": F.TYPE_DOUBLE}
-    file_proto = descriptor_pb2.FileDescriptorProto(name="mpdoctor/savedmodel_subset.proto", package=_PACKAGE,
-                                                    syntax="proto3")
+    scalar = {
+        "int64": F.TYPE_INT64,
+        "int32": F.TYPE_INT32,
+        "sint64": F.TYPE_SINT64,
+        "string": F.TYPE_STRING,
+        "bool": F.TYPE_BOOL,
+        "double": F.TYPE_DOUBLE,
+    }
+    file_proto = descriptor_pb2.FileDescriptorProto(
+        name="mpdoctor/savedmodel_subset.proto", package=_PACKAGE, syntax="proto3"
+    )
     messages: dict[str, object] = {}
 
     def message(path: str):
@@ -206,8 +315,13 @@ def _message_classes() -> dict:
                 entry = proto.nested_type.add(name=entry_name)
                 entry.options.map_entry = True
                 entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
-                entry.field.add(name="value", number=2, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
-                                type_name=f".{_PACKAGE}.{type_name}")
+                entry.field.add(
+                    name="value",
+                    number=2,
+                    type=F.TYPE_MESSAGE,
+                    label=F.LABEL_OPTIONAL,
+                    type_name=f".{_PACKAGE}.{type_name}",
+                )
                 field.type = F.TYPE_MESSAGE
                 field.type_name = f".{_PACKAGE}.{path}.{entry_name}"
             elif kind == "message":
@@ -229,6 +343,7 @@ def _message_classes() -> dict:
 
 # ---------------------------------------------------------------------------------------------- handle resolution
 
+
 def tfhub_cache_dir() -> str:
     """Where tensorflow_hub caches downloaded models (tensorflow_hub/resolver.py: tfhub_cache_dir(use_temp=True))."""
     return os.environ.get("TFHUB_CACHE_DIR") or os.path.join(tempfile.gettempdir(), "tfhub_modules")
@@ -249,19 +364,24 @@ def resolve_handle(handle: str, base_dir: str | None = None) -> str:
     if lowered.startswith("file://"):
         from urllib.parse import unquote
 
-        path = unquote(handle[len("file://"):])
+        path = unquote(handle[len("file://") :])
         if path.lower().startswith("localhost/"):
-            path = path[len("localhost"):]
-    elif lowered.startswith(("http://", "https://")) or (lowered.startswith("gs://")
-                                                          and lowered.endswith((".tar", ".tar.gz", ".tgz"))):
+            path = path[len("localhost") :]
+    elif lowered.startswith(("http://", "https://")) or (
+        lowered.startswith("gs://") and lowered.endswith((".tar", ".tar.gz", ".tgz"))
+    ):
         cached = hub_cache_path(handle)
         if os.path.isdir(cached) and os.listdir(cached):
             return cached
-        raise SavedModelError("offline", f"{handle} is not in the TF Hub cache ({cached}) and mpdoctor never "
-                                         f"downloads; signature checks were skipped")
+        raise SavedModelError(
+            "offline",
+            f"{handle} is not in the TF Hub cache ({cached}) and mpdoctor never "
+            f"downloads; signature checks were skipped",
+        )
     elif "://" in handle:
-        raise SavedModelError("offline", f"{handle} is a remote path that mpdoctor does not read; "
-                                         f"signature checks were skipped")
+        raise SavedModelError(
+            "offline", f"{handle} is a remote path that mpdoctor does not read; signature checks were skipped"
+        )
     else:
         path = handle
     if not os.path.isabs(path) and base_dir:
@@ -273,6 +393,7 @@ def resolve_handle(handle: str, base_dir: str | None = None) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------- parsing
+
 
 def _dtype(number: int) -> str | None:
     if number in DTYPE_NAMES:
@@ -289,8 +410,11 @@ def _shape(proto) -> list | None:
 
 
 def _tensor_info(name: str, info) -> dict:
-    return {"name": name, "dtype": _dtype(info.dtype),
-            "shape": _shape(info.tensor_shape) if info.HasField("tensor_shape") else None}
+    return {
+        "name": name,
+        "dtype": _dtype(info.dtype),
+        "shape": _shape(info.tensor_shape) if info.HasField("tensor_shape") else None,
+    }
 
 
 def _python_value(value):
@@ -318,8 +442,11 @@ def _flatten(value, name: str, out: list) -> None:
     kind = value.WhichOneof("kind")
     if kind in ("tensor_spec_value", "bounded_tensor_spec_value"):
         spec = getattr(value, kind)
-        item = {"name": name, "dtype": _dtype(spec.dtype),
-                "shape": _shape(spec.shape) if spec.HasField("shape") else None}
+        item = {
+            "name": name,
+            "dtype": _dtype(spec.dtype),
+            "shape": _shape(spec.shape) if spec.HasField("shape") else None,
+        }
         if spec.name and spec.name != name:
             item["spec_name"] = spec.name  # the TensorSpec's own name, what saved_model_cli prints
         out.append(item)
@@ -412,9 +539,14 @@ def describe_meta_graph(meta_graph) -> dict:
     for name, signature in sorted(meta_graph.signature_def.items()):
         if name == INIT_OP_SIGNATURE:
             continue
-        signatures.append({"name": name, "method_name": signature.method_name,
-                           "inputs": [_tensor_info(key, info) for key, info in sorted(signature.inputs.items())],
-                           "outputs": [_tensor_info(key, info) for key, info in sorted(signature.outputs.items())]})
+        signatures.append(
+            {
+                "name": name,
+                "method_name": signature.method_name,
+                "inputs": [_tensor_info(key, info) for key, info in sorted(signature.inputs.items())],
+                "outputs": [_tensor_info(key, info) for key, info in sorted(signature.outputs.items())],
+            }
+        )
 
     functions = []
     graph = meta_graph.object_graph_def
@@ -453,15 +585,27 @@ def describe_meta_graph(meta_graph) -> dict:
         dtype = _first_tensor_dtype(signature["inputs"])
         if dtype:
             accepted.add(dtype)
-    return {"tags": sorted(meta_graph.meta_info_def.tags), "signatures": signatures, "functions": functions,
-            "accepted_input_dtypes": sorted(accepted),
-            "accepted_input_dtypes_by_endpoint": {name: sorted(dtypes) for name, dtypes in sorted(by_endpoint.items())}}
+    return {
+        "tags": sorted(meta_graph.meta_info_def.tags),
+        "signatures": signatures,
+        "functions": functions,
+        "accepted_input_dtypes": sorted(accepted),
+        "accepted_input_dtypes_by_endpoint": {name: sorted(dtypes) for name, dtypes in sorted(by_endpoint.items())},
+    }
 
 
 def read_savedmodel(handle: str, base_dir: str | None = None) -> dict:
     """SAVEDMODEL_INFO for a handle; never raises for a bad handle or file (the problem goes into "error")."""
-    info = {"handle": handle, "path": None, "error": None, "tags": [], "signatures": [], "functions": [],
-            "accepted_input_dtypes": [], "accepted_input_dtypes_by_endpoint": {}}
+    info = {
+        "handle": handle,
+        "path": None,
+        "error": None,
+        "tags": [],
+        "signatures": [],
+        "functions": [],
+        "accepted_input_dtypes": [],
+        "accepted_input_dtypes_by_endpoint": {},
+    }
     try:
         path = resolve_handle(str(handle), base_dir)
         info["path"] = path
@@ -489,7 +633,7 @@ def _load_meta_graph(path: str):
         saved_model = parse_saved_model(data, text=filename.endswith(".pbtxt"))
     except ImportError:
         raise
-    except Exception as exc:  # noqa: BLE001 - DecodeError, ParseError, UnicodeDecodeError, ...
+    except Exception as exc:
         reason = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise SavedModelError("corrupt", f"{file_path} cannot be parsed as a SavedModel: {reason}") from None
     meta_graph = _choose_meta_graph(saved_model)

@@ -20,8 +20,10 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from mpdoctor.cli import artifacts, check, rules
 
-    parser = Parser(prog="mpdoctor", description="Find mixed-precision (float16/bfloat16) breakage in "
-                    "TensorFlow/Keras code before it runs.")
+    parser = Parser(
+        prog="mpdoctor",
+        description="Find mixed-precision (float16/bfloat16) breakage in TensorFlow/Keras code before it runs.",
+    )
     parser.add_argument("--version", action="version", version=f"mpdoctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     check.add_parser(sub)

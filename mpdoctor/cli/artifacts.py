@@ -17,38 +17,57 @@ from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 
 def add_inspect_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "inspect", help="show what a checkpoint, weights file or SavedModel holds; --dtype audits its value ranges",
+        "inspect",
+        help="show what a checkpoint, weights file or SavedModel holds; --dtype audits its value ranges",
         description="Show every variable of a checkpoint (TF2 object-based, TF1 Saver), Keras .h5 / .weights.h5 / "
-                    ".keras weights, or the signatures of a SavedModel directory. With --dtype, audit every float "
-                    "variable for the target dtype: values that overflow, flush to zero or become subnormal "
-                    "(float16), the relative precision loss (bfloat16). Exit 1 when the audit finds a problem.")
-    parser.add_argument("path", metavar="PATH", help="checkpoint prefix, .index file or directory, .h5, "
-                        ".weights.h5, .keras file, or SavedModel directory")
+        ".keras weights, or the signatures of a SavedModel directory. With --dtype, audit every float "
+        "variable for the target dtype: values that overflow, flush to zero or become subnormal "
+        "(float16), the relative precision loss (bfloat16). Exit 1 when the audit finds a problem.",
+    )
+    parser.add_argument(
+        "path",
+        metavar="PATH",
+        help="checkpoint prefix, .index file or directory, .h5, .weights.h5, .keras file, or SavedModel directory",
+    )
     parser.add_argument("--dtype", choices=("float16", "bfloat16"), help="audit the values for this dtype")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
-    parser.add_argument("--underflow-threshold", type=float, default=None, metavar="FRACTION",
-                        help="a variable underflows when more than this fraction of its values flush to zero or "
-                             "become subnormal (default: 0.01)")
-    parser.add_argument("--verify-checksums", action="store_true",
-                        help="audit through TensorFlow's checkpoint reader, which checks every tensor's CRC32C "
-                             "(slower; by default float tensors are streamed straight from the data shards)")
+    parser.add_argument(
+        "--underflow-threshold",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="a variable underflows when more than this fraction of its values flush to zero or "
+        "become subnormal (default: 0.01)",
+    )
+    parser.add_argument(
+        "--verify-checksums",
+        action="store_true",
+        help="audit through TensorFlow's checkpoint reader, which checks every tensor's CRC32C "
+        "(slower; by default float tensors are streamed straight from the data shards)",
+    )
     parser.set_defaults(handler=run_inspect)
     return parser
 
 
 def add_convert_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "convert-checkpoint", help="write a copy of a checkpoint with its float tensors cast to another dtype",
+        "convert-checkpoint",
+        help="write a copy of a checkpoint with its float tensors cast to another dtype",
         description="Write a copy of IN at OUT in the same format (TF checkpoint, Keras .h5, .weights.h5, .keras) "
-                    "with every float tensor cast to --dtype; integer and string entries are copied untouched. IN is "
-                    "never modified, OUT is written atomically and verified by reading it back, and the range audit "
-                    "of the cast tensors is printed.")
+        "with every float tensor cast to --dtype; integer and string entries are copied untouched. IN is "
+        "never modified, OUT is written atomically and verified by reading it back, and the range audit "
+        "of the cast tensors is printed.",
+    )
     parser.add_argument("input", metavar="IN", help="checkpoint prefix or directory, .h5, .weights.h5 or .keras file")
     parser.add_argument("output", metavar="OUT", help="output prefix (a directory when IN is a directory) or file")
-    parser.add_argument("--dtype", required=True, choices=("float16", "bfloat16", "float32"),
-                        help="dtype of the float tensors in OUT")
-    parser.add_argument("--only", metavar="REGEX", help="cast only the float entries whose key matches REGEX "
-                        "(re.search); the others are copied untouched")
+    parser.add_argument(
+        "--dtype", required=True, choices=("float16", "bfloat16", "float32"), help="dtype of the float tensors in OUT"
+    )
+    parser.add_argument(
+        "--only",
+        metavar="REGEX",
+        help="cast only the float entries whose key matches REGEX (re.search); the others are copied untouched",
+    )
     parser.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     parser.set_defaults(handler=run_convert)
@@ -110,10 +129,12 @@ def _print(lines, stream=None) -> None:
 
 
 def _checkpoint_lines(info: dict) -> list[str]:
-    lines = [f"{_shown(info['path'])}: {info['description']}",
-             "  files: " + ", ".join(_shown(f) for f in info["files"]),
-             f"  {_plural(len(info['variables']), 'variable')}, {_size(info['total_bytes'])}: "
-             f"{_dtype_counts(info['dtypes'])}"]
+    lines = [
+        f"{_shown(info['path'])}: {info['description']}",
+        "  files: " + ", ".join(_shown(f) for f in info["files"]),
+        f"  {_plural(len(info['variables']), 'variable')}, {_size(info['total_bytes'])}: "
+        f"{_dtype_counts(info['dtypes'])}",
+    ]
     variables = info["variables"]
     if not variables:
         return lines
@@ -123,8 +144,9 @@ def _checkpoint_lines(info: dict) -> list[str]:
     elif any(v.get("name") for v in variables):
         extra = ("WEIGHT NAME", "name")
     header = ["KEY", "DTYPE", "SHAPE"] + ([extra[0]] if extra else [])
-    rows = [header] + [[v["key"], v["dtype"], _shape(v["shape"])] + ([v.get(extra[1]) or ""] if extra else [])
-                       for v in variables]
+    rows = [header] + [
+        [v["key"], v["dtype"], _shape(v["shape"])] + ([v.get(extra[1]) or ""] if extra else []) for v in variables
+    ]
     return lines + [""] + _table(rows)
 
 
@@ -136,22 +158,44 @@ def _audit_lines(audit: dict) -> list[str]:
     target = audit["target_dtype"]
     rows = audit["variables"]
     summary = audit["summary"]
-    lines = [f"{target} range audit: {_plural(len(rows), 'float variable')} to cast "
-             f"({_plural(summary['values'], 'value')}), {_plural(audit['skipped'], 'entry', 'entries')} skipped "
-             f"(not float, or already {target})"]
+    lines = [
+        f"{target} range audit: {_plural(len(rows), 'float variable')} to cast "
+        f"({_plural(summary['values'], 'value')}), {_plural(audit['skipped'], 'entry', 'entries')} skipped "
+        f"(not float, or already {target})"
+    ]
     if not rows:
         return lines
     if target == "bfloat16":
         table = [["KEY", "DTYPE", "VALUES", "OVERFLOW", "MAX |X|", "MAX REL ERR", "MEAN REL ERR", "STATUS"]]
         for r in rows:
-            table.append([r["key"], r["dtype"], f"{r['values']:,}", f"{r['overflow']:,}", _fmt_max(r["max_abs"]),
-                          f"{r['max_relative_error']:.3%}", f"{r['mean_relative_error']:.3%}", _status(r)])
+            table.append(
+                [
+                    r["key"],
+                    r["dtype"],
+                    f"{r['values']:,}",
+                    f"{r['overflow']:,}",
+                    _fmt_max(r["max_abs"]),
+                    f"{r['max_relative_error']:.3%}",
+                    f"{r['mean_relative_error']:.3%}",
+                    _status(r),
+                ]
+            )
         return lines + [""] + _table(table, right={2, 3, 4, 5, 6})
     table = [["KEY", "DTYPE", "VALUES", "OVERFLOW", "MAX |X|", "FLUSHED", "SUBNORMAL", "UNDERFLOW", "STATUS"]]
     for r in rows:
-        table.append([r["key"], r["dtype"], f"{r['values']:,}", f"{r['overflow']:,}", _fmt_max(r["max_abs"]),
-                      f"{r['flushed']:,}", f"{r['subnormal']:,}",
-                      f"{r['flushed_fraction'] + r['subnormal_fraction']:.3%}", _status(r)])
+        table.append(
+            [
+                r["key"],
+                r["dtype"],
+                f"{r['values']:,}",
+                f"{r['overflow']:,}",
+                _fmt_max(r["max_abs"]),
+                f"{r['flushed']:,}",
+                f"{r['subnormal']:,}",
+                f"{r['flushed_fraction'] + r['subnormal_fraction']:.3%}",
+                _status(r),
+            ]
+        )
     return lines + [""] + _table(table, right={2, 3, 4, 5, 6, 7})
 
 
@@ -200,14 +244,25 @@ def run_inspect(args) -> int:
             return _inspect_savedmodel(args, located, threshold)
         with ck.open_source(args.path) as (located, source):
             info = ck._describe(located, source)
-            audit = (ck._audit_source(located, source, args.dtype, threshold, None, args.verify_checksums)
-                     if args.dtype else None)
+            audit = (
+                ck._audit_source(located, source, args.dtype, threshold, None, args.verify_checksums)
+                if args.dtype
+                else None
+            )
     except ck.CheckpointError as exc:
         return _error(exc.path, exc.problem)
     verdict = audit["verdict"] if audit else _plain_verdict(info)
     if args.format == "json":
-        _json({"version": 1, "tool": _tool(), "kind": "checkpoint", "checkpoint": info, "audit": audit,
-               "verdict": verdict})
+        _json(
+            {
+                "version": 1,
+                "tool": _tool(),
+                "kind": "checkpoint",
+                "checkpoint": info,
+                "audit": audit,
+                "verdict": verdict,
+            }
+        )
     else:
         lines = _checkpoint_lines(info)
         if audit:
@@ -221,8 +276,10 @@ def _plain_verdict(info: dict) -> str:
     floats = {d: n for d, n in counts.items() if d in ("float16", "bfloat16", "float32", "float64")}
     text = f"{len(info['variables']):,} variables ({_dtype_counts(counts)})"
     if floats.get("float32") or floats.get("float64"):
-        text += ("; restoring them into float16/bfloat16 variables needs a cast (MP301): pass --dtype float16 or "
-                 "bfloat16 to audit the values, `mpdoctor convert-checkpoint` to convert")
+        text += (
+            "; restoring them into float16/bfloat16 variables needs a cast (MP301): pass --dtype float16 or "
+            "bfloat16 to audit the values, `mpdoctor convert-checkpoint` to convert"
+        )
     return text
 
 
@@ -258,8 +315,17 @@ def _inspect_savedmodel(args, located, threshold: float) -> int:
             return _error(exc.path, exc.problem)
     verdict = _savedmodel_verdict(info, variables, audit, args.dtype)
     if args.format == "json":
-        _json({"version": 1, "tool": _tool(), "kind": "savedmodel", "savedmodel": info, "checkpoint": variables,
-               "audit": audit, "verdict": verdict})
+        _json(
+            {
+                "version": 1,
+                "tool": _tool(),
+                "kind": "savedmodel",
+                "savedmodel": info,
+                "checkpoint": variables,
+                "audit": audit,
+                "verdict": verdict,
+            }
+        )
     else:
         lines = [f"{_shown(located.path)}: SavedModel (tags: {', '.join(info.get('tags') or []) or 'none'})"]
         for title, key in (("signatures", "signatures"), ("concrete functions", "functions")):
@@ -299,8 +365,10 @@ def _savedmodel_verdict(info: dict, variables: dict | None, audit: dict | None, 
     accepted = info.get("accepted_input_dtypes") or []
     parts = []
     if accepted and not any(d in ("float16", "bfloat16") for d in accepted):
-        parts.append(f"accepts {', '.join(accepted)} inputs only: a layer wrapping it under a float16/bfloat16 "
-                     "policy needs dtype=\"float32\" (MP201)")
+        parts.append(
+            f"accepts {', '.join(accepted)} inputs only: a layer wrapping it under a float16/bfloat16 "
+            'policy needs dtype="float32" (MP201)'
+        )
     elif accepted:
         parts.append(f"accepts {', '.join(accepted)} inputs")
     else:
@@ -322,8 +390,9 @@ def run_convert(args) -> int:
         return EXIT_ERROR
 
     try:
-        result = ck.convert_checkpoint(args.input, args.output, args.dtype, only=args.only, force=args.force,
-                                       require_match=args.only is not None)
+        result = ck.convert_checkpoint(
+            args.input, args.output, args.dtype, only=args.only, force=args.force, require_match=args.only is not None
+        )
     except ck.CheckpointError as exc:
         return _error(exc.path, exc.problem)
     except OSError as exc:
@@ -332,9 +401,11 @@ def run_convert(args) -> int:
         _json({"version": 1, "tool": _tool(), "conversion": result})
         return EXIT_OK
     audit = result["audit"]
-    lines = [f"{_shown(result['path'])}: {ck.FORMAT_DESCRIPTIONS[result['format']]}",
-             f"cast {_plural(len(result['cast']), 'float entry', 'float entries')} to {result['target_dtype']}, "
-             f"copied {_plural(result['copied'], 'entry', 'entries')} untouched"]
+    lines = [
+        f"{_shown(result['path'])}: {ck.FORMAT_DESCRIPTIONS[result['format']]}",
+        f"cast {_plural(len(result['cast']), 'float entry', 'float entries')} to {result['target_dtype']}, "
+        f"copied {_plural(result['copied'], 'entry', 'entries')} untouched",
+    ]
     if not result["cast"]:
         lines.append(f"note: nothing to cast: every float entry is already {result['target_dtype']}")
     if audit["variables"]:
@@ -342,9 +413,13 @@ def run_convert(args) -> int:
         if audit["summary"]["overflow_values"]:
             lines.append(f"warning: {_plural(audit['summary']['overflow_values'], 'value')} became inf in the output")
     seconds = max(result["seconds"], 1e-9)
-    lines += ["", "wrote " + ", ".join(_shown(f) for f in result["files"])
-              + f" ({_size(result['bytes_in'])} read, {_size(result['bytes_out'])} written, {result['seconds']:.2f} s, "
-              f"{result['bytes_in'] / seconds / 2**20:.0f} MiB/s); verified by reading it back"]
+    lines += [
+        "",
+        "wrote "
+        + ", ".join(_shown(f) for f in result["files"])
+        + f" ({_size(result['bytes_in'])} read, {_size(result['bytes_out'])} written, {result['seconds']:.2f} s, "
+        f"{result['bytes_in'] / seconds / 2**20:.0f} MiB/s); verified by reading it back",
+    ]
     if result.get("notes"):
         lines += [f"note: {n}" for n in result["notes"]]
     _print(lines)

@@ -19,45 +19,92 @@ def add_parser(sub) -> None:
     check.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="files or directories (default: .)")
     trace = check.add_mutually_exclusive_group()
     trace.add_argument("--no-trace", action="store_true", help="static pass only: never imports TensorFlow")
-    trace.add_argument("--trace", action="store_true",
-                       help="require the trace pass (default: run it when TensorFlow is installed)")
-    check.add_argument("--trace-timeout", type=float, metavar="SECONDS",
-                       help="time limit for running one file's model code (default: 300)")
-    check.add_argument("--trace-memory", type=float, metavar="MB",
-                       help="kill the model code when its resident memory exceeds MB MiB (default: no limit)")
-    check.add_argument("--checkpoint", action="append", default=[], metavar="PATH",
-                       help="trace: also range-audit this checkpoint for the model's float16 compute (repeatable)")
-    check.add_argument("--numerics", action=argparse.BooleanOptionalAction, default=None,
-                       help="trace: compare float16 and float32 layer by layer on a sample batch (default: on)")
-    check.add_argument("--sample", type=Path, metavar="FILE.npz",
-                       help="trace: the sample batch for --numerics (arrays by input name, else in order)")
-    check.add_argument("--entry", metavar="NAME",
-                       help="the function (called without arguments) or module attribute that gives the model")
+    trace.add_argument(
+        "--trace", action="store_true", help="require the trace pass (default: run it when TensorFlow is installed)"
+    )
+    check.add_argument(
+        "--trace-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="time limit for running one file's model code (default: 300)",
+    )
+    check.add_argument(
+        "--trace-memory",
+        type=float,
+        metavar="MB",
+        help="kill the model code when its resident memory exceeds MB MiB (default: no limit)",
+    )
+    check.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="trace: also range-audit this checkpoint for the model's float16 compute (repeatable)",
+    )
+    check.add_argument(
+        "--numerics",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="trace: compare float16 and float32 layer by layer on a sample batch (default: on)",
+    )
+    check.add_argument(
+        "--sample",
+        type=Path,
+        metavar="FILE.npz",
+        help="trace: the sample batch for --numerics (arrays by input name, else in order)",
+    )
+    check.add_argument(
+        "--entry",
+        metavar="NAME",
+        help="the function (called without arguments) or module attribute that gives the model",
+    )
     check.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes to enable (e.g. MP2,MP401)")
     check.add_argument("--extend-select", metavar="CODES", help="codes or prefixes to enable in addition")
     check.add_argument("--ignore", metavar="CODES", help="codes or prefixes to disable")
     check.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     check.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the report to FILE")
-    check.add_argument("--html", type=Path, metavar="FILE",
-                       help="also write the self-contained HTML report to FILE (whatever --format is)")
-    check.add_argument("--fail-on", choices=("error", "warning", "info"),
-                       help="lowest severity that makes the exit code 1 (default: warning)")
+    check.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="also write the self-contained HTML report to FILE (whatever --format is)",
+    )
+    check.add_argument(
+        "--fail-on",
+        choices=("error", "warning", "info"),
+        help="lowest severity that makes the exit code 1 (default: warning)",
+    )
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when problems are found")
     baseline = check.add_mutually_exclusive_group()
-    baseline.add_argument("--baseline", type=Path, metavar="FILE",
-                          help="findings listed in FILE do not fail the run (only new ones are reported)")
-    baseline.add_argument("--write-baseline", type=Path, metavar="FILE",
-                          help="record the current findings in FILE (for --baseline) and exit 0")
+    baseline.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="FILE",
+        help="findings listed in FILE do not fail the run (only new ones are reported)",
+    )
+    baseline.add_argument(
+        "--write-baseline",
+        type=Path,
+        metavar="FILE",
+        help="record the current findings in FILE (for --baseline) and exit 0",
+    )
     check.add_argument("--statistics", action="store_true", help="count findings per code")
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    check.add_argument("--keras-version", choices=("2", "3"), help="assume this Keras (default: from the file, "
-                       "TF_USE_LEGACY_KERAS and the installed TensorFlow)")
-    check.add_argument("--assume-policy", metavar="POLICY",
-                       help="global dtype policy to assume when a file sets none (e.g. mixed_float16)")
+    check.add_argument(
+        "--keras-version",
+        choices=("2", "3"),
+        help="assume this Keras (default: from the file, TF_USE_LEGACY_KERAS and the installed TensorFlow)",
+    )
+    check.add_argument(
+        "--assume-policy",
+        metavar="POLICY",
+        help="global dtype policy to assume when a file sets none (e.g. mixed_float16)",
+    )
     check.add_argument("--config", type=Path, metavar="FILE", help="read [tool.mpdoctor] from this pyproject.toml")
     check.add_argument("-q", "--quiet", action="store_true", help="no summary line")
-    check.add_argument("--fix", action="store_true", help="apply the safe fixes (verified by re-tracing when the "
-                       "trace pass runs)")
+    check.add_argument(
+        "--fix", action="store_true", help="apply the safe fixes (verified by re-tracing when the trace pass runs)"
+    )
     check.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff: also the unsafe fixes")
     check.add_argument("--diff", action="store_true", help="print the fixes as unified diffs, write nothing")
 
@@ -88,9 +135,17 @@ def run_check(args) -> int:
     paths = args.paths or [Path(".")]
     try:
         config = load_config(paths[0], args.config)
-        apply_overrides(config, "command line", select=_split(args.select), extend_select=_split(args.extend_select),
-                        ignore=_split(args.ignore), fail_on=args.fail_on, keras_version=args.keras_version,
-                        assume_policy=args.assume_policy, trace_memory=args.trace_memory)
+        apply_overrides(
+            config,
+            "command line",
+            select=_split(args.select),
+            extend_select=_split(args.extend_select),
+            ignore=_split(args.ignore),
+            fail_on=args.fail_on,
+            keras_version=args.keras_version,
+            assume_policy=args.assume_policy,
+            trace_memory=args.trace_memory,
+        )
     except ConfigError as exc:
         print(f"mpdoctor: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -105,8 +160,11 @@ def run_check(args) -> int:
         tracing = False
     elif args.trace:
         if not tensorflow_available():
-            print("mpdoctor: error: --trace needs TensorFlow in this environment (pip install 'mpdoctor[tf]'); "
-                  "use --no-trace for the static pass alone", file=sys.stderr)
+            print(
+                "mpdoctor: error: --trace needs TensorFlow in this environment (pip install 'mpdoctor[tf]'); "
+                "use --no-trace for the static pass alone",
+                file=sys.stderr,
+            )
             return EXIT_ERROR
         tracing = True
     else:
@@ -116,8 +174,9 @@ def run_check(args) -> int:
         print(f"mpdoctor: error: {missing[0]}: no such checkpoint", file=sys.stderr)
         return EXIT_ERROR
     if args.checkpoint and not tracing:
-        print("mpdoctor: error: --checkpoint needs the trace pass (TensorFlow installed, no --no-trace)",
-              file=sys.stderr)
+        print(
+            "mpdoctor: error: --checkpoint needs the trace pass (TensorFlow installed, no --no-trace)", file=sys.stderr
+        )
         return EXIT_ERROR
     if args.sample is not None and not args.sample.is_file():
         print(f"mpdoctor: error: {args.sample}: no such file", file=sys.stderr)
@@ -126,10 +185,14 @@ def run_check(args) -> int:
         config.numerics.enabled = args.numerics
     if args.sample is not None:
         config.numerics.sample = str(args.sample.resolve())
-    options = TraceOptions(enabled=tracing, timeout=args.trace_timeout or config.trace_timeout,
-                           entry=args.entry or config.entry, checkpoints=tuple(args.checkpoint),
-                           numerics=config.numerics.request(),
-                           memory_limit_mb=config.trace_memory)
+    options = TraceOptions(
+        enabled=tracing,
+        timeout=args.trace_timeout or config.trace_timeout,
+        entry=args.entry or config.entry,
+        checkpoints=tuple(args.checkpoint),
+        numerics=config.numerics.request(),
+        memory_limit_mb=config.trace_memory,
+    )
     if options.timeout <= 0:
         print("mpdoctor: error: --trace-timeout must be positive", file=sys.stderr)
         return EXIT_ERROR
@@ -147,16 +210,19 @@ def run_check(args) -> int:
     if progress is not None:
         progress.clear()
     if baseline_keys is not None:
-        report.diagnostics, report.baselined = split(report.diagnostics, report.sources, baseline_keys,
-                                                     baseline_file.parent)
+        report.diagnostics, report.baselined = split(
+            report.diagnostics, report.sources, baseline_keys, baseline_file.parent
+        )
     if args.write_baseline:
         try:
             count = write_baseline(args.write_baseline, report.diagnostics, report.sources)
         except BaselineError as exc:
             print(f"mpdoctor: error: {exc}", file=sys.stderr)
             return EXIT_ERROR
-        print(f"mpdoctor: {args.write_baseline}: baseline of {count} finding{'' if count == 1 else 's'} written",
-              file=sys.stderr)
+        print(
+            f"mpdoctor: {args.write_baseline}: baseline of {count} finding{'' if count == 1 else 's'} written",
+            file=sys.stderr,
+        )
     for error in report.errors:
         print(error.render(), file=sys.stderr)
     if args.fix or args.diff:
@@ -172,8 +238,14 @@ def run_check(args) -> int:
     if args.output:
         buffer = io.StringIO()
         target = buffer
-    write_report(report, args.format, target, colour=_use_colour(args.color, target) if not buffer else False,
-                 statistics=args.statistics, quiet=args.quiet)
+    write_report(
+        report,
+        args.format,
+        target,
+        colour=_use_colour(args.color, target) if not buffer else False,
+        statistics=args.statistics,
+        quiet=args.quiet,
+    )
     written = [(args.output, buffer)] if buffer is not None else []
     if args.html:
         html = io.StringIO()

@@ -21,8 +21,7 @@ def run_rules(args=None) -> int:
     rows = [("CODE", "NAME", "SEVERITY", "PASSES", "FIX", "SUMMARY")]
     for r in all_rules():
         summary = r.summary if r.code in implemented else f"(not checked yet) {r.summary}"
-        rows.append((r.code, r.name, r.severity.value, ",".join(r.pass_names), "yes" if r.fixable else "no",
-                     summary))
+        rows.append((r.code, r.name, r.severity.value, ",".join(r.pass_names), "yes" if r.fixable else "no", summary))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
         print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
@@ -42,8 +41,10 @@ def run_explain(args) -> int:
     def indent(text: str) -> str:
         return "\n".join("    " + line if line else "" for line in text.splitlines())
 
-    print(f"{r.code} {r.name} ({r.severity.value}; passes: {', '.join(r.pass_names)}; "
-          f"autofix: {'yes' if r.fixable else 'no'})\n")
+    print(
+        f"{r.code} {r.name} ({r.severity.value}; passes: {', '.join(r.pass_names)}; "
+        f"autofix: {'yes' if r.fixable else 'no'})\n"
+    )
     print(f"{r.summary}\n")
     if r.code not in implemented_codes():
         print("Not checked yet: this version of mpdoctor defines the code but no pass raises it.\n")

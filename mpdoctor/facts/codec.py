@@ -111,28 +111,36 @@ def _make_converter(tp: Any):
     if tp is Any:
         return _any
     if tp is type(None):
+
         def none(value, path):
             if value is not None:
                 _fail(path, "null", value)
             return None
+
         return none
     if tp in (str, bool):
+
         def simple(value, path, tp=tp):
             if type(value) is not tp:
                 _fail(path, tp.__name__, value)
             return value
+
         return simple
     if tp is int:
+
         def integer(value, path):
             if type(value) is not int:
                 _fail(path, "an integer", value)
             return value
+
         return integer
     if tp is float:
+
         def number(value, path):
             if type(value) not in (int, float):
                 _fail(path, "a number", value)
             return value
+
         return number
     if dataclasses.is_dataclass(tp):
         return _dataclass_converter(tp)
@@ -151,6 +159,7 @@ def _make_converter(tp: Any):
                 except SchemaError:
                     continue
             _fail(path, names, value)
+
         return union
     if origin in (list, tuple):
         item = _converter(args[0])
@@ -160,6 +169,7 @@ def _make_converter(tp: Any):
                 _fail(path, "a list", value)
             items = [item(v, f"{path}[{i}]") for i, v in enumerate(value)]
             return items if origin is list else tuple(items)
+
         return sequence
     if origin is dict:
         item = _converter(args[1])
@@ -168,6 +178,7 @@ def _make_converter(tp: Any):
             if not isinstance(value, dict):
                 _fail(path, "an object", value)
             return {k: item(v, f"{path}.{k}") for k, v in value.items()}
+
         return mapping
     raise TypeError(f"no JSON converter for {tp!r}")
 
@@ -185,6 +196,7 @@ def _dataclass_converter(cls: type):
             elif default is dataclasses.MISSING:
                 raise SchemaError(f"{path}: missing key {json_key!r} ({cls.__name__})")
         return cls(**kwargs)
+
     return convert
 
 

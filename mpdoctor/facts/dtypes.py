@@ -55,5 +55,5 @@ def dtype_name(value: Any) -> str | None:
         import numpy as np
 
         return np.dtype(value).name
-    except Exception:  # noqa: BLE001 - anything else is shown as it prints
+    except Exception:
         return str(value)

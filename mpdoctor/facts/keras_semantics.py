@@ -39,11 +39,16 @@ def legacy_keras_setting(node: ast.AST) -> str | None:
         if node.func.attr == "setdefault" and len(node.args) == 2:
             pairs.append((node.args[0], node.args[1], "default"))
         elif node.func.attr == "update" and len(node.args) == 1 and isinstance(node.args[0], ast.Dict):
-            pairs += [(k, v, "set") for k, v in zip(node.args[0].keys, node.args[0].values, strict=True)
-                      if k is not None]
+            pairs += [
+                (k, v, "set") for k, v in zip(node.args[0].keys, node.args[0].values, strict=True) if k is not None
+            ]
     for key, value, how in pairs:
-        if (isinstance(key, ast.Constant) and key.value == LEGACY_KERAS_ENV and isinstance(value, ast.Constant)
-                and legacy_keras_requested(value.value)):
+        if (
+            isinstance(key, ast.Constant)
+            and key.value == LEGACY_KERAS_ENV
+            and isinstance(value, ast.Constant)
+            and legacy_keras_requested(value.value)
+        ):
             return how
     return None
 
@@ -72,15 +77,30 @@ def imported_roots(tree: ast.AST) -> set[str]:
 # ------------------------------------------------------------------------------------ how classes are spelled
 # Canonical names, as mpdoctor.static.names resolves every import spelling (`tf.keras.X`, `tf_keras.X`, `keras.X`).
 
-SEQUENTIAL = ("keras.Sequential", "keras.models.Sequential", "keras.models.sequential.Sequential",
-              "keras.engine.sequential.Sequential")
-FUNCTIONAL = ("keras.Model", "keras.models.Model", "keras.models.model.Model", "keras.engine.training.Model",
-              "keras.models.functional.Functional", "keras.engine.functional.Functional")
+SEQUENTIAL = (
+    "keras.Sequential",
+    "keras.models.Sequential",
+    "keras.models.sequential.Sequential",
+    "keras.engine.sequential.Sequential",
+)
+FUNCTIONAL = (
+    "keras.Model",
+    "keras.models.Model",
+    "keras.models.model.Model",
+    "keras.engine.training.Model",
+    "keras.models.functional.Functional",
+    "keras.engine.functional.Functional",
+)
 INPUT_TENSORS = ("keras.Input", "keras.layers.Input")  # calls that return a symbolic tensor
 INPUT_LAYERS = (*INPUT_TENSORS, "keras.layers.InputLayer")
 BASE_LAYERS = ("keras.layers.Layer", "keras.Layer", "keras.engine.base_layer.Layer")
-BASE_MODELS = ("keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential",
-               "keras.engine.training.Model")
+BASE_MODELS = (
+    "keras.Model",
+    "keras.models.Model",
+    "keras.Sequential",
+    "keras.models.Sequential",
+    "keras.engine.training.Model",
+)
 SAVEDMODEL_LAYERS = ("hub.KerasLayer", "keras.layers.TFSMLayer")
 LAMBDA = "keras.layers.Lambda"
 
@@ -91,11 +111,23 @@ LAMBDA = "keras.layers.Lambda"
 # `Add()([a, b])` casts both). Integer and boolean inputs are never cast. Input layers and plain ops do not cast.
 
 # Layers that never autocast or take no floating input: a float32 tensor reaches them unchanged.
-NO_AUTOCAST_LAYERS = frozenset({"Embedding", "InputLayer", "Input", "StringLookup", "IntegerLookup",
-                                "TextVectorization", "Hashing", "HashedCrossing", "CategoryEncoding"})
+NO_AUTOCAST_LAYERS = frozenset(
+    {
+        "Embedding",
+        "InputLayer",
+        "Input",
+        "StringLookup",
+        "IntegerLookup",
+        "TextVectorization",
+        "Hashing",
+        "HashedCrossing",
+        "CategoryEncoding",
+    }
+)
 # ... and in Keras 3 also these, built with autocast off.
-NO_AUTOCAST_LAYERS_KERAS3 = frozenset({"LayerNormalization", "GroupNormalization", "RandomFlip", "RandomCrop",
-                                       "Pipeline"})
+NO_AUTOCAST_LAYERS_KERAS3 = frozenset(
+    {"LayerNormalization", "GroupNormalization", "RandomFlip", "RandomCrop", "Pipeline"}
+)
 
 
 def autocasts_argument(keras_major: int, index: int) -> bool:
@@ -126,7 +158,7 @@ TF_KERAS = "tf_keras"
 
 
 def flavour_of(obj: object) -> str | None:
-    """"keras3" or "tf_keras" from an object's class hierarchy (the first Keras class found), else None."""
+    """ "keras3" or "tf_keras" from an object's class hierarchy (the first Keras class found), else None."""
     for cls in type(obj).__mro__:
         module = cls.__module__ or ""
         if module == "keras" or module.startswith("keras."):
@@ -141,7 +173,7 @@ def sublayers(layer: object, *, recursive: bool, include_self: bool = False) -> 
     it), recursively or only the direct ones."""
     try:
         return list(layer._flatten_layers(include_self=include_self, recursive=recursive))  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - a foreign layer class or an object outside Keras' tracking
+    except Exception:
         found = list(getattr(layer, "layers", None) or [])
         return [layer, *found] if include_self else found
 
@@ -157,8 +189,14 @@ def layer_policy(layer: object) -> tuple[str | None, str | None, str | None]:
 # Activations whose float16 result saturates or overflows (MP401): `activation=` strings and what they compute.
 RISKY_ACTIVATIONS = {"softmax": "softmax", "log_softmax": "log_softmax", "sigmoid": "sigmoid", "exponential": "exp"}
 # Layer classes that are activations in themselves.
-ACTIVATION_LAYERS = {"Softmax": "softmax", "ReLU": "relu", "LeakyReLU": "leaky_relu", "ELU": "elu",
-                     "PReLU": "prelu", "ThresholdedReLU": "thresholded_relu"}
+ACTIVATION_LAYERS = {
+    "Softmax": "softmax",
+    "ReLU": "relu",
+    "LeakyReLU": "leaky_relu",
+    "ELU": "elu",
+    "PReLU": "prelu",
+    "ThresholdedReLU": "thresholded_relu",
+}
 
 
 def risky_activation(class_name: str, activation: str | None) -> str | None:

@@ -599,11 +599,32 @@ class TraceSummary(FactsRecord):
     def of(cls, shown: str, facts: Facts | None, failure: str | None) -> TraceSummary:
         facts = facts or new_facts()
         return cls(
-            path=shown, status="failed" if failure else facts.status, failure=failure,
+            path=shown,
+            status="failed" if failure else facts.status,
+            failure=failure,
             environment=facts.environment,
-            models=[ModelSummary(m.name, m.how, m.graph, NumericsTable(
-                m.numerics.dtype, m.numerics.reference_dtype, m.numerics.batch_size, m.numerics.seed,
-                m.numerics.skipped, m.numerics.layers) if m.numerics else None) for m in facts.models],
-            checkpoints=[CheckpointSummary(r.api, r.path, r.location, r.audit, r.audit_error)
-                         for r in facts.restores if r.audit is not None or r.audit_error is not None],
-            savedmodels=[SavedModelSummary(load.api, load.handle, load.savedmodel) for load in facts.savedmodel_loads])
+            models=[
+                ModelSummary(
+                    m.name,
+                    m.how,
+                    m.graph,
+                    NumericsTable(
+                        m.numerics.dtype,
+                        m.numerics.reference_dtype,
+                        m.numerics.batch_size,
+                        m.numerics.seed,
+                        m.numerics.skipped,
+                        m.numerics.layers,
+                    )
+                    if m.numerics
+                    else None,
+                )
+                for m in facts.models
+            ],
+            checkpoints=[
+                CheckpointSummary(r.api, r.path, r.location, r.audit, r.audit_error)
+                for r in facts.restores
+                if r.audit is not None or r.audit_error is not None
+            ],
+            savedmodels=[SavedModelSummary(load.api, load.handle, load.savedmodel) for load in facts.savedmodel_loads],
+        )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 FORMATS = ("text", "json", "sarif", "github", "junit", "gitlab", "html")
 

@@ -37,12 +37,31 @@ def render(report, stream: TextIO, **_options) -> None:
         if loc.cell is not None:  # lines of a cell are not lines of the .ipynb file: a file-level annotation
             position = []
         else:
-            position = [("line", loc.line), ("col", loc.column), ("endLine", loc.end_line or loc.line),
-                        ("endColumn", loc.end_column)]
-        stream.write(command(COMMANDS[d.severity], [("file", posix_path(loc.path)), *position, ("title", title)],
-                             cell_prefix(loc) + d.message) + "\n")
+            position = [
+                ("line", loc.line),
+                ("col", loc.column),
+                ("endLine", loc.end_line or loc.line),
+                ("endColumn", loc.end_column),
+            ]
+        stream.write(
+            command(
+                COMMANDS[d.severity],
+                [("file", posix_path(loc.path)), *position, ("title", title)],
+                cell_prefix(loc) + d.message,
+            )
+            + "\n"
+        )
     for e in report.errors:
-        stream.write(command("error", [
-            ("file", posix_path(e.path)), ("line", e.line), ("col", e.column if e.line else None),
-            ("title", f"mpdoctor ({e.kind} error)"),
-        ], e.message) + "\n")
+        stream.write(
+            command(
+                "error",
+                [
+                    ("file", posix_path(e.path)),
+                    ("line", e.line),
+                    ("col", e.column if e.line else None),
+                    ("title", f"mpdoctor ({e.kind} error)"),
+                ],
+                e.message,
+            )
+            + "\n"
+        )

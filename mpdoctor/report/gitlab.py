@@ -24,25 +24,31 @@ def _md5(text: str) -> str:
 
 def to_list(report) -> list[dict]:
     issues = []
-    for d, material in zip(report.diagnostics, fingerprint_materials(report.diagnostics, report.sources)):
+    for d, material in zip(report.diagnostics, fingerprint_materials(report.diagnostics, report.sources), strict=True):
         loc = d.location
-        issues.append({
-            "description": f"{d.code}: {cell_prefix(loc)}{d.message}",
-            "check_name": d.code,
-            "fingerprint": _md5(material),
-            "severity": SEVERITIES[d.severity],
-            "location": {"path": posix_path(loc.path),
-                         "lines": {"begin": loc.line, "end": max(loc.line, loc.end_line or loc.line)}},
-        })
+        issues.append(
+            {
+                "description": f"{d.code}: {cell_prefix(loc)}{d.message}",
+                "check_name": d.code,
+                "fingerprint": _md5(material),
+                "severity": SEVERITIES[d.severity],
+                "location": {
+                    "path": posix_path(loc.path),
+                    "lines": {"begin": loc.line, "end": max(loc.line, loc.end_line or loc.line)},
+                },
+            }
+        )
     for e in report.errors:
         line = e.line or 1
-        issues.append({
-            "description": e.render(),
-            "check_name": f"mpdoctor/{e.kind}-error",
-            "fingerprint": _md5("\0".join(("error", e.kind, posix_path(e.path), e.message))),
-            "severity": "critical",
-            "location": {"path": posix_path(e.path), "lines": {"begin": line, "end": line}},
-        })
+        issues.append(
+            {
+                "description": e.render(),
+                "check_name": f"mpdoctor/{e.kind}-error",
+                "fingerprint": _md5("\0".join(("error", e.kind, posix_path(e.path), e.message))),
+                "severity": "critical",
+                "location": {"path": posix_path(e.path), "lines": {"begin": line, "end": line}},
+            }
+        )
     return issues
 
 

@@ -89,7 +89,7 @@ class _Scope:
         represent: dict[str, str] = {}
         for node_id in nodes:
             chain = self.ancestors[node_id]
-            below = chain[:chain.index(scope)] if scope in chain else chain
+            below = chain[: chain.index(scope)] if scope in chain else chain
             outer = [m for m in below if m in self.folded]
             represent[node_id] = outer[-1] if outer else node_id
         # An unfolded nested model's own node has no edges (its layers are drawn): leave it out.
@@ -102,12 +102,15 @@ class _Scope:
             if source in shown and target in shown and source != target:
                 digraph.add_edge(source, target)
                 edge_info.setdefault((source, target), edge)
-        finding_ids = {rep for node_id, rep in represent.items() if node_id in self.finding_layers
-                       or nodes[node_id].name in self.finding_layers}
+        finding_ids = {
+            rep
+            for node_id, rep in represent.items()
+            if node_id in self.finding_layers or nodes[node_id].name in self.finding_layers
+        }
         boxes, owner = _fold_chains(digraph, nodes, finding_ids, self.inner_layers, self.folded)
         for box in boxes.values():  # a layer of an unfolded nested model shows as model/layer
             if not box.id.startswith("chain:"):
-                box.label = box.id[len(scope) + 1:] if scope and box.id.startswith(scope + "/") else box.id
+                box.label = box.id[len(scope) + 1 :] if scope and box.id.startswith(scope + "/") else box.id
         layered = nx.DiGraph()
         layered.add_nodes_from(boxes)
         for source, target in digraph.edges:
@@ -125,18 +128,33 @@ def _box_for(node: GraphNode, finding: bool, inner_layers: dict[str, int], folde
     dtype = node.compute_dtype
     if node.kind == "input" and node.output_dtypes:
         dtype = node.output_dtypes[0]  # an input layer computes nothing: show the dtype it feeds in
-    return Box(node.id, node.name or node.id, f"{detail} · {dtype or '-'}", dtype, [node],
-               savedmodel=bool(node.savedmodel_handle) or node.kind == "savedmodel", finding=finding,
-               is_output=node.is_output)
+    return Box(
+        node.id,
+        node.name or node.id,
+        f"{detail} · {dtype or '-'}",
+        dtype,
+        [node],
+        savedmodel=bool(node.savedmodel_handle) or node.kind == "savedmodel",
+        finding=finding,
+        is_output=node.is_output,
+    )
 
 
-def _fold_chains(digraph, nodes: dict, finding_ids: set[str], inner_layers: dict[str, int],
-                 folded: set[str]) -> tuple[dict[str, Box], dict[str, str]]:
+def _fold_chains(
+    digraph, nodes: dict, finding_ids: set[str], inner_layers: dict[str, int], folded: set[str]
+) -> tuple[dict[str, Box], dict[str, str]]:
     """Boxes by id, and the box id that owns each graph node."""
+
     def foldable(n):
         node = nodes[n]
-        return (digraph.in_degree(n) == 1 and digraph.out_degree(n) == 1 and n not in finding_ids
-                and not node.savedmodel_handle and not node.is_output and not node.is_model)
+        return (
+            digraph.in_degree(n) == 1
+            and digraph.out_degree(n) == 1
+            and n not in finding_ids
+            and not node.savedmodel_handle
+            and not node.is_output
+            and not node.is_model
+        )
 
     boxes: dict[str, Box] = {}
     owner: dict[str, str] = {}
@@ -158,7 +176,10 @@ def _fold_chains(digraph, nodes: dict, finding_ids: set[str], inner_layers: dict
 
 def _chain_through(digraph, start: str, foldable, nodes: dict) -> list[str]:
     dtype = nodes[start].compute_dtype
-    same = lambda n: foldable(n) and nodes[n].compute_dtype == dtype
+
+    def same(n):
+        return foldable(n) and nodes[n].compute_dtype == dtype
+
     chain = [start]
     node = start
     while True:  # backwards
@@ -183,8 +204,13 @@ def _chain_box(chain: list[str], nodes: dict) -> Box:
         counts[nodes[n].class_name or "?"] = counts.get(nodes[n].class_name or "?", 0) + 1
     classes = ", ".join(f"{c} ×{k}" if k > 1 else c for c, k in counts.items())
     dtype = nodes[chain[0]].compute_dtype
-    return Box(f"chain:{chain[0]}", f"{len(chain)} layers: {nodes[chain[0]].name} … "
-               f"{nodes[chain[-1]].name}", f"{classes} · {dtype or '-'}", dtype, [nodes[n] for n in chain])
+    return Box(
+        f"chain:{chain[0]}",
+        f"{len(chain)} layers: {nodes[chain[0]].name} … {nodes[chain[-1]].name}",
+        f"{classes} · {dtype or '-'}",
+        dtype,
+        [nodes[n] for n in chain],
+    )
 
 
 def _layout(layered, boxes: dict[str, Box]) -> None:
@@ -203,9 +229,10 @@ def _layout(layered, boxes: dict[str, Box]) -> None:
         def desired(n):
             columns = [column_of[p] for p in layered.predecessors(n) if p in column_of]
             return (sum(columns) / len(columns) if columns else 0.0, order[n])
+
         generation.sort(key=desired)
         for start in range(0, len(generation), MAX_ROW):
-            chunk = generation[start:start + MAX_ROW]
+            chunk = generation[start : start + MAX_ROW]
             free = 0
             for index, n in enumerate(chunk):
                 wanted = min(int(desired(n)[0]), MAX_ROW - (len(chunk) - index))
@@ -218,18 +245,20 @@ def _layout(layered, boxes: dict[str, Box]) -> None:
 
 
 def _short(text: str, limit: int = 26) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _draw(boxes: dict[str, Box], layered, edge_info: dict, owner: dict) -> str:
     width = max((b.x for b in boxes.values()), default=0) + BOX_W + 2 * MARGIN
     height = max((b.y for b in boxes.values()), default=0) + BOX_H + 2 * MARGIN
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="layer-graph" width="{width:.0f}" '
-             f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" role="img">',
-             '<defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
-             'orient="auto"><path d="M0,0L8,4L0,8z" fill="#6e7781"/></marker>'
-             '<marker id="arrow-hit" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
-             'orient="auto"><path d="M0,0L8,4L0,8z" fill="#cf222e"/></marker></defs>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="layer-graph" width="{width:.0f}" '
+        f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" role="img">',
+        '<defs><marker id="arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
+        'orient="auto"><path d="M0,0L8,4L0,8z" fill="#6e7781"/></marker>'
+        '<marker id="arrow-hit" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
+        'orient="auto"><path d="M0,0L8,4L0,8z" fill="#cf222e"/></marker></defs>',
+    ]
     dtypes_between: dict[tuple[str, str], set[str]] = {}
     for (s, t), edge in edge_info.items():
         dtypes_between.setdefault((owner[s], owner[t]), set()).add(str(edge.dtype))
@@ -239,14 +268,19 @@ def _draw(boxes: dict[str, Box], layered, edge_info: dict, owner: dict) -> str:
         dtypes = ", ".join(sorted(dtypes_between.get((source, target), ()))) or "?"
         x1, y1, x2, y2 = a.x + BOX_W / 2, a.y + BOX_H, b.x + BOX_W / 2, b.y
         mid = (y1 + y2) / 2
-        parts.append(f'<path class="edge{" finding" if hit else ""}" d="M{x1:.0f},{y1:.0f} C{x1:.0f},{mid:.0f} '
-                     f'{x2:.0f},{mid:.0f} {x2:.0f},{y2:.0f}" marker-end="url(#{"arrow-hit" if hit else "arrow"})">'
-                     f'<title>{escape(a.label)} → {escape(b.label)}: {escape(dtypes)}</title></path>')
+        parts.append(
+            f'<path class="edge{" finding" if hit else ""}" d="M{x1:.0f},{y1:.0f} C{x1:.0f},{mid:.0f} '
+            f'{x2:.0f},{mid:.0f} {x2:.0f},{y2:.0f}" marker-end="url(#{"arrow-hit" if hit else "arrow"})">'
+            f"<title>{escape(a.label)} → {escape(b.label)}: {escape(dtypes)}</title></path>"
+        )
     for box in boxes.values():
-        classes = ["node"] + (["finding"] if box.finding else []) + (["savedmodel"] if box.savedmodel else []) + \
-            (["chain"] if box.id.startswith("chain:") else [])
-        tooltip = "\n".join(f"{m.id} ({m.class_name}, {m.policy or m.compute_dtype})"
-                            for m in box.members[:40])
+        classes = (
+            ["node"]
+            + (["finding"] if box.finding else [])
+            + (["savedmodel"] if box.savedmodel else [])
+            + (["chain"] if box.id.startswith("chain:") else [])
+        )
+        tooltip = "\n".join(f"{m.id} ({m.class_name}, {m.policy or m.compute_dtype})" for m in box.members[:40])
         if len(box.members) > 40:
             tooltip += f"\n… {len(box.members) - 40} more"
         fill = DTYPE_FILL.get(box.dtype or "", OTHER_FILL)
@@ -257,6 +291,7 @@ def _draw(boxes: dict[str, Box], layered, edge_info: dict, owner: dict) -> str:
             f'<rect width="{BOX_W}" height="{BOX_H}" rx="5" fill="{fill}"/>'
             f'<text x="8" y="16" class="name">{escape(_short(box.label, 22 if badge else 27))}</text>'
             f'<text x="8" y="31" class="detail">{escape(_short(box.detail, 30))}</text>'
-            f'<text x="{BOX_W - 6}" y="12" text-anchor="end" class="badge">{badge}</text></g>')
+            f'<text x="{BOX_W - 6}" y="12" text-anchor="end" class="badge">{badge}</text></g>'
+        )
     parts.append("</svg>")
     return "".join(parts)

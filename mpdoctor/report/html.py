@@ -50,7 +50,8 @@ def _snippet(text: str | None, line: int) -> list[tuple[int, str]]:
 
 
 def fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
-    """The fix as unified-diff lines [(kind, text)], kind in file|hunk|add|remove|context; [] when it cannot be shown."""
+    """The fix as unified-diff lines [(kind, text)], kind in file|hunk|add|remove|context; [] when it cannot be
+    shown."""
     from mpdoctor.fixes import EditConflict, apply_edits
 
     if diagnostic.fix is None:
@@ -65,25 +66,51 @@ def fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
             after = apply_edits(before, [e for e in diagnostic.fix.edits if e.path == path])
         except EditConflict:
             return []
-        lines += _classified(difflib.unified_diff(before.splitlines(), after.splitlines(), "a/" + path.lstrip("/"),
-                                                  "b/" + path.lstrip("/"), n=1, lineterm=""))
+        lines += _classified(
+            difflib.unified_diff(
+                before.splitlines(),
+                after.splitlines(),
+                "a/" + path.lstrip("/"),
+                "b/" + path.lstrip("/"),
+                n=1,
+                lineterm="",
+            )
+        )
     return lines
 
 
 def _classified(diff_lines) -> list[tuple[str, str]]:
-    return [("file" if text.startswith(("---", "+++")) else "hunk" if text.startswith("@@") else
-             "add" if text.startswith("+") else "remove" if text.startswith("-") else "context", text.rstrip("\n"))
-            for text in diff_lines]
+    return [
+        (
+            "file"
+            if text.startswith(("---", "+++"))
+            else "hunk"
+            if text.startswith("@@")
+            else "add"
+            if text.startswith("+")
+            else "remove"
+            if text.startswith("-")
+            else "context",
+            text.rstrip("\n"),
+        )
+        for text in diff_lines
+    ]
 
 
 def _fixes(report) -> list[dict]:
     """What --fix did (or --diff would do) to each file, and whether a re-trace verified it."""
-    return [{"path": result.shown, "verification": result.verification, "written": result.written,
-             "error": result.error,
-             "applied": [(d.code, d.location.line, d.fix.description if d.fix else "") for d in result.applied],
-             "not_applied": [(d.code, d.location.line, reason) for d, reason in result.not_applied],
-             "diff": _classified(result.diff().splitlines())}
-            for result in getattr(report, "fixes", None) or []]
+    return [
+        {
+            "path": result.shown,
+            "verification": result.verification,
+            "written": result.written,
+            "error": result.error,
+            "applied": [(d.code, d.location.line, d.fix.description if d.fix else "") for d in result.applied],
+            "not_applied": [(d.code, d.location.line, reason) for d, reason in result.not_applied],
+            "diff": _classified(result.diff().splitlines()),
+        }
+        for result in getattr(report, "fixes", None) or []
+    ]
 
 
 def _card(diagnostic, sources: dict) -> dict:
@@ -117,11 +144,26 @@ def _models(traces: list[TraceSummary], finding_layers: dict[str, set[str]]) -> 
             figures = []
             if graph is not None:
                 for figure in model_figures(graph, finding_layers.get(trace.path, set())):
-                    figures.append({"title": figure.title, "layers": figure.layers, "boxes": figure.boxes,
-                                    "svg": Markup(figure.svg)})  # built escaped by graph_svg
+                    figures.append(
+                        {
+                            "title": figure.title,
+                            "layers": figure.layers,
+                            "boxes": figure.boxes,
+                            "svg": Markup(figure.svg),
+                        }
+                    )  # built escaped by graph_svg
             chart = numerics_svg(numerics) if numerics is not None and not numerics.skipped else None
-            models.append({"path": trace.path, "name": model.name, "how": model.how, "graph": graph,
-                           "figures": figures, "numerics": numerics, "numerics_svg": Markup(chart) if chart else None})
+            models.append(
+                {
+                    "path": trace.path,
+                    "name": model.name,
+                    "how": model.how,
+                    "graph": graph,
+                    "figures": figures,
+                    "numerics": numerics,
+                    "numerics_svg": Markup(chart) if chart else None,
+                }
+            )
     return models
 
 
@@ -142,10 +184,18 @@ def _checkpoints(traces: list[TraceSummary]) -> list[dict]:
     for trace in traces:
         for restore in trace.checkpoints:
             rows = sorted(restore.audit.variables if restore.audit else [], key=lambda r: (r.status == "ok", r.key))
-            audits.append({"api": restore.api, "path": restore.path, "location": restore.location,
-                           "audit": restore.audit, "audit_error": restore.audit_error, "rows": rows[:_AUDIT_ROWS],
-                           "more": max(0, len(rows) - _AUDIT_ROWS),
-                           "summary": restore.audit.summary if restore.audit else {}})
+            audits.append(
+                {
+                    "api": restore.api,
+                    "path": restore.path,
+                    "location": restore.location,
+                    "audit": restore.audit,
+                    "audit_error": restore.audit_error,
+                    "rows": rows[:_AUDIT_ROWS],
+                    "more": max(0, len(rows) - _AUDIT_ROWS),
+                    "summary": restore.audit.summary if restore.audit else {},
+                }
+            )
     return audits
 
 
@@ -156,8 +206,9 @@ def _script_hash(script: str) -> str:
 def render(report, stream: TextIO, **_options) -> None:
     import jinja2
 
-    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(os.fspath(_template_dir())),
-                                     autoescape=True, undefined=jinja2.ChainableUndefined)
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(os.fspath(_template_dir())), autoescape=True, undefined=jinja2.ChainableUndefined
+    )
     sources = report.sources
     diagnostics = [_card(d, sources) for d in report.diagnostics]
     finding_layers: dict[str, set[str]] = {}
@@ -165,8 +216,19 @@ def render(report, stream: TextIO, **_options) -> None:
         if d.location.layer:
             finding_layers.setdefault(d.location.path, set()).add(d.location.layer)
     script = (_template_dir() / "report.js").read_text(encoding="utf-8")
-    stream.write(environment.get_template("report.html.j2").render(
-        version=__version__, summary=report.summary(), diagnostics=diagnostics, errors=report.errors,
-        traces=report.traces, environments=_environments(report.traces),
-        models=_models(report.traces, finding_layers), savedmodels=_savedmodels(report.traces),
-        checkpoints=_checkpoints(report.traces), fixes=_fixes(report), script=script, script_hash=_script_hash(script)))
+    stream.write(
+        environment.get_template("report.html.j2").render(
+            version=__version__,
+            summary=report.summary(),
+            diagnostics=diagnostics,
+            errors=report.errors,
+            traces=report.traces,
+            environments=_environments(report.traces),
+            models=_models(report.traces, finding_layers),
+            savedmodels=_savedmodels(report.traces),
+            checkpoints=_checkpoints(report.traces),
+            fixes=_fixes(report),
+            script=script,
+            script_hash=_script_hash(script),
+        )
+    )

@@ -29,11 +29,22 @@ def diagnostic_to_dict(d: Diagnostic) -> dict:
         "passes": list(d.passes),
         "confidence": d.confidence.value,
         "notes": list(d.notes),
-        "fix": None if d.fix is None else {
+        "fix": None
+        if d.fix is None
+        else {
             "applicability": d.fix.applicability,
             "description": d.fix.description,
-            "edits": [{"path": e.path, "line": e.line, "column": e.column, "end_line": e.end_line,
-                       "end_column": e.end_column, "content": e.content} for e in d.fix.edits],
+            "edits": [
+                {
+                    "path": e.path,
+                    "line": e.line,
+                    "column": e.column,
+                    "end_line": e.end_line,
+                    "end_column": e.end_column,
+                    "content": e.content,
+                }
+                for e in d.fix.edits
+            ],
         },
     }
 
@@ -43,9 +54,10 @@ def to_dict(report) -> dict:
         "version": SCHEMA_VERSION,
         "tool": {"name": "mpdoctor", "version": __version__},
         "diagnostics": [diagnostic_to_dict(d) for d in report.diagnostics],
-        "errors": [{"path": e.path, "line": e.line, "column": e.column, "cell": e.cell, "kind": e.kind,
-                    "message": e.message}
-                   for e in report.errors],
+        "errors": [
+            {"path": e.path, "line": e.line, "column": e.column, "cell": e.cell, "kind": e.kind, "message": e.message}
+            for e in report.errors
+        ],
         "summary": report.summary(),
         "traces": [trace.to_json() for trace in report.traces],
         **({"fixes": [f.to_dict() for f in report.fixes]} if report.fixes is not None else {}),

@@ -41,11 +41,20 @@ def to_element(report) -> ET.Element:
         loc = d.location
         path = posix_path(loc.path)
         cell = f"cell {loc.cell} " if loc.cell is not None else ""
-        case = _element(suite, "testcase", classname=path, name=f"{d.code} {cell}{loc.line}:{loc.column}",
-                        file=path, line=loc.line, time="0")
+        case = _element(
+            suite,
+            "testcase",
+            classname=path,
+            name=f"{d.code} {cell}{loc.line}:{loc.column}",
+            file=path,
+            line=loc.line,
+            time="0",
+        )
         name = rule_name(d.code)
-        body = [f"{where_text(replace(loc, path=path))}: {d.code}{f' {name}' if name else ''} "
-                f"({d.severity.value}): {d.message}"]
+        body = [
+            f"{where_text(replace(loc, path=path))}: {d.code}{f' {name}' if name else ''} "
+            f"({d.severity.value}): {d.message}"
+        ]
         body += [f"note: {n}" for n in d.notes]
         if d.fix is not None:
             body.append(f"fix ({d.fix.applicability}): {d.fix.description}")
@@ -53,8 +62,7 @@ def to_element(report) -> ET.Element:
     for e in report.errors:
         path = posix_path(e.path)
         where = f"{e.line}:{e.column or 1}" if e.line else None
-        attributes: dict = {"classname": path, "name": f"{e.kind} error" + (f" {where}" if where else ""),
-                            "file": path}
+        attributes: dict = {"classname": path, "name": f"{e.kind} error" + (f" {where}" if where else ""), "file": path}
         if e.line:
             attributes["line"] = e.line
         case = _element(suite, "testcase", **attributes, time="0")

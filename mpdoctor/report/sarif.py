@@ -30,12 +30,14 @@ LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "
 
 # --- helpers shared with the other CI formats (github, junit, gitlab) ----------------------------------------------
 
+
 def cell_prefix(loc) -> str:
     """Formats whose line fields mean lines of the file say where in a notebook the finding is in the message."""
     return f"cell {loc.cell}, line {loc.line}: " if loc.cell is not None else ""
 
 
 # --- SARIF -------------------------------------------------------------------------------------------------------
+
 
 def artifact_location(path: str) -> dict:
     if os.path.isabs(path):  # outside the working directory: an absolute file URI, no base
@@ -53,20 +55,29 @@ def _region(line: int, column: int, end_line: int | None, end_column: int | None
 
 
 def _help_markdown(rule) -> str:
-    return "\n\n".join([
-        f"**{rule.code} {rule.name}**: {rule.summary}",
-        f"### What it detects\n\n{rule.what}",
-        f"### Why it breaks\n\n{rule.why}",
-        f"### Bad\n\n```python\n{rule.bad}\n```",
-        f"### Good\n\n```python\n{rule.good}\n```",
-        f"### Fix\n\n{rule.fix}",
-    ])
+    return "\n\n".join(
+        [
+            f"**{rule.code} {rule.name}**: {rule.summary}",
+            f"### What it detects\n\n{rule.what}",
+            f"### Why it breaks\n\n{rule.why}",
+            f"### Bad\n\n```python\n{rule.bad}\n```",
+            f"### Good\n\n```python\n{rule.good}\n```",
+            f"### Fix\n\n{rule.fix}",
+        ]
+    )
 
 
 def _help_text(rule) -> str:
-    return "\n\n".join([f"{rule.code} {rule.name}: {rule.summary}", f"What it detects:\n{rule.what}",
-                        f"Why it breaks:\n{rule.why}", f"Bad:\n{rule.bad}", f"Good:\n{rule.good}",
-                        f"Fix:\n{rule.fix}"])
+    return "\n\n".join(
+        [
+            f"{rule.code} {rule.name}: {rule.summary}",
+            f"What it detects:\n{rule.what}",
+            f"Why it breaks:\n{rule.why}",
+            f"Bad:\n{rule.bad}",
+            f"Good:\n{rule.good}",
+            f"Fix:\n{rule.fix}",
+        ]
+    )
 
 
 def rule_descriptor(rule) -> dict:
@@ -84,14 +95,18 @@ def rule_descriptor(rule) -> dict:
 def _fix(d: Diagnostic) -> dict:
     changes: dict[str, list[dict]] = {}
     for e in d.fix.edits:
-        changes.setdefault(e.path, []).append({
-            "deletedRegion": _region(e.line, e.column, e.end_line, e.end_column),
-            "insertedContent": {"text": e.content},
-        })
+        changes.setdefault(e.path, []).append(
+            {
+                "deletedRegion": _region(e.line, e.column, e.end_line, e.end_column),
+                "insertedContent": {"text": e.content},
+            }
+        )
     return {
         "description": {"text": d.fix.description},
-        "artifactChanges": [{"artifactLocation": artifact_location(path), "replacements": replacements}
-                            for path, replacements in changes.items()],
+        "artifactChanges": [
+            {"artifactLocation": artifact_location(path), "replacements": replacements}
+            for path, replacements in changes.items()
+        ],
         "properties": {"applicability": d.fix.applicability},
     }
 
@@ -103,13 +118,18 @@ def _result(d: Diagnostic, rule_index: dict[str, int], material: str) -> dict:
         result["ruleIndex"] = rule_index[d.code]
     result["level"] = LEVELS[d.severity]
     result["message"] = {"text": cell_prefix(loc) + d.message}
-    result["locations"] = [{"physicalLocation": {
-        "artifactLocation": artifact_location(loc.path),
-        "region": _region(loc.line, loc.column, loc.end_line or loc.line, loc.end_column),
-    }}]
+    result["locations"] = [
+        {
+            "physicalLocation": {
+                "artifactLocation": artifact_location(loc.path),
+                "region": _region(loc.line, loc.column, loc.end_line or loc.line, loc.end_column),
+            }
+        }
+    ]
     # A notebook's region lines are lines of the cell named by the "cell" logical location (and in the message).
-    logical = ([{"name": f"cell {loc.cell}", "kind": "cell"}] if loc.cell is not None else []) + \
-        ([{"name": loc.layer}] if loc.layer else [])
+    logical = ([{"name": f"cell {loc.cell}", "kind": "cell"}] if loc.cell is not None else []) + (
+        [{"name": loc.layer}] if loc.layer else []
+    )
     if logical:
         result["locations"][0]["logicalLocations"] = logical
     result["partialFingerprints"] = {FINGERPRINT_KEY: fingerprint(material)}
@@ -125,8 +145,11 @@ def _result(d: Diagnostic, rule_index: dict[str, int], material: str) -> dict:
 
 
 def _notification(error) -> dict:
-    notification: dict = {"level": "error", "message": {"text": error.render()},
-                          "descriptor": {"id": f"mpdoctor/{error.kind}"}}
+    notification: dict = {
+        "level": "error",
+        "message": {"text": error.render()},
+        "descriptor": {"id": f"mpdoctor/{error.kind}"},
+    }
     physical: dict = {"artifactLocation": artifact_location(error.path)}
     if error.line:
         physical["region"] = _region(error.line, error.column or 1, None, None)
@@ -149,16 +172,18 @@ def to_dict(report) -> dict:
     if report.errors:
         invocation["toolExecutionNotifications"] = [_notification(e) for e in report.errors]
     run = {
-        "tool": {"driver": {
-            "name": "mpdoctor",
-            "version": __version__,
-            "semanticVersion": __version__,
-            "informationUri": INFORMATION_URI,
-            "rules": [rule_descriptor(r) for r in rules],
-        }},
+        "tool": {
+            "driver": {
+                "name": "mpdoctor",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "informationUri": INFORMATION_URI,
+                "rules": [rule_descriptor(r) for r in rules],
+            }
+        },
         "originalUriBaseIds": {SRCROOT: {"uri": _directory_uri(Path.cwd())}},  # relative paths are from the cwd
         "invocations": [invocation],
-        "results": [_result(d, rule_index, m) for d, m in zip(report.diagnostics, materials)],
+        "results": [_result(d, rule_index, m) for d, m in zip(report.diagnostics, materials, strict=True)],
         "properties": {"filesChecked": report.files_checked, "passes": list(report.passes)},
     }
     return {"$schema": SCHEMA_URI, "version": SARIF_VERSION, "runs": [run]}

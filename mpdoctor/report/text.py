@@ -25,8 +25,9 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def render(report, stream: TextIO, *, colour: bool = False, statistics: bool = False, quiet: bool = False,
-           **_options) -> None:
+def render(
+    report, stream: TextIO, *, colour: bool = False, statistics: bool = False, quiet: bool = False, **_options
+) -> None:
     for d in report.diagnostics:
         loc = d.location
         where = _paint(f"{where_text(loc)}:", "1", colour)
@@ -73,7 +74,13 @@ def render(report, stream: TextIO, *, colour: bool = False, statistics: bool = F
 def _fix_summary(report, stream: TextIO, colour: bool) -> None:
     for result in report.fixes:
         if result.written:
-            stream.write(_paint(f"Fixed {_plural(len(result.applied), 'problem')} in {result.shown} "
-                                f"({result.verification}).", "32", colour) + "\n")
+            stream.write(
+                _paint(
+                    f"Fixed {_plural(len(result.applied), 'problem')} in {result.shown} ({result.verification}).",
+                    "32",
+                    colour,
+                )
+                + "\n"
+            )
     fixed = sum(len(r.applied) for r in report.fixes if r.written)
     stream.write(f"{_plural(fixed, 'problem')} fixed, {len(report.diagnostics)} remaining.\n")

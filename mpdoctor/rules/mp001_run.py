@@ -16,7 +16,11 @@ from mpdoctor.trace.context import TraceContext
 TRACE_FAILED, UNUSED_SUPPRESSION = "MP001", "MP002"
 
 define_rule(
-    "MP001", "trace-failed", "error", "T", False,
+    "MP001",
+    "trace-failed",
+    "error",
+    "T",
+    False,
     summary="Importing the file or building/calling the model raised, and no other rule explains it.",
     what="""
         The trace pass imports the model file in a child process and builds and calls every model it finds. When
@@ -38,7 +42,11 @@ define_rule(
 )
 
 define_rule(
-    "MP002", "unused-suppression", "info", "S", True,
+    "MP002",
+    "unused-suppression",
+    "info",
+    "S",
+    True,
     summary="A `# noqa: MPxxx` / `# mpdoctor: ignore[MPxxx]` comment that suppressed nothing.",
     what="""
         A suppression comment names a code that was not reported on that line (or, for `ignore-file`, anywhere in
@@ -67,12 +75,20 @@ def trace_failed(ctx: TraceContext, reason: str, output_tail: str) -> Diagnostic
     """The child produced no (complete) facts: it crashed, hung, ran out of memory or was killed."""
     last = [line for line in output_tail.strip().splitlines() if line.strip()]
     hint = f"; last output: {last[-1][:200]}" if last else ""
-    return ctx.diagnostic("MP001", None, f"trace pass failed: {reason}{hint}; static findings are still reported",
-                          confidence=Confidence.HIGH)
+    return ctx.diagnostic(
+        "MP001",
+        None,
+        f"trace pass failed: {reason}{hint}; static findings are still reported",
+        confidence=Confidence.HIGH,
+    )
 
 
-_PHASES = {"import": "importing the file", "build": "building the model", "call": "calling the model on a sample "
-           "batch", "internal": "tracing the file"}
+_PHASES = {
+    "import": "importing the file",
+    "build": "building the model",
+    "call": "calling the model on a sample batch",
+    "internal": "tracing the file",
+}
 
 
 def unexplained_exception(ctx: TraceContext, exception: ExceptionRecord) -> Diagnostic:
@@ -86,15 +102,19 @@ def unexplained_exception(ctx: TraceContext, exception: ExceptionRecord) -> Diag
 
 def internal_error(ctx: TraceContext, check_name: str, exc: Exception) -> Diagnostic:
     """A trace rule failed on the facts: reported, the other rules' findings kept."""
-    return ctx.diagnostic("MP001", None, f"internal error in {check_name} while reading the trace facts: "
-                          f"{type(exc).__name__}: {exc} (please report this)", confidence=Confidence.LOW)
+    return ctx.diagnostic(
+        "MP001",
+        None,
+        f"internal error in {check_name} while reading the trace facts: "
+        f"{type(exc).__name__}: {exc} (please report this)",
+        confidence=Confidence.LOW,
+    )
 
 
 # ------------------------------------------------------------------------------------------------- MP002
 
 
-def unused_suppressions(suppressions, shown: str, text: str, could_have_run: Callable[[str], bool]
-                        ) -> list[Diagnostic]:
+def unused_suppressions(suppressions, shown: str, text: str, could_have_run: Callable[[str], bool]) -> list[Diagnostic]:
     """A suppression comment naming codes that were not reported on its line (and could have been)."""
     found = []
     lines = source_lines(text)
@@ -109,10 +129,16 @@ def unused_suppressions(suppressions, shown: str, text: str, could_have_run: Cal
         fix = None
         if ALL not in s.codes and len(unused) == len(s.codes) and s.only_ours:
             fix = _remove_comment_fix(shown, lines, s)
-        found.append(Diagnostic(
-            code="MP002", message=f"unused suppression ({', '.join(unused)}): nothing here was reported",
-            location=Location(shown, s.line, s.column, s.line, s.end_column), severity=get_rule("MP002").severity,
-            passes=("static",), fix=fix))
+        found.append(
+            Diagnostic(
+                code="MP002",
+                message=f"unused suppression ({', '.join(unused)}): nothing here was reported",
+                location=Location(shown, s.line, s.column, s.line, s.end_column),
+                severity=get_rule("MP002").severity,
+                passes=("static",),
+                fix=fix,
+            )
+        )
     return found
 
 

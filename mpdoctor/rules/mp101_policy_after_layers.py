@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.dtypes import is_float16_compute
@@ -16,7 +16,11 @@ from mpdoctor.static.topology import is_application
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
-    "MP101", "policy-set-after-layers", "warning", "ST", False,
+    "MP101",
+    "policy-set-after-layers",
+    "warning",
+    "ST",
+    False,
     summary="A float16 global policy is set after layers or models were already created; those keep the old one.",
     what="""
         A layer reads the global dtype policy once, when it is constructed, and keeps it. MP101 reports a global
@@ -57,10 +61,30 @@ define_rule(
 
 # Layers whose policy is harmless or meaningless when created before the policy call.
 _NEUTRAL_LAYERS = {
-    "Input", "InputLayer", "Rescaling", "Resizing", "CenterCrop", "Normalization", "TextVectorization",
-    "StringLookup", "IntegerLookup", "CategoryEncoding", "Hashing", "Discretization", "HashedCrossing",
-    "RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation", "RandomContrast", "RandomCrop",
-    "RandomBrightness", "RandomHeight", "RandomWidth", "AutoContrast", "Pipeline",
+    "Input",
+    "InputLayer",
+    "Rescaling",
+    "Resizing",
+    "CenterCrop",
+    "Normalization",
+    "TextVectorization",
+    "StringLookup",
+    "IntegerLookup",
+    "CategoryEncoding",
+    "Hashing",
+    "Discretization",
+    "HashedCrossing",
+    "RandomFlip",
+    "RandomRotation",
+    "RandomZoom",
+    "RandomTranslation",
+    "RandomContrast",
+    "RandomCrop",
+    "RandomBrightness",
+    "RandomHeight",
+    "RandomWidth",
+    "AutoContrast",
+    "Pipeline",
 }
 _CLEAR_SESSION = ("keras.backend.clear_session", "keras.utils.clear_session")
 
@@ -72,8 +96,11 @@ def check_policy_after_layers(ctx: StaticContext) -> Iterable[Diagnostic]:
             continue  # float32 at the end of a script is a cleanup; unknown values stay quiet
         # constructions that ran under a float32/float64 (or unknown) policy; switching between two low-precision
         # policies is deliberate
-        found = [item for item in _built_before(ctx, event)
-                 if not any(is_float16_compute(p) for p in ctx.policies_at(item[0]))]
+        found = [
+            item
+            for item in _built_before(ctx, event)
+            if not any(is_float16_compute(p) for p in ctx.policies_at(item[0]))
+        ]
         if not found:
             continue
         (site, layer, via), *others = found
@@ -85,11 +112,14 @@ def check_policy_after_layers(ctx: StaticContext) -> Iterable[Diagnostic]:
         else:
             built = f"{built} was built"
         more = f" (and {len(others)} more construction{'s' if len(others) > 1 else ''})" if others else ""
-        message = (f"{_setter_text(ctx, event)} sets {event.policy!r} only after {built}{more}: layers keep the "
-                   f"policy in force when they are created, so {'these' if others else 'it'} still compute"
-                   f"{'' if others else 's'} in {old_text}; set the policy before building the model")
-        yield ctx.diagnostic("MP101", event.node, message,
-                             confidence=Confidence.MEDIUM if None in old else Confidence.HIGH)
+        message = (
+            f"{_setter_text(ctx, event)} sets {event.policy!r} only after {built}{more}: layers keep the "
+            f"policy in force when they are created, so {'these' if others else 'it'} still compute"
+            f"{'' if others else 's'} in {old_text}; set the policy before building the model"
+        )
+        yield ctx.diagnostic(
+            "MP101", event.node, message, confidence=Confidence.MEDIUM if None in old else Confidence.HIGH
+        )
 
 
 def _built_before(ctx: StaticContext, event: PolicyEvent) -> list[tuple[ast.Call, LayerRecord, ast.Call | None]]:
@@ -97,8 +127,11 @@ def _built_before(ctx: StaticContext, event: PolicyEvent) -> list[tuple[ast.Call
     the layer call itself or the call of a local builder function `via` whose body constructs `layer`."""
     scope = event.scope or ctx.tree
     start = _last_clear_session(ctx, scope, event.node)
-    after_calls = {n.func.id for n in ctx.walk_scope(scope) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                   and position(n) > position(event.node)}
+    after_calls = {
+        n.func.id
+        for n in ctx.walk_scope(scope)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and position(n) > position(event.node)
+    }
     found = []
     for node in ctx.walk_scope(scope):
         if not isinstance(node, ast.Call) or not (start < position(node) < position(event.node)):
@@ -157,18 +190,18 @@ def _local_function(ctx: StaticContext, call: ast.Call) -> ast.FunctionDef | Non
 
 
 def _last_clear_session(ctx: StaticContext, scope: ast.AST, before: ast.AST) -> tuple[int, int]:
-    positions = [position(n) for n in ctx.walk_scope(scope) if isinstance(n, ast.Call)
-                 and ctx.call_name(n) in _CLEAR_SESSION and position(n) < position(before)]
+    positions = [
+        position(n)
+        for n in ctx.walk_scope(scope)
+        if isinstance(n, ast.Call) and ctx.call_name(n) in _CLEAR_SESSION and position(n) < position(before)
+    ]
     return max(positions, default=(0, 0))
 
 
 def _exclusive_branches(ctx: StaticContext, a: ast.AST, b: ast.AST) -> bool:
     """True when `a` and `b` sit in different arms of the same `if` (or `match`), so never both run."""
     arms_of_b = dict(_arms(ctx, b))
-    for owner, arm in _arms(ctx, a):
-        if owner in arms_of_b and arms_of_b[owner] != arm:
-            return True
-    return False
+    return any(owner in arms_of_b and arms_of_b[owner] != arm for owner, arm in _arms(ctx, a))
 
 
 def _arms(ctx: StaticContext, node: ast.AST) -> Iterator[tuple[ast.AST, object]]:
@@ -195,24 +228,35 @@ def trace_policy_after_layers(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
     also ran after the policy change (a builder called once for a float32 reference, once for the real model)
     are the comparison pattern, not a mistake."""
     records = list(facts.layers.values())
-    imported = records[:len(records) if facts.layers_created_on_import is None else facts.layers_created_on_import]
+    imported = records[: len(records) if facts.layers_created_on_import is None else facts.layers_created_on_import]
     found = []
     for event in facts.policy_events:
         if not is_float16_compute(event.policy):
             continue
-        before = imported[:event.layers_before or 0]
-        rebuilt = {_line(record) for record in imported[len(before):]}
-        stale = [record for record in before
-                 if record.explicit_dtype is None and record.policy != event.policy
-                 and record.class_name != "InputLayer" and not record.is_model and _line(record) not in rebuilt]
+        before = imported[: event.layers_before or 0]
+        rebuilt = {_line(record) for record in imported[len(before) :]}
+        stale = [
+            record
+            for record in before
+            if record.explicit_dtype is None
+            and record.policy != event.policy
+            and record.class_name != "InputLayer"
+            and not record.is_model
+            and _line(record) not in rebuilt
+        ]
         if not stale:
             continue
         first = stale[0]
-        found.append(ctx.diagnostic(
-            "MP101", event.location, f"the policy becomes \"{event.policy}\" after {len(stale)} layer(s) "
-            f"were created under \"{first.policy}\" (first: {first.class_name} `{first.name}` at "
-            f"line {_line(first) or '?'}); they keep \"{first.policy}\": set the policy before building "
-            f"the model"))
+        found.append(
+            ctx.diagnostic(
+                "MP101",
+                event.location,
+                f'the policy becomes "{event.policy}" after {len(stale)} layer(s) '
+                f'were created under "{first.policy}" (first: {first.class_name} `{first.name}` at '
+                f'line {_line(first) or "?"}); they keep "{first.policy}": set the policy before building '
+                f"the model",
+            )
+        )
     return found
 
 

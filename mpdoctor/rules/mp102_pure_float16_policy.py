@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterable
+from collections.abc import Iterable
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.schema import Facts, LayerRecord, PolicyEvent
@@ -16,7 +16,11 @@ from mpdoctor.static.topology import is_application
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
-    "MP102", "pure-float16-policy", "warning", "ST", True,
+    "MP102",
+    "pure-float16-policy",
+    "warning",
+    "ST",
+    True,
     summary="Global policy `float16`/`bfloat16` (not `mixed_*`) in a script that trains: weights become low precision.",
     what="""
         The global policy is set to `float16` or `bfloat16` (`set_global_policy("float16")`,
@@ -67,14 +71,14 @@ def check_pure_float16_policy(ctx: StaticContext) -> Iterable[Diagnostic]:
     training = _training_calls(ctx)
     if not training:
         return  # inference-only scripts may use float16 on purpose
-    explicit_policy = any(not POLICY_SETTERS[ctx.call_name(e.node)] and e.policy is not None
-                          for e in ctx.policy_events)
+    explicit_policy = any(not POLICY_SETTERS[ctx.call_name(e.node)] and e.policy is not None for e in ctx.policy_events)
     for event in pure:
         floatx = ctx.call_name(event.node) in _FLOATX_SETTERS
         if floatx and explicit_policy:
             continue  # an explicit global policy overrides floatx
-        if event.scope is None and all(ctx.enclosing_function(t) is None and position(t) < position(event.node)
-                                       for t in training):
+        if event.scope is None and all(
+            ctx.enclosing_function(t) is None and position(t) < position(event.node) for t in training
+        ):
             continue  # the policy only applies to code after all the training
         confidence = Confidence.HIGH
         built = _all_constructions(ctx)
@@ -84,9 +88,11 @@ def check_pure_float16_policy(ctx: StaticContext) -> Iterable[Diagnostic]:
             confidence = Confidence.MEDIUM  # the model is built in another module
         mixed = _PURE_TO_MIXED[event.policy]  # type: ignore[index]
         what = f"floatx {event.policy!r} (the default policy)" if floatx else f"global policy {event.policy!r}"
-        message = (f"{what} in a script that trains: variables are stored in {event.policy} too, so small updates "
-                   f"round away and optimizer state underflows (no loss scaling either); use {mixed!r}, which "
-                   f"computes in {event.policy} with float32 variables")
+        message = (
+            f"{what} in a script that trains: variables are stored in {event.policy} too, so small updates "
+            f"round away and optimizer state underflows (no loss scaling either); use {mixed!r}, which "
+            f"computes in {event.policy} with float32 variables"
+        )
         fix = _floatx_fix(ctx, event, mixed) if floatx else policy_literal_fix(ctx, event, mixed)
         yield ctx.diagnostic("MP102", event.node, message, confidence=confidence, fix=fix)
 
@@ -116,8 +122,9 @@ def _training_calls(ctx: StaticContext) -> list[ast.Call]:
         for call in ctx.calls:
             func = call.func
             if isinstance(func, ast.Attribute) and (
-                    func.attr == "apply_gradients"
-                    or (func.attr == "apply" and "opt" in (ctx.segment(func.value) or "").lower())):
+                func.attr == "apply_gradients"
+                or (func.attr == "apply" and "opt" in (ctx.segment(func.value) or "").lower())
+            ):
                 found.append(call)
     return found
 
@@ -138,8 +145,12 @@ def _non_keras_receiver(ctx: StaticContext, receiver: ast.AST) -> bool:
 def _floatx_fix(ctx: StaticContext, event: PolicyEvent, mixed: str) -> Fix | None:
     """`tf.keras.backend.set_floatx("float16")` -> `tf.keras.mixed_precision.set_global_policy("mixed_float16")`."""
     func = event.node.func
-    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)
-            and func.value.attr in ("backend", "config") and ctx.resolve(func.value.value) == "keras"):
+    if not (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Attribute)
+        and func.value.attr in ("backend", "config")
+        and ctx.resolve(func.value.value) == "keras"
+    ):
         return None
     arg = event.node.args[0] if len(event.node.args) == 1 and not event.node.keywords else None
     if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
@@ -160,6 +171,12 @@ def trace_pure_float16_policy(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
     events = [e for e in facts.policy_events if e.policy == policy]
     where = events[-1].location if events else None
     names = ", ".join(f"`{m.name}`" for m in compiled[:3])
-    return [ctx.diagnostic("MP102", where, f"policy \"{policy}\" is in force when {names} is compiled: its "
-                           f"variables are {policy} too, so small updates round to zero and Adam's moments "
-                           f"overflow; use \"mixed_{policy}\" (float32 variables, {policy} compute)")]
+    return [
+        ctx.diagnostic(
+            "MP102",
+            where,
+            f'policy "{policy}" is in force when {names} is compiled: its '
+            f"variables are {policy} too, so small updates round to zero and Adam's moments "
+            f'overflow; use "mixed_{policy}" (float32 variables, {policy} compute)',
+        )
+    ]

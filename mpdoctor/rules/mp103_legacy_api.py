@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.registry import absorbs_crash, define_rule, static_check
@@ -13,9 +13,13 @@ from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 from mpdoctor.static.edits import after_imports, module_alias
 
 define_rule(
-    "MP103", "legacy-mixed-precision-api", "error", "S", True,
+    "MP103",
+    "legacy-mixed-precision-api",
+    "error",
+    "S",
+    True,
     summary="A removed or TF1-only mixed precision API (`mixed_precision.experimental`, the graph rewrite, "
-            "`get_scaled_loss` on Keras 3).",
+    "`get_scaled_loss` on Keras 3).",
     what="""
         Uses of mixed precision APIs that no longer exist or no longer work with Keras:
         - `tf.keras.mixed_precision.experimental.*` (`set_policy`, `Policy`, `LossScaleOptimizer`,
@@ -61,10 +65,21 @@ define_rule(
 
 _EXPERIMENTAL = "keras.mixed_precision.experimental"
 # experimental member -> current member in keras.mixed_precision (None: no mechanical replacement)
-_EXPERIMENTAL_MEMBERS = {"set_policy": "set_global_policy", "global_policy": "global_policy", "Policy": "Policy",
-                         "LossScaleOptimizer": "LossScaleOptimizer", "get_layer_policy": None}
-_TF1_TRAIN_MEMBERS = {"enable_mixed_precision_graph_rewrite", "disable_mixed_precision_graph_rewrite", "LossScale",
-                      "DynamicLossScale", "FixedLossScale", "MixedPrecisionLossScaleOptimizer"}
+_EXPERIMENTAL_MEMBERS = {
+    "set_policy": "set_global_policy",
+    "global_policy": "global_policy",
+    "Policy": "Policy",
+    "LossScaleOptimizer": "LossScaleOptimizer",
+    "get_layer_policy": None,
+}
+_TF1_TRAIN_MEMBERS = {
+    "enable_mixed_precision_graph_rewrite",
+    "disable_mixed_precision_graph_rewrite",
+    "LossScale",
+    "DynamicLossScale",
+    "FixedLossScale",
+    "MixedPrecisionLossScaleOptimizer",
+}
 _COMPAT_V1 = ("tf.compat.v1.", "tensorflow.compat.v1.")
 _TF1_GRAPH_MARKERS = ("Session", "placeholder", "disable_eager_execution", "disable_v2_behavior", "get_variable")
 _USE_POLICY = 'use keras.mixed_precision.set_global_policy("mixed_float16") (and LossScaleOptimizer in custom loops)'
@@ -137,15 +152,24 @@ def _legacy_imports(ctx: StaticContext) -> Iterator[Diagnostic]:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             full = [canonical(f"{node.module}.{a.name}") for a in node.names]
             if any(_is_experimental(n) for n in full):
-                yield ctx.diagnostic("MP103", node, f"{_removed_experimental()}: this import raises ImportError; "
-                                     f"import the non-experimental keras mixed_precision module",
-                                     confidence=_experimental_confidence(), fix=_import_from_fix(ctx, node))
+                yield ctx.diagnostic(
+                    "MP103",
+                    node,
+                    f"{_removed_experimental()}: this import raises ImportError; "
+                    f"import the non-experimental keras mixed_precision module",
+                    confidence=_experimental_confidence(),
+                    fix=_import_from_fix(ctx, node),
+                )
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if _is_experimental(canonical(alias.name)):
-                    yield ctx.diagnostic("MP103", node, f"{_removed_experimental()}: this import raises "
-                                         f"ModuleNotFoundError", confidence=_experimental_confidence(),
-                                         fix=_import_fix(ctx, node))
+                    yield ctx.diagnostic(
+                        "MP103",
+                        node,
+                        f"{_removed_experimental()}: this import raises ModuleNotFoundError",
+                        confidence=_experimental_confidence(),
+                        fix=_import_fix(ctx, node),
+                    )
 
 
 def _is_experimental(name: str) -> bool:
@@ -167,8 +191,10 @@ def _import_from_fix(ctx: StaticContext, node: ast.ImportFrom) -> Fix | None:
         alias = node.names[0].asname or "experimental"
         parent = module.rsplit(".", 1)[0]
         suffix = "" if alias == "mixed_precision" else f" as {alias}"
-        return Fix("import the non-experimental mixed_precision module",
-                   (ctx.edit(node, f"from {parent} import mixed_precision{suffix}"),))
+        return Fix(
+            "import the non-experimental mixed_precision module",
+            (ctx.edit(node, f"from {parent} import mixed_precision{suffix}"),),
+        )
     if module.endswith(".mixed_precision.experimental"):
         names = []
         for a in node.names:
@@ -177,8 +203,10 @@ def _import_from_fix(ctx: StaticContext, node: ast.ImportFrom) -> Fix | None:
                 return None
             local = a.asname or a.name
             names.append(new if new == local else f"{new} as {local}")
-        return Fix("import from the non-experimental mixed_precision module",
-                   (ctx.edit(node, f"from {module.rsplit('.', 1)[0]} import {', '.join(names)}"),))
+        return Fix(
+            "import from the non-experimental mixed_precision module",
+            (ctx.edit(node, f"from {module.rsplit('.', 1)[0]} import {', '.join(names)}"),),
+        )
     return None
 
 
@@ -189,8 +217,10 @@ def _import_fix(ctx: StaticContext, node: ast.Import) -> Fix | None:
     parent, _, last = module.rpartition(".")
     if last != "mixed_precision" or not parent:
         return None
-    return Fix("import the non-experimental mixed_precision module",
-               (ctx.edit(node, f"from {parent} import mixed_precision as {node.names[0].asname}"),))
+    return Fix(
+        "import the non-experimental mixed_precision module",
+        (ctx.edit(node, f"from {parent} import mixed_precision as {node.names[0].asname}"),),
+    )
 
 
 def _inner_of_chain(ctx: StaticContext, node: ast.AST) -> bool:
@@ -209,33 +239,45 @@ def _legacy_reference(ctx: StaticContext, node: ast.AST, name: str) -> Iterator[
     member = name.rsplit(".", 1)[-1]
     if name.startswith(_COMPAT_V1):
         rest = name.split(".compat.v1.", 1)[1]
-        if rest.startswith("mixed_precision") or (rest.startswith("train.experimental.")
-                                                  and member in _TF1_TRAIN_MEMBERS):
+        if rest.startswith("mixed_precision") or (
+            rest.startswith("train.experimental.") and member in _TF1_TRAIN_MEMBERS
+        ):
             yield _compat_v1_diagnostic(ctx, target, call, shown, member)
         return
-    if name.startswith("tf.mixed_precision") or (name.startswith("tf.train.experimental.")
-                                                 and member in _TF1_TRAIN_MEMBERS):
+    if name.startswith("tf.mixed_precision") or (
+        name.startswith("tf.train.experimental.") and member in _TF1_TRAIN_MEMBERS
+    ):
         tf = environment.tensorflow_version()
-        yield ctx.diagnostic("MP103", target, f"{shown} no longer exists in TensorFlow 2 (AttributeError); "
-                             f"{_USE_POLICY}",
-                             confidence=Confidence.LOW if tf is not None and tf < (2, 4) else Confidence.HIGH,
-                             fix=_graph_rewrite_fix(ctx, call) if "graph_rewrite" in member else None)
+        yield ctx.diagnostic(
+            "MP103",
+            target,
+            f"{shown} no longer exists in TensorFlow 2 (AttributeError); {_USE_POLICY}",
+            confidence=Confidence.LOW if tf is not None and tf < (2, 4) else Confidence.HIGH,
+            fix=_graph_rewrite_fix(ctx, call) if "graph_rewrite" in member else None,
+        )
 
 
-def _compat_v1_diagnostic(ctx: StaticContext, target: ast.AST, call: ast.Call | None, shown: str,
-                          member: str) -> Diagnostic:
+def _compat_v1_diagnostic(
+    ctx: StaticContext, target: ast.AST, call: ast.Call | None, shown: str, member: str
+) -> Diagnostic:
     graph_code = _tf1_graph_code(ctx)
     if "graph_rewrite" in member and graph_code:
-        message = (f"{shown} is the deprecated TF1 mixed precision graph rewrite: it still runs with "
-                   f"tf.compat.v1.train optimizers in graph mode, but raises ValueError for Keras optimizers and has "
-                   f"no TF2 equivalent of the same name; {_USE_POLICY}")
+        message = (
+            f"{shown} is the deprecated TF1 mixed precision graph rewrite: it still runs with "
+            f"tf.compat.v1.train optimizers in graph mode, but raises ValueError for Keras optimizers and has "
+            f"no TF2 equivalent of the same name; {_USE_POLICY}"
+        )
     elif "graph_rewrite" in member:
-        message = (f"{shown} is the deprecated TF1 mixed precision graph rewrite: it raises ValueError for Keras "
-                   f"optimizers (Keras 3 and tf_keras), refuses a mixed Keras policy and does nothing for eager "
-                   f"code; {_USE_POLICY}")
+        message = (
+            f"{shown} is the deprecated TF1 mixed precision graph rewrite: it raises ValueError for Keras "
+            f"optimizers (Keras 3 and tf_keras), refuses a mixed Keras policy and does nothing for eager "
+            f"code; {_USE_POLICY}"
+        )
     else:
-        message = (f"{shown} is a deprecated TF1 loss-scaling API that Keras optimizers do not accept; use "
-                   f"keras.mixed_precision.LossScaleOptimizer (dynamic loss scaling by default)")
+        message = (
+            f"{shown} is a deprecated TF1 loss-scaling API that Keras optimizers do not accept; use "
+            f"keras.mixed_precision.LossScaleOptimizer (dynamic loss scaling by default)"
+        )
     if call is not None and call.args and _is_keras_optimizer(ctx, call.args[0]):
         confidence = Confidence.HIGH
     elif graph_code:
@@ -266,8 +308,11 @@ def _graph_rewrite_fix(ctx: StaticContext, call: ast.Call | None) -> Fix | None:
         edits.insert(0, policy)
     elif not all(e.policy == "mixed_float16" for e in ctx.policy_events):
         return None  # another policy is set on purpose: not ours to change
-    return Fix("use the mixed_float16 policy and wrap the optimizer in LossScaleOptimizer", tuple(edits),
-               applicability="unsafe")
+    return Fix(
+        "use the mixed_float16 policy and wrap the optimizer in LossScaleOptimizer",
+        tuple(edits),
+        applicability="unsafe",
+    )
 
 
 def _is_keras_optimizer(ctx: StaticContext, expr: ast.AST) -> bool:
@@ -286,15 +331,20 @@ def _tf1_graph_code(ctx: StaticContext) -> bool:
     return False
 
 
-def _experimental_reference(ctx: StaticContext, node: ast.AST, call: ast.Call | None, name: str
-                            ) -> Iterator[Diagnostic]:
-    member = name[len(_EXPERIMENTAL) + 1:]
+def _experimental_reference(
+    ctx: StaticContext, node: ast.AST, call: ast.Call | None, name: str
+) -> Iterator[Diagnostic]:
+    member = name[len(_EXPERIMENTAL) + 1 :]
     target = call or node
     spelled = _experimental_attribute(ctx, node)  # `...mixed_precision.experimental` written out in this expression
     if not member:  # the module object itself: reported when written out, else its import already is
         if spelled is not None:
-            yield ctx.diagnostic("MP103", target, f"{_removed_experimental()}; use keras.mixed_precision",
-                                 confidence=_experimental_confidence())
+            yield ctx.diagnostic(
+                "MP103",
+                target,
+                f"{_removed_experimental()}; use keras.mixed_precision",
+                confidence=_experimental_confidence(),
+            )
         return
     new_member = _EXPERIMENTAL_MEMBERS.get(member)
     if spelled is not None:
@@ -325,9 +375,14 @@ def _experimental_reference(ctx: StaticContext, node: ast.AST, call: ast.Call | 
         hint = " without a loss_scale argument (dynamic loss scaling is the default)"
     if member == "get_layer_policy":
         current = "layer.dtype_policy"
-    yield ctx.diagnostic("MP103", target, f"mixed_precision.experimental.{member} was removed in TF 2.9 (absent "
-                         f"from tf_keras and Keras 3); use {current}{hint}", confidence=_experimental_confidence(),
-                         fix=fix)
+    yield ctx.diagnostic(
+        "MP103",
+        target,
+        f"mixed_precision.experimental.{member} was removed in TF 2.9 (absent "
+        f"from tf_keras and Keras 3); use {current}{hint}",
+        confidence=_experimental_confidence(),
+        fix=fix,
+    )
 
 
 def _has_loss_scale(call: ast.Call) -> bool:
@@ -375,14 +430,24 @@ def _tf_keras_loss_scale_calls(ctx: StaticContext) -> Iterator[Diagnostic]:
         single = len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred)
         if func.attr == "get_scaled_loss":
             fix = Fix("use scale_loss", (ctx.edit(func, f"{ctx.segment(func.value)}.scale_loss"),)) if single else None
-            message = (f"{ctx.segment(func)}() is the tf_keras LossScaleOptimizer API: Keras 3 optimizers have no "
-                       f"get_scaled_loss (AttributeError); use optimizer.scale_loss(loss)")
+            message = (
+                f"{ctx.segment(func)}() is the tf_keras LossScaleOptimizer API: Keras 3 optimizers have no "
+                f"get_scaled_loss (AttributeError); use optimizer.scale_loss(loss)"
+            )
         elif func.attr == "get_unscaled_gradients":
-            fix = (Fix("drop the unscaling: apply_gradients unscales on Keras 3",
-                       (ctx.edit(call, ctx.segment(call.args[0])),)) if single else None)
-            message = (f"{ctx.segment(func)}() is the tf_keras LossScaleOptimizer API: Keras 3 optimizers have no "
-                       f"get_unscaled_gradients (AttributeError); pass the gradients of the scaled loss straight "
-                       f"to apply_gradients / apply, which unscale them")
+            fix = (
+                Fix(
+                    "drop the unscaling: apply_gradients unscales on Keras 3",
+                    (ctx.edit(call, ctx.segment(call.args[0])),),
+                )
+                if single
+                else None
+            )
+            message = (
+                f"{ctx.segment(func)}() is the tf_keras LossScaleOptimizer API: Keras 3 optimizers have no "
+                f"get_unscaled_gradients (AttributeError); pass the gradients of the scaled loss straight "
+                f"to apply_gradients / apply, which unscale them"
+            )
         else:
             continue
         yield ctx.diagnostic("MP103", call, message, confidence=confidence, fix=fix)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.keras_semantics import INPUT_TENSORS, SEQUENTIAL
@@ -21,7 +21,11 @@ from mpdoctor.tf_messages import first_message_line
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
-    "MP104", "hub-layer-on-keras3", "error", "ST", False,
+    "MP104",
+    "hub-layer-on-keras3",
+    "error",
+    "ST",
+    False,
     summary="`hub.KerasLayer` (a tf_keras layer) added to a Keras 3 model.",
     what="""
         `hub.KerasLayer` is built on tf_keras (Keras 2). MP104 reports one that is added to a Keras 3 model:
@@ -65,8 +69,6 @@ define_rule(
 )
 
 
-
-
 @static_check("MP104", requires=r"KerasLayer")
 def check_hub_layer_on_keras3(ctx: StaticContext) -> Iterable[Diagnostic]:
     version = ctx.keras_version
@@ -80,15 +82,25 @@ def check_hub_layer_on_keras3(ctx: StaticContext) -> Iterable[Diagnostic]:
             failure = '"A KerasTensor cannot be used as input to a TensorFlow function"'
         else:
             failure = '"Only instances of keras.Layer can be added to a Sequential model"'
-        message = (f"hub.KerasLayer is a tf_keras (Keras 2) layer and this file runs on Keras 3: {_HOW[how]} "
-                   f"fails with {failure}; use tf_keras with TF_USE_LEGACY_KERAS=1 set before importing TensorFlow, "
-                   f"or keras.layers.TFSMLayer")
-        yield ctx.diagnostic("MP104", call, message, notes=(f"Keras 3: {version.reason}",),
-                             confidence=Confidence.HIGH if version.certain else Confidence.MEDIUM)
+        message = (
+            f"hub.KerasLayer is a tf_keras (Keras 2) layer and this file runs on Keras 3: {_HOW[how]} "
+            f"fails with {failure}; use tf_keras with TF_USE_LEGACY_KERAS=1 set before importing TensorFlow, "
+            f"or keras.layers.TFSMLayer"
+        )
+        yield ctx.diagnostic(
+            "MP104",
+            call,
+            message,
+            notes=(f"Keras 3: {version.reason}",),
+            confidence=Confidence.HIGH if version.certain else Confidence.MEDIUM,
+        )
 
 
-_HOW = {"sequential": "adding it to a Keras 3 Sequential model", "add": "adding it with model.add()",
-        "functional": "calling it on a Keras 3 symbolic tensor"}
+_HOW = {
+    "sequential": "adding it to a Keras 3 Sequential model",
+    "add": "adding it with model.add()",
+    "functional": "calling it on a Keras 3 symbolic tensor",
+}
 
 
 def _keras3_use(ctx: StaticContext, layer: ast.Call) -> str | None:
@@ -119,8 +131,12 @@ def _use_at(ctx: StaticContext, node: ast.AST) -> str | None:
     if isinstance(parent, ast.Call):
         if parent.func is node and parent.args and _is_keras_tensor(ctx, parent.args[0], 0):
             return "functional"
-        if (node in parent.args and isinstance(parent.func, ast.Attribute) and parent.func.attr == "add"
-                and _is_sequential(ctx, parent.func.value)):
+        if (
+            node in parent.args
+            and isinstance(parent.func, ast.Attribute)
+            and parent.func.attr == "add"
+            and _is_sequential(ctx, parent.func.value)
+        ):
             return "add"
     return None
 
@@ -142,7 +158,8 @@ def _is_keras_tensor(ctx: StaticContext, expr: ast.AST, depth: int) -> bool:
         return _is_keras_tensor(ctx, expr.value, depth + 1)
     if isinstance(expr, ast.Attribute):
         return expr.attr in ("input", "inputs", "output", "outputs") and not (
-            isinstance(expr.value, ast.Name) and expr.value.id == "self")
+            isinstance(expr.value, ast.Name) and expr.value.id == "self"
+        )
     if isinstance(expr, ast.Call):
         if ctx.call_name(expr) in INPUT_TENSORS:
             return True
@@ -159,10 +176,16 @@ def trace_hub_layer_on_keras3(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
         return []
     hub_loads = [load for load in facts.savedmodel_loads if load.api == "hub.KerasLayer"]
     where = hub_loads[-1].location if hub_loads else exception.location
-    return [ctx.diagnostic("MP104", where, "hub.KerasLayer is a tf_keras layer and this run uses Keras 3: the "
-                           "model fails to build (" + first_message_line(exception.message) + "); set "
-                           "TF_USE_LEGACY_KERAS=1 before importing TensorFlow and use tf_keras, or load the "
-                           "SavedModel with keras.layers.TFSMLayer")]
+    return [
+        ctx.diagnostic(
+            "MP104",
+            where,
+            "hub.KerasLayer is a tf_keras layer and this run uses Keras 3: the "
+            "model fails to build (" + first_message_line(exception.message) + "); set "
+            "TF_USE_LEGACY_KERAS=1 before importing TensorFlow and use tf_keras, or load the "
+            "SavedModel with keras.layers.TFSMLayer",
+        )
+    ]
 
 
 _ONLY_LAYERS_IN_SEQUENTIAL = re.compile(r"Only instances of `?keras\.Layer`? can be added to a Sequential model")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import compute_dtype, low_precision
@@ -31,9 +31,13 @@ from mpdoctor.tf_messages import (
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
-    "MP201", "savedmodel-input-dtype", "error", "STA", True,
+    "MP201",
+    "savedmodel-input-dtype",
+    "error",
+    "STA",
+    True,
     summary="A SavedModel-backed layer (hub.KerasLayer, TFSMLayer) is fed float16 but its SavedModel only takes "
-            "float32.",
+    "float32.",
     what="""
         A layer that calls a SavedModel (`hub.KerasLayer`, `keras.layers.TFSMLayer`, a `tf.saved_model.load`
         object called inside a layer) computes in float16 or bfloat16 because a mixed policy is in force (or its
@@ -88,7 +92,8 @@ define_rule(
 # Handles of TF Hub models whose inputs are strings or token ids: autocast never touches those.
 _TEXT_HANDLE = re.compile(
     r"nnlm|universal[-_]sentence[-_]encoder|bert|electra|albert|talking-heads|wiki[-_]words|gnews[-_]swivel|"
-    r"elmo|labse|muril|preprocess|tokeni[sz]|/text[-_/]|text[-_]embedding")
+    r"elmo|labse|muril|preprocess|tokeni[sz]|/text[-_/]|text[-_]embedding"
+)
 
 
 @static_check("MP201", requires=(FLOAT16_TEXT, r"KerasLayer|TFSMLayer"))
@@ -109,19 +114,29 @@ def check_savedmodel_input_dtype(ctx: StaticContext) -> Iterable[Diagnostic]:
         else:
             outcome = "the model builds but predict/fit fail"
         label = layer.label
-        message = (f"{label} computes in {compute} ({where}) and casts its input to {compute} before calling its "
-                   f"SavedModel, but a SavedModel exported in float32 (most TF Hub models) has no {compute} "
-                   f'concrete function, so {outcome}: pass dtype="float32" to {label}')
+        message = (
+            f"{label} computes in {compute} ({where}) and casts its input to {compute} before calling its "
+            f"SavedModel, but a SavedModel exported in float32 (most TF Hub models) has no {compute} "
+            f'concrete function, so {outcome}: pass dtype="float32" to {label}'
+        )
         fix = None
         if not has_star_kwargs(layer.node):
-            fix = ctx.add_keyword_fix(layer.node, "dtype", '"float32"',
-                                      f'compute {layer.kind} in float32 (dtype="float32")')
+            fix = ctx.add_keyword_fix(
+                layer.node, "dtype", '"float32"', f'compute {layer.kind} in float32 (dtype="float32")'
+            )
         yield ctx.diagnostic(
-            "MP201", layer.node, message, confidence=Confidence.MEDIUM, fix=fix,
-            notes=(f"A Lambda or tf.cast to float32 before {layer.kind} does not help: the layer casts its input "
-                   f"back to {compute} (MP207).",
-                   "Static check: the SavedModel's signatures were not read; a SavedModel exported in "
-                   f"{compute} would accept these inputs."))
+            "MP201",
+            layer.node,
+            message,
+            confidence=Confidence.MEDIUM,
+            fix=fix,
+            notes=(
+                f"A Lambda or tf.cast to float32 before {layer.kind} does not help: the layer casts its input "
+                f"back to {compute} (MP207).",
+                "Static check: the SavedModel's signatures were not read; a SavedModel exported in "
+                f"{compute} would accept these inputs.",
+            ),
+        )
 
 
 def _text_input_layer(ctx: StaticContext, call: ast.Call) -> bool:
@@ -129,8 +144,9 @@ def _text_input_layer(ctx: StaticContext, call: ast.Call) -> bool:
     for kw in call.keywords:
         if kw.arg == "input_shape" and isinstance(kw.value, (ast.List, ast.Tuple)) and not kw.value.elts:
             return True  # `input_shape=[]`: one string per example
-    handle = call.args[0] if call.args else next((k.value for k in call.keywords
-                                                   if k.arg in ("handle", "filepath")), None)
+    handle = (
+        call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in ("handle", "filepath")), None)
+    )
     text = _string_value(ctx, handle, call)
     return bool(text and _TEXT_HANDLE.search(text.lower()))
 
@@ -153,8 +169,9 @@ def _string_value(ctx: StaticContext, expr: ast.AST | None, at: ast.AST, depth: 
 
 
 def _dtype_fix(ctx: TraceContext, where: SourceRef | None) -> Fix | None:
-    return ctx.float32_fix(where, ("KerasLayer", "TFSMLayer"),
-                           'pass dtype="float32" so the layer feeds its SavedModel float32')
+    return ctx.float32_fix(
+        where, ("KerasLayer", "TFSMLayer"), 'pass dtype="float32" so the layer feeds its SavedModel float32'
+    )
 
 
 @trace_check("MP201")
@@ -172,24 +189,36 @@ def trace_savedmodel_input_dtype(facts: Facts, ctx: TraceContext) -> Iterable[Di
         received = record.compute_dtype
         if not record.autocast or not low_precision(received) or received in accepted:
             continue
-        observed = (f"; the run failed with: {first_message_line(exception.message)}"
-                    if exception is not None and exception.layer_uid == load.layer_uid else
-                    "; the call fails (\"Could not find matching concrete function\")")
-        found.append(ctx.diagnostic(
-            "MP201", load.location,
-            f"{load.api} `{record.name}` computes in {received} (policy \"{record.policy}\") and "
-            f"casts its input to {received}, but the SavedModel at {load.handle} accepts only "
-            f"{', '.join(accepted)}{observed}; pass dtype=\"float32\" to this layer",
-            layer=record.name, fix=_dtype_fix(ctx, load.location)))
+        observed = (
+            f"; the run failed with: {first_message_line(exception.message)}"
+            if exception is not None and exception.layer_uid == load.layer_uid
+            else '; the call fails ("Could not find matching concrete function")'
+        )
+        found.append(
+            ctx.diagnostic(
+                "MP201",
+                load.location,
+                f'{load.api} `{record.name}` computes in {received} (policy "{record.policy}") and '
+                f"casts its input to {received}, but the SavedModel at {load.handle} accepts only "
+                f'{", ".join(accepted)}{observed}; pass dtype="float32" to this layer',
+                layer=record.name,
+                fix=_dtype_fix(ctx, load.location),
+            )
+        )
     verdict = classify_exception(exception.type, exception.message) if exception else None
     if not found and verdict and verdict["code"] == "MP201":
         load = _failing_load(facts)
         where = load.location if load else exception.location
         accepted = ", ".join(verdict.get("accepted") or []) or "float32"
-        found.append(ctx.diagnostic(
-            "MP201", where, f"the SavedModel-backed layer received {verdict.get('received', 'float16')} but its "
-            f"SavedModel accepts {accepted}: the model failed when it ran; pass dtype=\"float32\" to this layer",
-            fix=_dtype_fix(ctx, where)))
+        found.append(
+            ctx.diagnostic(
+                "MP201",
+                where,
+                f"the SavedModel-backed layer received {verdict.get('received', 'float16')} but its "
+                f'SavedModel accepts {accepted}: the model failed when it ran; pass dtype="float32" to this layer',
+                fix=_dtype_fix(ctx, where),
+            )
+        )
     return found
 
 
@@ -204,8 +233,10 @@ def _failing_load(facts: Facts) -> SavedModelLoad | None:
 
 # ---------------------------------------------------------------- what TensorFlow says when it happens
 
-_CANNOT_CAST = re.compile(rf"Can not cast TensorSpec\([^`]*?dtype=({DTYPE})[^`]*?\) to "
-                          rf"TensorSpec\([^`]*?dtype=({DTYPE})")
+_CANNOT_CAST = re.compile(
+    rf"Can not cast TensorSpec\([^`]*?dtype=({DTYPE})[^`]*?\) to "
+    rf"TensorSpec\([^`]*?dtype=({DTYPE})"
+)
 _NO_MATCHING_CONCRETE = "Could not find matching concrete function to call loaded from the SavedModel"
 _GOT_TENSOR_DTYPE = re.compile(rf"<tf\.Tensor [^>]*?dtype=({DTYPE})>")
 _SPEC_DTYPE = re.compile(rf"TensorSpec\(.*?dtype=({DTYPE})", re.DOTALL)
@@ -241,6 +272,7 @@ def savedmodel_input_message(message: str) -> dict | None:
         return _mp201(match.group(3), [match.group(2)], "expects_arg", arg_index=int(match.group(1)))
     match = CANNOT_COMPUTE.search(message)
     if match and FUNCTION_OP.search(match.group(1)):
-        return _mp201(match.group(4), [match.group(3)], "function_input", function=match.group(1),
-                      arg_index=int(match.group(2)))
+        return _mp201(
+            match.group(4), [match.group(3)], "function_input", function=match.group(1), arg_index=int(match.group(2))
+        )
     return None

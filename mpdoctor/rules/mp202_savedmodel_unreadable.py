@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.facts.schema import ExceptionRecord, Facts
@@ -10,7 +10,11 @@ from mpdoctor.registry import define_rule, explains_exception, trace_check
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
-    "MP202", "savedmodel-unreadable", "warning", "TA", False,
+    "MP202",
+    "savedmodel-unreadable",
+    "warning",
+    "TA",
+    False,
     summary="A SavedModel / TF Hub handle cannot be resolved, so its signature checks were skipped.",
     what="""
         The handle of a `hub.KerasLayer`, `keras.layers.TFSMLayer` or `tf.saved_model.load` cannot be read: a URL
@@ -41,9 +45,14 @@ def trace_savedmodel_unreadable(facts: Facts, ctx: TraceContext) -> Iterable[Dia
     for load in facts.savedmodel_loads:
         error = load.savedmodel.error if load.savedmodel else None
         if error:
-            found.append(ctx.diagnostic(
-                "MP202", load.location, f"cannot read the SavedModel behind {load.api} "
-                f"({load.handle}): {error.message}; its signature checks were skipped"))
+            found.append(
+                ctx.diagnostic(
+                    "MP202",
+                    load.location,
+                    f"cannot read the SavedModel behind {load.api} "
+                    f"({load.handle}): {error.message}; its signature checks were skipped",
+                )
+            )
     return found
 
 

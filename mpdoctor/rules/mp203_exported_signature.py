@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.facts.dtypes import low_precision
@@ -11,7 +11,11 @@ from mpdoctor.registry import define_rule, trace_check
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
-    "MP203", "exported-signature-float16", "warning", "T", True,
+    "MP203",
+    "exported-signature-float16",
+    "warning",
+    "T",
+    True,
     summary="A model exported under a float16 policy has float16 inputs or outputs in its serving signature.",
     what="""
         A model saved or exported (`model.save`, `model.export`, `tf.saved_model.save`) while a float16/bfloat16
@@ -49,13 +53,23 @@ def trace_exported_signature_float16(facts: Facts, ctx: TraceContext) -> Iterabl
     found = []
     for export in facts.exports:
         signatures = export.savedmodel.signatures if export.savedmodel else []
-        low = sorted({f"{kind} `{spec.name}` is {spec.dtype}"
-                      for signature in signatures
-                      for kind, specs in (("inputs", signature.inputs), ("outputs", signature.outputs))
-                      for spec in specs if low_precision(spec.dtype)})
+        low = sorted(
+            {
+                f"{kind} `{spec.name}` is {spec.dtype}"
+                for signature in signatures
+                for kind, specs in (("inputs", signature.inputs), ("outputs", signature.outputs))
+                for spec in specs
+                if low_precision(spec.dtype)
+            }
+        )
         if low:
-            found.append(ctx.diagnostic(
-                "MP203", export.location, f"{export.api} wrote a serving signature with low-precision "
-                f"tensors ({'; '.join(low[:4])}): consumers that feed float32 or expect float32 break; make the "
-                f"output layer float32 and give the input an explicit float32 spec"))
+            found.append(
+                ctx.diagnostic(
+                    "MP203",
+                    export.location,
+                    f"{export.api} wrote a serving signature with low-precision "
+                    f"tensors ({'; '.join(low[:4])}): consumers that feed float32 or expect float32 break; make the "
+                    f"output layer float32 and give the input an explicit float32 spec",
+                )
+            )
     return found

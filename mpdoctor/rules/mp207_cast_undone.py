@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterable
+from collections.abc import Iterable
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import compute_dtype, is_float16_compute, low_precision
@@ -17,7 +17,11 @@ from mpdoctor.static.policies import dtype_keyword
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
-    "MP207", "cast-undone-by-autocast", "warning", "ST", True,
+    "MP207",
+    "cast-undone-by-autocast",
+    "warning",
+    "ST",
+    True,
     summary="A cast to float32 right before a float16 layer is undone by that layer's autocast.",
     what="""
         A tensor is cast to float32 (`Lambda(lambda x: tf.cast(x, tf.float32))`, `tf.cast(x, "float32")`,
@@ -64,8 +68,6 @@ define_rule(
 )
 
 
-
-
 @static_check("MP207", requires=(FLOAT16_TEXT, r"cast"))
 def check_cast_undone_by_autocast(ctx: StaticContext) -> Iterable[Diagnostic]:
     found: dict[ast.AST, list[tuple[LayerRecord, str]]] = {}  # cast node -> consuming layers (with policy)
@@ -83,15 +85,18 @@ def check_cast_undone_by_autocast(ctx: StaticContext) -> Iterable[Diagnostic]:
         yield _cast_diagnostic(ctx, cast, consumers, cast not in unknown_input)
 
 
-def _cast_diagnostic(ctx: StaticContext, cast: ast.AST, consumers: list[tuple[LayerRecord, str]],
-                     input_known: bool) -> Diagnostic:
+def _cast_diagnostic(
+    ctx: StaticContext, cast: ast.AST, consumers: list[tuple[LayerRecord, str]], input_known: bool
+) -> Diagnostic:
     first, policy = consumers[0]
     compute = compute_dtype(policy)
     name = first.label
     others = f" (and {len(consumers) - 1} more layer{'s' if len(consumers) > 2 else ''})" if len(consumers) > 1 else ""
-    message = (f'this cast to float32 is undone: {name} (line {first.node.lineno}, policy "{policy}") autocasts '
-               f'its input back to {compute}{others}; put dtype="float32" on {name} instead to compute it in '
-               f"float32")
+    message = (
+        f'this cast to float32 is undone: {name} (line {first.node.lineno}, policy "{policy}") autocasts '
+        f'its input back to {compute}{others}; put dtype="float32" on {name} instead to compute it in '
+        f"float32"
+    )
     edits = []
     for consumer, _ in consumers:
         if not _can_add_dtype(ctx, consumer):
@@ -101,12 +106,10 @@ def _cast_diagnostic(ctx: StaticContext, cast: ast.AST, consumers: list[tuple[La
     fix = None
     if edits:
         names = ", ".join(dict.fromkeys(c.kind for c, _ in consumers))
-        fix = Fix(f'compute {names} in float32 (dtype="float32"); the cast before it becomes redundant',
-                  tuple(edits))
+        fix = Fix(f'compute {names} in float32 (dtype="float32"); the cast before it becomes redundant', tuple(edits))
     policies = [ctx.layer_policies(c) for c, _ in consumers]
     certain = input_known and all(all(is_float16_compute(p) for p in ps) for ps in policies)
-    return ctx.diagnostic("MP207", cast, message, confidence=Confidence.HIGH if certain else Confidence.MEDIUM,
-                          fix=fix)
+    return ctx.diagnostic("MP207", cast, message, confidence=Confidence.HIGH if certain else Confidence.MEDIUM, fix=fix)
 
 
 def _undoing_policy(ctx: StaticContext, consumer: LayerRecord) -> str | None:
@@ -162,9 +165,14 @@ def trace_cast_undone_by_autocast(facts: Facts, ctx: TraceContext) -> Iterable[D
             predicted = target.predicted_input_dtypes
             after = predicted[index] if index < len(predicted) else None
             if target.autocast and low_precision(after):
-                found.append(ctx.diagnostic(
-                    "MP207", source.created_at, f"the float32 cast in `{source.id}` is undone: "
-                    f"`{target.id}` ({target.class_name}, policy \"{target.policy}\") autocasts its "
-                    f"input back to {after}; put dtype=\"float32\" on `{target.id}` instead",
-                    layer=source.id))
+                found.append(
+                    ctx.diagnostic(
+                        "MP207",
+                        source.created_at,
+                        f"the float32 cast in `{source.id}` is undone: "
+                        f'`{target.id}` ({target.class_name}, policy "{target.policy}") autocasts its '
+                        f'input back to {after}; put dtype="float32" on `{target.id}` instead',
+                        layer=source.id,
+                    )
+                )
     return found

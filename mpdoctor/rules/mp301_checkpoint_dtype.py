@@ -24,9 +24,13 @@ from mpdoctor.tf_messages import dtype_name
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
-    "MP301", "checkpoint-dtype-mismatch", "error", "STA", True,
+    "MP301",
+    "checkpoint-dtype-mismatch",
+    "error",
+    "STA",
+    True,
     summary="A checkpoint value's dtype differs from the variable it restores into (float32 checkpoint, float16 "
-            "variables).",
+    "variables).",
     what="""
         A checkpoint restore where the stored values and the variables they restore into have different dtypes:
         TF2 object-based `tf.train.Checkpoint`, TF1 name-based `Saver`, Keras `.h5`, `.weights.h5`, `.keras`.
@@ -71,7 +75,8 @@ define_rule(
 
         # TF2: keep float32 variables (mixed precision) ...
         keras.mixed_precision.set_global_policy("mixed_float16")
-        # ... or convert the checkpoint once: mpdoctor convert-checkpoint float32_ckpt/ckpt-1 ckpt16/ckpt --dtype float16
+        # ... or convert the checkpoint once:
+        # mpdoctor convert-checkpoint float32_ckpt/ckpt-1 ckpt16/ckpt --dtype float16
         """,
     fix="""
         TF1 `Saver`: `--fix` adds a `CastOnRestoreSaverBuilder` class (a `BaseSaverBuilder` whose `bulk_restore`
@@ -96,22 +101,43 @@ _GET_VARIABLE = ("tf.get_variable", "tf.compat.v1.get_variable")
 _VARIABLE = ("tf.Variable", "tf.compat.v1.Variable", "tf.compat.v1.VariableV1")
 _VARIABLE_SCOPES = ("tf.variable_scope", "tf.compat.v1.variable_scope")
 _TF1_LAYER_PREFIXES = ("tf.layers.", "tf.compat.v1.layers.")
-_TENSOR_MAKERS = ("tf.cast", "tf.compat.v1.placeholder", "tf.placeholder", "tf.zeros", "tf.ones", "tf.constant",
-                  "tf.fill", "tf.random.normal", "tf.random.uniform", "tf.compat.v1.random_normal",
-                  "tf.compat.v1.placeholder_with_default", "tf.convert_to_tensor")
+_TENSOR_MAKERS = (
+    "tf.cast",
+    "tf.compat.v1.placeholder",
+    "tf.placeholder",
+    "tf.zeros",
+    "tf.ones",
+    "tf.constant",
+    "tf.fill",
+    "tf.random.normal",
+    "tf.random.uniform",
+    "tf.compat.v1.random_normal",
+    "tf.compat.v1.placeholder_with_default",
+    "tf.convert_to_tensor",
+)
 _H5_SUFFIXES = (".h5", ".hdf5", ".keras", ".weights.h5")
 _LOW = ("float16", "bfloat16")
 # Objects whose variables are not (known to be) float16: plain variables, optimizers, data iterators, and loaded models
 # (a loaded Keras model keeps the dtype policies it was saved with, whatever the global policy).
-_NOT_MODELS = ("tf.Variable", "tf.constant", "tf.data.", "keras.optimizers.", "tf.train.", "tf.compat.v1.train.",
-               "keras.models.load_model", "keras.saving.load_model", "tf.saved_model.", "hub.")
+_NOT_MODELS = (
+    "tf.Variable",
+    "tf.constant",
+    "tf.data.",
+    "keras.optimizers.",
+    "tf.train.",
+    "tf.compat.v1.train.",
+    "keras.models.load_model",
+    "keras.saving.load_model",
+    "tf.saved_model.",
+    "hub.",
+)
 
 
 def _name(ctx: StaticContext, call: ast.AST) -> str | None:
     """Canonical name of a call's function with `tf.compat.v1.` spelled `tf.` (`import tensorflow.compat.v1 as tf`)."""
     name = ctx.call_name(call) if isinstance(call, ast.Call) else None
     if name and name.startswith("tf.compat.v1."):
-        return "tf." + name[len("tf.compat.v1."):]
+        return "tf." + name[len("tf.compat.v1.") :]
     return name
 
 
@@ -142,8 +168,9 @@ def _graph_container(ctx: StaticContext, node: ast.AST) -> ast.AST:
     """The innermost `with <tf.Graph()>.as_default():` block, function or module holding `node`."""
     current = ctx.parents.get(node)
     while current is not None:
-        if isinstance(current, ast.With) and any(_is_graph_context(ctx, item.context_expr, current)
-                                                 for item in current.items):
+        if isinstance(current, ast.With) and any(
+            _is_graph_context(ctx, item.context_expr, current) for item in current.items
+        ):
             return current
         if isinstance(current, FUNCTION_NODES):
             return current
@@ -161,8 +188,11 @@ def _is_graph_context(ctx: StaticContext, expr: ast.AST, at: ast.AST) -> bool:
 def _graph_key(ctx: StaticContext, node: ast.AST) -> tuple[ast.AST, int]:
     """Which TF1 graph `node` builds into: its container plus how many reset_default_graph() came before it."""
     container = _graph_container(ctx, node)
-    resets = sum(1 for call in ctx.calls_named(*_RESETS)
-                 if _graph_container(ctx, call) is container and call.lineno < node.lineno)
+    resets = sum(
+        1
+        for call in ctx.calls_named(*_RESETS)
+        if _graph_container(ctx, call) is container and call.lineno < node.lineno
+    )
     return container, resets
 
 
@@ -173,8 +203,11 @@ def _in_custom_getter_scope(ctx: StaticContext, node: ast.AST) -> bool:
         if isinstance(current, ast.With):
             for item in current.items:
                 expr = item.context_expr
-                if isinstance(expr, ast.Call) and _name(ctx, expr) in _VARIABLE_SCOPES \
-                        and keyword_value(expr, "custom_getter") is not None:
+                if (
+                    isinstance(expr, ast.Call)
+                    and _name(ctx, expr) in _VARIABLE_SCOPES
+                    and keyword_value(expr, "custom_getter") is not None
+                ):
                     return True
         current = ctx.parents.get(current)
     return False
@@ -210,8 +243,11 @@ def _low_tensor(ctx: StaticContext, expr: ast.AST | None, at: ast.AST, depth: in
     name = _name(ctx, expr) or ""
     if name in _TENSOR_MAKERS:
         dtype_arg = keyword_value(expr, "dtype")
-        if dtype_arg is None and len(expr.args) > 1 and name in ("tf.cast", "tf.zeros", "tf.ones", "tf.constant",
-                                                                  "tf.convert_to_tensor"):
+        if (
+            dtype_arg is None
+            and len(expr.args) > 1
+            and name in ("tf.cast", "tf.zeros", "tf.ones", "tf.constant", "tf.convert_to_tensor")
+        ):
             dtype_arg = expr.args[1]
         if dtype_arg is None and expr.args and "placeholder" in name:
             dtype_arg = expr.args[0]
@@ -345,8 +381,10 @@ def _describe_path(ctx: StaticContext, expr: ast.AST | None) -> str:
     return text if text and len(text) <= 60 and "\n" not in text else "the checkpoint"
 
 
-_ADVICE = ("restore through a cast (a Saver `builder=` whose bulk_restore reads float32 and tf.casts) or convert the "
-           "checkpoint first: `mpdoctor convert-checkpoint IN OUT --dtype {dtype}`")
+_ADVICE = (
+    "restore through a cast (a Saver `builder=` whose bulk_restore reads float32 and tf.casts) or convert the "
+    "checkpoint first: `mpdoctor convert-checkpoint IN OUT --dtype {dtype}`"
+)
 
 
 def _tf1_saver_restores(ctx: StaticContext) -> list[Diagnostic]:
@@ -364,8 +402,12 @@ def _tf1_saver_restores(ctx: StaticContext) -> list[Diagnostic]:
     found = []
     for call in _method_calls(ctx, "restore"):
         saver = _receiver_call(ctx, call, _SAVERS)
-        if saver is None and isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call) \
-                and _name(ctx, call.func.value) in _SAVERS:
+        if (
+            saver is None
+            and isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Call)
+            and _name(ctx, call.func.value) in _SAVERS
+        ):
             saver = call.func.value
         if saver is None:
             continue
@@ -380,15 +422,19 @@ def _tf1_saver_restores(ctx: StaticContext) -> list[Diagnostic]:
             continue
         dtype, labels = graphs[key]
         shown = ", ".join(labels[:3]) + (", ..." if len(labels) > 3 else "")
-        found.append(ctx.diagnostic(
-            "MP301", saver,
-            f"this Saver restores {_describe_path(ctx, path)} into a graph with {dtype} variables ({shown}); a "
-            f"name-based restore does not cast, so float32 checkpoint values fail with \"expected dtype "
-            f"{'half' if dtype == 'float16' else dtype} does not equal original dtype float\"; "
-            + _ADVICE.format(dtype=dtype),
-            confidence=Confidence.MEDIUM,
-            # unsafe: the source does not say the checkpoint holds float32 values (the trace can: its fix is safe)
-            fix=saver_builder_fix(ctx, saver, "unsafe")))
+        found.append(
+            ctx.diagnostic(
+                "MP301",
+                saver,
+                f"this Saver restores {_describe_path(ctx, path)} into a graph with {dtype} variables ({shown}); a "
+                f'name-based restore does not cast, so float32 checkpoint values fail with "expected dtype '
+                f'{"half" if dtype == "float16" else dtype} does not equal original dtype float"; '
+                + _ADVICE.format(dtype=dtype),
+                confidence=Confidence.MEDIUM,
+                # unsafe: the source does not say the checkpoint holds float32 values (the trace can: its fix is safe)
+                fix=saver_builder_fix(ctx, saver, "unsafe"),
+            )
+        )
     return found
 
 
@@ -403,14 +449,23 @@ def _own_checkpoint(path_key: tuple, saves: list[tuple[tuple, ast.Call]]) -> boo
         directory = where[1]
         if directory[0] != "str":
             return bool(saves)  # a directory we cannot read: it may well be the one saved to
-        return any(key == ("dir", directory) or _inside(key, directory[1]) or key[0] in ("name", "text", "none")
-                   or key[0] == "dir" and key[1][0] != "str" for key, _ in saves)
+        return any(
+            key == ("dir", directory)
+            or _inside(key, directory[1])
+            or key[0] in ("name", "text", "none")
+            or (key[0] == "dir" and key[1][0] != "str")
+            for key, _ in saves
+        )
     return any(key == path_key for key, _ in saves)
 
 
 def _inside(key: tuple, directory) -> bool:
-    return (key[0] == "str" and isinstance(key[1], str) and isinstance(directory, str)
-            and key[1].startswith(directory.rstrip("/") + "/"))
+    return (
+        key[0] == "str"
+        and isinstance(key[1], str)
+        and isinstance(directory, str)
+        and key[1].startswith(directory.rstrip("/") + "/")
+    )
 
 
 def _pure_low(policies: Iterable[str | None]) -> set[str]:
@@ -463,11 +518,10 @@ def _tf2_saves(ctx: StaticContext) -> list[tuple[tuple, ast.Call]]:
         if checkpoint is not None:
             if _pure_low(_checkpoint_policies(ctx, checkpoint, call) or ctx.policies_at(call)):
                 saves.append((_path_key(ctx, call.args[0] if call.args else None, call), call))
-        elif manager is not None:
-            if _pure_low(ctx.policies_at(call)):
-                directory = manager.args[1] if len(manager.args) > 1 else keyword_value(manager, "directory")
-                saves.append((("manager", ctx.segment(call.func.value)), call))  # type: ignore[attr-defined]
-                saves.append((("dir", _path_key(ctx, directory, manager)), call))
+        elif manager is not None and _pure_low(ctx.policies_at(call)):
+            directory = manager.args[1] if len(manager.args) > 1 else keyword_value(manager, "directory")
+            saves.append((("manager", ctx.segment(call.func.value)), call))  # type: ignore[attr-defined]
+            saves.append((("dir", _path_key(ctx, directory, manager)), call))
     for call in _method_calls(ctx, "save_weights"):
         if _pure_low(ctx.policies_at(call)):
             saves.append((_path_key(ctx, call.args[0] if call.args else None, call), call))
@@ -484,8 +538,12 @@ def _tf2_restores(ctx: StaticContext) -> list[Diagnostic]:
     found = []
     for call in _method_calls(ctx, "restore", "read"):
         checkpoint = _receiver_call(ctx, call, _CHECKPOINTS)
-        if checkpoint is None and isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call) \
-                and _name(ctx, call.func.value) in _CHECKPOINTS:
+        if (
+            checkpoint is None
+            and isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Call)
+            and _name(ctx, call.func.value) in _CHECKPOINTS
+        ):
             checkpoint = call.func.value
         if checkpoint is None:
             continue
@@ -498,14 +556,19 @@ def _tf2_restores(ctx: StaticContext) -> list[Diagnostic]:
             continue
         policy = sorted(low)[0]
         confidence = Confidence.MEDIUM if low == set(policies) else Confidence.LOW
-        found.append(ctx.diagnostic(
-            "MP301", call,
-            f"tf.train.Checkpoint {call.func.attr}s {_describe_path(ctx, path)} into a model built under the "  # type: ignore[attr-defined]
-            f"`{policy}` policy, whose variables are {policy}: float32 checkpoint values fail to restore "
-            f"(\"expected dtype {'half' if policy == 'float16' else policy} does not equal original dtype float\"); "
-            f"use `mixed_{policy}` (float32 variables) or convert the checkpoint: "
-            f"`mpdoctor convert-checkpoint IN OUT --dtype {policy}`",
-            confidence=confidence, fix=_mixed_policy_fix(ctx, policy)))
+        found.append(
+            ctx.diagnostic(
+                "MP301",
+                call,
+                f"tf.train.Checkpoint {call.func.attr}s {_describe_path(ctx, path)} into a model built under the "  # type: ignore[attr-defined]
+                f"`{policy}` policy, whose variables are {policy}: float32 checkpoint values fail to restore "
+                f'("expected dtype {"half" if policy == "float16" else policy} does not equal original dtype float"); '
+                f"use `mixed_{policy}` (float32 variables) or convert the checkpoint: "
+                f"`mpdoctor convert-checkpoint IN OUT --dtype {policy}`",
+                confidence=confidence,
+                fix=_mixed_policy_fix(ctx, policy),
+            )
+        )
     if ctx.is_keras3:
         return found  # Keras 3 load_weights only reads .keras / .weights.h5 / .h5, which cast silently
     for call in _method_calls(ctx, "load_weights"):
@@ -523,14 +586,19 @@ def _tf2_restores(ctx: StaticContext) -> list[Diagnostic]:
             continue
         policy = sorted(low)[0]
         confidence = Confidence.MEDIUM if low == set(policies) else Confidence.LOW
-        found.append(ctx.diagnostic(
-            "MP301", call,
-            f"load_weights() of TF-format weights ({_describe_path(ctx, path)}) into a model built under the "
-            f"`{policy}` policy: tf_keras restores them without casting, so float32 weights fail (\"expected dtype "
-            f"{'half' if policy == 'float16' else policy} does not equal original dtype float\"); use "
-            f"`mixed_{policy}`, load an .h5 file (cast on load), or `mpdoctor convert-checkpoint IN OUT --dtype "
-            f"{policy}`",
-            confidence=confidence, fix=_mixed_policy_fix(ctx, policy)))
+        found.append(
+            ctx.diagnostic(
+                "MP301",
+                call,
+                f"load_weights() of TF-format weights ({_describe_path(ctx, path)}) into a model built under the "
+                f'`{policy}` policy: tf_keras restores them without casting, so float32 weights fail ("expected dtype '
+                f'{"half" if policy == "float16" else policy} does not equal original dtype float"); use '
+                f"`mixed_{policy}`, load an .h5 file (cast on load), or `mpdoctor convert-checkpoint IN OUT --dtype "
+                f"{policy}`",
+                confidence=confidence,
+                fix=_mixed_policy_fix(ctx, policy),
+            )
+        )
     return found
 
 
@@ -543,8 +611,11 @@ def _mixed_policy_fix(ctx: StaticContext, policy: str) -> Fix | None:
     fix = policy_literal_fix(ctx, events[0], f"mixed_{policy}") if len(events) == 1 else None
     if fix is None:
         return None
-    return Fix(f"build the model under 'mixed_{policy}' (float32 variables restore float32 values)", fix.edits,
-               applicability="unsafe")
+    return Fix(
+        f"build the model under 'mixed_{policy}' (float32 variables restore float32 values)",
+        fix.edits,
+        applicability="unsafe",
+    )
 
 
 @static_check("MP301")
@@ -563,20 +634,31 @@ def trace_checkpoint_dtype_mismatch(facts: Facts, ctx: TraceContext) -> Iterable
         if not verdict or verdict["code"] != "MP301":
             continue
         tensors = verdict.get("tensors") or []
-        listed = "; ".join(f"{t['name']}: checkpoint {t['checkpoint_dtype']}, variable {t['variable_dtype']}"
-                           for t in tensors[:6])
+        listed = "; ".join(
+            f"{t['name']}: checkpoint {t['checkpoint_dtype']}, variable {t['variable_dtype']}" for t in tensors[:6]
+        )
         more = f" and {len(tensors) - 6} more" if len(tensors) > 6 else ""
         where = restore.anchor  # a Saver's builder= goes where the Saver was created
         saver = ctx.call_at(where.line if where else None, "Saver") if restore.receiver_created_at else None
         fix = None
-        if saver is not None and ctx.static is not None and tensors and all(
-                t["checkpoint_dtype"] == "float32" and t["variable_dtype"] in _LOW for t in tensors):
+        if (
+            saver is not None
+            and ctx.static is not None
+            and tensors
+            and all(t["checkpoint_dtype"] == "float32" and t["variable_dtype"] in _LOW for t in tensors)
+        ):
             fix = saver_builder_fix(ctx.static, saver, "safe")
-        found.append(ctx.diagnostic(
-            "MP301", where, f"{restore.call_text} failed: {listed}{more}; "
-            f"restore with a cast (a Saver builder that reads float32 and casts, or float32 variables under "
-            f"mixed_float16) or convert the checkpoint: mpdoctor convert-checkpoint IN OUT --dtype "
-            f"{verdict.get('variable_dtype', 'float16')}", fix=fix))
+        found.append(
+            ctx.diagnostic(
+                "MP301",
+                where,
+                f"{restore.call_text} failed: {listed}{more}; "
+                f"restore with a cast (a Saver builder that reads float32 and casts, or float32 variables under "
+                f"mixed_float16) or convert the checkpoint: mpdoctor convert-checkpoint IN OUT --dtype "
+                f"{verdict.get('variable_dtype', 'float16')}",
+                fix=fix,
+            )
+        )
     return found
 
 
@@ -597,7 +679,7 @@ _RESTORE_DTYPE = re.compile(r"tensor_name = (\S+?); expected dtype (\w+) does no
 
 @exception_pattern("MP301", order=20)
 def restore_dtype_message(message: str) -> dict | None:
-    """"tensor_name = dense/kernel; expected dtype half does not equal original dtype float": {"tensors":
+    """ "tensor_name = dense/kernel; expected dtype half does not equal original dtype float": {"tensors":
     [{"name", "variable_dtype", "checkpoint_dtype"}], "variable_dtype", "checkpoint_dtype"} (first tensor's)."""
     tensors, seen = [], set()
     for name, expected, original in _RESTORE_DTYPE.findall(message):
@@ -607,8 +689,11 @@ def restore_dtype_message(message: str) -> dict | None:
         tensors.append({"name": name, "variable_dtype": dtype_name(expected), "checkpoint_dtype": dtype_name(original)})
     if not tensors:
         return None
-    return {"tensors": tensors, "variable_dtype": tensors[0]["variable_dtype"],
-            "checkpoint_dtype": tensors[0]["checkpoint_dtype"]}
+    return {
+        "tensors": tensors,
+        "variable_dtype": tensors[0]["variable_dtype"],
+        "checkpoint_dtype": tensors[0]["checkpoint_dtype"],
+    }
 
 
 # ---------------------------------------------------------------- the TF1 Saver fix
@@ -654,6 +739,9 @@ def saver_builder_fix(ctx: StaticContext, saver: ast.Call, applicability: str) -
         if insertion is None:
             return None
         edits.append(insertion)
-    return Fix(f"restore through a cast: Saver(builder={BUILDER_CLASS}()), a BaseSaverBuilder that reads "
-               "float32 checkpoint values for float16/bfloat16 variables and casts them",
-               tuple(sorted(edits, key=lambda e: (e.line, e.column))), applicability=applicability)
+    return Fix(
+        f"restore through a cast: Saver(builder={BUILDER_CLASS}()), a BaseSaverBuilder that reads "
+        "float32 checkpoint values for float16/bfloat16 variables and casts them",
+        tuple(sorted(edits, key=lambda e: (e.line, e.column))),
+        applicability=applicability,
+    )

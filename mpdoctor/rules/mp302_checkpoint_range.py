@@ -10,7 +10,11 @@ from mpdoctor.registry import define_rule, trace_check
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
-    "MP302", "checkpoint-float16-overflow", "error", "TA", False,
+    "MP302",
+    "checkpoint-float16-overflow",
+    "error",
+    "TA",
+    False,
     summary="Checkpoint float32 values that become inf in float16 (|x| > 65504).",
     what="""
         Artifact and trace passes: for each float32 checkpoint variable that will live or be computed in float16
@@ -35,7 +39,11 @@ define_rule(
 )
 
 define_rule(
-    "MP303", "checkpoint-float16-underflow", "warning", "TA", False,
+    "MP303",
+    "checkpoint-float16-underflow",
+    "warning",
+    "TA",
+    False,
     summary="Nonzero checkpoint values that flush to zero or go subnormal in float16.",
     what="""
         Artifact and trace passes: per float32 checkpoint variable headed for float16, the count and fraction of
@@ -78,26 +86,47 @@ def _per_variable(facts: Facts, ctx: TraceContext, code: str, status: str, descr
     for restore, audit, rows in _audited_variables(facts, status):
         where = restore.anchor
         for row in rows[:_MAX_PER_CHECKPOINT]:
-            found.append(ctx.diagnostic(code, where, f"{row.key} in {restore.path}: {describe(row, audit)}",
-                                        layer=row.key))
+            found.append(
+                ctx.diagnostic(code, where, f"{row.key} in {restore.path}: {describe(row, audit)}", layer=row.key)
+            )
         if len(rows) > _MAX_PER_CHECKPOINT:
-            found.append(ctx.diagnostic(code, where, f"{len(rows) - _MAX_PER_CHECKPOINT} more variables of "
-                                        f"{restore.path} are {status} for {audit.target_dtype} (mpdoctor "
-                                        f"inspect {restore.path} --dtype {audit.target_dtype} lists them all)",
-                                        layer="(more)"))
+            found.append(
+                ctx.diagnostic(
+                    code,
+                    where,
+                    f"{len(rows) - _MAX_PER_CHECKPOINT} more variables of "
+                    f"{restore.path} are {status} for {audit.target_dtype} (mpdoctor "
+                    f"inspect {restore.path} --dtype {audit.target_dtype} lists them all)",
+                    layer="(more)",
+                )
+            )
     return found
 
 
 @trace_check("MP302")
 def trace_checkpoint_float16_overflow(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
-    return _per_variable(facts, ctx, "MP302", "overflow", lambda row, audit: (
-        f"{row.overflow} of {row.values} values exceed 65504 (max |x| = {row.max_abs:.4g}) and become inf "
-        f"when this model computes in {audit.target_dtype}; rescale the weights or keep that layer in float32"))
+    return _per_variable(
+        facts,
+        ctx,
+        "MP302",
+        "overflow",
+        lambda row, audit: (
+            f"{row.overflow} of {row.values} values exceed 65504 (max |x| = {row.max_abs:.4g}) and become inf "
+            f"when this model computes in {audit.target_dtype}; rescale the weights or keep that layer in float32"
+        ),
+    )
 
 
 @trace_check("MP303")
 def trace_checkpoint_float16_underflow(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
-    return _per_variable(facts, ctx, "MP303", "underflow", lambda row, audit: (
-        f"{row.flushed} nonzero values flush to zero and {row.subnormal} become subnormal in "
-        f"{audit.target_dtype} ({row.flushed_fraction + row.subnormal_fraction:.1%} of {row.values}, "
-        f"above the {audit.underflow_threshold:.0%} threshold)"))
+    return _per_variable(
+        facts,
+        ctx,
+        "MP303",
+        "underflow",
+        lambda row, audit: (
+            f"{row.flushed} nonzero values flush to zero and {row.subnormal} become subnormal in "
+            f"{audit.target_dtype} ({row.flushed_fraction + row.subnormal_fraction:.1%} of {row.values}, "
+            f"above the {audit.underflow_threshold:.0%} threshold)"
+        ),
+    )

@@ -10,7 +10,11 @@ from mpdoctor.registry import define_rule, trace_check
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
-    "MP304", "checkpoint-unmatched", "info", "TA", False,
+    "MP304",
+    "checkpoint-unmatched",
+    "info",
+    "TA",
+    False,
     summary="Variables with no checkpoint value, or checkpoint values matching no variable, in a traced restore.",
     what="""
         Trace pass: for each restore the run makes (TF2 `tf.train.Checkpoint.restore/read`, tf_keras
@@ -50,17 +54,27 @@ def trace_checkpoint_unmatched(facts: Facts, ctx: TraceContext) -> Iterable[Diag
             continue
         parts = []
         if missing:
-            parts.append(f"{missing} variable{'s' if missing > 1 else ''} got no value and keep their initial "
-                         f"values ({_some(unmatched.variable_names, missing)})")
+            parts.append(
+                f"{missing} variable{'s' if missing > 1 else ''} got no value and keep their initial "
+                f"values ({_some(unmatched.variable_names, missing)})"
+            )
         if unused:
-            parts.append(f"{unused} checkpoint value{'s' if unused > 1 else ''} matched no "
-                         f"{'object' if unmatched.kind == 'object' else 'variable of the Saver'} "
-                         f"({_some(unmatched.unused_value_names, unused)})")
-        hint = ("align the names: the checkpoint's object path (attribute names given to tf.train.Checkpoint, layer "
-                "structure) must match the model's" if unmatched.kind == "object" else
-                "align the variable names (scopes) with the checkpoint's keys, or pass var_list")
-        found.append(ctx.diagnostic("MP304", restore.location or restore.anchor,
-                                    f"{restore.call_text}: {'; '.join(parts)}; {hint}"))
+            parts.append(
+                f"{unused} checkpoint value{'s' if unused > 1 else ''} matched no "
+                f"{'object' if unmatched.kind == 'object' else 'variable of the Saver'} "
+                f"({_some(unmatched.unused_value_names, unused)})"
+            )
+        hint = (
+            "align the names: the checkpoint's object path (attribute names given to tf.train.Checkpoint, layer "
+            "structure) must match the model's"
+            if unmatched.kind == "object"
+            else "align the variable names (scopes) with the checkpoint's keys, or pass var_list"
+        )
+        found.append(
+            ctx.diagnostic(
+                "MP304", restore.location or restore.anchor, f"{restore.call_text}: {'; '.join(parts)}; {hint}"
+            )
+        )
     return found
 
 

@@ -22,7 +22,11 @@ from mpdoctor.static.topology import (
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
-    "MP401", "float16-output-activation", "error", "ST", True,
+    "MP401",
+    "float16-output-activation",
+    "error",
+    "ST",
+    True,
     summary="A model output is a softmax / sigmoid / log_softmax / exp computed in float16.",
     what="""
         A model output is produced by softmax, sigmoid, log_softmax or exp (a `Softmax` layer, an `Activation`
@@ -81,7 +85,11 @@ define_rule(
 )
 
 define_rule(
-    "MP402", "float16-model-output", "warning", "T", True,
+    "MP402",
+    "float16-model-output",
+    "warning",
+    "T",
+    True,
     summary="A model output tensor is float16 (loss and metrics then run in float16).",
     what="""
         The trace pass builds the model and finds an output tensor whose dtype is float16 or bfloat16 that MP401
@@ -123,8 +131,11 @@ def _wrapped_layer(ctx: StaticContext, layer: LayerRecord) -> LayerRecord | None
     """The inner layer of `TimeDistributed(Dense(...))`."""
     if layer.custom or layer.kind not in _WRAPPERS:
         return None
-    inner = layer.node.args[0] if layer.node.args else next(
-        (k.value for k in layer.node.keywords if k.arg == "layer"), None)
+    inner = (
+        layer.node.args[0]
+        if layer.node.args
+        else next((k.value for k in layer.node.keywords if k.arg == "layer"), None)
+    )
     return ctx.layer_instance(inner) if inner is not None else None
 
 
@@ -161,9 +172,10 @@ def _check_output_layer(ctx: StaticContext, layer: LayerRecord, how: str) -> Ite
             edits += ctx.add_keyword_fix(part.node, "dtype", '"float32"', "").edits
     where = f"{target.kind} inside {layer.kind}" if inner is not None else target.kind
     yield ctx.diagnostic(
-        "MP401", target.node,
+        "MP401",
+        target.node,
         f"model output {where} ({how}) computes {activation} in {compute_dtype(policy)} under {policy}, "
-        f"{_consequence(compute_dtype(policy), activation)}; set dtype=\"float32\" on "
+        f'{_consequence(compute_dtype(policy), activation)}; set dtype="float32" on '
         + ("both layers" if inner is not None else "it"),
         confidence=policy_confidence(policies),
         fix=Fix(f"compute the output {where} in float32", tuple(sorted(edits, key=lambda e: (e.line, e.column)))),
@@ -177,8 +189,11 @@ def _explicit_float32(ctx: StaticContext, layer: LayerRecord) -> bool:
 def _consequence(dtype: str, activation: str) -> str:
     """What goes wrong, as measured on TF 2.21 (see the MP401 docs)."""
     if dtype == "bfloat16":
-        return ("so with ~3 significant digits probabilities round to exactly 0 or 1 (bfloat16 sigmoid(6) is 1.0)"
-                if activation != "exp" else "so the result keeps only ~3 significant digits")
+        return (
+            "so with ~3 significant digits probabilities round to exactly 0 or 1 (bfloat16 sigmoid(6) is 1.0)"
+            if activation != "exp"
+            else "so the result keeps only ~3 significant digits"
+        )
     return {
         "softmax": "so logits beyond 65504 give NaN and probabilities below 6e-8 flush to 0",
         "log_softmax": "so logits beyond 65504 give NaN and log-probabilities keep only ~3 significant digits",
@@ -192,8 +207,7 @@ def _check_output_op(ctx: StaticContext, op: ast.Call, how: str) -> Iterable[Dia
     in_call_method = _in_call_method(ctx, op)
     if ctx.is_keras3 and name.startswith("tf.") and not in_call_method:
         return  # Keras 3 functional models reject TF ops on KerasTensors: the model does not build at all
-    arg = op.args[0] if op.args else next((k.value for k in op.keywords if k.arg in ("x", "logits", "features")),
-                                          None)
+    arg = op.args[0] if op.args else next((k.value for k in op.keywords if k.arg in ("x", "logits", "features")), None)
     sources = tensor_sources(ctx, arg, how, 0, frozenset()) if arg is not None else []
     layers = [s.layer for s in sources if isinstance(s.layer, LayerRecord)]
     if len(layers) != 1 or len(sources) != 1:
@@ -205,14 +219,20 @@ def _check_output_op(ctx: StaticContext, op: ast.Call, how: str) -> Iterable[Dia
         return
     fix = None
     if not producer.custom:
-        fix = ctx.add_keyword_fix(producer.node, "dtype", '"float32"',
-                                  f"compute {producer.kind} in float32 so {name.rsplit('.', 1)[-1]} gets float32")
+        fix = ctx.add_keyword_fix(
+            producer.node,
+            "dtype",
+            '"float32"',
+            f"compute {producer.kind} in float32 so {name.rsplit('.', 1)[-1]} gets float32",
+        )
     yield ctx.diagnostic(
-        "MP401", op,
+        "MP401",
+        op,
         f"model output {name} ({how}) runs in {compute_dtype(policy)}: it gets the {compute_dtype(policy)} output of "
         f"{producer.kind} under {policy}, {_consequence(compute_dtype(policy), activation_op(ctx, op) or 'softmax')}; "
-        f"set dtype=\"float32\" on that {producer.kind}",
-        confidence=policy_confidence(policies), fix=fix,
+        f'set dtype="float32" on that {producer.kind}',
+        confidence=policy_confidence(policies),
+        fix=fix,
     )
 
 
@@ -233,10 +253,11 @@ def _check_application(ctx: StaticContext, call: ast.Call) -> Iterable[Diagnosti
     if policy is None:
         return
     yield ctx.diagnostic(
-        "MP401", call,
+        "MP401",
+        call,
         f"{arch} with include_top=True ends in a {act} Dense ('predictions') computed in {compute_dtype(policy)} under "
         f"{policy}; use include_top=False with your own float32 output layer, or classifier_activation=None "
-        f"followed by Activation(\"{act}\", dtype=\"float32\")",
+        f'followed by Activation("{act}", dtype="float32")',
         confidence=policy_confidence(policies),
     )
 
@@ -245,8 +266,12 @@ _UNKNOWN = object()
 # Positional index of include_top where it is not the first parameter (Keras 2, Keras 3). Anything with more
 # positional arguments than the index of classifier_activation (>= 6 everywhere) is left alone.
 _INCLUDE_TOP_POSITION = {
-    "MobileNet": (4, 4), "MobileNetV2": (2, 2), "MobileNetV3Small": (3, 3), "MobileNetV3Large": (3, 3),
-    "NASNetMobile": (1, 1), "NASNetLarge": (1, 1),
+    "MobileNet": (4, 4),
+    "MobileNetV2": (2, 2),
+    "MobileNetV3Small": (3, 3),
+    "MobileNetV3Large": (3, 3),
+    "NASNetMobile": (1, 1),
+    "NASNetLarge": (1, 1),
     **{f"ConvNeXt{s}": (1, 0) for s in ("Tiny", "Small", "Base", "Large", "XLarge")},
 }
 
@@ -268,8 +293,11 @@ def _application_argument(ctx: StaticContext, call: ast.Call, param: str, arch: 
 
 def _in_call_method(ctx: StaticContext, node: ast.AST) -> bool:
     function = ctx.enclosing_function(node)
-    return (function is not None and function.name == "call"  # type: ignore[attr-defined]
-            and ctx.enclosing_class(function) is not None)
+    return (
+        function is not None
+        and function.name == "call"  # type: ignore[attr-defined]
+        and ctx.enclosing_class(function) is not None
+    )
 
 
 @trace_check("MP401", "MP402")
@@ -289,15 +317,27 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
                 continue
             fix = ctx.float32_fix(node.created_at, (node.class_name,), 'set dtype="float32" on the output layer')
             if activation:
-                found.append(ctx.diagnostic(
-                    "MP401", node.created_at, f"output `{node.id}` of model `{model.name}` is a "
-                    f"{activation} computed in {dtype} (policy \"{node.policy}\"): logits beyond 65504 "
-                    f"give NaN and probabilities below 6e-8 flush to 0; set dtype=\"float32\" on this layer",
-                    layer=node.id, fix=fix))
+                found.append(
+                    ctx.diagnostic(
+                        "MP401",
+                        node.created_at,
+                        f"output `{node.id}` of model `{model.name}` is a "
+                        f'{activation} computed in {dtype} (policy "{node.policy}"): logits beyond 65504 '
+                        f'give NaN and probabilities below 6e-8 flush to 0; set dtype="float32" on this layer',
+                        layer=node.id,
+                        fix=fix,
+                    )
+                )
             else:
-                found.append(ctx.diagnostic(
-                    "MP402", node.created_at, f"output `{node.id}` of model `{model.name}` is {dtype}: "
-                    f"the loss and metrics are then computed in {dtype}; end the model with "
-                    f"Activation(\"linear\", dtype=\"float32\") or give this layer dtype=\"float32\"",
-                    layer=node.id, fix=fix))
+                found.append(
+                    ctx.diagnostic(
+                        "MP402",
+                        node.created_at,
+                        f"output `{node.id}` of model `{model.name}` is {dtype}: "
+                        f"the loss and metrics are then computed in {dtype}; end the model with "
+                        f'Activation("linear", dtype="float32") or give this layer dtype="float32"',
+                        layer=node.id,
+                        fix=fix,
+                    )
+                )
     return found

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.schema import Facts
@@ -37,7 +37,11 @@ from mpdoctor.trace.context import TraceContext
 from mpdoctor.trace.user_code import downgrade, unsafe_constants, user_layers
 
 define_rule(
-    "MP403", "float16-unsafe-constant", "error", "ST", True,
+    "MP403",
+    "float16-unsafe-constant",
+    "error",
+    "ST",
+    True,
     summary="A literal that float16 cannot represent (-1e9, 1e-12) is used in float16 user code.",
     what="""
         A float literal that float16 cannot hold is used in the float16 computation of your own code: the `call`
@@ -112,7 +116,8 @@ define_rule(
         `super().__init__` in `__init__`) or a Lambda the value is chosen from the dtype, so float32 code keeps its
         constant: `(-1e4 if self.compute_dtype == "float16" else -1e9)` / `t.dtype` (a safe fix). Elsewhere (module
         constants, default arguments) the plain replacement changes the number everywhere: marked unsafe, review
-        it. `-65504` (`tf.float16.min`) is NOT used, because adding it to a negative score overflows again. Where an epsilon divides (`x / (norm + eps)`), prefer `1e-4` or up, since `1 / 1e-7`
+        it. `-65504` (`tf.float16.min`) is NOT used, because adding it to a negative score overflows again. Where
+        an epsilon divides (`x / (norm + eps)`), prefer `1e-4` or up, since `1 / 1e-7`
         overflows float16; where you need the exact value, compute that part in float32 instead (cast in, cast
         out). Large positive literals get no automatic fix.
         """,
@@ -232,8 +237,13 @@ def _literal_definitions(ctx: StaticContext, regions: list[Region]) -> dict[ast.
                 bound = _bound_literal(ctx, region, node)
                 if bound is not None:
                     note(bound, region, node)
-            elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
-                  and isinstance(node.value, ast.Name) and node.value.id == "self" and region.cls is not None):
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Load)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+                and region.cls is not None
+            ):
                 bound = _self_literal(ctx, region.cls, node)
                 if bound is not None:
                     note(bound, region, node)
@@ -260,8 +270,10 @@ def _bound_literal(ctx: StaticContext, region: Region, name: ast.Name) -> ast.AS
     if local:
         args = region.function.args  # type: ignore[attr-defined]
         positional = [*args.posonlyargs, *args.args]
-        defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
-        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+        defaults = dict(
+            zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults, strict=True)
+        )
+        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
         return _literal_value(defaults.get(name.id))
     return _literal_value(ctx.module_constants.get(name.id))
 
@@ -271,8 +283,13 @@ def _self_literal(ctx: StaticContext, cls: ast.ClassDef, attr: ast.Attribute) ->
     for node in ast.walk(cls):
         if not isinstance(node, ast.Assign):
             continue
-        if not any(isinstance(t, ast.Attribute) and t.attr == attr.attr and isinstance(t.value, ast.Name)
-                   and t.value.id == "self" for t in node.targets):
+        if not any(
+            isinstance(t, ast.Attribute)
+            and t.attr == attr.attr
+            and isinstance(t.value, ast.Name)
+            and t.value.id == "self"
+            for t in node.targets
+        ):
             continue
         literal = _literal_value(node.value)
         if literal is not None:
@@ -282,9 +299,12 @@ def _self_literal(ctx: StaticContext, cls: ast.ClassDef, attr: ast.Attribute) ->
             if fn is not None:
                 args = fn.args  # type: ignore[attr-defined]
                 positional = [*args.posonlyargs, *args.args]
-                defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]],
-                                    args.defaults))
-                defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+                defaults = dict(
+                    zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults, strict=True)
+                )
+                defaults.update(
+                    {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
+                )
                 return _literal_value(defaults.get(node.value.id))
             return _literal_value(ctx.module_constants.get(node.value.id))
         return None
@@ -302,10 +322,15 @@ def _mp403_fix(ctx: StaticContext, literal: ast.AST, value: float, problem: str)
     if dtype is not None:  # the value changes only where it was broken: float32 code keeps its constant
         original = ctx.segment(literal)
         chosen = f'({replacement} if {dtype} == "float16" else {original})'
-        return Fix(f"use `{replacement}` when `{dtype}` is float16 ({why}), `{original}` otherwise",
-                   (ctx.edit(literal, chosen),))
-    return Fix(f"replace `{ctx.segment(literal)}` by `{replacement}` ({why})", (ctx.edit(literal, replacement),),
-               applicability="unsafe")
+        return Fix(
+            f"use `{replacement}` when `{dtype}` is float16 ({why}), `{original}` otherwise",
+            (ctx.edit(literal, chosen),),
+        )
+    return Fix(
+        f"replace `{ctx.segment(literal)}` by `{replacement}` ({why})",
+        (ctx.edit(literal, replacement),),
+        applicability="unsafe",
+    )
 
 
 def _float16_guarded(ctx: StaticContext, literal: ast.AST) -> bool:
@@ -314,9 +339,16 @@ def _float16_guarded(ctx: StaticContext, literal: ast.AST) -> bool:
     if not isinstance(parent, ast.IfExp) or parent.orelse is not literal:
         return False
     test = parent.test
-    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) and any(
-        isinstance(side, ast.Constant) and side.value == "float16" or
-        isinstance(side, ast.Attribute) and side.attr == "float16" for side in (test.left, *test.comparators))
+    return (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Eq)
+        and any(
+            (isinstance(side, ast.Constant) and side.value == "float16")
+            or (isinstance(side, ast.Attribute) and side.attr == "float16")
+            for side in (test.left, *test.comparators)
+        )
+    )
 
 
 def _dtype_at(ctx: StaticContext, literal: ast.AST) -> str | None:
@@ -332,13 +364,23 @@ def _dtype_at(ctx: StaticContext, literal: ast.AST) -> str | None:
     if isinstance(node, ast.Lambda):
         return f"{params[0]}.dtype" if params else None
     cls = ctx.enclosing_class(node)
-    if cls is None or cls.name not in ctx.custom_layer_classes or ctx.parents.get(node) is not cls \
-            or not params or params[0] != "self":
+    if (
+        cls is None
+        or cls.name not in ctx.custom_layer_classes
+        or ctx.parents.get(node) is not cls
+        or not params
+        or params[0] != "self"
+    ):
         return None
     if node.name == "__init__" and not any(
-            isinstance(c.func, ast.Attribute) and c.func.attr == "__init__" and isinstance(c.func.value, ast.Call)
-            and getattr(c.func.value.func, "id", None) == "super" and c.lineno < literal.lineno
-            for c in ctx.walk_scope(node) if isinstance(c, ast.Call)):
+        isinstance(c.func, ast.Attribute)
+        and c.func.attr == "__init__"
+        and isinstance(c.func.value, ast.Call)
+        and getattr(c.func.value.func, "id", None) == "super"
+        and c.lineno < literal.lineno
+        for c in ctx.walk_scope(node)
+        if isinstance(c, ast.Call)
+    ):
         return None
     return "self.compute_dtype"
 
@@ -370,16 +412,26 @@ def unsafe_constant_findings(ctx: StaticContext) -> Iterator[tuple[Diagnostic, s
         region, use, found = next(h for h in hits if h[2].confidence == confidence)
         text = render(ctx, literal)
         if problem == OVERFLOW:
-            what = (f"`{text}` overflows float16 (max 65504) and becomes {'-' if definition.value < 0 else ''}inf "
-                    "(masked values turn into NaN)")
+            what = (
+                f"`{text}` overflows float16 (max 65504) and becomes {'-' if definition.value < 0 else ''}inf "
+                "(masked values turn into NaN)"
+            )
         else:
             what = f"`{text}` underflows float16 (smallest subnormal 5.96e-8) and becomes 0, so it guards nothing"
         lines = sorted({u.lineno for _, u, _ in hits})
         where = f"in the float16 computation of {region.where} (policy {region.float16_policy})"
         if literal is not use or len(lines) > 1 or lines[0] != literal.lineno:
             where += f", used on line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
-        yield ctx.diagnostic("MP403", literal, f"{what} {where}", confidence=confidence,
-                             fix=_mp403_fix(ctx, literal, definition.value, problem)), set(lines)
+        yield (
+            ctx.diagnostic(
+                "MP403",
+                literal,
+                f"{what} {where}",
+                confidence=confidence,
+                fix=_mp403_fix(ctx, literal, definition.value, problem),
+            ),
+            set(lines),
+        )
 
 
 # ---------------------------------------------------------------- trace forms
@@ -401,17 +453,22 @@ def trace_unsafe_constants(facts: Facts, ctx: TraceContext) -> Iterable[Diagnost
         if line in used:
             continue
         what = "overflows to -inf/inf" if problem == "overflow" else "underflows to 0"
-        found.append(ctx.diagnostic(
-            "MP403", ctx.at_line(line),
-            f"a literal on this line {what} in float16: the traced graph of `{layer.id}` ({layer.class_name}) "
-            f"feeds it to `{constant.op}` as {constant.value}; use a float16-safe value (-1e4, 1e-7) or "
-            f"compute this part in float32", layer=layer.id))
+        found.append(
+            ctx.diagnostic(
+                "MP403",
+                ctx.at_line(line),
+                f"a literal on this line {what} in float16: the traced graph of `{layer.id}` ({layer.class_name}) "
+                f"feeds it to `{constant.op}` as {constant.value}; use a float16-safe value (-1e4, 1e-7) or "
+                f"compute this part in float32",
+                layer=layer.id,
+            )
+        )
     return found
 
 
 @static_verdicts("MP403")
 def verdicts(facts: Facts, ctx: TraceContext) -> dict:
-    """"confirm" when a use line holds the offending float16 constant in the traced graph of a user layer;
+    """ "confirm" when a use line holds the offending float16 constant in the traced graph of a user layer;
     "downgrade" when every use line lies in traced float16 user code that computes nothing in float16 there."""
     layers = user_layers(facts)
     if not layers or ctx.static is None:
@@ -423,8 +480,11 @@ def verdicts(facts: Facts, ctx: TraceContext) -> dict:
         hits = [constants[k] for k in sorted(constants) if k[0] in uses]
         if hits:
             layer, constant = hits[0]
-            found[key] = ("confirm", f"trace: the float16 graph of `{layer.id}` holds the value as {constant.value} "
-                                     f"in `{constant.op}` on line {constant.line}")
+            found[key] = (
+                "confirm",
+                f"trace: the float16 graph of `{layer.id}` holds the value as {constant.value} "
+                f"in `{constant.op}` on line {constant.line}",
+            )
         elif (verdict := downgrade(layers, uses)) is not None:
             found[key] = verdict
     return found

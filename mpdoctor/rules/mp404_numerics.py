@@ -19,7 +19,11 @@ DEFAULT_THRESHOLD = 0.05
 BFLOAT16_SCALE = 8.0
 
 define_rule(
-    "MP404", "non-finite-activation", "error", "T", False,
+    "MP404",
+    "non-finite-activation",
+    "error",
+    "T",
+    False,
     summary="A layer output becomes inf/NaN under the float16 policy but stays finite in float32.",
     what="""
         The trace pass runs a sample batch through the model twice, once under the file's float16 policy and
@@ -58,7 +62,11 @@ define_rule(
 )
 
 define_rule(
-    "MP405", "precision-divergence", "warning", "T", False,
+    "MP405",
+    "precision-divergence",
+    "warning",
+    "T",
+    False,
     summary="Layer-wise float16 vs float32 relative error on a sample batch exceeds a threshold.",
     what="""
         The trace pass compares every layer's output between a float16-policy run and a float32 run with the same
@@ -129,14 +137,19 @@ def trace_non_finite(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
             op = f" (first non-finite op: `{culprit.op}`)"
         elif culprit is not None and culprit.id == first.id and culprit.inputs_finite is False:
             op = " (its input is already non-finite: it comes from an operation outside any layer)"
-        later = sum(1 for row in record.layers[record.layers.index(first) + 1:] if not row.finite)
-        found.append(ctx.diagnostic(
-            "MP404", _where(ctx, _node(model.graph, first.id)),
-            f"layer `{first.id}` ({first.class_name}) of model `{model.name}` outputs inf/NaN under "
-            f"{record.dtype}{op} while float32 with the same weights stays finite (max |x| "
-            f"{_number(first.max_abs_reference)}) on a sample batch of {record.batch_size}; "
-            f"{later} later layer{'s' if later != 1 else ''} inherit{'s' if later == 1 else ''} it. Compute this "
-            f"layer in float32 (dtype=\"float32\") or make its math float16-safe", layer=first.id))
+        later = sum(1 for row in record.layers[record.layers.index(first) + 1 :] if not row.finite)
+        found.append(
+            ctx.diagnostic(
+                "MP404",
+                _where(ctx, _node(model.graph, first.id)),
+                f"layer `{first.id}` ({first.class_name}) of model `{model.name}` outputs inf/NaN under "
+                f"{record.dtype}{op} while float32 with the same weights stays finite (max |x| "
+                f"{_number(first.max_abs_reference)}) on a sample batch of {record.batch_size}; "
+                f"{later} later layer{'s' if later != 1 else ''} inherit{'s' if later == 1 else ''} it. Compute this "
+                f'layer in float32 (dtype="float32") or make its math float16-safe',
+                layer=first.id,
+            )
+        )
     return found
 
 
@@ -164,15 +177,20 @@ def trace_precision_divergence(facts: Facts, ctx: TraceContext) -> Iterable[Diag
             if error is None or error <= threshold or (row.max_abs_reference or 0.0) < floor:
                 continue
             before = _input_error(model.graph, rows, row.id)
-            after = [r for r in rows[index + 1:stop] if (r.relative_error or 0.0) > threshold]
+            after = [r for r in rows[index + 1 : stop] if (r.relative_error or 0.0) > threshold]
             final = rows[stop - 1].relative_error if stop else None
-            found.append(ctx.diagnostic(
-                "MP405", _where(ctx, _node(model.graph, row.id)),
-                f"layer `{row.id}` ({row.class_name}) of model `{model.name}` differs from float32 by "
-                f"{error:.2%} of its range under {record.dtype} (inputs: {_percent(before)}; threshold "
-                f"{threshold:.2%}); {len(after)} later layer{'s' if len(after) != 1 else ''} stay above it, "
-                f"the last layer by {_percent(final)}. Keep this layer in float32 (dtype=\"float32\") or use a "
-                f"numerically stable formulation", layer=row.id))
+            found.append(
+                ctx.diagnostic(
+                    "MP405",
+                    _where(ctx, _node(model.graph, row.id)),
+                    f"layer `{row.id}` ({row.class_name}) of model `{model.name}` differs from float32 by "
+                    f"{error:.2%} of its range under {record.dtype} (inputs: {_percent(before)}; threshold "
+                    f"{threshold:.2%}); {len(after)} later layer{'s' if len(after) != 1 else ''} stay above it, "
+                    f'the last layer by {_percent(final)}. Keep this layer in float32 (dtype="float32") or use a '
+                    f"numerically stable formulation",
+                    layer=row.id,
+                )
+            )
             break
     return found
 

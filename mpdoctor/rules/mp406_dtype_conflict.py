@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import LOW_PRECISION, compute_dtype
@@ -44,7 +44,11 @@ from mpdoctor.tf_messages import (
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
-    "MP406", "dtype-conflict-in-layer", "error", "ST", True,
+    "MP406",
+    "dtype-conflict-in-layer",
+    "error",
+    "ST",
+    True,
     summary="Hard-coded float32 (constant, variable, random, cast, floatx) meets the float16 compute dtype.",
     what="""
         In float16 user code (a custom layer's `call` and its `self.` helpers, or a `Lambda` function), a value that
@@ -107,8 +111,9 @@ define_rule(
 def _combinations(ctx: StaticContext, region: Region) -> Iterator[tuple[ast.AST, list[ast.AST]]]:
     """Points where tensors meet: arithmetic operators and TF / keras.ops math calls, with their operands."""
     for node in ctx.walk_scope(region.function):
-        if isinstance(node, ast.BinOp) and not isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor,
-                                                                     ast.LShift, ast.RShift)):
+        if isinstance(node, ast.BinOp) and not isinstance(
+            node.op, (ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift)
+        ):
             yield node, [node.left, node.right]
         elif isinstance(node, ast.AugAssign):
             yield node, [node.target, node.value]
@@ -136,8 +141,9 @@ def _mp406_fix(ctx: StaticContext, region: Region, origin: ast.AST) -> Fix | Non
         return None
     name = ctx.call_name(origin)
     if isinstance(origin.func, ast.Attribute) and origin.func.attr in WEIGHT_MAKERS:
-        return ctx.add_keyword_fix(origin, "dtype", "self.compute_dtype" if region.cls else target,
-                                   "create the weight in the compute dtype")
+        return ctx.add_keyword_fix(
+            origin, "dtype", "self.compute_dtype" if region.cls else target, "create the weight in the compute dtype"
+        )
     if name in CAST:
         dtype = origin.args[1] if len(origin.args) > 1 else keyword_value(origin, "dtype")
         if dtype is None:
@@ -166,8 +172,11 @@ def _mp406_fix(ctx: StaticContext, region: Region, origin: ast.AST) -> Fix | Non
         if init is None or keyword_value(origin, "dtype") is not None:
             return None
         cast = ctx.segment(origin.func).rsplit(".", 1)[0] + ".cast"
-        return Fix(f"create it in `{target}`", (ctx.edit(init, f"{cast}({ctx.segment(init)}, {target})"),),
-                   applicability="unsafe")
+        return Fix(
+            f"create it in `{target}`",
+            (ctx.edit(init, f"{cast}({ctx.segment(init)}, {target})"),),
+            applicability="unsafe",
+        )
     fix = ctx.add_keyword_fix(origin, "dtype", target, f"create it with dtype `{target}`")
     if name in ("tf.Variable", "keras.Variable"):
         return Fix(fix.description, fix.edits, applicability="unsafe")
@@ -181,8 +190,12 @@ def _describe_origin(ctx: StaticContext, region: Region, origin: ast.AST) -> str
         return f"the float32 weight `{short}` (policy {region.low_policy} does not autocast it)"
     if name in CAST:
         dtype = origin.args[1] if len(origin.args) > 1 else keyword_value(origin, "dtype")
-        if isinstance(dtype, ast.Attribute) and dtype.attr in ("dtype", "variable_dtype", "_dtype") and isinstance(
-                dtype.value, ast.Name) and dtype.value.id == "self":
+        if (
+            isinstance(dtype, ast.Attribute)
+            and dtype.attr in ("dtype", "variable_dtype", "_dtype")
+            and isinstance(dtype.value, ast.Name)
+            and dtype.value.id == "self"
+        ):
             return f"`{short}` (self.dtype is the variable dtype, float32 under {region.low_policy})"
         if isinstance(dtype, ast.Call):
             return f"`{short}` (floatx() stays float32 under {region.low_policy})"
@@ -215,17 +228,27 @@ def check_dtype_conflicts(ctx: StaticContext) -> Iterable[Diagnostic]:
                 continue
             reported.add(origin)
             name = ctx.call_name(point) if isinstance(point, ast.Call) else None
-            upcast = (ctx.is_keras3 and (bool(name and name.startswith("keras.ops.")) or f32[0].upcast)
-                      and not (isinstance(point, (ast.BinOp, ast.AugAssign)) and not f32[0].upcast))
-            effect = (f"Keras 3 silently promotes the result to float32, so {region.where} stops computing in {low}"
-                      if upcast else f"TensorFlow raises a dtype mismatch (expected {'half' if low == 'float16' else low}"
-                      f", got float)")
+            upcast = (
+                ctx.is_keras3
+                and (bool(name and name.startswith("keras.ops.")) or f32[0].upcast)
+                and not (isinstance(point, (ast.BinOp, ast.AugAssign)) and not f32[0].upcast)
+            )
+            effect = (
+                f"Keras 3 silently promotes the result to float32, so {region.where} stops computing in {low}"
+                if upcast
+                else f"TensorFlow raises a dtype mismatch (expected {'half' if low == 'float16' else low}, got float)"
+            )
             line = f"on line {point.lineno}" if point.lineno != origin.lineno else "there"
-            message = (f"{_describe_origin(ctx, region, origin)} meets the {low} tensors of {region.where} {line}: "
-                       f"{effect}")
-            yield ctx.diagnostic("MP406", origin, message,
-                                 confidence=Confidence.HIGH if not upcast else Confidence.MEDIUM,
-                                 fix=_mp406_fix(ctx, region, origin))
+            message = (
+                f"{_describe_origin(ctx, region, origin)} meets the {low} tensors of {region.where} {line}: {effect}"
+            )
+            yield ctx.diagnostic(
+                "MP406",
+                origin,
+                message,
+                confidence=Confidence.HIGH if not upcast else Confidence.MEDIUM,
+                fix=_mp406_fix(ctx, region, origin),
+            )
 
 
 @trace_check("MP406")
@@ -243,23 +266,38 @@ def trace_dtype_conflict(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic
         where = ctx.at_line(cls.lineno)
     name = f"layer `{record.class_name}`" if record else "a layer"
     op = f" in {verdict['op']}" if verdict.get("op") else ""
-    return [ctx.diagnostic("MP406", where, f"{name} mixes float16 and float32{op} and raised when the model ran: "
-                           f"{first_message_line(exception.message)}; use self.compute_dtype / inputs.dtype "
-                           f"instead of hard-coded float32", layer=record.name if record else None)]
+    return [
+        ctx.diagnostic(
+            "MP406",
+            where,
+            f"{name} mixes float16 and float32{op} and raised when the model ran: "
+            f"{first_message_line(exception.message)}; use self.compute_dtype / inputs.dtype "
+            f"instead of hard-coded float32",
+            layer=record.name if record else None,
+        )
+    ]
 
 
 # ---------------------------------------------------------------- what TensorFlow says when it happens
 
-_INPUT_OF_OP = re.compile(rf"Input '(\w+)' of '(\w+)' Op has type ({DTYPE}) that does not match type "
-                          rf"({DTYPE}) of argument '(\w+)'")
-_LIST_OF_OP = re.compile(r"Tensors in list passed to '(\w+)' of '(\w+)' Op have types \[([^\]]*)\] "
-                         r"that don't all match")
-_CONVERSION = re.compile(rf"(?:(\w+): )?Tensor conversion requested dtype ({DTYPE}) for Tensor with dtype "
-                         rf"({DTYPE})")
+_INPUT_OF_OP = re.compile(
+    rf"Input '(\w+)' of '(\w+)' Op has type ({DTYPE}) that does not match type "
+    rf"({DTYPE}) of argument '(\w+)'"
+)
+_LIST_OF_OP = re.compile(
+    r"Tensors in list passed to '(\w+)' of '(\w+)' Op have types \[([^\]]*)\] "
+    r"that don't all match"
+)
+_CONVERSION = re.compile(
+    rf"(?:(\w+): )?Tensor conversion requested dtype ({DTYPE}) for Tensor with dtype "
+    rf"({DTYPE})"
+)
 # tf.experimental.numpy / math_ops dtype checks: "`x` and `y` must have the same dtype, got tf.float16 != tf.float32."
 _SAME_DTYPE = re.compile(rf"must have the same dtype, got ({DTYPE}) != ({DTYPE})")
-_LOOSE_EXPECTED = re.compile(rf"\bexpected (?:an? )?({DTYPE}) (?:tensor )?but (?:is|got|received) (?:an? )?"
-                             rf"({DTYPE})\b")
+_LOOSE_EXPECTED = re.compile(
+    rf"\bexpected (?:an? )?({DTYPE}) (?:tensor )?but (?:is|got|received) (?:an? )?"
+    rf"({DTYPE})\b"
+)
 
 
 def _mp406(op, expected: str, received: str, pattern: str, **extra) -> dict | None:
@@ -276,20 +314,24 @@ def dtype_conflict_message(message: str) -> dict | None:
     "dtypes" for list inputs such as ConcatV2)."""
     match = CANNOT_COMPUTE.search(message)
     if match and not FUNCTION_OP.search(match.group(1)):
-        return _mp406(match.group(1), match.group(3), match.group(4), "cannot_compute",
-                      input_index=int(match.group(2)))
+        return _mp406(match.group(1), match.group(3), match.group(4), "cannot_compute", input_index=int(match.group(2)))
     match = _INPUT_OF_OP.search(message)
     if match:
-        return _mp406(match.group(2), match.group(4), match.group(3), "input_type_mismatch",
-                      input=match.group(1), argument=match.group(5))
+        return _mp406(
+            match.group(2),
+            match.group(4),
+            match.group(3),
+            "input_type_mismatch",
+            input=match.group(1),
+            argument=match.group(5),
+        )
     match = _LIST_OF_OP.search(message)
     if match:
         dtypes = [dtype_name(part) for part in match.group(3).split(",") if part.strip()]
         low = [dtype for dtype in dtypes if dtype in LOW_PRECISION]
         other = [dtype for dtype in dtypes if dtype not in LOW_PRECISION]
         if low and other:
-            return _mp406(match.group(2), low[0], other[0], "list_types_mismatch", input=match.group(1),
-                          dtypes=dtypes)
+            return _mp406(match.group(2), low[0], other[0], "list_types_mismatch", input=match.group(1), dtypes=dtypes)
         return None
     match = _CONVERSION.search(message)
     if match:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.schema import Facts
@@ -27,7 +27,11 @@ from mpdoctor.trace.context import TraceContext
 from mpdoctor.trace.user_code import downgrade, unsafe_ops, user_layers
 
 define_rule(
-    "MP407", "unsafe-op-in-float16", "warning", "ST", False,
+    "MP407",
+    "unsafe-op-in-float16",
+    "warning",
+    "ST",
+    False,
     summary="Overflow-prone op (exp, pow, square, sum/mean, log, softmax cross-entropy) on float16 in user code.",
     what="""
         An op that TensorFlow's own automatic-mixed-precision rewrite refuses to run in float16 (its DENY list, in
@@ -87,9 +91,13 @@ define_rule(
 _EXP = {"exp", "expm1"}
 _POW = {"pow", "power", "square", "l2_loss"}
 _REDUCE = {"reduce_sum", "reduce_mean", "sum", "mean"}
-_CROSS_ENTROPY = {"softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits_v2",
-                  "sparse_softmax_cross_entropy_with_logits", "categorical_crossentropy",
-                  "sparse_categorical_crossentropy"}
+_CROSS_ENTROPY = {
+    "softmax_cross_entropy_with_logits",
+    "softmax_cross_entropy_with_logits_v2",
+    "sparse_softmax_cross_entropy_with_logits",
+    "categorical_crossentropy",
+    "sparse_categorical_crossentropy",
+}
 _LOG = {"log"}
 _OP_PREFIXES = ("tf.", "tf.math.", "tf.nn.", "keras.ops.", "keras.ops.numpy.", "keras.ops.nn.", "keras.backend.")
 
@@ -115,13 +123,14 @@ def _guarded_log_argument(flow: Flow, expr: ast.AST, depth: int = 0) -> bool:
         return False
     if isinstance(expr, ast.Name):
         value, _ = flow.binding(expr)
-        return value is not None and not isinstance(value, ast.AugAssign) and _guarded_log_argument(
-            flow, value, depth + 1)
+        return (
+            value is not None and not isinstance(value, ast.AugAssign) and _guarded_log_argument(flow, value, depth + 1)
+        )
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
         for side in (expr.left, expr.right):
             value = number(side)
             if value is None and isinstance(side, ast.Name):
-                bound, local = flow.binding(side)
+                bound, _local = flow.binding(side)
                 value = number(bound if bound is not None else flow.ctx.module_constants.get(side.id))
             if value is None and isinstance(side, ast.Attribute):
                 return True  # `self.eps`: a guard (MP403 judges its value)
@@ -130,8 +139,10 @@ def _guarded_log_argument(flow: Flow, expr: ast.AST, depth: int = 0) -> bool:
         return False
     if isinstance(expr, ast.Call):
         name = flow.ctx.call_name(expr) or ""
-        return last_part(name) in ("maximum", "clip_by_value", "clip", "softplus", "sigmoid", "add") or last_part(
-            name) == "epsilon"
+        return (
+            last_part(name) in ("maximum", "clip_by_value", "clip", "softplus", "sigmoid", "add")
+            or last_part(name) == "epsilon"
+        )
     return False
 
 
@@ -172,8 +183,7 @@ def _non_positive(ctx: StaticContext, flow: Flow, expr: ast.AST, depth: int) -> 
         return False
     if isinstance(expr, ast.Name):
         value, _ = flow.binding(expr)
-        return value is not None and not isinstance(value, ast.AugAssign) and _non_positive(ctx, flow, value,
-                                                                                               depth + 1)
+        return value is not None and not isinstance(value, ast.AugAssign) and _non_positive(ctx, flow, value, depth + 1)
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub):
         return _is_call_to(ctx, flow, expr.right, _MAX_LIKE, depth)
     if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
@@ -220,9 +230,12 @@ def check_unsafe_ops(ctx: StaticContext) -> Iterable[Diagnostic]:
                 seen.add(node)
                 what = f"`{render(ctx, node)}`"
                 yield ctx.diagnostic(
-                    "MP407", node,
+                    "MP407",
+                    node,
                     f"{what} raises a float16 tensor to a power in {region.where} (policy {region.float16_policy}): "
-                    "x ** 2 is inf above 256; compute it in float32", confidence=Confidence.HIGH)
+                    "x ** 2 is inf above 256; compute it in float32",
+                    confidence=Confidence.HIGH,
+                )
                 continue
             if not isinstance(node, ast.Call):
                 continue
@@ -231,8 +244,16 @@ def check_unsafe_ops(ctx: StaticContext) -> Iterable[Diagnostic]:
                 continue
             operands = node.args[:2] if op in ("pow", "power") else node.args[:1]
             if op in _CROSS_ENTROPY:
-                operands = [o for o in [*node.args[:2], keyword_value(node, "logits"), keyword_value(node, "output"),
-                                        keyword_value(node, "y_pred")] if o is not None]
+                operands = [
+                    o
+                    for o in [
+                        *node.args[:2],
+                        keyword_value(node, "logits"),
+                        keyword_value(node, "output"),
+                        keyword_value(node, "y_pred"),
+                    ]
+                    if o is not None
+                ]
             if not operands:
                 first = keyword_value(node, "x") or keyword_value(node, "input_tensor")
                 operands = [first] if first is not None else []
@@ -262,21 +283,37 @@ def _mp407_diagnostic(ctx: StaticContext, region: Region, node: ast.Call, op: st
     elif op in _POW:
         why, confidence = "squares and powers overflow float16 above 256 (x**2)", Confidence.HIGH
     elif op in _REDUCE:
-        why, confidence = ("a float16 sum/mean over many elements overflows (inf) or loses the small terms; "
-                           "TF's mixed-precision rewrite runs Sum/Mean in float32"), Confidence.MEDIUM
+        why, confidence = (
+            (
+                "a float16 sum/mean over many elements overflows (inf) or loses the small terms; "
+                "TF's mixed-precision rewrite runs Sum/Mean in float32"
+            ),
+            Confidence.MEDIUM,
+        )
     elif op in _LOG:
-        why, confidence = ("values below 6e-8 flush to 0 in float16 and log gives -inf; add a representable "
-                           "epsilon or compute in float32"), Confidence.MEDIUM
+        why, confidence = (
+            (
+                "values below 6e-8 flush to 0 in float16 and log gives -inf; add a representable "
+                "epsilon or compute in float32"
+            ),
+            Confidence.MEDIUM,
+        )
     else:
-        why, confidence = ("softmax cross-entropy is on TF's mixed-precision deny list: compute the loss from "
-                           "float32 logits"), Confidence.MEDIUM
-    return ctx.diagnostic("MP407", node, f"`{name}` runs on float16 tensors in {region.where} (policy {policy}): "
-                                         f"{why}", confidence=confidence)
+        why, confidence = (
+            ("softmax cross-entropy is on TF's mixed-precision deny list: compute the loss from float32 logits"),
+            Confidence.MEDIUM,
+        )
+    return ctx.diagnostic(
+        "MP407",
+        node,
+        f"`{name}` runs on float16 tensors in {region.where} (policy {policy}): {why}",
+        confidence=confidence,
+    )
 
 
 @static_verdicts("MP407")
 def verdicts(facts: Facts, ctx: TraceContext) -> dict:
-    """"confirm" when the finding's line runs the op in float16 in the traced graph of a user layer; "downgrade"
+    """ "confirm" when the finding's line runs the op in float16 in the traced graph of a user layer; "downgrade"
     when the line lies in traced float16 user code that computes nothing in float16 there."""
     layers = user_layers(facts)
     if not layers or ctx.static is None:

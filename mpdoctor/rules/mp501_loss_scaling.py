@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix
 from mpdoctor.registry import define_rule, static_check
@@ -12,7 +12,11 @@ from mpdoctor.static.astutil import contains
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 
 define_rule(
-    "MP501", "no-loss-scaling", "error", "ST", True,
+    "MP501",
+    "no-loss-scaling",
+    "error",
+    "ST",
+    True,
     summary="A custom training loop (GradientTape + apply_gradients) under mixed_float16 without loss scaling.",
     what="""
         A custom training loop: a function (or module-level loop) that records a `tf.GradientTape()`, takes
@@ -76,9 +80,13 @@ define_rule(
 )
 
 define_rule(
-    "MP502", "loss-scaling-misuse", "error", "S", True,
+    "MP502",
+    "loss-scaling-misuse",
+    "error",
+    "S",
+    True,
     summary="Loss scaling half done: scaled loss without unscaled gradients, or Keras 3 LossScaleOptimizer "
-            "without scale_loss.",
+    "without scale_loss.",
     what="""
         Loss scaling that is wired up wrong in a GradientTape training loop:
         - tf_keras: `get_scaled_loss` without `get_unscaled_gradients` in the same function (or the reverse);
@@ -180,8 +188,14 @@ def _scopes(ctx: StaticContext) -> Iterator[ast.AST]:
 
 
 def _method_calls(ctx: StaticContext, scope: ast.AST, *methods: str) -> list[ast.Call]:
-    return sorted((n for n in ctx.walk_scope(scope) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                   and n.func.attr in methods), key=lambda n: (n.lineno, n.col_offset))
+    return sorted(
+        (
+            n
+            for n in ctx.walk_scope(scope)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in methods
+        ),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
 
 
 def _is_tape_constructor(ctx: StaticContext, expr: ast.AST) -> bool:
@@ -233,13 +247,19 @@ def _loops(ctx: StaticContext) -> list[_Loop]:
         tapes = _tape_blocks(ctx, scope)
         if not tapes:
             continue
-        gradients = [c for c in _method_calls(ctx, scope, "gradient")
-                     if isinstance(c.func.value, ast.Name) and c.func.value.id in tapes]  # type: ignore[attr-defined]
+        gradients = [
+            c
+            for c in _method_calls(ctx, scope, "gradient")
+            if isinstance(c.func.value, ast.Name) and c.func.value.id in tapes
+        ]  # type: ignore[attr-defined]
         if not gradients:
             continue
         applies = _method_calls(ctx, scope, *_APPLY_METHODS)
-        assigns = [n for n in ctx.walk_scope(scope) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
-                   and n.value is not None]
+        assigns = [
+            n
+            for n in ctx.walk_scope(scope)
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None
+        ]
         scale_calls = _method_calls(ctx, scope, "scale_loss", "get_scaled_loss")
         unscale_calls = _method_calls(ctx, scope, "get_unscaled_gradients")
         for gradient in gradients:
@@ -260,8 +280,9 @@ def _loops(ctx: StaticContext) -> list[_Loop]:
                 if any(contains(a, gradient) or _names_in(a, others) & tainted for a in args):
                     tape = gradient.func.value.id  # type: ignore[attr-defined]
                     blocks = [w for w in tapes[tape] if w.lineno <= gradient.lineno]
-                    loops.append(_Loop(scope, gradient, apply, tape, blocks[-1] if blocks else None,
-                                       scale_calls, unscale_calls))
+                    loops.append(
+                        _Loop(scope, gradient, apply, tape, blocks[-1] if blocks else None, scale_calls, unscale_calls)
+                    )
                     break
     return loops
 
@@ -304,8 +325,11 @@ def _optimizer(ctx: StaticContext, expr: ast.AST, depth: int = 0) -> _Optimizer:
     if isinstance(expr, ast.Attribute) and expr.attr == "optimizer":
         # `self.optimizer` in a train_step, `model.optimizer`: set by compile(), which wraps it in a
         # LossScaleOptimizer under mixed_float16 unless `auto_scale_loss=False` (Keras 3).
-        if any(k.arg == "auto_scale_loss" and isinstance(k.value, ast.Constant) and k.value.value is False
-               for c in ctx.calls for k in c.keywords):
+        if any(
+            k.arg == "auto_scale_loss" and isinstance(k.value, ast.Constant) and k.value.value is False
+            for c in ctx.calls
+            for k in c.keywords
+        ):
             return _Optimizer("unknown")
         return _Optimizer("compiled")
     return _Optimizer("unknown")
@@ -352,7 +376,7 @@ def _in_block(node: ast.AST, block: ast.With | None) -> bool:
 
 
 def _line_indent(ctx: StaticContext, stmt: ast.stmt) -> str | None:
-    prefix = ctx.lines[stmt.lineno - 1][:stmt.col_offset]
+    prefix = ctx.lines[stmt.lineno - 1][: stmt.col_offset]
     return prefix if prefix.strip() == "" else None
 
 
@@ -427,8 +451,9 @@ def _sources_are_a_list(ctx: StaticContext, sources: ast.AST | None, at: ast.AST
     if isinstance(sources, ast.Attribute) and sources.attr in _GRAPH_SOURCES_ATTRS:
         return True
     if isinstance(sources, ast.BinOp) and isinstance(sources.op, ast.Add):
-        return (_sources_are_a_list(ctx, sources.left, at, depth + 1)
-                and _sources_are_a_list(ctx, sources.right, at, depth + 1))
+        return _sources_are_a_list(ctx, sources.left, at, depth + 1) and _sources_are_a_list(
+            ctx, sources.right, at, depth + 1
+        )
     if isinstance(sources, ast.Name):
         value = ctx.last_assignment(sources.id, at)
         return value is not None and _sources_are_a_list(ctx, value, at, depth + 1)
@@ -482,8 +507,10 @@ def _add_scaling_fix(ctx: StaticContext, loop: _Loop, optimizer: _Optimizer, *, 
     if keras3:
         description = f"scale the loss with {opt_text}.scale_loss() inside the tape and differentiate it"
     else:
-        description = (f"scale the loss with {opt_text}.get_scaled_loss() inside the tape and unscale the "
-                       f"gradients with {opt_text}.get_unscaled_gradients()")
+        description = (
+            f"scale the loss with {opt_text}.get_scaled_loss() inside the tape and unscale the "
+            f"gradients with {opt_text}.get_unscaled_gradients()"
+        )
     if wrap:
         description = "wrap the optimizer in LossScaleOptimizer, " + description
     return Fix(description, tuple(sorted(edits, key=lambda e: (e.line, e.column))), applicability="unsafe")
@@ -510,18 +537,27 @@ def check_loss_scaling(ctx: StaticContext) -> Iterable[Diagnostic]:
         by_hand = _scaled_by_hand(ctx, target, loop.gradient)
         if scale_call is not None:
             if not _in_block(scale_call, loop.with_node) and not _in_block(loop.gradient, loop.with_node):
-                found.append(ctx.diagnostic(
-                    "MP502", scale_call,
-                    f"the loss is scaled after the `with {loop.tape}` block, where the GradientTape no longer "
-                    f"records: {loop.tape}.gradient() of it returns None; move this line into the tape block"))
+                found.append(
+                    ctx.diagnostic(
+                        "MP502",
+                        scale_call,
+                        f"the loss is scaled after the `with {loop.tape}` block, where the GradientTape no longer "
+                        f"records: {loop.tape}.gradient() of it returns None; move this line into the tape block",
+                    )
+                )
                 continue
             if keras3 and optimizer.kind == "plain" and needs_scaling:
-                found.append(ctx.diagnostic(
-                    "MP501", loop.gradient,
-                    f"{opt_text} is a plain optimizer under a float16 policy, so scale_loss() returns the loss "
-                    f"unchanged and float16 gradients can underflow; wrap it in "
-                    f"keras.mixed_precision.LossScaleOptimizer",
-                    confidence=confidence, fix=_wrap_only_fix(ctx, optimizer)))
+                found.append(
+                    ctx.diagnostic(
+                        "MP501",
+                        loop.gradient,
+                        f"{opt_text} is a plain optimizer under a float16 policy, so scale_loss() returns the loss "
+                        f"unchanged and float16 gradients can underflow; wrap it in "
+                        f"keras.mixed_precision.LossScaleOptimizer",
+                        confidence=confidence,
+                        fix=_wrap_only_fix(ctx, optimizer),
+                    )
+                )
             if not keras3 and not loop.unscale_calls:
                 found.append(_unscale_missing(ctx, loop, scale_call, opt_text))
             continue
@@ -533,24 +569,37 @@ def check_loss_scaling(ctx: StaticContext) -> Iterable[Diagnostic]:
                 if _in_block(assign, loop.with_node) or _in_block(loop.gradient, loop.with_node):
                     fix = Fix(f"differentiate {name} instead of {target.id}", (ctx.edit(target, name),))
                 what = "divided by the loss scale in apply" if keras3 else "unscaled by get_unscaled_gradients"
-                found.append(ctx.diagnostic(
-                    "MP502", target,
-                    f"{loop.tape}.gradient() differentiates the unscaled `{target.id}` although `{name}` holds "
-                    f"the scaled loss: the gradients are then {what} and updates are ~32768 times too small",
-                    fix=fix))
+                found.append(
+                    ctx.diagnostic(
+                        "MP502",
+                        target,
+                        f"{loop.tape}.gradient() differentiates the unscaled `{target.id}` although `{name}` holds "
+                        f"the scaled loss: the gradients are then {what} and updates are ~32768 times too small",
+                        fix=fix,
+                    )
+                )
                 continue
         if by_hand:
             continue
         policies = ctx.policies_at(loop.gradient)
-        if keras3 and (optimizer.kind == "lso" or optimizer.kind == "compiled" and "mixed_float16" in policies):
-            origin = ("a LossScaleOptimizer" if optimizer.kind == "lso" else
-                      "the LossScaleOptimizer compile() creates under mixed_float16")
-            found.append(ctx.diagnostic(
-                "MP502", loop.gradient,
-                f"{opt_text} is {origin}, whose {loop.apply.func.attr}() divides the gradients by the loss scale, "  # type: ignore[attr-defined]
-                f"but the loss was never passed through {opt_text}.scale_loss(): updates are ~32768 times too small",
-                confidence=Confidence.HIGH if optimizer.kind == "lso" else Confidence.MEDIUM,
-                fix=_add_scaling_fix(ctx, loop, optimizer, wrap=False)))
+        if keras3 and (optimizer.kind == "lso" or (optimizer.kind == "compiled" and "mixed_float16" in policies)):
+            origin = (
+                "a LossScaleOptimizer"
+                if optimizer.kind == "lso"
+                else "the LossScaleOptimizer compile() creates under mixed_float16"
+            )
+            found.append(
+                ctx.diagnostic(
+                    "MP502",
+                    loop.gradient,
+                    f"{opt_text} is {origin}, whose {loop.apply.func.attr}() "  # type: ignore[attr-defined]
+                    "divides the gradients by the loss scale, "
+                    f"but the loss was never passed through {opt_text}.scale_loss(): "
+                    "updates are ~32768 times too small",
+                    confidence=Confidence.HIGH if optimizer.kind == "lso" else Confidence.MEDIUM,
+                    fix=_add_scaling_fix(ctx, loop, optimizer, wrap=False),
+                )
+            )
             continue
         if not keras3 and loop.unscale_calls:
             continue  # reported below as unscaled gradients without a scaled loss
@@ -558,19 +607,30 @@ def check_loss_scaling(ctx: StaticContext) -> Iterable[Diagnostic]:
             continue
         policy = "mixed_float16" if "mixed_float16" in policies else "float16"
         if keras3:
-            advice = "wrap the optimizer in keras.mixed_precision.LossScaleOptimizer and differentiate " \
-                     f"{opt_text}.scale_loss(loss)"
+            advice = (
+                "wrap the optimizer in keras.mixed_precision.LossScaleOptimizer and differentiate "
+                f"{opt_text}.scale_loss(loss)"
+            )
             wrap = optimizer.kind == "plain"
         else:
-            advice = "use a LossScaleOptimizer with get_scaled_loss() inside the tape and " \
-                     "get_unscaled_gradients() on the gradients (tf_keras apply_gradients does not unscale)"
+            advice = (
+                "use a LossScaleOptimizer with get_scaled_loss() inside the tape and "
+                "get_unscaled_gradients() on the gradients (tf_keras apply_gradients does not unscale)"
+            )
             wrap = optimizer.kind == "plain"
-        fixable = optimizer.kind in ("lso", "plain") or optimizer.kind == "compiled" and policy == "mixed_float16"
+        fixable = optimizer.kind in ("lso", "plain") or (optimizer.kind == "compiled" and policy == "mixed_float16")
         fix = _add_scaling_fix(ctx, loop, optimizer, wrap=wrap) if fixable else None
-        found.append(ctx.diagnostic(
-            "MP501", loop.gradient,
-            f"custom training loop under {policy} without loss scaling: float16 gradients of `{ctx.segment(target)}` "
-            f"can underflow to zero; {advice}", confidence=confidence, fix=fix))
+        found.append(
+            ctx.diagnostic(
+                "MP501",
+                loop.gradient,
+                f"custom training loop under {policy} without loss scaling: "
+                f"float16 gradients of `{ctx.segment(target)}` "
+                f"can underflow to zero; {advice}",
+                confidence=confidence,
+                fix=fix,
+            )
+        )
     if not keras3:
         found += _unpaired_tf_keras_calls(ctx, loops)
     return _dedupe(found)
@@ -580,8 +640,12 @@ def _scaled_names(ctx: StaticContext, loop: _Loop) -> list[tuple[str, ast.stmt]]
     names = []
     for call in loop.scale_calls:
         stmt = ctx.statement_of(call)
-        if isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1 \
-                and isinstance(stmt.targets[0], ast.Name):
+        if (
+            isinstance(stmt, ast.Assign)
+            and stmt.value is call
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
             names.append((stmt.targets[0].id, stmt))
     return names
 
@@ -590,22 +654,28 @@ def _wrap_only_fix(ctx: StaticContext, optimizer: _Optimizer) -> Fix | None:
     spelling = _lso_spelling(ctx)
     if optimizer.constructor is None or spelling is None:
         return None
-    return Fix("wrap the optimizer in LossScaleOptimizer",
-               (ctx.edit(optimizer.constructor, f"{spelling}({ctx.segment(optimizer.constructor)})"),),
-               applicability="unsafe")
+    return Fix(
+        "wrap the optimizer in LossScaleOptimizer",
+        (ctx.edit(optimizer.constructor, f"{spelling}({ctx.segment(optimizer.constructor)})"),),
+        applicability="unsafe",
+    )
 
 
 def _unscale_missing(ctx: StaticContext, loop: _Loop, scale_call: ast.Call, opt_text: str) -> Diagnostic:
     fix = None
     owner = ctx.segment(scale_call.func.value)  # type: ignore[attr-defined]
     if owner and "\n" not in owner and _sources_are_a_list(ctx, loop.sources, loop.gradient):
-        fix = Fix(f"unscale the gradients with {owner}.get_unscaled_gradients()",
-                  (ctx.edit(loop.gradient, f"{owner}.get_unscaled_gradients({ctx.segment(loop.gradient)})"),))
+        fix = Fix(
+            f"unscale the gradients with {owner}.get_unscaled_gradients()",
+            (ctx.edit(loop.gradient, f"{owner}.get_unscaled_gradients({ctx.segment(loop.gradient)})"),),
+        )
     return ctx.diagnostic(
-        "MP502", scale_call,
+        "MP502",
+        scale_call,
         f"get_scaled_loss() without get_unscaled_gradients(): tf_keras {loop.apply.func.attr}() does not unscale, "  # type: ignore[attr-defined]
         f"so the gradients applied by {opt_text} are ~32768 times too large (inf, and every step is skipped)",
-        fix=fix)
+        fix=fix,
+    )
 
 
 def _unpaired_tf_keras_calls(ctx: StaticContext, loops: list[_Loop]) -> list[Diagnostic]:
@@ -619,11 +689,15 @@ def _unpaired_tf_keras_calls(ctx: StaticContext, loops: list[_Loop]) -> list[Dia
         scaled = [c for c in loop.scale_calls if c.func.attr == "get_scaled_loss"]  # type: ignore[attr-defined]
         if loop.unscale_calls and not scaled and not _scaled_by_hand(ctx, loop.target, loop.gradient):
             for call in loop.unscale_calls:
-                found.append(ctx.diagnostic(
-                    "MP502", call,
-                    "get_unscaled_gradients() without get_scaled_loss(): the gradients of an unscaled loss are "
-                    "divided by the loss scale, so updates are ~32768 times too small; differentiate "
-                    "optimizer.get_scaled_loss(loss) computed inside the tape"))
+                found.append(
+                    ctx.diagnostic(
+                        "MP502",
+                        call,
+                        "get_unscaled_gradients() without get_scaled_loss(): the gradients of an unscaled loss are "
+                        "divided by the loss scale, so updates are ~32768 times too small; differentiate "
+                        "optimizer.get_scaled_loss(loss) computed inside the tape",
+                    )
+                )
     return found
 
 

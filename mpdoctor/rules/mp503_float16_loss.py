@@ -13,7 +13,11 @@ from mpdoctor.registry import define_rule, trace_check
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
-    "MP503", "float16-loss", "warning", "T", True,
+    "MP503",
+    "float16-loss",
+    "warning",
+    "T",
+    True,
     summary="The loss is computed from float16 outputs / float16 labels.",
     what="""
         Trace pass only: the model is compiled with a loss, and that loss, evaluated (`model.compute_loss`) on the
@@ -57,14 +61,18 @@ def trace_float16_loss(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
     for model, _, loss, output in float16_loss_outputs(facts):
         compile_line = _compile_line(ctx, model.name)
         where = ctx.at_line(compile_line) if compile_line else output.created_at
-        found.append(ctx.diagnostic(
-            "MP503", where,
-            f"the compiled loss `{loss.name}` of model `{model.name}` computes in {loss.dtype}: it "
-            f"receives the {'/'.join(dict.fromkeys(loss.predictions))} output `{output.id}` (sums overflow "
-            f"at 65504, logs of small probabilities lose their precision); end the model with "
-            f"Activation(\"linear\", dtype=\"float32\") or give `{output.id}` dtype=\"float32\"",
-            layer=output.id, fix=ctx.float32_fix(output.created_at, (output.class_name,),
-                                                 'set dtype="float32" on the output layer')))
+        found.append(
+            ctx.diagnostic(
+                "MP503",
+                where,
+                f"the compiled loss `{loss.name}` of model `{model.name}` computes in {loss.dtype}: it "
+                f"receives the {'/'.join(dict.fromkeys(loss.predictions))} output `{output.id}` (sums overflow "
+                f"at 65504, logs of small probabilities lose their precision); end the model with "
+                f'Activation("linear", dtype="float32") or give `{output.id}` dtype="float32"',
+                layer=output.id,
+                fix=ctx.float32_fix(output.created_at, (output.class_name,), 'set dtype="float32" on the output layer'),
+            )
+        )
     return found
 
 

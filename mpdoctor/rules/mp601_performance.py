@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.dtypes import compute_dtype, is_float16_compute
@@ -20,7 +20,11 @@ from mpdoctor.static.topology import (
 from mpdoctor.trace.context import TraceContext
 
 define_rule(
-    "MP601", "tensor-core-alignment", "info", "ST", False,
+    "MP601",
+    "tensor-core-alignment",
+    "info",
+    "ST",
+    False,
     summary="Under float16 compute: Dense units, Conv filters, Embedding sizes or batch size not a multiple of 8.",
     what="""
         Under a float16/bfloat16 compute policy, reports integer sizes written as literals that are not multiples
@@ -68,7 +72,11 @@ define_rule(
 )
 
 define_rule(
-    "MP602", "float64-input", "info", "T", False,
+    "MP602",
+    "float64-input",
+    "info",
+    "T",
+    False,
     summary="Model inputs or datasets yield float64 (the numpy default): an extra cast every step.",
     what="""
         The trace pass sees float64 tensors arriving at a model input or yielded by a `tf.data.Dataset`
@@ -87,11 +95,15 @@ define_rule(
         x = np.random.rand(10000, 32).astype("float32")
         model.fit(x, y, batch_size=256)
         """,
-    fix="No autofix: cast the data once where it is loaded (`.astype(\"float32\")`, `tf.data` `map(tf.cast)`).",
+    fix='No autofix: cast the data once where it is loaded (`.astype("float32")`, `tf.data` `map(tf.cast)`).',
 )
 
 define_rule(
-    "MP603", "no-fast-float16-hardware", "info", "T", False,
+    "MP603",
+    "no-fast-float16-hardware",
+    "info",
+    "T",
+    False,
     summary="A float16/bfloat16 policy on a machine without hardware that runs it fast.",
     what="""
         The trace pass finds `mixed_float16` in use while no GPU of compute capability 7.0 or higher is visible
@@ -120,10 +132,26 @@ define_rule(
 # Layer kind -> the size arguments checked: (positional index, keyword).
 _SIZE_ARGUMENTS: dict[str, tuple[tuple[int, str], ...]] = {
     "Dense": ((0, "units"),),
-    **{kind: ((0, "filters"),) for kind in (
-        "Conv1D", "Conv2D", "Conv3D", "Convolution1D", "Convolution2D", "Convolution3D",
-        "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose", "Convolution2DTranspose", "Convolution3DTranspose",
-        "SeparableConv1D", "SeparableConv2D", "SeparableConvolution1D", "SeparableConvolution2D")},
+    **{
+        kind: ((0, "filters"),)
+        for kind in (
+            "Conv1D",
+            "Conv2D",
+            "Conv3D",
+            "Convolution1D",
+            "Convolution2D",
+            "Convolution3D",
+            "Conv1DTranspose",
+            "Conv2DTranspose",
+            "Conv3DTranspose",
+            "Convolution2DTranspose",
+            "Convolution3DTranspose",
+            "SeparableConv1D",
+            "SeparableConv2D",
+            "SeparableConvolution1D",
+            "SeparableConvolution2D",
+        )
+    },
     "Embedding": ((0, "input_dim"), (1, "output_dim")),
 }
 _MODEL_FIT = "fit"
@@ -155,7 +183,7 @@ def _argument(call: ast.Call, position: int, keyword: str) -> ast.AST | None:
     for kw in call.keywords:
         if kw.arg == keyword:
             return kw.value
-    if len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[:position + 1]):
+    if len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
         return call.args[position]
     return None
 
@@ -196,7 +224,8 @@ def _layer_sizes(ctx: StaticContext, outputs: set[ast.AST]) -> Iterator[Diagnost
             if literal is None or literal.value < ALIGNMENT or literal.value % ALIGNMENT == 0:
                 continue
             yield ctx.diagnostic(
-                "MP601", literal,
+                "MP601",
+                literal,
                 f"{layer.kind} {keyword}={literal.value} is not a multiple of {ALIGNMENT}: under {policy} Tensor "
                 f"Cores run fastest with multiples of {ALIGNMENT} (e.g. {_next_multiple(literal.value)})",
                 confidence=policy_confidence(policies),
@@ -216,7 +245,8 @@ def _batch_sizes(ctx: StaticContext) -> Iterator[Diagnostic]:
         if policy is None:
             continue
         yield ctx.diagnostic(
-            "MP601", literal,
+            "MP601",
+            literal,
             f"batch_size={literal.value} is not a multiple of {ALIGNMENT}: under {policy} Tensor Cores run fastest "
             f"with multiples of {ALIGNMENT} (e.g. {_next_multiple(literal.value)})",
             confidence=policy_confidence(policies) if ctx.float16_policy(policies) else Confidence.MEDIUM,
@@ -232,7 +262,6 @@ def _explicit_layer_float16(ctx: StaticContext) -> str | None:
                 if is_float16_compute(policy):
                     return policy
     return None
-
 
 
 # ---------------------------------------------------------------- trace forms
@@ -258,8 +287,13 @@ def trace_no_fast_float16_hardware(facts: Facts, ctx: TraceContext) -> Iterable[
             return []
         have = "no bfloat16-capable device (GPU of compute capability 8.0+, or a CPU with AVX512-BF16/AMX)"
         why = "bfloat16 is emulated and slower than float32 there"
-    return [ctx.diagnostic("MP603", event.location, f"policy \"{event.policy}\" on a machine with {have}: "
-                           f"{why}; fine if the model trains elsewhere")]
+    return [
+        ctx.diagnostic(
+            "MP603",
+            event.location,
+            f'policy "{event.policy}" on a machine with {have}: {why}; fine if the model trains elsewhere',
+        )
+    ]
 
 
 @trace_check("MP602")
@@ -271,9 +305,13 @@ def trace_float64_input(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]
         for spec in graph.inputs:
             if spec.dtype == "float64":
                 node = graph.node(spec.node)
-                found.append(ctx.diagnostic(
-                    "MP602", (node.created_at if node else None) or model.location,
-                    f"input `{spec.node}` of model `{model.name}` is float64: each step casts it to the "
-                    f"compute dtype; feed float32 (e.g. x.astype('float32')) and declare the input float32",
-                    layer=spec.node))
+                found.append(
+                    ctx.diagnostic(
+                        "MP602",
+                        (node.created_at if node else None) or model.location,
+                        f"input `{spec.node}` of model `{model.name}` is float64: each step casts it to the "
+                        f"compute dtype; feed float32 (e.g. x.astype('float32')) and declare the input float32",
+                        layer=spec.node,
+                    )
+                )
     return found

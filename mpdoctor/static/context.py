@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location
 from mpdoctor.facts.dtypes import is_float16_compute
@@ -87,7 +87,6 @@ class StaticContext:
         """A per-file cache for a rule; it dies with the context (a module-level WeakKeyDictionary whose values
         refer back to the context would keep every checked file's context alive)."""
         return self._memos.setdefault(name, {})
-
 
     def nodes_of(self, *types: type) -> list:
         """Every node of exactly these ast types, from the one traversal (use instead of ast.walk(ctx.tree))."""
@@ -224,7 +223,9 @@ class StaticContext:
             return None
         name = self.call_name(call)
         if name:
-            if name in SAVEDMODEL_LAYERS or (name.startswith("keras.layers.") and name.rsplit(".", 1)[-1][:1].isupper()):
+            if name in SAVEDMODEL_LAYERS or (
+                name.startswith("keras.layers.") and name.rsplit(".", 1)[-1][:1].isupper()
+            ):
                 return self.layer_record(call, name)
             return None
         if isinstance(call.func, ast.Name) and call.func.id in self.custom_layer_classes:
@@ -238,8 +239,11 @@ class StaticContext:
         if record is None:
             module, _, class_name = qualname.rpartition(".")
             record = self._layer_records[call] = LayerRecord(
-                class_name=class_name, module=None if custom else module or None,
-                created_at=SourceRef(self.path, call.lineno), node=call)
+                class_name=class_name,
+                module=None if custom else module or None,
+                created_at=SourceRef(self.path, call.lineno),
+                node=call,
+            )
         return record
 
     def producer(self, expr: ast.AST, depth: int = 0) -> LayerRecord | None:
@@ -287,8 +291,11 @@ class StaticContext:
             for node in ast.walk(cls):
                 if isinstance(node, ast.Assign):
                     for target in node.targets:
-                        if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
-                                and target.value.id == "self"):
+                        if (
+                            isinstance(target, ast.Attribute)
+                            and isinstance(target.value, ast.Name)
+                            and target.value.id == "self"
+                        ):
                             attributes.setdefault(target.attr, (node.lineno, node.value))
                             if node.lineno < attributes[target.attr][0]:
                                 attributes[target.attr] = (node.lineno, node.value)
@@ -335,8 +342,11 @@ class StaticContext:
             if isinstance(arg, ast.Name) and arg.id not in self.module_constants:
                 arg = self.last_assignment(arg.id, call) or arg  # `policy = Policy(...)` inside a function
             policy = policy_from_expr(arg, self.imports, self.module_constants)
-            events.append(PolicyEvent(policy, name, SourceRef(self.path, call.lineno), node=call,
-                                      scope=self.enclosing_function(call)))
+            events.append(
+                PolicyEvent(
+                    policy, name, SourceRef(self.path, call.lineno), node=call, scope=self.enclosing_function(call)
+                )
+            )
         return events
 
     def policies_at(self, node: ast.AST) -> frozenset[str | None]:
@@ -449,8 +459,10 @@ class StaticContext:
             return True
         if is_float16_compute(self.settings.assumed_policy):
             return True
-        return any(is_float16_compute(policy_from_expr(dtype_keyword(lc.node), self.imports, self.module_constants))
-                   for lc in self.layer_calls)
+        return any(
+            is_float16_compute(policy_from_expr(dtype_keyword(lc.node), self.imports, self.module_constants))
+            for lc in self.layer_calls
+        )
 
     # ---------------------------------------------------------------- source text and diagnostics
 
@@ -460,10 +472,10 @@ class StaticContext:
         if start is None or end is None or node.end_col_offset is None:
             return ""
         if start == end:
-            return self.lines[start - 1].encode()[node.col_offset:node.end_col_offset].decode(errors="replace")
-        first = self.lines[start - 1].encode()[node.col_offset:].decode(errors="replace")
-        last = self.lines[end - 1].encode()[:node.end_col_offset].decode(errors="replace")
-        return "\n".join([first, *self.lines[start:end - 1], last])
+            return self.lines[start - 1].encode()[node.col_offset : node.end_col_offset].decode(errors="replace")
+        first = self.lines[start - 1].encode()[node.col_offset :].decode(errors="replace")
+        last = self.lines[end - 1].encode()[: node.end_col_offset].decode(errors="replace")
+        return "\n".join([first, *self.lines[start : end - 1], last])
 
     def column(self, line: int, byte_offset: int) -> int:
         """1-based character column from ast's UTF-8 byte offset (they differ on non-ASCII lines)."""
@@ -475,14 +487,35 @@ class StaticContext:
     def location(self, node: ast.AST) -> Location:
         end_line = getattr(node, "end_lineno", None) or node.lineno
         end_offset = getattr(node, "end_col_offset", None)
-        return Location(self.display_path, node.lineno, self.column(node.lineno, node.col_offset), end_line,
-                        self.column(end_line, end_offset if end_offset is not None else node.col_offset))
+        return Location(
+            self.display_path,
+            node.lineno,
+            self.column(node.lineno, node.col_offset),
+            end_line,
+            self.column(end_line, end_offset if end_offset is not None else node.col_offset),
+        )
 
-    def diagnostic(self, code: str, node: ast.AST, message: str, *, confidence: Confidence = Confidence.HIGH,
-                   fix: Fix | None = None, notes: tuple[str, ...] = ()) -> Diagnostic:
+    def diagnostic(
+        self,
+        code: str,
+        node: ast.AST,
+        message: str,
+        *,
+        confidence: Confidence = Confidence.HIGH,
+        fix: Fix | None = None,
+        notes: tuple[str, ...] = (),
+    ) -> Diagnostic:
         rule = get_rule(code)
-        return Diagnostic(code=code, message=message, location=self.location(node), severity=rule.severity,
-                          passes=("static",), confidence=confidence, fix=fix, notes=notes)
+        return Diagnostic(
+            code=code,
+            message=message,
+            location=self.location(node),
+            severity=rule.severity,
+            passes=("static",),
+            confidence=confidence,
+            fix=fix,
+            notes=notes,
+        )
 
     def edit(self, node: ast.AST, content: str) -> Edit:
         """Replace the source of `node` by `content`."""
@@ -495,8 +528,13 @@ class StaticContext:
         already does so, else the string `"float32"`."""
         for kw in self.nodes_of(ast.keyword):
             value = kw.value
-            if kw.arg == "dtype" and isinstance(value, ast.Attribute) and value.attr == "float32" and \
-                    isinstance(value.value, (ast.Name, ast.Attribute)) and self.resolve(value) is not None:
+            if (
+                kw.arg == "dtype"
+                and isinstance(value, ast.Attribute)
+                and value.attr == "float32"
+                and isinstance(value.value, (ast.Name, ast.Attribute))
+                and self.resolve(value) is not None
+            ):
                 return self.segment(value)
             if kw.arg == "dtype" and isinstance(value, ast.Constant) and value.value == "float32":
                 return self.segment(value)
@@ -518,8 +556,11 @@ class StaticContext:
         else:
             text = f"{keyword}={value}"
         # Insert right after the last argument so a trailing comment or newline layout survives.
-        last = max([*call.args, *[k.value for k in call.keywords]], key=lambda n: (n.end_lineno, n.end_col_offset),
-                   default=None)
+        last = max(
+            [*call.args, *[k.value for k in call.keywords]],
+            key=lambda n: (n.end_lineno, n.end_col_offset),
+            default=None,
+        )
         if last is not None and not before.endswith(","):
             line, col = last.end_lineno, last.end_col_offset
         else:
@@ -532,6 +573,5 @@ class StaticContext:
         start = max(0, line - 5)
         chunk = self.lines[start:line]
         if chunk:
-            chunk[-1] = chunk[-1][:self.column(line, col) - 1]
+            chunk[-1] = chunk[-1][: self.column(line, col) - 1]
         return "\n".join(chunk)
-

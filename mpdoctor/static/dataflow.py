@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import ast
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from mpdoctor.facts.dtypes import compute_dtype, is_float16_compute
 from mpdoctor.facts.keras_semantics import autocasts_argument
@@ -37,26 +37,101 @@ UNDERFLOW = "underflow"
 
 CAST = {"tf.cast", "tf.dtypes.cast", "tf.saturate_cast", "keras.ops.cast", "keras.backend.cast"}
 # value constructors: their dtype defaults to the value's (float32 for a Python float).
-VALUE = {"tf.constant", "tf.convert_to_tensor", "tf.Variable", "keras.ops.convert_to_tensor", "keras.Variable",
-          "keras.backend.constant", "keras.backend.variable", "tf.fill", "keras.ops.full"}
+VALUE = {
+    "tf.constant",
+    "tf.convert_to_tensor",
+    "tf.Variable",
+    "keras.ops.convert_to_tensor",
+    "keras.Variable",
+    "keras.backend.constant",
+    "keras.backend.variable",
+    "tf.fill",
+    "keras.ops.full",
+}
 # creators whose dtype defaults to float32 / floatx when not given.
 DEFAULT_FLOAT32 = {
-    "tf.zeros", "tf.ones", "tf.eye", "tf.random.normal", "tf.random.uniform", "tf.random.truncated_normal",
-    "tf.random.stateless_normal", "tf.random.stateless_uniform", "tf.random.stateless_truncated_normal",
-    "keras.random.normal", "keras.random.uniform", "keras.random.truncated_normal", "keras.ops.zeros",
-    "keras.ops.ones", "keras.ops.eye", "keras.backend.zeros", "keras.backend.ones", "keras.backend.eye",
-    "keras.backend.random_normal", "keras.backend.random_uniform", "keras.backend.truncated_normal",
+    "tf.zeros",
+    "tf.ones",
+    "tf.eye",
+    "tf.random.normal",
+    "tf.random.uniform",
+    "tf.random.truncated_normal",
+    "tf.random.stateless_normal",
+    "tf.random.stateless_uniform",
+    "tf.random.stateless_truncated_normal",
+    "keras.random.normal",
+    "keras.random.uniform",
+    "keras.random.truncated_normal",
+    "keras.ops.zeros",
+    "keras.ops.ones",
+    "keras.ops.eye",
+    "keras.backend.zeros",
+    "keras.backend.ones",
+    "keras.backend.eye",
+    "keras.backend.random_normal",
+    "keras.backend.random_uniform",
+    "keras.backend.truncated_normal",
 }
-FOLLOW_FIRST = {"tf.zeros_like", "tf.ones_like", "keras.ops.zeros_like", "keras.ops.ones_like",
-                 "keras.backend.zeros_like", "keras.backend.ones_like", "tf.identity", "tf.stop_gradient"}
-_INT_RESULT = {"shape", "size", "rank", "argmax", "argmin", "equal", "not_equal", "greater", "greater_equal",
-               "less", "less_equal", "logical_and", "logical_or", "logical_not", "is_nan", "is_inf", "is_finite",
-               "isnan", "isinf", "isfinite", "range", "arange", "sequence_mask", "one_hot", "top_k", "int_shape",
-               "ndim", "count_nonzero", "where_v1"}
-_NOT_MATH_PREFIXES = ("tf.print", "tf.debugging.", "tf.summary.", "tf.TensorShape", "tf.function", "tf.keras.",
-                      "tf.io.", "tf.data.", "tf.config.", "tf.saved_model.", "tf.train.", "tf.compat.",
-                      "tf.GradientTape", "tf.name_scope", "tf.device", "keras.backend.floatx",
-                      "keras.backend.epsilon")
+FOLLOW_FIRST = {
+    "tf.zeros_like",
+    "tf.ones_like",
+    "keras.ops.zeros_like",
+    "keras.ops.ones_like",
+    "keras.backend.zeros_like",
+    "keras.backend.ones_like",
+    "tf.identity",
+    "tf.stop_gradient",
+}
+_INT_RESULT = {
+    "shape",
+    "size",
+    "rank",
+    "argmax",
+    "argmin",
+    "equal",
+    "not_equal",
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "logical_and",
+    "logical_or",
+    "logical_not",
+    "is_nan",
+    "is_inf",
+    "is_finite",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "range",
+    "arange",
+    "sequence_mask",
+    "one_hot",
+    "top_k",
+    "int_shape",
+    "ndim",
+    "count_nonzero",
+    "where_v1",
+}
+_NOT_MATH_PREFIXES = (
+    "tf.print",
+    "tf.debugging.",
+    "tf.summary.",
+    "tf.TensorShape",
+    "tf.function",
+    "tf.keras.",
+    "tf.io.",
+    "tf.data.",
+    "tf.config.",
+    "tf.saved_model.",
+    "tf.train.",
+    "tf.compat.",
+    "tf.GradientTape",
+    "tf.name_scope",
+    "tf.device",
+    "keras.backend.floatx",
+    "keras.backend.epsilon",
+)
 _MATH_PREFIXES = ("tf.", "keras.ops.", "keras.backend.")
 
 
@@ -152,8 +227,6 @@ class Region:
         return names[0] if names else None
 
 
-
-
 def float16_regions(ctx: StaticContext) -> list[Region]:
     """Function bodies of user code computing under a float16/bfloat16 policy, each listed once."""
     memo = ctx.memo("float16_regions")
@@ -179,9 +252,14 @@ def float16_regions(ctx: StaticContext) -> list[Region]:
             region.params = _param_kinds(fn, skip_self=True, role=role, keras_major=keras_major)
             regions[fn] = region
             for node in ctx.walk_scope(fn):
-                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                        and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"
-                        and node.func.attr in methods and node.func.attr not in ("call", "build", "__init__")):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "self"
+                    and node.func.attr in methods
+                    and node.func.attr not in ("call", "build", "__init__")
+                ):
                     todo.append((methods[node.func.attr], "helper"))
     for lc in ctx.layer_calls:
         if lc.qualname != "keras.layers.Lambda":
@@ -189,8 +267,9 @@ def float16_regions(ctx: StaticContext) -> list[Region]:
         policies = ctx.layer_policies(lc)
         if not any(is_float16_compute(p) for p in policies):
             continue
-        fn_expr = lc.node.args[0] if lc.node.args else next(
-            (k.value for k in lc.node.keywords if k.arg == "function"), None)
+        fn_expr = (
+            lc.node.args[0] if lc.node.args else next((k.value for k in lc.node.keywords if k.arg == "function"), None)
+        )
         fn = _function_of(ctx, fn_expr)
         if fn is None:
             continue
@@ -224,10 +303,10 @@ def _param_kinds(fn: ast.AST, *, skip_self: bool, role: str, keras_major: int) -
         positional = positional[1:]
     defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
     kinds: dict[str, str] = {}
-    for index, (arg, default) in enumerate(zip(positional, defaults)):
-        if isinstance(default, ast.Constant) and isinstance(default.value, (bool, int, float, str)):
-            kinds[arg.arg] = CONST
-        elif arg.arg == "training":
+    for index, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
+        if (
+            isinstance(default, ast.Constant) and isinstance(default.value, (bool, int, float, str))
+        ) or arg.arg == "training":
             kinds[arg.arg] = CONST
         elif role == "call" and autocasts_argument(keras_major, index):
             kinds[arg.arg] = F16
@@ -350,8 +429,12 @@ class Flow:
             return Kind(CONST)
         if isinstance(value, ast.Call):
             func = value.func
-            if (isinstance(func, ast.Attribute) and func.attr in WEIGHT_MAKERS and isinstance(func.value, ast.Name)
-                    and func.value.id == "self"):
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr in WEIGHT_MAKERS
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "self"
+            ):
                 dtype = keyword_value(value, "dtype")
                 cls = self.dtype_class(dtype) if dtype is not None else None
                 if cls == INT:
@@ -401,15 +484,18 @@ class Flow:
                 if expr.attr in ("compute_dtype", "_compute_dtype"):
                     return F16
                 if expr.attr in ("dtype", "variable_dtype", "_dtype"):
-                    return F32 if self.region.mixed_only else (F16 if not self.region.mixed_only and
-                                                               self.region.pure else None)
+                    return (
+                        F32
+                        if self.region.mixed_only
+                        else (F16 if not self.region.mixed_only and self.region.pure else None)
+                    )
             if expr.attr == "compute_dtype":
                 return F16
             if expr.attr == "dtype":
                 inner = self.kind(expr.value)
                 return inner.kind if inner.kind in (F16, F32) else None
         if isinstance(expr, ast.Name):
-            value, local = self.binding(expr)
+            value, _local = self.binding(expr)
             if value is not None and not isinstance(value, ast.AugAssign):
                 return self.dtype_class(value)
         text = None
@@ -463,8 +549,13 @@ class Flow:
                 return Kind(cls, call if cls == F32 else None) if cls else Kind(TENSOR)
             if name in DEFAULT_FLOAT32:
                 return Kind(F32, call)
-            value = call.args[-1] if name in ("tf.fill", "keras.ops.full") and call.args else (
-                call.args[0] if call.args else keyword_value(call, "initial_value") or keyword_value(call, "value"))
+            value = (
+                call.args[-1]
+                if name in ("tf.fill", "keras.ops.full") and call.args
+                else (
+                    call.args[0] if call.args else keyword_value(call, "initial_value") or keyword_value(call, "value")
+                )
+            )
             inner = self.kind(value) if not outside else self._outside_kind(value)
             if is_float_literal(value):
                 return Kind(F32, call)
@@ -481,7 +572,7 @@ class Flow:
                 cls = self.dtype_class(dtype)
                 return Kind(cls, call if cls == F32 else None) if cls else Kind(TENSOR)
             return self.kind(call.args[0]) if call.args else _UNKNOWN
-        if short in _INT_RESULT or name == "tf.where" and len(call.args) == 1:
+        if short in _INT_RESULT or (name == "tf.where" and len(call.args) == 1):
             return Kind(INT)
         if name in ("tf.nn.moments", "tf.split", "tf.unstack"):
             return self.kind(call.args[0]) if call.args else _UNKNOWN
@@ -498,8 +589,11 @@ class Flow:
 
 
 def _inside(node: ast.AST, stmt: ast.AST) -> bool:
-    return (stmt.lineno, stmt.col_offset) <= (node.lineno, node.col_offset) <= (
-        getattr(stmt, "end_lineno", stmt.lineno), getattr(stmt, "end_col_offset", stmt.col_offset))
+    return (
+        (stmt.lineno, stmt.col_offset)
+        <= (node.lineno, node.col_offset)
+        <= (getattr(stmt, "end_lineno", stmt.lineno), getattr(stmt, "end_col_offset", stmt.col_offset))
+    )
 
 
 def number(node: ast.AST | None) -> float | None:
@@ -514,8 +608,11 @@ def number(node: ast.AST | None) -> float | None:
 
 def is_float_literal(node: ast.AST | None) -> bool:
     if isinstance(node, (ast.List, ast.Tuple)):
-        return bool(node.elts) and any(is_float_literal(e) for e in node.elts) and all(
-            number(e) is not None or is_float_literal(e) for e in node.elts)
+        return (
+            bool(node.elts)
+            and any(is_float_literal(e) for e in node.elts)
+            and all(number(e) is not None or is_float_literal(e) for e in node.elts)
+        )
     inner = node
     while isinstance(inner, ast.UnaryOp):
         inner = inner.operand
@@ -527,13 +624,38 @@ def tensor_operands(name: str, call: ast.Call) -> list[ast.AST]:
     args = list(call.args)
     if last_part(name) == "where" and len(args) == 3:
         args = args[1:]
-    if last_part(name) in ("reshape", "transpose", "tile", "expand_dims", "squeeze", "gather", "reduce_sum",
-                        "reduce_mean", "reduce_max", "reduce_min", "sum", "mean", "max", "min", "pad", "one_hot",
-                        "split", "broadcast_to", "softmax", "log_softmax", "cumsum", "argmax", "argmin"):
+    if last_part(name) in (
+        "reshape",
+        "transpose",
+        "tile",
+        "expand_dims",
+        "squeeze",
+        "gather",
+        "reduce_sum",
+        "reduce_mean",
+        "reduce_max",
+        "reduce_min",
+        "sum",
+        "mean",
+        "max",
+        "min",
+        "pad",
+        "one_hot",
+        "split",
+        "broadcast_to",
+        "softmax",
+        "log_softmax",
+        "cumsum",
+        "argmax",
+        "argmin",
+    ):
         args = args[:1]
     result = []
-    for arg in args + [kw.value for kw in call.keywords if kw.arg in ("x", "y", "a", "b", "values", "logits",
-                                                                           "labels", "input", "tensor")]:
+    for arg in args + [
+        kw.value
+        for kw in call.keywords
+        if kw.arg in ("x", "y", "a", "b", "values", "logits", "labels", "input", "tensor")
+    ]:
         if isinstance(arg, (ast.List, ast.Tuple)):
             result.extend(arg.elts)
         elif not isinstance(arg, ast.Starred):
@@ -565,4 +687,4 @@ def render(ctx: StaticContext, node: ast.AST, limit: int = 60) -> str:
     text = ctx.segment(node)
     if not text or "\n" in text:
         text = ast.unparse(node)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."

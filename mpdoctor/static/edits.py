@@ -22,7 +22,7 @@ def after_imports(ctx: StaticContext, before: ast.AST, text: str) -> Edit | None
             anchor = stmt
     if anchor is None:
         return None
-    rest = ctx.lines[anchor.end_lineno - 1][ctx.column(anchor.end_lineno, anchor.end_col_offset) - 1:].strip()
+    rest = ctx.lines[anchor.end_lineno - 1][ctx.column(anchor.end_lineno, anchor.end_col_offset) - 1 :].strip()
     if rest and not rest.startswith("#"):
         return None
     newline = "\r\n" if "\r\n" in ctx.text else "\n"
@@ -55,8 +55,7 @@ def _policy_literal(ctx: StaticContext, expr: ast.AST | None, depth: int) -> ast
     if isinstance(expr, ast.Attribute) and (ctx.resolve(expr) or "") in ("tf.float16", "tf.bfloat16", "tf.half"):
         return expr
     if isinstance(expr, ast.Name) and expr.id in ctx.module_constants:
-        uses = [n for n in ctx.nodes if isinstance(n, ast.Name) and n.id == expr.id
-                and isinstance(n.ctx, ast.Load)]
+        uses = [n for n in ctx.nodes if isinstance(n, ast.Name) and n.id == expr.id and isinstance(n.ctx, ast.Load)]
         if len(uses) == 1:  # edit the constant only when nothing else reads it
             return _policy_literal(ctx, ctx.module_constants[expr.id], depth + 1)
     return None

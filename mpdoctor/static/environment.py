@@ -24,7 +24,7 @@ def _version(distribution: str) -> tuple[int, int] | None:
         return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tensorflow_version() -> tuple[int, int] | None:
     for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tensorflow-macos"):
         found = _version(dist)
@@ -33,7 +33,7 @@ def tensorflow_version() -> tuple[int, int] | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def standalone_keras_major() -> int | None:
     found = _version("keras")
     return found[0] if found else None

@@ -8,7 +8,7 @@ separately), ``hub`` (tensorflow_hub), ``np`` (numpy). ``tf.keras.layers.Dense``
 from __future__ import annotations
 
 import ast
-from typing import Iterable
+from collections.abc import Iterable
 
 # Longest prefix first; applied once to the fully qualified import path.
 _CANONICAL_PREFIXES = (
@@ -37,7 +37,7 @@ FLAVOUR_KERAS3 = "keras"
 def canonical(dotted: str) -> str:
     for prefix, replacement in _CANONICAL_PREFIXES:
         if dotted == prefix or dotted.startswith(prefix + "."):
-            return replacement + dotted[len(prefix):]
+            return replacement + dotted[len(prefix) :]
     return dotted
 
 

@@ -1,9 +1,10 @@
-"""Where casts to float32 meet the layers that consume them: Sequential neighbours, `model.add` sequences and functional calls."""
+"""Where casts to float32 meet the layers that consume them: Sequential neighbours, `model.add` sequences and
+functional calls."""
 
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from collections.abc import Iterator
 
 from mpdoctor.facts.keras_semantics import INPUT_LAYERS, SEQUENTIAL, autocasts_argument
 from mpdoctor.facts.schema import LayerRecord
@@ -62,8 +63,9 @@ def _added_layer(stmt: ast.stmt) -> tuple[str, ast.AST] | None:
     if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
         return None
     call = stmt.value
-    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "add" and len(call.args) == 1
-            and not call.keywords):
+    if not (
+        isinstance(call.func, ast.Attribute) and call.func.attr == "add" and len(call.args) == 1 and not call.keywords
+    ):
         return None
     return ast.dump(call.func.value), call.args[0]
 
@@ -106,8 +108,12 @@ def _autocast_arguments(ctx: StaticContext, call: ast.Call) -> list[ast.AST]:
         if autocasts_argument(major, index):
             found.append(arg)
     for kw in call.keywords:
-        if (kw.arg and "mask" not in kw.arg and kw.arg != "training"
-                and autocasts_argument(major, 0 if kw.arg == "inputs" else -1)):
+        if (
+            kw.arg
+            and "mask" not in kw.arg
+            and kw.arg != "training"
+            and autocasts_argument(major, 0 if kw.arg == "inputs" else -1)
+        ):
             found.append(kw.value)
     return found
 
@@ -193,10 +199,15 @@ def _is_cast_function(ctx: StaticContext, fn: ast.AST, at: ast.AST, depth: int =
     if isinstance(fn, ast.Name):
         defs = [n for n in ctx.nodes if isinstance(n, ast.FunctionDef) and n.name == fn.id]
         if len(defs) == 1:
-            body = [s for s in defs[0].body
-                    if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]  # docstring
-            return (len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None
-                    and _returns_cast_of_first_param(ctx, defs[0].args, body[0].value))
+            body = [
+                s for s in defs[0].body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+            ]  # docstring
+            return (
+                len(body) == 1
+                and isinstance(body[0], ast.Return)
+                and body[0].value is not None
+                and _returns_cast_of_first_param(ctx, defs[0].args, body[0].value)
+            )
         if not defs:
             value = ctx.last_assignment(fn.id, at) or ctx.module_constants.get(fn.id)
             return value is not None and _is_cast_function(ctx, value, at, depth + 1)

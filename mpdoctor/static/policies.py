@@ -30,8 +30,9 @@ POLICY_CONSTRUCTORS = (
 _TF_DTYPE_NAMES = {"float16", "half", "bfloat16", "float32", "float", "float64", "double"}
 
 
-def policy_from_expr(expr: ast.AST | None, imports: ImportMap, constants: dict[str, ast.AST] | None = None,
-                     _depth: int = 0) -> str | None:
+def policy_from_expr(
+    expr: ast.AST | None, imports: ImportMap, constants: dict[str, ast.AST] | None = None, _depth: int = 0
+) -> str | None:
     """The policy name an expression denotes (`"mixed_float16"`, `tf.float32`, `Policy("float16")`, a module
     constant holding one of those), or None when it cannot be known statically."""
     if expr is None or _depth > 5:

@@ -36,12 +36,26 @@ class ModelOutput(NamedTuple):
         return self.layer.node if isinstance(self.layer, LayerRecord) else self.layer
 
 
-
-
 # Attributes only a model (not a sub-block) is used through: evidence a Sequential/Model is the top-level model.
-_MODEL_USES = frozenset({"compile", "fit", "evaluate", "predict", "predict_on_batch", "train_on_batch",
-                         "test_on_batch", "save", "save_weights", "load_weights", "export", "summary",
-                         "trainable_variables", "trainable_weights", "fit_generator"})
+_MODEL_USES = frozenset(
+    {
+        "compile",
+        "fit",
+        "evaluate",
+        "predict",
+        "predict_on_batch",
+        "train_on_batch",
+        "test_on_batch",
+        "save",
+        "save_weights",
+        "load_weights",
+        "export",
+        "summary",
+        "trainable_variables",
+        "trainable_weights",
+        "fit_generator",
+    }
+)
 _LIST_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "__setitem__"})
 _MAX_DEPTH = 8
 
@@ -101,22 +115,29 @@ def _model_kind(ctx: StaticContext, call: ast.Call) -> str | None:
         return "application"
     if _is_super_init(ctx, call) and _functional_outputs_arg(call) is not None:
         return "functional"
-    if isinstance(call.func, ast.Name) and call.func.id in ctx.custom_layer_classes:
-        if ctx.is_custom_model(ctx.custom_layer_classes[call.func.id]):
-            return "subclass"
+    if (
+        isinstance(call.func, ast.Name)
+        and call.func.id in ctx.custom_layer_classes
+        and ctx.is_custom_model(ctx.custom_layer_classes[call.func.id])
+    ):
+        return "subclass"
     return None
 
 
 def _is_application_name(name: str) -> bool:
     parts = name.split(".")
-    return (len(parts) in (3, 4) and parts[0] == "keras" and parts[1] == "applications"
-            and parts[-1][:1].isupper())
+    return len(parts) in (3, 4) and parts[0] == "keras" and parts[1] == "applications" and parts[-1][:1].isupper()
 
 
 def _is_super_init(ctx: StaticContext, call: ast.Call) -> bool:
     func = call.func
-    if not (isinstance(func, ast.Attribute) and func.attr == "__init__" and isinstance(func.value, ast.Call)
-            and isinstance(func.value.func, ast.Name) and func.value.func.id == "super"):
+    if not (
+        isinstance(func, ast.Attribute)
+        and func.attr == "__init__"
+        and isinstance(func.value, ast.Call)
+        and isinstance(func.value.func, ast.Name)
+        and func.value.func.id == "super"
+    ):
         return False
     cls = ctx.enclosing_class(call)
     return cls is not None and cls.name in ctx.custom_layer_classes and ctx.is_custom_model(cls)
@@ -161,8 +182,9 @@ def _sequential_outputs(ctx: StaticContext, call: ast.Call, depth: int, visiting
             result = []
             for add in adds:
                 if add.args and not isinstance(add.args[0], ast.Starred):
-                    result += _element_outputs(ctx, add.args[0], f"last {target}.add(...) of a Sequential model",
-                                               depth + 1, visiting)
+                    result += _element_outputs(
+                        ctx, add.args[0], f"last {target}.add(...) of a Sequential model", depth + 1, visiting
+                    )
             return result
     elements = _sequential_elements(ctx, call, depth)
     if not elements:
@@ -203,8 +225,12 @@ def _list_elements(ctx: StaticContext, expr: ast.AST | None, depth: int) -> list
         for node in ctx.walk_scope(scope):
             if isinstance(node, ast.AugAssign) and dotted_name(node.target) == expr.id:
                 return None
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in _LIST_MUTATORS and dotted_name(node.func.value) == expr.id):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _LIST_MUTATORS
+                and dotted_name(node.func.value) == expr.id
+            ):
                 return None
         value = ctx.last_assignment(expr.id, expr)
         return _list_elements(ctx, value, depth + 1) if value is not None else None
@@ -224,13 +250,22 @@ def _adds_after(ctx: StaticContext, call: ast.Call, target: str) -> tuple[list[a
                 stop = min(stop or (node.lineno, 0), (node.lineno, 0))
     popped = False
     for node in ctx.walk_scope(scope):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "pop"
-                and dotted_name(node.func.value) == target and _within(node, start, stop)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "pop"
+            and dotted_name(node.func.value) == target
+            and _within(node, start, stop)
+        ):
             popped = True
 
     def pick(c: ast.Call) -> bool:
-        return (isinstance(c.func, ast.Attribute) and c.func.attr == "add" and dotted_name(c.func.value) == target
-                and _within(c, start, stop))
+        return (
+            isinstance(c.func, ast.Attribute)
+            and c.func.attr == "add"
+            and dotted_name(c.func.value) == target
+            and _within(c, start, stop)
+        )
 
     body = scope.body  # type: ignore[attr-defined]
     tails, _ = _tail_calls(body, pick)
@@ -282,14 +317,16 @@ def _tail_calls(stmts: list[ast.stmt], pick) -> tuple[list[ast.Call], bool]:
     return found, False
 
 
-def _element_outputs(ctx: StaticContext, element: ast.AST, how: str, depth: int,
-                     visiting: frozenset) -> list[ModelOutput]:
+def _element_outputs(
+    ctx: StaticContext, element: ast.AST, how: str, depth: int, visiting: frozenset
+) -> list[ModelOutput]:
     """The output(s) of a layer-list element: a layer, a name bound to one, or a nested model."""
     return _constructed_outputs(ctx, _constructor_of(ctx, element, depth), how, depth, visiting)
 
 
-def _constructed_outputs(ctx: StaticContext, constructor: ast.Call | None, how: str, depth: int,
-                         visiting: frozenset) -> list[ModelOutput]:
+def _constructed_outputs(
+    ctx: StaticContext, constructor: ast.Call | None, how: str, depth: int, visiting: frozenset
+) -> list[ModelOutput]:
     """The output(s) of the object a constructor call builds: that layer, or a nested model's outputs."""
     if constructor is None:
         return []
@@ -329,8 +366,9 @@ def _flatten(ctx: StaticContext, expr: ast.AST | None, depth: int) -> list[ast.A
     return [expr]
 
 
-def tensor_sources(ctx: StaticContext, expr: ast.AST | None, how: str, depth: int,
-                    visiting: frozenset) -> list[ModelOutput]:
+def tensor_sources(
+    ctx: StaticContext, expr: ast.AST | None, how: str, depth: int, visiting: frozenset
+) -> list[ModelOutput]:
     """What produced the tensor `expr`: a layer constructor, an activation op, or a nested model's outputs."""
     if expr is None or depth > _MAX_DEPTH:
         return []
@@ -344,9 +382,13 @@ def tensor_sources(ctx: StaticContext, expr: ast.AST | None, how: str, depth: in
     if helper is not None:  # `outputs = classification_head(x, 10)`: what the helper returns
         if helper in visiting:
             return []
-        return [out for node in ctx.walk_scope(helper) if isinstance(node, ast.Return) and node.value is not None
-                for e in _flatten(ctx, node.value, depth + 1)
-                for out in tensor_sources(ctx, e, how, depth + 1, visiting | {helper})]
+        return [
+            out
+            for node in ctx.walk_scope(helper)
+            if isinstance(node, ast.Return) and node.value is not None
+            for e in _flatten(ctx, node.value, depth + 1)
+            for out in tensor_sources(ctx, e, how, depth + 1, visiting | {helper})
+        ]
     return _constructed_outputs(ctx, _constructor_of(ctx, expr.func, depth + 1), how, depth, visiting)
 
 
@@ -377,8 +419,21 @@ def _subclass_outputs(ctx: StaticContext, cls: ast.ClassDef, depth: int, visitin
 
 
 # Layers without weights that keep the size of their input: the layer before them fixes the output size.
-PASS_THROUGH_LAYERS = frozenset({"Activation", "Softmax", "ReLU", "LeakyReLU", "ELU", "PReLU", "Identity", "Dropout",
-                                 "Reshape", "Flatten", "Lambda"})
+PASS_THROUGH_LAYERS = frozenset(
+    {
+        "Activation",
+        "Softmax",
+        "ReLU",
+        "LeakyReLU",
+        "ELU",
+        "PReLU",
+        "Identity",
+        "Dropout",
+        "Reshape",
+        "Flatten",
+        "Lambda",
+    }
+)
 
 
 def layer_inputs(ctx: StaticContext, layer: LayerRecord) -> list[LayerRecord]:
@@ -395,16 +450,31 @@ def layer_inputs(ctx: StaticContext, layer: LayerRecord) -> list[LayerRecord]:
         index = next(i for i, e in enumerate(parent.elts) if e is node)
         previous = ctx.layer_instance(parent.elts[index - 1]) if index > 0 else None
         return [previous] if previous and previous.qualname not in INPUT_LAYERS else []
-    if (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute) and parent.func.attr == "add"
-            and isinstance(ctx.parents.get(parent), ast.Expr)):
+    if (
+        isinstance(parent, ast.Call)
+        and isinstance(parent.func, ast.Attribute)
+        and parent.func.attr == "add"
+        and isinstance(ctx.parents.get(parent), ast.Expr)
+    ):
         statement = ctx.parents[parent]
-        body = next((getattr(ctx.parents[statement], f) for f in ("body", "orelse", "finalbody")
-                     if statement in getattr(ctx.parents[statement], f, [])), [])
+        body = next(
+            (
+                getattr(ctx.parents[statement], f)
+                for f in ("body", "orelse", "finalbody")
+                if statement in getattr(ctx.parents[statement], f, [])
+            ),
+            [],
+        )
         index = next((i for i, s in enumerate(body) if s is statement), 0)
         before = body[index - 1] if index > 0 else None
-        if (isinstance(before, ast.Expr) and isinstance(before.value, ast.Call)
-                and isinstance(before.value.func, ast.Attribute) and before.value.func.attr == "add"
-                and dotted_name(before.value.func.value) == dotted_name(parent.func.value) and before.value.args):
+        if (
+            isinstance(before, ast.Expr)
+            and isinstance(before.value, ast.Call)
+            and isinstance(before.value.func, ast.Attribute)
+            and before.value.func.attr == "add"
+            and dotted_name(before.value.func.value) == dotted_name(parent.func.value)
+            and before.value.args
+        ):
             previous = ctx.layer_instance(before.value.args[0])
             return [previous] if previous and previous.qualname not in INPUT_LAYERS else []
         return []
@@ -457,20 +527,38 @@ def _name_used_as_layer(ctx: StaticContext, node: ast.AST, name: str) -> bool:
         parent = ctx.parents.get(use)
         if isinstance(parent, ast.Attribute) and parent.attr in _MODEL_USES:
             return False
-        if isinstance(parent, ast.Call) and parent.func is use:
-            as_layer = True
-        elif isinstance(parent, (ast.List, ast.Tuple)) or (
-                isinstance(parent, ast.Call) and (ctx.layer_call(parent) or _model_kind(ctx, parent)
-                                                  or (isinstance(parent.func, ast.Attribute)
-                                                      and parent.func.attr == "add"))):
+        if (
+            (isinstance(parent, ast.Call) and parent.func is use)
+            or isinstance(parent, (ast.List, ast.Tuple))
+            or (
+                isinstance(parent, ast.Call)
+                and (
+                    ctx.layer_call(parent)
+                    or _model_kind(ctx, parent)
+                    or (isinstance(parent.func, ast.Attribute) and parent.func.attr == "add")
+                )
+            )
+        ):
             as_layer = True
     return as_layer
 
 
-_ACTIVATION_FUNCTIONS = {"softmax": "softmax", "log_softmax": "log_softmax", "sigmoid": "sigmoid",
-                         "exponential": "exp", "exp": "exp"}
-_ACTIVATION_MODULES = ("tf.", "tf.nn.", "tf.math.", "keras.activations.", "keras.ops.", "keras.backend.",
-                       "keras.ops.nn.")
+_ACTIVATION_FUNCTIONS = {
+    "softmax": "softmax",
+    "log_softmax": "log_softmax",
+    "sigmoid": "sigmoid",
+    "exponential": "exp",
+    "exp": "exp",
+}
+_ACTIVATION_MODULES = (
+    "tf.",
+    "tf.nn.",
+    "tf.math.",
+    "keras.activations.",
+    "keras.ops.",
+    "keras.backend.",
+    "keras.ops.nn.",
+)
 
 
 def _activation_function(name: str | None) -> str | None:

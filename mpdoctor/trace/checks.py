@@ -21,14 +21,29 @@ from mpdoctor.trace.context import TraceContext
 from mpdoctor.trace.runner import run_trace
 
 
-def trace_diagnostics(path: str, shown: str, text: str, tree: ast.Module, config: Config, settings: Settings,
-                      options, summaries: list | None = None, run_from: str | None = None
-                      ) -> tuple[list[Diagnostic], dict]:
+def trace_diagnostics(
+    path: str,
+    shown: str,
+    text: str,
+    tree: ast.Module,
+    config: Config,
+    settings: Settings,
+    options,
+    summaries: list | None = None,
+    run_from: str | None = None,
+) -> tuple[list[Diagnostic], dict]:
     """Trace diagnostics, and the trace's verdicts on static findings (mpdoctor.engine.static_after_trace).
     `run_from`: a file holding `text` (a candidate fix) that the child runs as if it were `path`."""
-    outcome = run_trace(path, entry=options.entry, timeout=options.timeout, checkpoints=options.checkpoints,
-                        source=text if is_notebook(path) else None, run_from=run_from,
-                        numerics=getattr(options, "numerics", None), memory_limit_mb=options.memory_limit_mb)
+    outcome = run_trace(
+        path,
+        entry=options.entry,
+        timeout=options.timeout,
+        checkpoints=options.checkpoints,
+        source=text if is_notebook(path) else None,
+        run_from=run_from,
+        numerics=getattr(options, "numerics", None),
+        memory_limit_mb=options.memory_limit_mb,
+    )
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
     failure = outcome.failure or _changed_during_trace(run_from or path, text)
@@ -61,8 +76,9 @@ def _changed_during_trace(path: str, text: str) -> str | None:
     return None
 
 
-def diagnose(facts: Facts | None, failure: str | None, output_tail: str, ctx: TraceContext,
-             config: Config) -> list[Diagnostic]:
+def diagnose(
+    facts: Facts | None, failure: str | None, output_tail: str, ctx: TraceContext, config: Config
+) -> list[Diagnostic]:
     """Diagnostics from one trace: every trace check, then MP001 for a failed child or an unexplained exception.
     A failure of the one forward pass on mpdoctor's own synthetic batch (index ranges, strings, ragged inputs) may
     be the batch's fault, not the model's: rules that recognise it report it, it is never MP001."""

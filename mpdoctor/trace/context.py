@@ -14,8 +14,9 @@ from mpdoctor.static.context import Settings, StaticContext
 
 
 class TraceContext:
-    def __init__(self, path: str, display_path: str, text: str, tree: ast.Module | None,
-                 settings: Settings | None = None) -> None:
+    def __init__(
+        self, path: str, display_path: str, text: str, tree: ast.Module | None, settings: Settings | None = None
+    ) -> None:
         self.path = os.path.realpath(path)
         self.display_path = display_path
         self.text = text
@@ -51,12 +52,27 @@ class TraceContext:
         """A place in the checked file itself."""
         return SourceRef(self.path, line) if line else None
 
-    def diagnostic(self, code: str, where: SourceRef | None, message: str, *, layer: str | None = None,
-                   confidence: Confidence = Confidence.HIGH, fix: Fix | None = None,
-                   notes: tuple[str, ...] = ()) -> Diagnostic:
-        return Diagnostic(code=code, message=message, location=self.location(where, layer),
-                          severity=get_rule(code).severity, passes=("trace",), confidence=confidence, fix=fix,
-                          notes=notes)
+    def diagnostic(
+        self,
+        code: str,
+        where: SourceRef | None,
+        message: str,
+        *,
+        layer: str | None = None,
+        confidence: Confidence = Confidence.HIGH,
+        fix: Fix | None = None,
+        notes: tuple[str, ...] = (),
+    ) -> Diagnostic:
+        return Diagnostic(
+            code=code,
+            message=message,
+            location=self.location(where, layer),
+            severity=get_rule(code).severity,
+            passes=("trace",),
+            confidence=confidence,
+            fix=fix,
+            notes=notes,
+        )
 
     def call_at(self, line: int | None, *names: str) -> ast.Call | None:
         """The outermost call starting on `line` whose callee's last name part is one of `names` (any call when no

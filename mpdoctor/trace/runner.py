@@ -37,10 +37,18 @@ def tensorflow_available() -> bool:
     return importlib.util.find_spec("tensorflow") is not None
 
 
-def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-              env: dict | None = None, checkpoints: tuple[str, ...] = (), source: str | None = None,
-              run_from: str | None = None, numerics: dict | None = None,
-              memory_limit_mb: float | None = None) -> TraceOutcome:
+def run_trace(
+    path: str,
+    *,
+    entry: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    env: dict | None = None,
+    checkpoints: tuple[str, ...] = (),
+    source: str | None = None,
+    run_from: str | None = None,
+    numerics: dict | None = None,
+    memory_limit_mb: float | None = None,
+) -> TraceOutcome:
     """`run_from`: a file whose text is run as if it were `path` (same `__file__`, code filename and sys.path), so a
     fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
     notebook's cells), written to the temporary directory; the child then also runs in the file's directory (as
@@ -55,18 +63,31 @@ def run_trace(path: str, *, entry: str | None = None, timeout: float = DEFAULT_T
                 handle.write(source)
             cwd = os.path.dirname(os.path.abspath(path))
         with open(request_path, "w", encoding="utf-8") as handle:
-            json.dump({"file": os.path.abspath(path), "entry": entry, "notebook": source is not None,
-                       "numerics": numerics, "scratch": os.path.join(workdir, "scratch"),
-                       "source_file": run_from and os.path.abspath(run_from),
-                       "checkpoints": [os.path.abspath(c) for c in checkpoints]}, handle)
+            json.dump(
+                {
+                    "file": os.path.abspath(path),
+                    "entry": entry,
+                    "notebook": source is not None,
+                    "numerics": numerics,
+                    "scratch": os.path.join(workdir, "scratch"),
+                    "source_file": run_from and os.path.abspath(run_from),
+                    "checkpoints": [os.path.abspath(c) for c in checkpoints],
+                },
+                handle,
+            )
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         child_env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in the user's tree
         child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), child_env.get("PYTHONPATH")]))
         process = subprocess.Popen(
             [sys.executable, "-m", "mpdoctor.trace.child", request_path, result_path],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env, cwd=cwd,
-            start_new_session=True)  # its own process group: a timeout kills everything it started
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=child_env,
+            cwd=cwd,
+            start_new_session=True,
+        )  # its own process group: a timeout kills everything it started
         output = _TailReader(process.stdout)
         failure = _supervise(process, timeout, memory_limit_mb)
         tail = output.finish()

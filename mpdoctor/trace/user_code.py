@@ -30,8 +30,12 @@ def constant_problem(constant: LineConstant) -> str:
 
 def unsafe_constants(facts: Facts, ctx: TraceContext) -> dict[tuple[int, str], tuple[UserLayerScan, LineConstant]]:
     """Unsafe float16 constants {(line, problem): (layer, constant)} whose source line holds such a literal."""
-    return {(c.line, constant_problem(c)): (layer, c) for layer in user_layers(facts) for c in layer.constants
-            if _line_has_literal(ctx, c.line, constant_problem(c))}
+    return {
+        (c.line, constant_problem(c)): (layer, c)
+        for layer in user_layers(facts)
+        for c in layer.constants
+        if _line_has_literal(ctx, c.line, constant_problem(c))
+    }
 
 
 def unsafe_ops(facts: Facts) -> dict[int, list[tuple[UserLayerScan, LineOp]]]:
@@ -48,8 +52,14 @@ def downgrade(layers: list[UserLayerScan], uses: set[int]) -> tuple[str, str] | 
     graph computing in float16 comes from it (the value never reaches float16 computation), else None."""
     reasons = []
     for line in sorted(uses):
-        layer = next((layer for layer in layers if layer.source_lines
-                      and layer.source_lines[0] <= line <= layer.source_lines[1]), None)
+        layer = next(
+            (
+                layer
+                for layer in layers
+                if layer.source_lines and layer.source_lines[0] <= line <= layer.source_lines[1]
+            ),
+            None,
+        )
         if layer is None or line in layer.float16_lines:
             return None
         reasons.append(f"line {line} computes nothing in float16 in the traced `{layer.id}`")

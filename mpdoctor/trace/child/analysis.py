@@ -47,11 +47,22 @@ def environment() -> Environment:
     gpus = []
     for device in tf.config.list_physical_devices("GPU"):
         details = tf.config.experimental.get_device_details(device)
-        gpus.append(Gpu(details.get("device_name", device.name),
-                        list(details["compute_capability"]) if details.get("compute_capability") else None))
-    return Environment(cpu_bf16=_cpu_has_bf16(), tensorflow=tf.__version__, keras=_version("keras"),
-                       tf_keras=_version("tf-keras"), hub=_version("tensorflow-hub"), legacy_keras=legacy,
-                       keras_major=2 if legacy else 3, gpus=gpus)
+        gpus.append(
+            Gpu(
+                details.get("device_name", device.name),
+                list(details["compute_capability"]) if details.get("compute_capability") else None,
+            )
+        )
+    return Environment(
+        cpu_bf16=_cpu_has_bf16(),
+        tensorflow=tf.__version__,
+        keras=_version("keras"),
+        tf_keras=_version("tf-keras"),
+        hub=_version("tensorflow-hub"),
+        legacy_keras=legacy,
+        keras_major=2 if legacy else 3,
+        gpus=gpus,
+    )
 
 
 def _version(distribution: str) -> str | None:
@@ -80,12 +91,16 @@ def analyse_model(name: str, how: str, model, recorder, facts: Facts, numerics_r
     """Call the model once on its sample batch (the float16 run of the numerics), read its graph, finish the
     numerics. A model that raises is a finding (`record.error`, the run's exception), never a crash."""
     created = recorder.layers.get(str(id(model)))
-    record = ModelRecord(name, how, created.created_at if created else None,
-                         bool(getattr(model, "compiled", False) or getattr(model, "_is_compiled", False)))
+    record = ModelRecord(
+        name,
+        how,
+        created.created_at if created else None,
+        bool(getattr(model, "compiled", False) or getattr(model, "_is_compiled", False)),
+    )
     options = numerics.options_from_request(numerics_request)
     try:
         session = numerics.Session(model, options, recorder.user_file)
-    except BaseException as exc:  # noqa: BLE001 - numerics are extra facts: never lose the others
+    except BaseException as exc:
         session = None
         record.numerics = numerics.failed(options, exc)
     try:
@@ -93,19 +108,19 @@ def analyse_model(name: str, how: str, model, recorder, facts: Facts, numerics_r
             session.call()  # the one call on a sample batch, instrumented for the float16 statistics
         else:
             _call_once(model)
-    except BaseException as exc:  # noqa: BLE001 - a model that cannot run is a finding, not a crash
+    except BaseException as exc:
         record.error = describe(exc, "call", recorder)
         if facts.exception is None:
             facts.exception = record.error
             facts.status = "exception"
     try:
         record.graph = graph_module.model_graph(model, recorder.layers)
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         record.graph_error = f"{type(exc).__name__}: {exc}"
     if session is not None:
         try:
             record.numerics = session.finish(record.graph)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             record.numerics = numerics.failed(options, exc)
     return record
 
@@ -160,7 +175,7 @@ def _audit_restores(restores: list[Restore], policy: str | None) -> None:
             continue
         try:
             restore.audit = CheckpointAudit.from_json(audit_checkpoint(restore.path, target))
-        except BaseException as exc:  # noqa: BLE001 - an unreadable checkpoint is reported, not fatal
+        except BaseException as exc:
             restore.audit_error = f"{type(exc).__name__}: {exc}"
 
 
@@ -169,7 +184,7 @@ def read_savedmodel(handle: str) -> SavedModelInfo:
         from mpdoctor.artifacts.savedmodel import read_savedmodel as read
 
         return SavedModelInfo.from_json(read(handle))
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         return SavedModelInfo(handle, error=SavedModelError("internal", f"{type(exc).__name__}: {exc}"))
 
 
@@ -178,9 +193,14 @@ def read_savedmodel(handle: str) -> SavedModelInfo:
 
 def describe(exc: BaseException, phase: str, recorder) -> ExceptionRecord:
     message = str(exc)
-    return ExceptionRecord(type(exc).__name__, message[:8000], phase, user_frame(exc, recorder),
-                           _failed_layer(message, recorder),
-                           "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:])
+    return ExceptionRecord(
+        type(exc).__name__,
+        message[:8000],
+        phase,
+        user_frame(exc, recorder),
+        _failed_layer(message, recorder),
+        "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:],
+    )
 
 
 def user_frame(exc: BaseException, recorder) -> SourceRef | None:
@@ -199,8 +219,10 @@ def _failed_layer(message: str, recorder) -> str | None:
     / "Exception encountered when calling KerasLayer.call()" or "...calling layer 'x' (type X)"."""
     if recorder is None:
         return None
-    for pattern, attribute in ((r"calling layer ['\"]([^'\"]+)['\"]", "name"),
-                               (r"calling (\w+)\.call\(\)", "class_name")):
+    for pattern, attribute in (
+        (r"calling layer ['\"]([^'\"]+)['\"]", "name"),
+        (r"calling (\w+)\.call\(\)", "class_name"),
+    ):
         match = re.search(pattern, message)
         if match:  # the most recently created layer with that name / class
             for uid, layer in reversed(list(recorder.layers.items())):
@@ -232,9 +254,14 @@ def live_facts(model, name: str, numerics_request: dict | None) -> Facts:
     facts.models.append(record)
     for node in record.graph.nodes if record.graph else []:
         if node.savedmodel_handle:
-            facts.savedmodel_loads.append(SavedModelLoad(
-                _SAVEDMODEL_APIS.get(node.class_name, node.class_name), node.savedmodel_handle, node.uid,
-                savedmodel=read_savedmodel(node.savedmodel_handle)))
+            facts.savedmodel_loads.append(
+                SavedModelLoad(
+                    _SAVEDMODEL_APIS.get(node.class_name, node.class_name),
+                    node.savedmodel_handle,
+                    node.uid,
+                    savedmodel=read_savedmodel(node.savedmodel_handle),
+                )
+            )
     facts.environment.global_policy = policy
     return facts
 
@@ -246,8 +273,15 @@ def _layer_records(model, global_policy: str | None) -> dict[str, LayerRecord]:
     for layer in sublayers(model, recursive=True, include_self=True):
         policy, compute, variable = layer_policy(layer)
         records[str(id(layer))] = LayerRecord(
-            class_name=type(layer).__name__, module=type(layer).__module__, name=getattr(layer, "name", None),
-            flavour=flavour_of(layer), policy=policy, compute_dtype=compute, variable_dtype=variable,
-            autocast=autocast_flag(layer), explicit_dtype=policy if policy and policy != global_policy else None,
-            is_model=isinstance(layer, classes))
+            class_name=type(layer).__name__,
+            module=type(layer).__module__,
+            name=getattr(layer, "name", None),
+            flavour=flavour_of(layer),
+            policy=policy,
+            compute_dtype=compute,
+            variable_dtype=variable,
+            autocast=autocast_flag(layer),
+            explicit_dtype=policy if policy and policy != global_policy else None,
+            is_model=isinstance(layer, classes),
+        )
     return records

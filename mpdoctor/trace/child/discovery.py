@@ -11,11 +11,16 @@ from mpdoctor.facts.schema import Facts
 from mpdoctor.trace.child.keras_adapter import model_classes
 
 BUILDER_NAMES = ("build_model", "create_model", "get_model", "make_model")
-_BUILDER_LIKE = re.compile(r"^_?(?:(?:build|create|make|get|define|construct)(?:_\w+)?|\w*model\w*|\w+_(?:net|network|"
-                           r"classifier|encoder|decoder|backbone|cnn|mlp))$", re.IGNORECASE)
-_NOT_A_BUILDER = re.compile(r"data|loader|optimi[sz]er|loss|metric|callback|train|fit|eval|predict|input|generator|"
-                            r"pipeline|config|arg|pars|path|save|load|export|test|plot|summary|step|batch",
-                            re.IGNORECASE)
+_BUILDER_LIKE = re.compile(
+    r"^_?(?:(?:build|create|make|get|define|construct)(?:_\w+)?|\w*model\w*|\w+_(?:net|network|"
+    r"classifier|encoder|decoder|backbone|cnn|mlp))$",
+    re.IGNORECASE,
+)
+_NOT_A_BUILDER = re.compile(
+    r"data|loader|optimi[sz]er|loss|metric|callback|train|fit|eval|predict|input|generator|"
+    r"pipeline|config|arg|pars|path|save|load|export|test|plot|summary|step|batch",
+    re.IGNORECASE,
+)
 
 
 def discover(module, entry: str | None, recorder, facts: Facts, describe) -> list[tuple[str, str, object]]:
@@ -43,7 +48,7 @@ def discover(module, entry: str | None, recorder, facts: Facts, describe) -> lis
             return
         try:
             value = target()
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             if facts.exception is None:
                 facts.exception = describe(exc, "build")
                 facts.status = "exception"
@@ -76,13 +81,22 @@ def _builder_names(module) -> list[str]:
     """The conventional builder names if the file defines one; else its own zero-argument functions whose name says
     they build a model (`build`, `create_classifier`, `get_unet`, `transformer_model`), never ones that say they
     load data, train or evaluate."""
-    conventional = [name for name in BUILDER_NAMES
-                    if callable(getattr(module, name, None)) and _zero_argument(getattr(module, name))]
+    conventional = [
+        name
+        for name in BUILDER_NAMES
+        if callable(getattr(module, name, None)) and _zero_argument(getattr(module, name))
+    ]
     if conventional:
         return conventional
-    return [name for name, target in vars(module).items()
-            if _BUILDER_LIKE.match(name) and not _NOT_A_BUILDER.search(name) and inspect.isfunction(target)
-            and target.__module__ == module.__name__ and _zero_argument(target)]
+    return [
+        name
+        for name, target in vars(module).items()
+        if _BUILDER_LIKE.match(name)
+        and not _NOT_A_BUILDER.search(name)
+        and inspect.isfunction(target)
+        and target.__module__ == module.__name__
+        and _zero_argument(target)
+    ]
 
 
 def _drop_contained(found: list) -> list:
@@ -103,8 +117,9 @@ def _zero_argument(fn) -> bool:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
         return False
-    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-               for p in signature.parameters.values())
+    return all(
+        p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values()
+    )
 
 
 def _nested_model_ids(models) -> set[int]:

@@ -75,6 +75,7 @@ non-float inputs through, see Observation).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import inspect
 import sys
@@ -98,21 +99,75 @@ STRICT_KINDS = frozenset({"input", "model", "builtin"})
 # Built-in layers that produce floats from integer inputs.
 FLOAT_PRODUCERS = frozenset({"Embedding", "CategoryEncoding", "ReversibleEmbedding"})
 # Layer classes that are activations in themselves.
-ACTIVATION_LAYERS = {"Softmax": "softmax", "ReLU": "relu", "LeakyReLU": "leaky_relu", "ELU": "elu",
-                     "PReLU": "prelu", "ThresholdedReLU": "thresholded_relu"}
-TF_OP_LAYERS = frozenset({"TFOpLambda", "SlicingOpLambda", "InstanceMethod", "InstanceProperty", "ClassMethod",
-                          "TFClassMethodDispatcher", "KerasOpDispatcher"})
+ACTIVATION_LAYERS = {
+    "Softmax": "softmax",
+    "ReLU": "relu",
+    "LeakyReLU": "leaky_relu",
+    "ELU": "elu",
+    "PReLU": "prelu",
+    "ThresholdedReLU": "thresholded_relu",
+}
+TF_OP_LAYERS = frozenset(
+    {
+        "TFOpLambda",
+        "SlicingOpLambda",
+        "InstanceMethod",
+        "InstanceProperty",
+        "ClassMethod",
+        "TFClassMethodDispatcher",
+        "KerasOpDispatcher",
+    }
+)
 DTYPE_KWARGS = ("dtype", "out_type", "output_type", "Tout")
-_BOOL_OPS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
-             "logical_not", "logical_xor", "is_nan", "is_inf", "is_finite", "eq", "ne")
+_BOOL_OPS = (
+    "equal",
+    "not_equal",
+    "less",
+    "less_equal",
+    "greater",
+    "greater_equal",
+    "logical_and",
+    "logical_or",
+    "logical_not",
+    "logical_xor",
+    "is_nan",
+    "is_inf",
+    "is_finite",
+    "eq",
+    "ne",
+)
 # Output dtypes of TF ops (tf_keras TFOpLambda symbols, last component) that do not follow their input ...
-TF_OP_DTYPES = {**{name: "bool" for name in _BOOL_OPS}, "argmax": "int64", "argmin": "int64", "shape": "int32",
-                "size": "int32", "rank": "int32"}
+TF_OP_DTYPES = {
+    **{name: "bool" for name in _BOOL_OPS},
+    "argmax": "int64",
+    "argmin": "int64",
+    "shape": "int32",
+    "size": "int32",
+    "rank": "int32",
+}
 # ... and of Keras 3 operations (class names).
-KERAS3_OP_DTYPES = {**{name: "bool" for name in ("Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual",
-                                                  "LogicalAnd", "LogicalOr", "LogicalNot", "LogicalXor", "IsNan",
-                                                  "IsInf", "IsFinite")},
-                    "Argmax": "int32", "Argmin": "int32"}
+KERAS3_OP_DTYPES = {
+    **{
+        name: "bool"
+        for name in (
+            "Equal",
+            "NotEqual",
+            "Less",
+            "LessEqual",
+            "Greater",
+            "GreaterEqual",
+            "LogicalAnd",
+            "LogicalOr",
+            "LogicalNot",
+            "LogicalXor",
+            "IsNan",
+            "IsInf",
+            "IsFinite",
+        )
+    },
+    "Argmax": "int32",
+    "Argmin": "int32",
+}
 _FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
 
 __all__ = ["flatten", "known_input_shapes", "model_graph", "to_networkx"]
@@ -303,7 +358,7 @@ def _kind(api: _Api, op) -> str:
         return "op"
     if "Lambda" in names and _keras_class(op, "Lambda"):
         return "lambda"
-    if cls == "KerasLayer" and module.startswith("tensorflow_hub") or "TFSMLayer" in names:
+    if (cls == "KerasLayer" and module.startswith("tensorflow_hub")) or "TFSMLayer" in names:
         return "savedmodel"
     if not _keras_module(op):
         return "custom"
@@ -320,7 +375,7 @@ def _activation(op) -> str | None:
         act = op.__dict__.get("activation", None)
         if act is None and "activation" not in op.__dict__:
             act = getattr(op, "activation", None)
-    except Exception:  # noqa: BLE001 - a property of a foreign layer
+    except Exception:
         return None
     if act is None:
         return None
@@ -357,7 +412,7 @@ class _Builder:
         self.edges: list[dict] = []
         self.mismatches: list[dict] = []
         self.unpredictable: list[dict] = []
-        self.node_of: dict[tuple[str, int], str] = {}   # (scope prefix, id(op)) -> node id
+        self.node_of: dict[tuple[str, int], str] = {}  # (scope prefix, id(op)) -> node id
         self.scope_of_model: dict[tuple[str, int], str] = {}  # (scope, id(nested model)) -> inner prefix
         self.call_pred: dict[int, list] = {}  # id(keras node) -> predicted output dtypes
         self.probe_info: dict | None = None
@@ -585,13 +640,20 @@ class _Builder:
             resolved = self._resolve_source(inner_prefix, tensor)
             predicted.append(resolved[2] if resolved is not None and resolved[2] is not None else _dt(tensor.dtype))
         if len(predicted) != len(observed_out):
-            predicted = (predicted + list(observed_out[len(predicted):]))[: len(observed_out)]
+            predicted = (predicted + list(observed_out[len(predicted) :]))[: len(observed_out)]
         return predicted
 
     def _edge(self, source, target, tensor, arg_index, arg_name, input_index, output_index, call_index):
-        edge = {"source": source, "target": target, "dtype": _dt(tensor.dtype), "shape": _shape(tensor),
-                "arg_index": arg_index, "input_index": input_index, "output_index": output_index,
-                "call": call_index}
+        edge = {
+            "source": source,
+            "target": target,
+            "dtype": _dt(tensor.dtype),
+            "shape": _shape(tensor),
+            "arg_index": arg_index,
+            "input_index": input_index,
+            "output_index": output_index,
+            "call": call_index,
+        }
         if arg_name is not None:
             edge["arg_name"] = arg_name
         self.edges.append(edge)
@@ -609,9 +671,15 @@ class _Builder:
             node_id = source[0] if source else None
             if node_id is not None:
                 self.nodes[node_id]["is_output"] = True
-            self.graph_outputs.append({"node": node_id, "dtype": _dt(tensor.dtype), "shape": _shape(tensor),
-                                       "predicted_dtype": source[2] if source else None,
-                                       "output_index": source[1] if source else None})
+            self.graph_outputs.append(
+                {
+                    "node": node_id,
+                    "dtype": _dt(tensor.dtype),
+                    "shape": _shape(tensor),
+                    "predicted_dtype": source[2] if source else None,
+                    "output_index": source[1] if source else None,
+                }
+            )
 
     # -- rules
     def _post_cast(self, op, kind, inputs, pre):
@@ -621,8 +689,10 @@ class _Builder:
         if target is None:
             return list(pre)
         keras3 = self.api.keras3
-        return [target if _is_float(dtype) and autocasts_argument(3 if keras3 else 2, arg_index) else dtype
-                for dtype, (_, arg_index, _) in zip(pre, inputs, strict=True)]
+        return [
+            target if _is_float(dtype) and autocasts_argument(3 if keras3 else 2, arg_index) else dtype
+            for dtype, (_, arg_index, _) in zip(pre, inputs, strict=True)
+        ]
 
     def _predict_outputs(self, op, kind, inputs, post, n_out, knode=None):
         n_out = max(n_out, 1)
@@ -664,8 +734,12 @@ class _Builder:
         entry = {"node": node["id"], "predicted": list(predicted), "observed": list(observed)}
         if kind in STRICT_KINDS:
             compute = node["compute_dtype"]
-            if (self.api.keras3 and kind == "builtin" and not any(_is_float(d) for d in post)
-                    and all(d == compute for d in observed)):
+            if (
+                self.api.keras3
+                and kind == "builtin"
+                and not any(_is_float(d) for d in post)
+                and all(d == compute for d in observed)
+            ):
                 entry["reason"] = "keras3-symbolic"
                 self.unpredictable.append(entry)
                 return
@@ -712,19 +786,24 @@ class _Builder:
                 info["status"] = "ok"
                 try:
                     result = self._run_probe(model, prefix, sample)
-                except Exception as error:  # noqa: BLE001 - user code
+                except Exception as error:
                     info["status"] = "error"
                     info["error"] = {"type": type(error).__name__, "message": str(error)[:500]}
                     result = None
                 if result is not None and top:
                     for tensor in flatten(sample, []):
-                        self.graph_inputs.append({"node": None, "dtype": _dt(tensor.dtype),
-                                                  "shape": _shape(tensor)})
+                        self.graph_inputs.append({"node": None, "dtype": _dt(tensor.dtype), "shape": _shape(tensor)})
                     for tensor in flatten(result, []):
                         if hasattr(tensor, "dtype"):
-                            self.graph_outputs.append({"node": None, "dtype": _dt(tensor.dtype),
-                                                       "shape": _shape(tensor), "predicted_dtype": None,
-                                                       "output_index": None})
+                            self.graph_outputs.append(
+                                {
+                                    "node": None,
+                                    "dtype": _dt(tensor.dtype),
+                                    "shape": _shape(tensor),
+                                    "predicted_dtype": None,
+                                    "output_index": None,
+                                }
+                            )
         if top:
             self.probe_info = info
         else:
@@ -743,8 +822,9 @@ class _Builder:
                 args, _ = self.api.node_args(knode)
                 first = args[0] if args else None
                 if first is not None:
-                    specs = _map_structure(lambda t: _Spec(_shape(t), _dt(t.dtype)) if _is_keras_tensor(t) else None,
-                                           first)
+                    specs = _map_structure(
+                        lambda t: _Spec(_shape(t), _dt(t.dtype)) if _is_keras_tensor(t) else None, first
+                    )
                     break
         if specs is None:
             specs = self._known_input_spec(model)
@@ -844,10 +924,8 @@ def restore_calls(patched: list[tuple]) -> None:
     """Undo instance-level `call` wrappers: (layer, the instance's own `call` before, or MISSING)."""
     for layer, original in patched:
         if original is MISSING:
-            try:
+            with contextlib.suppress(AttributeError):
                 object.__delattr__(layer, "call")
-            except AttributeError:
-                pass
         else:
             object.__setattr__(layer, "call", original)
 
@@ -914,7 +992,8 @@ def _user_dtype(dtype) -> str:
 
 def _looks_like_dtype(value) -> bool:
     return type(value).__name__ == "DType" or (
-        isinstance(value, str) and (_is_float(value) or value.startswith(("int", "uint", "bool", "complex"))))
+        isinstance(value, str) and (_is_float(value) or value.startswith(("int", "uint", "bool", "complex")))
+    )
 
 
 def _promote(floats):
@@ -931,8 +1010,11 @@ def _promote(floats):
 
 def _first_call_param(op):
     try:
-        params = [p for p in inspect.signature(op.call).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        params = [
+            p
+            for p in inspect.signature(op.call).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
         return params[0].name if params else None
     except (TypeError, ValueError):
         return None
@@ -977,8 +1059,12 @@ def to_networkx(graph: ModelGraph) -> nx.MultiDiGraph:
     Graph attributes: `inputs`, `outputs`, `flavour`, `model`. Parallel edges (one tensor into two arguments, a
     shared layer called twice) are kept; edge keys are the edges' positions in `graph.edges`.
     """
-    digraph = nx.MultiDiGraph(inputs=[i.to_json() for i in graph.inputs], outputs=[o.to_json() for o in graph.outputs],
-                              flavour=graph.flavour, model=graph.model)
+    digraph = nx.MultiDiGraph(
+        inputs=[i.to_json() for i in graph.inputs],
+        outputs=[o.to_json() for o in graph.outputs],
+        flavour=graph.flavour,
+        model=graph.model,
+    )
     for node in graph.nodes:
         digraph.add_node(node.id, **node.to_json())
     for index, edge in enumerate(graph.edges):

@@ -10,13 +10,15 @@ of a path saved earlier in the same run read it back from there (Recorder.save_p
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import itertools
 import os
 import sys
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from mpdoctor.facts.dtypes import dtype_name
 from mpdoctor.facts.keras_semantics import autocast_flag, layer_policy
@@ -91,7 +93,7 @@ class Recorder:
         original = os.path.abspath(text)
         for saved, target in reversed(self.redirects.items()):
             if original == saved or (original.startswith(saved) and original[len(saved)] in "-." + os.sep):
-                return target + original[len(saved):]
+                return target + original[len(saved) :]
             if original == os.path.dirname(saved):
                 return os.path.dirname(target)
         return path
@@ -100,15 +102,20 @@ class Recorder:
 def _rewrite(args: tuple, kwargs: dict, position: int, keyword: str, rewrite: Callable) -> tuple[tuple, dict]:
     """The call's arguments with its path argument (at `position`, or the keyword) passed through `rewrite`."""
     if len(args) > position:
-        return (*args[:position], rewrite(args[position]), *args[position + 1:]), kwargs
+        return (*args[:position], rewrite(args[position]), *args[position + 1 :]), kwargs
     if keyword in kwargs:
         return args, {**kwargs, keyword: rewrite(kwargs[keyword])}
     return args, kwargs
 
 
 def _is_library(filename: str) -> bool:
-    return (filename.startswith(_HERE) or "site-packages" in filename or "dist-packages" in filename
-            or filename.startswith("<") or os.sep + "lib" + os.sep + "python" in filename)
+    return (
+        filename.startswith(_HERE)
+        or "site-packages" in filename
+        or "dist-packages" in filename
+        or filename.startswith("<")
+        or os.sep + "lib" + os.sep + "python" in filename
+    )
 
 
 # ---------------------------------------------------------------------- patching
@@ -120,10 +127,9 @@ def wrap_method(cls: type, name: str, make_wrapper: Callable[[Callable], Callabl
         return
     wrapper = functools.wraps(original)(make_wrapper(original))
     wrapper.__mpdoctor_wrapped__ = True  # type: ignore[attr-defined]
-    try:  # Keras 3 reads constructor arguments with getfullargspec, which does not follow __wrapped__
+    # Keras 3 reads constructor arguments with getfullargspec, which does not follow __wrapped__.
+    with contextlib.suppress(TypeError, ValueError):
         wrapper.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
-    except (TypeError, ValueError):
-        pass
     setattr(cls, name, wrapper)
 
 
@@ -159,8 +165,9 @@ class Hooks:
             where = recorder.location()
             if path is not None:
                 position, keyword, kind = path
-                args, kwargs = _rewrite(args, kwargs, position, keyword,
-                                        recorder.save_path if kind == "save" else recorder.load_path)
+                args, kwargs = _rewrite(
+                    args, kwargs, position, keyword, recorder.save_path if kind == "save" else recorder.load_path
+                )
             try:
                 result = original(*args, **kwargs)
             except BaseException as exc:
@@ -177,6 +184,7 @@ class Hooks:
         def on_call(args, kwargs, where, exc):
             value = args[0] if args else next(iter(kwargs.values()), None)
             recorder.policy_events.append(PolicyEvent(dtype_name(value), api, where, len(recorder.layers)))
+
         return on_call
 
     def record_restore(self, api: str, path_of: Callable) -> Callable:
@@ -184,6 +192,7 @@ class Hooks:
 
         def on_call(args, kwargs, where, exc):
             recorder.restores.append(Restore(api, _safe_str(path_of(args, kwargs)), where, _error(exc)))
+
         return on_call
 
     def record_export(self, api: str, path_of: Callable) -> Callable:
@@ -193,6 +202,7 @@ class Hooks:
             written = _safe_str(path_of(args, kwargs))
             asked = next((saved for saved, target in recorder.redirects.items() if target == written), written)
             recorder.exports.append(Export(api, asked, written, where, _error(exc)))
+
         return on_call
 
     def install_tensorflow(self) -> None:
@@ -200,35 +210,60 @@ class Hooks:
         import tensorflow as tf
 
         recorder = self.recorder
-        self.function(tf.saved_model.load, _record_savedmodel_function(recorder, "tf.saved_model.load"),
-                      (0, "export_dir", "load"))
-        self.function(tf.saved_model.save, self.record_export("tf.saved_model.save",
-                                                              lambda a, k: second(a, k, "export_dir")),
-                      (1, "export_dir", "save"))
+        self.function(
+            tf.saved_model.load, _record_savedmodel_function(recorder, "tf.saved_model.load"), (0, "export_dir", "load")
+        )
+        self.function(
+            tf.saved_model.save,
+            self.record_export("tf.saved_model.save", lambda a, k: second(a, k, "export_dir")),
+            (1, "export_dir", "save"),
+        )
         self.function(tf.train.latest_checkpoint, lambda *_: None, (0, "checkpoint_dir", "load"))
         checkpoint = tf.train.Checkpoint
         for method in ("restore", "read"):
-            wrap_method(checkpoint, method, _method_recorder(
-                recorder, recorder.restores, f"tf.train.Checkpoint.{method}",
-                lambda a, k: a[1] if len(a) > 1 else k.get("save_path"), (1, "save_path", "load")))
+            wrap_method(
+                checkpoint,
+                method,
+                _method_recorder(
+                    recorder,
+                    recorder.restores,
+                    f"tf.train.Checkpoint.{method}",
+                    lambda a, k: a[1] if len(a) > 1 else k.get("save_path"),
+                    (1, "save_path", "load"),
+                ),
+            )
         for method in ("save", "write"):
             wrap_method(checkpoint, method, _redirecting(recorder, 1, "file_prefix"))
         wrap_method(tf.train.CheckpointManager, "__init__", _redirecting(recorder, 2, "directory"))
         wrap_method(tf.compat.v1.train.Saver, "__init__", _creation_site_recorder(recorder))
         wrap_method(tf.compat.v1.train.Saver, "save", _redirecting(recorder, 2, "save_path"))
-        wrap_method(tf.compat.v1.train.Saver, "restore", _method_recorder(
-            recorder, recorder.restores, "tf.compat.v1.train.Saver.restore",
-            lambda a, k: a[2] if len(a) > 2 else k.get("save_path"), (2, "save_path", "load")))
+        wrap_method(
+            tf.compat.v1.train.Saver,
+            "restore",
+            _method_recorder(
+                recorder,
+                recorder.restores,
+                "tf.compat.v1.train.Saver.restore",
+                lambda a, k: a[2] if len(a) > 2 else k.get("save_path"),
+                (2, "save_path", "load"),
+            ),
+        )
 
     def model_io(self, model_class: type, exports: tuple[str, ...]) -> None:
         """load_weights is a restore; save/export are exports; save_weights only writes (redirected like them)."""
         recorder = self.recorder
         filepath = lambda a, k: a[1] if len(a) > 1 else k.get("filepath")  # noqa: E731
-        wrap_method(model_class, "load_weights", _method_recorder(recorder, recorder.restores, "model.load_weights",
-                                                                  filepath, (1, "filepath", "load")))
+        wrap_method(
+            model_class,
+            "load_weights",
+            _method_recorder(recorder, recorder.restores, "model.load_weights", filepath, (1, "filepath", "load")),
+        )
         for method in exports:
-            wrap_method(model_class, method, _method_recorder(recorder, recorder.exports, f"model.{method}",
-                                                              filepath, (1, "filepath", "save")))
+            wrap_method(
+                model_class,
+                method,
+                _method_recorder(recorder, recorder.exports, f"model.{method}", filepath, (1, "filepath", "save")),
+            )
         wrap_method(model_class, "save_weights", _redirecting(recorder, 1, "filepath"))
 
     def layer_classes(self, layer_class: type, model_class: type, flavour: str) -> None:
@@ -267,14 +302,24 @@ def _layer_init_recorder(recorder: Recorder, flavour: str, model_class: type):
             policy, compute, variable = layer_policy(self)
             is_model = isinstance(self, model_class)
             recorder.layers[uid] = LayerRecord(
-                class_name=type(self).__name__, module=type(self).__module__, name=getattr(self, "name", None),
-                flavour=flavour, policy=policy, compute_dtype=compute, variable_dtype=variable,
-                autocast=autocast_flag(self), explicit_dtype=dtype_name(kwargs.get("dtype")),
-                created_at=recorder.location(2), is_model=is_model)
+                class_name=type(self).__name__,
+                module=type(self).__module__,
+                name=getattr(self, "name", None),
+                flavour=flavour,
+                policy=policy,
+                compute_dtype=compute,
+                variable_dtype=variable,
+                autocast=autocast_flag(self),
+                explicit_dtype=dtype_name(kwargs.get("dtype")),
+                created_at=recorder.location(2),
+                is_model=is_model,
+            )
             recorder.layer_objects.append(self)
             if is_model:
                 recorder.models.append(self)
+
         return __init__
+
     return make
 
 
@@ -283,15 +328,22 @@ def _savedmodel_layer_recorder(recorder: Recorder, api: str, handle_arg: str):
         def __init__(self, *args, **kwargs):
             args, kwargs = _rewrite(args, kwargs, 0, handle_arg, recorder.load_path)
             handle = args[0] if args else kwargs.get(handle_arg)
-            entry = SavedModelLoad(api, _safe_str(handle), str(id(self)), recorder.location(2),
-                                   call_endpoint=_safe_str(kwargs.get("call_endpoint")))
+            entry = SavedModelLoad(
+                api,
+                _safe_str(handle),
+                str(id(self)),
+                recorder.location(2),
+                call_endpoint=_safe_str(kwargs.get("call_endpoint")),
+            )
             recorder.savedmodel_loads.append(entry)
             try:
                 original(self, *args, **kwargs)
             except BaseException as exc:
                 entry.error = _error(exc)  # the load itself failed (missing handle, no network...)
                 raise
+
         return __init__
+
     return make
 
 
@@ -299,26 +351,33 @@ def _record_savedmodel_function(recorder: Recorder, api: str):
     def on_call(args, kwargs, where, exc):
         handle = args[0] if args else kwargs.get("export_dir", kwargs.get("handle"))
         recorder.savedmodel_loads.append(SavedModelLoad(api, _safe_str(handle), None, where, error=_error(exc)))
+
     return on_call
 
 
 def _creation_site_recorder(recorder: Recorder):
     """Remember where an object (a TF1 Saver) was created: the finding about its restore belongs there."""
+
     def make(original):
         def __init__(self, *args, **kwargs):
             original(self, *args, **kwargs)
             self._mpdoctor_created_at = recorder.location(2)
+
         return __init__
+
     return make
 
 
 def _redirecting(recorder: Recorder, position: int, keyword: str):
     """A method that writes to a path: redirected into the scratch directory, nothing recorded."""
+
     def make(original):
         def method(*args, **kwargs):
             args, kwargs = _rewrite(args, kwargs, position, keyword, recorder.save_path)
             return original(*args, **kwargs)
+
         return method
+
     return make
 
 
@@ -327,6 +386,7 @@ def _method_recorder(recorder: Recorder, sink: list, api: str, path_of: Callable
     calling read(), tf_keras load_weights() calling Checkpoint.read()) is the library's, not the user's: skipped.
     path: (position, keyword, "save" | "load") of the path argument to redirect; a save's entry keeps the path
     the code asked for and says where it was written."""
+
     def make(original):
         def method(*args, **kwargs):
             if id(sink) in recorder.active_sinks:
@@ -335,8 +395,9 @@ def _method_recorder(recorder: Recorder, sink: list, api: str, path_of: Callable
             asked = _safe_str(path_of(args, kwargs))
             if path is not None:
                 position, keyword, kind = path
-                args, kwargs = _rewrite(args, kwargs, position, keyword,
-                                        recorder.save_path if kind == "save" else recorder.load_path)
+                args, kwargs = _rewrite(
+                    args, kwargs, position, keyword, recorder.save_path if kind == "save" else recorder.load_path
+                )
             actual = _safe_str(path_of(args, kwargs))
             created_at = getattr(args[0], "_mpdoctor_created_at", None) if args else None
             if path and path[2] == "save":
@@ -355,7 +416,9 @@ def _method_recorder(recorder: Recorder, sink: list, api: str, path_of: Callable
             if sink is recorder.restores and args:
                 recorder.live_restores.append((entry, args[0], result))
             return result
+
         return method
+
     return make
 
 

@@ -9,6 +9,7 @@ Private names touched, per line:
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import sys
 
@@ -66,8 +67,9 @@ def _install_keras3(hooks: Hooks) -> None:
 
     hooks.function(keras.config.set_dtype_policy, hooks.record_policy("keras.mixed_precision.set_global_policy"))
     hooks.function(keras.config.set_floatx, hooks.record_policy("keras.config.set_floatx"))
-    hooks.function(keras.saving.load_model, hooks.record_restore("keras.models.load_model", first),
-                   (0, "filepath", "load"))
+    hooks.function(
+        keras.saving.load_model, hooks.record_restore("keras.models.load_model", first), (0, "filepath", "load")
+    )
     hooks.layer_classes(Layer, Model, "keras")
     hooks.model_io(Model, ("save", "export"))
     hooks.savedmodel_layer(keras.layers.TFSMLayer, "keras.layers.TFSMLayer", "filepath")
@@ -78,11 +80,13 @@ def _install_tf_keras(hooks: Hooks) -> None:
     from tf_keras.src.engine.base_layer import Layer
     from tf_keras.src.engine.training import Model
 
-    hooks.function(tf_keras.mixed_precision.set_global_policy,
-                   hooks.record_policy("tf_keras.mixed_precision.set_global_policy"))
+    hooks.function(
+        tf_keras.mixed_precision.set_global_policy, hooks.record_policy("tf_keras.mixed_precision.set_global_policy")
+    )
     hooks.function(tf_keras.backend.set_floatx, hooks.record_policy("tf_keras.backend.set_floatx"))
-    hooks.function(tf_keras.models.load_model, hooks.record_restore("tf_keras.models.load_model", first),
-                   (0, "filepath", "load"))
+    hooks.function(
+        tf_keras.models.load_model, hooks.record_restore("tf_keras.models.load_model", first), (0, "filepath", "load")
+    )
     hooks.layer_classes(Layer, Model, "tf_keras")
     hooks.model_io(Model, ("save",))
 
@@ -114,8 +118,6 @@ def policy_now() -> str | None:
     for name in ("keras", "tf_keras"):
         module = sys.modules.get(name)
         if module is not None:
-            try:
+            with contextlib.suppress(Exception):
                 policy = dtype_name(module.mixed_precision.global_policy())
-            except Exception:  # noqa: BLE001
-                pass
     return policy

@@ -40,12 +40,13 @@ def main(argv: list[str]) -> int:
         facts.layers_created_on_import = len(recorder.layers)
         from mpdoctor.trace.child.discovery import discover
 
-        models = discover(module, request.get("entry"), recorder, facts,
-                          lambda exc, phase: describe(exc, phase, recorder))
+        models = discover(
+            module, request.get("entry"), recorder, facts, lambda exc, phase: describe(exc, phase, recorder)
+        )
         for name, how, model in models:
             facts.models.append(analyse_model(name, how, model, recorder, facts, request.get("numerics")))
             recorder.analysed_models.append(model)
-    except BaseException as exc:  # noqa: BLE001 - the child must report, never die silently
+    except BaseException as exc:
         if facts.exception is None:
             facts.exception = describe(exc, "internal", recorder)
             facts.status = "exception"
@@ -111,10 +112,11 @@ def _import_user_file(path: str, facts: Facts, recorder, source_file: str | None
     try:
         spec.loader.exec_module(module)
     except SystemExit as exc:
-        facts.exception = ExceptionRecord("SystemExit", f"the file called sys.exit({exc.code!r}) on import",
-                                          "import", user_frame(exc, recorder))
+        facts.exception = ExceptionRecord(
+            "SystemExit", f"the file called sys.exit({exc.code!r}) on import", "import", user_frame(exc, recorder)
+        )
         facts.status = "exception"
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         facts.exception = describe(exc, "import", recorder)
         facts.status = "exception"
     return module

@@ -24,7 +24,7 @@ def match_restores(live_restores: list[tuple[Restore, Any, Any]]) -> None:
                 entry.unmatched = _object_based(result)
             elif type(receiver).__name__ == "Saver" and entry.path:
                 entry.unmatched = _name_based(receiver, entry.path)
-        except Exception as exc:  # noqa: BLE001 - TF internals changed: say so, never fail the trace
+        except Exception as exc:
             entry.unmatched_error = f"{type(exc).__name__}: {exc}"
 
 
@@ -37,7 +37,7 @@ def match_checkpoint(entry: Restore, recorder: Any) -> None:
     try:
         if not tf.train.load_checkpoint(entry.path).has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
             return  # name-based (TF1) or Keras files: their keys do not name a model's objects
-    except Exception:  # noqa: BLE001 - unreadable: the range audit reports it
+    except Exception:
         return
     best = None
     recorder.active_sinks.add(id(recorder.restores))  # these reads are mpdoctor's, not restores of the user's
@@ -48,7 +48,7 @@ def match_checkpoint(entry: Restore, recorder: Any) -> None:
             for attach in ({"root": model}, {"model": model}):
                 try:
                     status = tf.train.Checkpoint(**attach).read(entry.path).expect_partial()
-                except Exception as exc:  # noqa: BLE001 - e.g. a dtype mismatch: MP301 explains it
+                except Exception as exc:
                     entry.error = ErrorRecord(type(exc).__name__, str(exc)[:4000])
                     entry.location = created_at
                     return
@@ -75,10 +75,16 @@ def _object_based(status: Any) -> Unmatched:
     coordinator = status._checkpoint
     proto = coordinator.object_graph_proto
     names = checkpoint_lib.ObjectGraphProtoPrettyPrinter(proto).node_names
-    unused = [names[node_id] for node_id, node in enumerate(proto.nodes)
-              if node.attributes and node_id not in coordinator.object_by_proto_id]
-    unused += [f"{names[node_id]}.{attribute}" for node_id, attributes in coordinator.unused_attributes.items()
-               for attribute in attributes]
+    unused = [
+        names[node_id]
+        for node_id, node in enumerate(proto.nodes)
+        if node.attributes and node_id not in coordinator.object_by_proto_id
+    ]
+    unused += [
+        f"{names[node_id]}.{attribute}"
+        for node_id, attributes in coordinator.unused_attributes.items()
+        for attribute in attributes
+    ]
     matched = {id(obj) for obj in coordinator.object_by_proto_id.values()}
     holders = checkpoint_lib._objects_with_attributes(util.list_objects(status._object_graph_view))
     missing = [_variable_name(obj) for obj in holders if id(obj) not in matched]

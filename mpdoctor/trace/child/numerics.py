@@ -51,8 +51,20 @@ LARGE_TENSOR = 262144  # elements above which statistics are computed by TF ops 
 MAX_PARAMS = 100_000_000  # "small enough": above this the two extra forward passes are skipped
 DEFAULTS = {"enabled": True, "batch_size": 2, "seed": 0, "range": [0.0, 1.0], "sample": None}
 # Ops TF's auto-mixed-precision keeps out of float16 (deny list) and ops whose float16 result overflows easily.
-UNSAFE_OPS = frozenset({"Exp", "Expm1", "Pow", "Square", "Sum", "Mean", "L2Loss", "Log",
-                        "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits"})
+UNSAFE_OPS = frozenset(
+    {
+        "Exp",
+        "Expm1",
+        "Pow",
+        "Square",
+        "Sum",
+        "Mean",
+        "L2Loss",
+        "Log",
+        "SoftmaxCrossEntropyWithLogits",
+        "SparseSoftmaxCrossEntropyWithLogits",
+    }
+)
 
 
 def options_from_request(request: dict | None) -> dict:
@@ -105,8 +117,9 @@ def _subclassed_sample(model, options: dict):
     for shape, dtype in specs:
         dims = [options["batch_size"] if i == 0 or d is None else int(d) for i, d in enumerate(shape)]
         kind = np.dtype(dtype).kind
-        batch.append((rng.random(dims) * (high - low) + low).astype(dtype) if kind == "f"
-                     else np.zeros(dims, dtype=dtype))
+        batch.append(
+            (rng.random(dims) * (high - low) + low).astype(dtype) if kind == "f" else np.zeros(dims, dtype=dtype)
+        )
     return batch[0] if len(batch) == 1 else batch
 
 
@@ -308,8 +321,12 @@ def _is_user_layer(layer) -> bool:
 
 def skipped(options: dict, reason: str | None) -> NumericsRecord:
     """An empty `numerics` record."""
-    return NumericsRecord(batch_size=int(options["batch_size"]), seed=int(options["seed"]), skipped=reason,
-                          threshold=options.get("threshold"))
+    return NumericsRecord(
+        batch_size=int(options["batch_size"]),
+        seed=int(options["seed"]),
+        skipped=reason,
+        threshold=options.get("threshold"),
+    )
 
 
 def failed(options: dict, exc: BaseException) -> NumericsRecord:
@@ -341,17 +358,20 @@ class Session:
         self.record.dtype = max(set(low), key=low.count)
         try:
             params = int(model.count_params())
-        except Exception:  # noqa: BLE001 - an unbuilt model
+        except Exception:
             params = 0
         if params > MAX_PARAMS:
             self.record.skipped = f"{params:,} parameters: above the numerics bound of {MAX_PARAMS:,}"
             return
         try:
-            self.sample = (_load_sample(options["sample"], model) if options.get("sample")
-                           else sample_inputs(model, options["batch_size"], options["seed"], *options["range"]))
+            self.sample = (
+                _load_sample(options["sample"], model)
+                if options.get("sample")
+                else sample_inputs(model, options["batch_size"], options["seed"], *options["range"])
+            )
             if self.sample is None:
                 self.sample = _subclassed_sample(model, options)
-        except Exception as exc:  # noqa: BLE001 - an unreadable --sample file
+        except Exception as exc:
             self.record.skipped = f"cannot build the sample batch: {type(exc).__name__}: {_first_line(exc)}"
             return
         if self.sample is None:
@@ -391,7 +411,7 @@ class Session:
         patched = _instrument(self.layers, reference)
         try:
             self.model(self.sample, training=False)
-        except Exception as exc:  # noqa: BLE001 - e.g. a layer that cached float16 constants at build time
+        except Exception as exc:
             record.skipped = f"the float32 reference run raised {type(exc).__name__}: {_first_line(exc)}"
             return record
         finally:
@@ -404,8 +424,11 @@ class Session:
         if self.low.first_bad is not None and self.low.first_bad[0] in nodes:
             record.first_non_finite = _first_non_finite(nodes[self.low.first_bad[0]].id, *self.low.first_bad[1:])
         layers = {str(id(layer)): layer for layer in self.layers}
-        record.user_layers = [_scan_layer(nodes[uid].id, layers[uid], args, kwargs, self.user_file)
-                              for uid, (args, kwargs) in self.low.captured.items() if uid in nodes]
+        record.user_layers = [
+            _scan_layer(nodes[uid].id, layers[uid], args, kwargs, self.user_file)
+            for uid, (args, kwargs) in self.low.captured.items()
+            if uid in nodes
+        ]
         record.loss = _loss_dtype(self.model, self.outputs)
         return record
 
@@ -418,9 +441,18 @@ def _table(low: _Run, reference: _Run, nodes: dict) -> list[NumericsRow]:
         if node is None or not calls or node.kind == "input":
             continue
         ref_calls = [c for c in reference.calls.get(uid, []) if c is not None]
-        rows.append(NumericsRow(node.id, node.name, node.class_name, all(c[0] for c in calls),
-                                all(c[0] for c in ref_calls), _max(c[1] for c in calls),
-                                _max(c[1] for c in ref_calls), reference.errors.get(uid)))
+        rows.append(
+            NumericsRow(
+                node.id,
+                node.name,
+                node.class_name,
+                all(c[0] for c in calls),
+                all(c[0] for c in ref_calls),
+                _max(c[1] for c in calls),
+                _max(c[1] for c in ref_calls),
+                reference.errors.get(uid),
+            )
+        )
     return rows
 
 
@@ -447,7 +479,7 @@ def _first_non_finite(node_id: str, layer, args, kwargs) -> FirstNonFinite:
     tf.debugging.enable_check_numerics()
     try:
         layer(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - the point is to catch the check's error
+    except Exception as exc:
         match = re.search(r'op "(\w+)"', str(exc))
         found.op = match.group(1) if match else None
     finally:
@@ -464,7 +496,7 @@ def _user_line(op, user_file: str | None) -> int | None:
         return None
     try:
         frames = op.traceback
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
     for frame in frames:
         if os.path.realpath(frame.filename) == user_file:
@@ -489,7 +521,7 @@ def _scan_layer(node_id: str, layer, args, kwargs, user_file: str | None) -> Use
     entry = UserLayerScan(node_id, type(layer).__name__, _source_range(layer))
     try:
         concrete = tf.function(lambda *a, **k: layer(*a, **k)).get_concrete_function(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         entry.status = f"{type(exc).__name__}: {_first_line(exc)}"
         return entry
     low_lines, seen = set(), set()
@@ -508,14 +540,15 @@ def _scan_layer(node_id: str, layer, args, kwargs, user_file: str | None) -> Use
                 continue
             try:
                 value = tf.make_ndarray(source.get_attr("value"))
-            except Exception:  # noqa: BLE001, S112 - a constant TF cannot decode is simply not inspected
+            except Exception:
                 continue
             if value.size != 1:
                 continue
             number = float(np.asarray(value, dtype=np.float32).reshape(-1)[0])
             if np.isinf(number) or number == 0.0:
-                entry.constants.append(LineConstant(line, op.type,
-                                                    "0" if number == 0.0 else ("inf" if number > 0 else "-inf")))
+                entry.constants.append(
+                    LineConstant(line, op.type, "0" if number == 0.0 else ("inf" if number > 0 else "-inf"))
+                )
     entry.float16_lines = sorted(low_lines)
     return entry
 
@@ -543,7 +576,7 @@ def _loss_dtype(model, predictions) -> LossRecord | None:
     for sparse in (False, True):
         try:
             value = model.compute_loss(x=None, y=labels(sparse), y_pred=predictions)
-        except Exception as exc:  # noqa: BLE001 - labels of the wrong form for this loss: try the other one
+        except Exception as exc:
             record.error = f"{type(exc).__name__}: {_first_line(exc)}"
             continue
         record.dtype = getattr(value.dtype, "name", str(value.dtype))
