@@ -6,6 +6,7 @@ its scripts ran, console messages and errors, uncaught exceptions, network reque
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import os
@@ -57,12 +58,30 @@ class Chromium:
             os.dup2(high_write, 4)
 
         self._process = subprocess.Popen(
-            [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
-             "--disable-extensions", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", "--mute-audio", "--hide-scrollbars", f"--user-data-dir={self._profile}",
-             "--remote-debugging-pipe", "about:blank"],
-            preexec_fn=remap, pass_fds=(3, 4), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
+            [
+                binary,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--mute-audio",
+                "--hide-scrollbars",
+                f"--user-data-dir={self._profile}",
+                "--remote-debugging-pipe",
+                "about:blank",
+            ],
+            preexec_fn=remap,
+            pass_fds=(3, 4),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(to_browser_read)
         os.close(from_browser_write)
         self._buffer = b""
@@ -70,20 +89,16 @@ class Chromium:
         self.events: list[dict] = []
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.call("Browser.close")
-        except Exception:  # noqa: BLE001 - the browser may already be gone
-            pass
         try:
             self._process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
         for fd in (self._to_browser, self._from_browser):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         shutil.rmtree(self._profile, ignore_errors=True)
 
     def __enter__(self) -> Chromium:
@@ -127,14 +142,18 @@ class Chromium:
                     return event
             self.events.append(self._receive(deadline))
 
-    def run_page(self, path: Path, screenshot: Path | None = None, evaluate: dict[str, str] | None = None,
-                 width: int = 1280) -> PageRun:
+    def run_page(
+        self, path: Path, screenshot: Path | None = None, evaluate: dict[str, str] | None = None, width: int = 1280
+    ) -> PageRun:
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.call(f"{domain}.enable", session=session)
-        self.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900, "deviceScaleFactor": 1,
-                                                         "mobile": False}, session)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+            session,
+        )
         url = path.resolve().as_uri()
         self.call("Page.navigate", {"url": url}, session)
         self.wait_for("Page.loadEventFired", session)
@@ -142,13 +161,17 @@ class Chromium:
         for name, expression in (evaluate or {}).items():
             result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session)
             run.values[name] = result.get("result", {}).get("value")
-        run.dom = self.call("Runtime.evaluate", {"expression": "document.documentElement.outerHTML",
-                                                 "returnByValue": True}, session)["result"]["value"]
+        run.dom = self.call(
+            "Runtime.evaluate", {"expression": "document.documentElement.outerHTML", "returnByValue": True}, session
+        )["result"]["value"]
         if screenshot is not None:
             size = self.call("Page.getLayoutMetrics", session=session)["cssContentSize"]
             height = min(MAX_SCREENSHOT_HEIGHT, int(size["height"]) + 1)
-            self.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": height,
-                                                             "deviceScaleFactor": 1, "mobile": False}, session)
+            self.call(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+                session,
+            )
             data = self.call("Page.captureScreenshot", {"format": "png"}, session)["data"]
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             screenshot.write_bytes(base64.b64decode(data))

@@ -18,8 +18,8 @@ np = pytest.importorskip("numpy")  # comes with TensorFlow; without it every tes
 from mpdoctor.artifacts import checkpoints as ck  # noqa: E402
 
 F16_MAX = 65504.0
-F16_NORMAL = 2.0 ** -14
-F16_SUBNORMAL = 2.0 ** -24
+F16_NORMAL = 2.0**-14
+F16_SUBNORMAL = 2.0**-24
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -60,10 +60,15 @@ def reference_f16(values: np.ndarray) -> dict:
     a = np.abs(values.astype(np.float64).reshape(-1))
     finite = np.isfinite(a)
     f = a[finite]
-    return {"values": a.size, "nonfinite": int((~finite).sum()), "overflow": int((f > F16_MAX).sum()),
-            "max_abs": float(f.max()) if f.size else 0.0, "zeros": int((f == 0).sum()),
-            "flushed": int(((f > 0) & (f < F16_SUBNORMAL)).sum()),
-            "subnormal": int(((f >= F16_SUBNORMAL) & (f < F16_NORMAL)).sum())}
+    return {
+        "values": a.size,
+        "nonfinite": int((~finite).sum()),
+        "overflow": int((f > F16_MAX).sum()),
+        "max_abs": float(f.max()) if f.size else 0.0,
+        "zeros": int((f == 0).sum()),
+        "flushed": int(((f > 0) & (f < F16_SUBNORMAL)).sum()),
+        "subnormal": int(((f >= F16_SUBNORMAL) & (f < F16_NORMAL)).sum()),
+    }
 
 
 def stats_of(values: np.ndarray, target: str = "float16") -> dict:
@@ -77,8 +82,9 @@ def stats_of(values: np.ndarray, target: str = "float16") -> dict:
 
 
 def test_float16_audit_counts_each_class_exactly():
-    values = np.array([7e4, -1e5, 65504.0, 1e-8, -3e-5, 0.0, 1.0, np.inf, np.nan, -0.0, F16_NORMAL, F16_SUBNORMAL],
-                      np.float32)
+    values = np.array(
+        [7e4, -1e5, 65504.0, 1e-8, -3e-5, 0.0, 1.0, np.inf, np.nan, -0.0, F16_NORMAL, F16_SUBNORMAL], np.float32
+    )
     result = stats_of(values)
     assert result["overflow"] == 2  # 7e4 and -1e5; 65504 itself is float16's max
     assert result["max_abs"] == 1e5  # finite values only
@@ -94,9 +100,19 @@ def test_float16_audit_counts_each_class_exactly():
 def test_float16_fast_path_matches_reference_across_chunks(size):
     rng = np.random.default_rng(size)
     values = (rng.standard_normal(size) * rng.choice([1e-7, 1e-5, 1.0, 1e4, 1e5], size)).astype(np.float32)
-    edges = np.array([F16_MAX, np.nextafter(np.float32(F16_MAX), np.float32(np.inf)), F16_NORMAL,
-                      np.nextafter(np.float32(F16_NORMAL), np.float32(0)), F16_SUBNORMAL,
-                      np.nextafter(np.float32(F16_SUBNORMAL), np.float32(0)), 1e-45, 0.0], np.float32)
+    edges = np.array(
+        [
+            F16_MAX,
+            np.nextafter(np.float32(F16_MAX), np.float32(np.inf)),
+            F16_NORMAL,
+            np.nextafter(np.float32(F16_NORMAL), np.float32(0)),
+            F16_SUBNORMAL,
+            np.nextafter(np.float32(F16_SUBNORMAL), np.float32(0)),
+            1e-45,
+            0.0,
+        ],
+        np.float32,
+    )
     values[: min(size, edges.size)] = edges[: min(size, edges.size)]
     got = stats_of(values.reshape(-1, 1) if size > 1 else values)
     want = reference_f16(values)
@@ -125,7 +141,7 @@ def test_bfloat16_relative_precision_loss():
     rel = np.abs(values - rounded)[nonzero] / np.abs(values[nonzero])
     assert result["max_relative_error"] == pytest.approx(float(rel.max()))
     assert result["mean_relative_error"] == pytest.approx(float(rel.mean()), rel=1e-6)
-    assert result["max_relative_error"] <= 2.0 ** -8  # bfloat16 keeps 8 significant bits
+    assert result["max_relative_error"] <= 2.0**-8  # bfloat16 keeps 8 significant bits
     assert result["overflow"] == 0 and result["status"] == "ok"
 
 
@@ -150,9 +166,11 @@ def artifacts(tf, tmp_path_factory):
 
     # TF1 name-based: the second seed report's graph (tf.compat.v1.layers.dense needs Keras 2, so the dense layer's
     # variables are made by hand under the same names).
-    values = {"foo": rng.standard_normal((3, 3)).astype(np.float32),
-              "dense/kernel": rng.standard_normal((3, 3)).astype(np.float32),
-              "dense/bias": np.zeros(3, np.float32)}
+    values = {
+        "foo": rng.standard_normal((3, 3)).astype(np.float32),
+        "dense/kernel": rng.standard_normal((3, 3)).astype(np.float32),
+        "dense/bias": np.zeros(3, np.float32),
+    }
     values["dense/kernel"][0, 0] = 1e-9  # flushes to zero in float16
     with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
         graph_tf1(tf, np.float32, values)
@@ -185,7 +203,10 @@ def test_read_tf1_checkpoint(artifacts):
     info = ck.read_checkpoint(artifacts["tf1"])
     assert info["format"] == "tf1-name"
     assert {v["key"]: (v["dtype"], v["shape"]) for v in info["variables"]} == {
-        "foo:0": ("float32", [3, 3]), "dense/kernel:0": ("float32", [3, 3]), "dense/bias:0": ("float32", [3])}
+        "foo:0": ("float32", [3, 3]),
+        "dense/kernel:0": ("float32", [3, 3]),
+        "dense/bias:0": ("float32", [3]),
+    }
     assert all(v["object_path"] is None for v in info["variables"])
     assert info["files"][0].endswith("tmp.ckpt.index")
 
@@ -226,8 +247,9 @@ def test_audit_streams_float_tensors_from_the_shards_in_small_chunks(tf, tmp_pat
     rng = np.random.default_rng(5)
     big = (rng.standard_normal((700, 1000)) * 0.02).astype(np.float32)  # 2.8 MB: three 1 MiB chunks
     big[699, 999] = -9e4
-    prefix = tf.train.Checkpoint(big=tf.Variable(big), half=tf.Variable(big[:3].astype(np.float16)),
-                                 f64=tf.Variable(np.array([1e6, 1e-30]))).write(str(tmp_path / "ck"))
+    prefix = tf.train.Checkpoint(
+        big=tf.Variable(big), half=tf.Variable(big[:3].astype(np.float16)), f64=tf.Variable(np.array([1e6, 1e-30]))
+    ).write(str(tmp_path / "ck"))
     sizes, reads = [], []
     original_add, original_read = ck._RangeStats.add, ck._TFSource.read
     monkeypatch.setattr(ck._RangeStats, "add", lambda self, a: sizes.append(a.nbytes) or original_add(self, a))
@@ -259,7 +281,7 @@ def test_corrupt_shard_checksum_caught_by_converter_and_verified_audit(tf, artif
             (tmp_path / name).write_bytes(bytes(data))
     prefix = str(tmp_path / os.path.basename(artifacts["tf2"]))
     ck.audit_checkpoint(prefix, "float16")  # the streaming audit does not check CRC32C (documented)
-    with pytest.raises(ck.CheckpointError, match="corrupt data shard: tensor .* fails its checksum"):
+    with pytest.raises(ck.CheckpointError, match=r"corrupt data shard: tensor .* fails its checksum"):
         ck.audit_checkpoint(prefix, "float16", verify_checksums=True)
     with pytest.raises(ck.CheckpointError, match="corrupt data shard"):
         ck.convert_checkpoint(prefix, str(tmp_path / "out"), "float16")
@@ -269,7 +291,7 @@ def test_corrupt_shard_checksum_caught_by_converter_and_verified_audit(tf, artif
 def test_audit_bfloat16_tf1(artifacts):
     audit = ck.audit_checkpoint(artifacts["tf1"], "bfloat16")
     assert audit["safe"] and audit["summary"]["variables"] == 3
-    assert 0 < audit["summary"]["max_relative_error"] <= 2.0 ** -8
+    assert 0 < audit["summary"]["max_relative_error"] <= 2.0**-8
     assert "relative precision loss" in audit["verdict"]
 
 
@@ -323,8 +345,9 @@ def test_tf2_checkpoint_restores_into_float16_variables_after_conversion(tf, art
 
     info = ck.read_checkpoint(out)
     assert info["dtypes"] == {"float16": 2, "int64": 2}
-    assert [v["object_path"] for v in info["variables"]] == [v["object_path"] for v in
-                                                              ck.read_checkpoint(artifacts["tf2"])["variables"]]
+    assert [v["object_path"] for v in info["variables"]] == [
+        v["object_path"] for v in ck.read_checkpoint(artifacts["tf2"])["variables"]
+    ]
 
     back = str(tmp_path / "ckpt32")  # and back to float32
     ck.convert_checkpoint(out, back, "float32")
@@ -411,7 +434,7 @@ def test_convert_many_batches_merges_shards(tf, tmp_path, monkeypatch):
 
 
 def test_verification_failure_leaves_nothing(tf, artifacts, tmp_path, monkeypatch):
-    counter = iter(range(10 ** 6))
+    counter = iter(range(10**6))
     monkeypatch.setattr(ck, "_fingerprint", lambda value: next(counter))  # every read-back differs
     with pytest.raises(ck.CheckpointError, match="verification failed"):
         ck.convert_checkpoint(artifacts["tf2"], str(tmp_path / "v"), "float16")
@@ -496,8 +519,9 @@ def keras3_files(tmp_path_factory):
 
 
 def build_keras3(keras, policy):
-    return keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, dtype=policy),
-                             keras.layers.Dense(2, dtype=policy)])
+    return keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(4, dtype=policy), keras.layers.Dense(2, dtype=policy)]
+    )
 
 
 @pytest.mark.parametrize("name", ["m.weights.h5", "m.keras"])
@@ -518,8 +542,10 @@ def test_keras3_weights_convert_and_load(keras3_files, tmp_path, name, target):
     else:
         half.load_weights(out)
     for mine, theirs in zip(half.weights, model.weights, strict=True):
-        np.testing.assert_allclose(np.asarray(mine.numpy(), np.float32),
-                                   np.asarray(theirs.numpy()).astype(ck._np_dtype(target)).astype(np.float32))
+        np.testing.assert_allclose(
+            np.asarray(mine.numpy(), np.float32),
+            np.asarray(theirs.numpy()).astype(ck._np_dtype(target)).astype(np.float32),
+        )
 
 
 def test_keras_archive_with_compressed_weights_member(keras3_files, tmp_path):

@@ -21,11 +21,12 @@ from mpdoctor.artifacts.savedmodel import (
     read_savedmodel,
 )
 
-requires_tf = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None
-                                 or importlib.util.find_spec("tf_keras") is None,
-                                 reason="needs tensorflow and tf_keras")
+requires_tf = pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow") is None or importlib.util.find_spec("tf_keras") is None,
+    reason="needs tensorflow and tf_keras",
+)
 
-BUILD_SCRIPT = textwrap.dedent(r'''
+BUILD_SCRIPT = textwrap.dedent(r"""
     import json, os, sys
     out = sys.argv[1]
     import tensorflow as tf
@@ -48,7 +49,8 @@ BUILD_SCRIPT = textwrap.dedent(r'''
             return x * tf.cast(2.0, x.dtype)
 
     class Nested(tf.Module):
-        @tf.function(input_signature=[{"ids": tf.TensorSpec([None], tf.int32), "feat": tf.TensorSpec([2, 3], tf.bfloat16)},
+        @tf.function(input_signature=[{"ids": tf.TensorSpec([None], tf.int32),
+                                       "feat": tf.TensorSpec([2, 3], tf.bfloat16)},
                                       tf.RaggedTensorSpec([None, None], tf.float16)])
         def __call__(self, features, tokens):
             return tf.cast(features["feat"], tf.float32)
@@ -90,7 +92,8 @@ BUILD_SCRIPT = textwrap.dedent(r'''
         signatures = {}
         for key, function in loaded.signatures.items():
             signatures[key] = {
-                "inputs": {k: [s.dtype.name, s.shape.as_list()] for k, s in function.structured_input_signature[1].items()},
+                "inputs": {k: [s.dtype.name, s.shape.as_list()]
+                           for k, s in function.structured_input_signature[1].items()},
                 "outputs": {k: [s.dtype.name, s.shape.as_list()] for k, s in function.structured_outputs.items()}}
         truth[name] = {"functions": functions, "signatures": signatures}
 
@@ -136,7 +139,7 @@ BUILD_SCRIPT = textwrap.dedent(r'''
     truth["schema_problems"] = problems
     with open(f"{out}/truth.json", "w") as handle:
         json.dump(truth, handle)
-''')
+""")
 
 
 @pytest.fixture(scope="module")
@@ -144,8 +147,14 @@ def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("savedmodels")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     env.pop("TF_USE_LEGACY_KERAS", None)
-    result = subprocess.run([sys.executable, "-c", BUILD_SCRIPT, str(out)], capture_output=True, text=True,
-                            env=env, timeout=300, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", BUILD_SCRIPT, str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     return out, json.loads((out / "truth.json").read_text())
 
@@ -157,8 +166,10 @@ def _no_error(info):
 
 def _function_dtypes(info, name):
     """Per concrete function of a root attribute, the flat input dtypes (None for Python values)."""
-    return sorted([[item["dtype"] for item in function["inputs"]]
-                   for function in info["functions"] if function["name"] == name], key=lambda d: [str(x) for x in d])
+    return sorted(
+        [[item["dtype"] for item in function["inputs"]] for function in info["functions"] if function["name"] == name],
+        key=lambda d: [str(x) for x in d],
+    )
 
 
 @requires_tf
@@ -186,11 +197,17 @@ def test_float32_only_module(built):
     info = _no_error(read_savedmodel(str(built[0] / "module_f32")))
     assert info["path"] == str(built[0] / "module_f32")
     assert info["tags"] == ["serve"]
-    assert info["signatures"] == [{"name": "serving_default", "method_name": "tensorflow/serving/predict",
-                                   "inputs": [{"name": "x", "dtype": "float32", "shape": [None, 4]}],
-                                   "outputs": [{"name": "output_0", "dtype": "float32", "shape": [None, 3]}]}]
+    assert info["signatures"] == [
+        {
+            "name": "serving_default",
+            "method_name": "tensorflow/serving/predict",
+            "inputs": [{"name": "x", "dtype": "float32", "shape": [None, 4]}],
+            "outputs": [{"name": "output_0", "dtype": "float32", "shape": [None, 3]}],
+        }
+    ]
     assert [(f["name"], f["inputs"]) for f in info["functions"]] == [
-        ("__call__", [{"name": "x", "dtype": "float32", "shape": [None, 4]}])]
+        ("__call__", [{"name": "x", "dtype": "float32", "shape": [None, 4]}])
+    ]
     assert info["accepted_input_dtypes"] == ["float32"]
     assert info["accepted_input_dtypes_by_endpoint"] == {"__call__": ["float32"], "serving_default": ["float32"]}
 
@@ -212,7 +229,8 @@ def test_nested_and_composite_inputs(built):
     assert function["inputs"] == [
         {"name": "features['feat']", "dtype": "bfloat16", "shape": [2, 3], "spec_name": "features_feat"},
         {"name": "features['ids']", "dtype": "int32", "shape": [None], "spec_name": "features_ids"},
-        {"name": "tokens", "dtype": "float16", "shape": [None, None], "type_spec": "RaggedTensorSpec"}]
+        {"name": "tokens", "dtype": "float16", "shape": [None, None], "type_spec": "RaggedTensorSpec"},
+    ]
     # tf.nest order sorts dict keys: the first tensor input is features['feat'].
     assert info["accepted_input_dtypes_by_endpoint"]["__call__"] == ["bfloat16"]
 
@@ -256,6 +274,7 @@ def test_file_url_and_relative_handles(built):
 
 # ------------------------------------------------------------------------- no TensorFlow needed from here on
 
+
 def _synthetic_saved_model(dtype=19) -> bytes:
     """A minimal SavedModel with one signature whose input has DataType `dtype` (19 = DT_HALF)."""
     saved_model = _message_classes()["SavedModel"]()
@@ -296,8 +315,11 @@ def test_file_instead_of_directory(tmp_path):
     assert error["kind"] == "not_savedmodel" and "model.keras" in error["message"]
 
 
-@pytest.mark.parametrize("data", [b"\x00\x01 this is not a protobuf \xff\xff", b"", _synthetic_saved_model()[:-7]],
-                         ids=["garbage", "empty", "truncated"])
+@pytest.mark.parametrize(
+    "data",
+    [b"\x00\x01 this is not a protobuf \xff\xff", b"", _synthetic_saved_model()[:-7]],
+    ids=["garbage", "empty", "truncated"],
+)
 def test_corrupt_saved_model(tmp_path, data):
     (tmp_path / "saved_model.pb").write_bytes(data)
     error = _error(read_savedmodel(str(tmp_path)))
@@ -314,9 +336,14 @@ def test_synthetic_pb_and_pbtxt(tmp_path):
     (tmp_path / "pb").mkdir()
     (tmp_path / "pb" / "saved_model.pb").write_bytes(_synthetic_saved_model())
     info = _no_error(read_savedmodel(str(tmp_path / "pb")))
-    assert info["signatures"] == [{"name": "serving_default", "method_name": "tensorflow/serving/predict",
-                                   "inputs": [{"name": "images", "dtype": "float16", "shape": [None, 224]}],
-                                   "outputs": [{"name": "logits", "dtype": "float32", "shape": None}]}]
+    assert info["signatures"] == [
+        {
+            "name": "serving_default",
+            "method_name": "tensorflow/serving/predict",
+            "inputs": [{"name": "images", "dtype": "float16", "shape": [None, 224]}],
+            "outputs": [{"name": "logits", "dtype": "float32", "shape": None}],
+        }
+    ]
     assert info["accepted_input_dtypes"] == ["float16"] and info["functions"] == []
     (tmp_path / "txt").mkdir()
     (tmp_path / "txt" / "saved_model.pbtxt").write_text(
@@ -324,7 +351,8 @@ def test_synthetic_pb_and_pbtxt(tmp_path):
         '  graph_def { node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } } }\n'
         '  signature_def { key: "serving_default" value {\n'
         '    inputs { key: "images" value { name: "x:0" dtype: DT_BFLOAT16 tensor_shape { dim { size: -1 } } } }\n'
-        '    method_name: "tensorflow/serving/predict" } }\n}\n')
+        '    method_name: "tensorflow/serving/predict" } }\n}\n'
+    )
     info = _no_error(read_savedmodel(str(tmp_path / "txt")))
     assert info["signatures"][0]["inputs"] == [{"name": "images", "dtype": "bfloat16", "shape": [None]}]
 
@@ -366,10 +394,11 @@ def test_https_handle_in_cache(monkeypatch, tmp_path):
 
 def test_reading_never_imports_tensorflow(tmp_path):
     (tmp_path / "saved_model.pb").write_bytes(_synthetic_saved_model())
-    probe = ("import sys; from mpdoctor.artifacts.savedmodel import read_savedmodel; "
-             f"info = read_savedmodel({str(tmp_path)!r}); assert info['error'] is None, info; "
-             "print(sorted(m for m in ('tensorflow', 'keras', 'tf_keras', 'numpy') if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
-                            check=False)
+    probe = (
+        "import sys; from mpdoctor.artifacts.savedmodel import read_savedmodel; "
+        f"info = read_savedmodel({str(tmp_path)!r}); assert info['error'] is None, info; "
+        "print(sorted(m for m in ('tensorflow', 'keras', 'tf_keras', 'numpy') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"

@@ -85,7 +85,7 @@ def test_unsafe_fixes_need_the_flag(tmp_path, capsys):
     assert "LossScaleOptimizer(" in fixed and fixed != text
 
 
-SEED = '''\
+SEED = """\
 import os
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 import tensorflow as tf
@@ -97,7 +97,7 @@ model = tf.keras.Sequential([
     hub.KerasLayer("/models/feature_vector"),  # a float32-only SavedModel
     tf.keras.layers.Dense(2, activation="softmax"),
 ])
-'''
+"""
 
 
 def test_diff_prints_unified_diffs_and_writes_nothing(tmp_path, capsys, monkeypatch):
@@ -108,12 +108,17 @@ def test_diff_prints_unified_diffs_and_writes_nothing(tmp_path, capsys, monkeypa
     captured = capsys.readouterr()
     assert target.read_text() == SEED
     assert captured.out.startswith("--- a/seed.py\n+++ b/seed.py\n@@")
-    assert '+    hub.KerasLayer("/models/feature_vector", dtype="float32"),  # a float32-only SavedModel' in captured.out
+    assert (
+        '+    hub.KerasLayer("/models/feature_vector", dtype="float32"),  # a float32-only SavedModel' in captured.out
+    )
     assert '+    tf.keras.layers.Dense(2, activation="softmax", dtype="float32"),' in captured.out
     assert "Would fix 2 problems." in captured.err
 
-    target.write_text(SEED.replace('"/models/feature_vector"', '"/models/feature_vector", dtype="float32"')
-                      .replace('activation="softmax"', 'activation="softmax", dtype="float32"'))
+    target.write_text(
+        SEED.replace('"/models/feature_vector"', '"/models/feature_vector", dtype="float32"').replace(
+            'activation="softmax"', 'activation="softmax", dtype="float32"'
+        )
+    )
     assert main(["check", "--diff", "--no-trace", "seed.py"]) == 0
     captured = capsys.readouterr()
     assert captured.out == "" and "No fixes available." in captured.err
@@ -186,10 +191,12 @@ def test_a_fix_whose_result_does_not_parse_is_refused(tmp_path):
     from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Severity
 
     text = "x = 1\ny = 2\n"
-    good = Diagnostic("MP102", "m", Location("m.py", 1, 5), Severity.WARNING,
-                      fix=Fix("ok", (Edit("m.py", 1, 5, 1, 6, "3"),)))
-    bad = Diagnostic("MP403", "m", Location("m.py", 2, 5), Severity.ERROR,
-                     fix=Fix("broken", (Edit("m.py", 2, 5, 2, 6, "(("),)))
+    good = Diagnostic(
+        "MP102", "m", Location("m.py", 1, 5), Severity.WARNING, fix=Fix("ok", (Edit("m.py", 1, 5, 1, 6, "3"),))
+    )
+    bad = Diagnostic(
+        "MP403", "m", Location("m.py", 2, 5), Severity.ERROR, fix=Fix("broken", (Edit("m.py", 2, 5, 2, 6, "(("),))
+    )
     fixed, applied, refused, _ = autofix.plan_fixes(text, [good, bad], lambda t: [], unsafe=True)
     assert fixed == "x = 3\ny = 2\n"
     assert [d.code for d, _ in applied] == ["MP102"]
@@ -204,16 +211,28 @@ def test_conflicting_fixes_wait_for_the_next_round():
     def recheck(text):
         rounds.append(text)
         if "dtype" in text and "name" not in text:  # the second fix, recomputed against the new text
-            return [Diagnostic("MP401", "m", Location("m.py", 1, 1), Severity.ERROR,
-                               fix=Fix("b", (Edit("m.py", 1, len(text.rstrip()), 1, len(text.rstrip()),
-                                                  ", name='out'"),)))]
+            return [
+                Diagnostic(
+                    "MP401",
+                    "m",
+                    Location("m.py", 1, 1),
+                    Severity.ERROR,
+                    fix=Fix("b", (Edit("m.py", 1, len(text.rstrip()), 1, len(text.rstrip()), ", name='out'"),)),
+                )
+            ]
         return []
 
     text = "f(x)\n"
-    first = Diagnostic("MP201", "m", Location("m.py", 1, 1), Severity.ERROR,
-                       fix=Fix("a", (Edit("m.py", 1, 4, 1, 4, ", dtype='float32'"),)))
-    second = Diagnostic("MP401", "m", Location("m.py", 1, 1), Severity.ERROR,
-                        fix=Fix("b", (Edit("m.py", 1, 4, 1, 4, ", name='out'"),)))
+    first = Diagnostic(
+        "MP201",
+        "m",
+        Location("m.py", 1, 1),
+        Severity.ERROR,
+        fix=Fix("a", (Edit("m.py", 1, 4, 1, 4, ", dtype='float32'"),)),
+    )
+    second = Diagnostic(
+        "MP401", "m", Location("m.py", 1, 1), Severity.ERROR, fix=Fix("b", (Edit("m.py", 1, 4, 1, 4, ", name='out'"),))
+    )
     fixed, applied, refused, _ = autofix.plan_fixes(text, [first, second], recheck, unsafe=False)
     assert fixed == "f(x, dtype='float32', name='out')\n"
     assert [d.code for d, _ in applied] == ["MP201", "MP401"] and not refused and len(rounds) == 2
@@ -250,12 +269,22 @@ def test_verification_wants_the_fixed_finding_gone_and_no_new_error():
     check = autofix.verification_problems
     assert check(original, fixed, [fixed_finding], [(fixed_finding, original)], []) == []
     assert check(original, fixed, [fixed_finding], [(fixed_finding, original)], [diag("MP201", 3)]) == [
-        "MP201 is still reported after the fix (line 3)"]
+        "MP201 is still reported after the fix (line 3)"
+    ]
     assert check(original, fixed, [fixed_finding], [(fixed_finding, original)], [diag("MP001", 4)]) == [
-        "new MP001 at line 4: m"]
+        "new MP001 at line 4: m"
+    ]
     # the same crash before and after (line 3 became line 4) is not new; a new warning is not an error
-    assert check(original, fixed, [fixed_finding, crash], [(fixed_finding, original)],
-                 [diag("MP001", 4), diag("MP601", 1, Severity.INFO)]) == []
+    assert (
+        check(
+            original,
+            fixed,
+            [fixed_finding, crash],
+            [(fixed_finding, original)],
+            [diag("MP001", 4), diag("MP601", 1, Severity.INFO)],
+        )
+        == []
+    )
 
 
 def test_diff_says_how_many_unsafe_fixes_it_left_out(tmp_path, capsys, monkeypatch):
@@ -277,8 +306,15 @@ def test_a_fix_whose_finding_comes_back_is_not_applied_again():
 
     def wrap(text):  # a fix that changes the text but never removes its finding
         line = text.splitlines()[1]
-        return [Diagnostic("MP406", "m", Location("m.py", 2, 5), Severity.ERROR,
-                           fix=Fix("cast it", (Edit("m.py", 2, 5, 2, len(line) + 1, f"cast({line[4:]})"),)))]
+        return [
+            Diagnostic(
+                "MP406",
+                "m",
+                Location("m.py", 2, 5),
+                Severity.ERROR,
+                fix=Fix("cast it", (Edit("m.py", 2, 5, 2, len(line) + 1, f"cast({line[4:]})"),)),
+            )
+        ]
 
     text = "import x\ny = f(1)\n"
     fixed, applied, refused, _ = autofix.plan_fixes(text, wrap(text), wrap, unsafe=False)
@@ -291,9 +327,17 @@ def test_two_findings_of_one_kind_on_a_line_are_both_fixed_across_rounds():
 
     def findings(text):  # one per missing keyword; both fixes insert before the `)`: they clash
         end = text.index(")") + 1
-        return [Diagnostic("MP406", "m", Location("m.py", 1, 1), Severity.ERROR,
-                           fix=Fix("add a keyword", (Edit("m.py", 1, end, 1, end, f", {kw}"),)))
-                for kw in ("a=1", "b=2") if kw not in text]
+        return [
+            Diagnostic(
+                "MP406",
+                "m",
+                Location("m.py", 1, 1),
+                Severity.ERROR,
+                fix=Fix("add a keyword", (Edit("m.py", 1, end, 1, end, f", {kw}"),)),
+            )
+            for kw in ("a=1", "b=2")
+            if kw not in text
+        ]
 
     text = "f(x)\n"
     fixed, applied, refused, _ = autofix.plan_fixes(text, findings(text), findings, unsafe=False)
@@ -313,18 +357,21 @@ def test_verification_drops_only_the_fix_the_rerun_still_reports(tmp_path, monke
             runs.append(text)
             assert run_from and Path(run_from).read_text() == text and Path(run_from).parent != tmp_path
             found = [d for d in found if d.code != "MP201"] + [
-                Diagnostic("MP201", "still fails", Location(shown, 9, 5), Severity.ERROR, passes=("trace",))]
+                Diagnostic("MP201", "still fails", Location(shown, 9, 5), Severity.ERROR, passes=("trace",))
+            ]
         return found, error
 
     monkeypatch.setattr(engine, "check_source", traced)
     target = tmp_path / "seed.py"
     target.write_text(SEED)
     diagnostics, _ = real(SEED, "seed.py", Config(), path=str(target))
-    result = autofix.fix_file(target, "seed.py", SEED, diagnostics, Config(), engine.TraceOptions(enabled=True),
-                              unsafe=False)
+    result = autofix.fix_file(
+        target, "seed.py", SEED, diagnostics, Config(), engine.TraceOptions(enabled=True), unsafe=False
+    )
     assert [d.code for d in result.applied] == ["MP401"] and result.verification == "verified"
     assert [(d.code, reason) for d, reason in result.not_applied] == [
-        ("MP201", "re-tracing the fixed file: MP201 is still reported after the fix (line 9)")]
+        ("MP201", "re-tracing the fixed file: MP201 is still reported after the fix (line 9)")
+    ]
     assert 'hub.KerasLayer("/models/feature_vector"),' in result.fixed
     assert 'activation="softmax", dtype="float32")' in result.fixed
     assert len(runs) == 2  # the whole round, then the round without the fix that did not work

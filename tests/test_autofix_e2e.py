@@ -14,16 +14,27 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from trace_support import make_float32_savedmodel, run_python  # noqa: E402
+from trace_support import make_float32_savedmodel, run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def mpdoctor(*args: str, cwd: Path, legacy: bool) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    return subprocess.run([sys.executable, "-m", "mpdoctor", "check", *args], check=False, capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=600)
+    env = dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL="3",
+        TF_USE_LEGACY_KERAS="1" if legacy else "0",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "mpdoctor", "check", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=600,
+    )
 
 
 PREDICT = """
@@ -140,20 +151,28 @@ def test_a_fix_that_breaks_the_traced_run_is_not_applied(tmp_path):
     from mpdoctor.engine import TraceOptions
 
     script = tmp_path / "model.py"
-    script.write_text(textwrap.dedent("""\
+    script.write_text(
+        textwrap.dedent("""\
         import keras
 
         model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
-        """))
+        """)
+    )
     text = script.read_text()
     column = text.splitlines()[2].index("2)") + 1
-    harmful = Diagnostic("MP401", "pretend", Location("model.py", 3, column), Severity.ERROR,
-                         fix=Fix("a wrong fix", (Edit("model.py", 3, column, 3, column + 1, '2, dtype="no_such"'),)))
+    harmful = Diagnostic(
+        "MP401",
+        "pretend",
+        Location("model.py", 3, column),
+        Severity.ERROR,
+        fix=Fix("a wrong fix", (Edit("model.py", 3, column, 3, column + 1, '2, dtype="no_such"'),)),
+    )
     previous = os.environ.get("TF_USE_LEGACY_KERAS")
     os.environ["TF_USE_LEGACY_KERAS"] = "0"
     try:
-        result = autofix.fix_file(script, "model.py", text, [harmful], Config(), TraceOptions(enabled=True),
-                                  unsafe=False)
+        result = autofix.fix_file(
+            script, "model.py", text, [harmful], Config(), TraceOptions(enabled=True), unsafe=False
+        )
     finally:
         os.environ.pop("TF_USE_LEGACY_KERAS") if previous is None else os.environ.update(TF_USE_LEGACY_KERAS=previous)
     assert result.error and "re-tracing the fixed file" in result.error and "new MP001" in result.error
@@ -187,8 +206,13 @@ def test_tf2_checkpoint_into_float16_variables_fixed_by_mpdoctor_restores(tmp_pa
     imports = "import tf_keras as keras" if legacy else "import keras"
     maker = tmp_path / "make.py"
     maker.write_text(MAKE_CHECKPOINT.format(imports=imports))
-    subprocess.run([sys.executable, str(maker), "pretrained/ckpt"], cwd=tmp_path, check=True, capture_output=True,
-                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0"))
+    subprocess.run(
+        [sys.executable, str(maker), "pretrained/ckpt"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0"),
+    )
     script = tmp_path / "restore.py"
     script.write_text(RESTORE.format(imports=imports))
     broken = run_python(script, legacy=legacy)
@@ -241,13 +265,18 @@ def test_graph_rewrite_fixed_in_verified_rounds_until_nothing_is_left(tmp_path):
 
 # Fixed outputs that need files the fixture only names (a TF Hub handle, a pretrained checkpoint): the e2e tests
 # above run those fixes against real files instead.
-NEEDS_FILES = {"hub_after_lambda_cast_keras2", "tfsm_after_lambda_cast_keras3", "load_weights_float16_keras2",
-               "tf2_checkpoint_float16_policy_keras3"}
-RUNNABLE = [p for p in sorted((ROOT / "tests" / "fixes").glob("MP*/*.out.py"))
-            if p.name[:-len(".out.py")] not in NEEDS_FILES]
+NEEDS_FILES = {
+    "hub_after_lambda_cast_keras2",
+    "tfsm_after_lambda_cast_keras3",
+    "load_weights_float16_keras2",
+    "tf2_checkpoint_float16_policy_keras3",
+}
+RUNNABLE = [
+    p for p in sorted((ROOT / "tests" / "fixes").glob("MP*/*.out.py")) if p.name[: -len(".out.py")] not in NEEDS_FILES
+]
 
 
-@pytest.mark.parametrize("fixed", RUNNABLE, ids=lambda p: f"{p.parent.name}/{p.name[:-len('.out.py')]}")
+@pytest.mark.parametrize("fixed", RUNNABLE, ids=lambda p: f"{p.parent.name}/{p.name[: -len('.out.py')]}")
 def test_every_fixed_fixture_runs(fixed, tmp_path):
     script = tmp_path / fixed.name.replace(".out.py", ".py")
     shutil.copy(fixed, script)

@@ -67,8 +67,10 @@ def test_a_new_finding_elsewhere_fails_while_the_old_one_stays_quiet(project):
 
 def _models(count: int) -> str:
     head = 'import keras\n\nkeras.mixed_precision.set_global_policy("mixed_float16")\n'
-    model = ('model{i} = keras.Sequential([\n    keras.Input((32,)),\n'
-             '    keras.layers.Dense(10, activation="softmax"),\n])\n')
+    model = (
+        "model{i} = keras.Sequential([\n    keras.Input((32,)),\n"
+        '    keras.layers.Dense(10, activation="softmax"),\n])\n'
+    )
     return head + "".join(model.format(i=i) for i in range(count))
 
 
@@ -99,12 +101,15 @@ def test_config_key(project):
     assert result.returncode == 2 and "missing.json: no such baseline file" in result.stderr
 
 
-@pytest.mark.parametrize("content,needle", [
-    (None, "no such baseline file"),
-    ("{oops", "not a mpdoctor baseline: invalid JSON"),
-    ('{"version": 1, "findings": {}}', "not a mpdoctor baseline"),
-    ('{"version": 1, "findings": [{"code": "MP401"}]}', "lacks code, path or fingerprint"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (None, "no such baseline file"),
+        ("{oops", "not a mpdoctor baseline: invalid JSON"),
+        ('{"version": 1, "findings": {}}', "not a mpdoctor baseline"),
+        ('{"version": 1, "findings": [{"code": "MP401"}]}', "lacks code, path or fingerprint"),
+    ],
+)
 def test_bad_baseline_is_one_line_exit_2(project, content, needle):
     if content is not None:
         (project / "baseline.json").write_text(content)
@@ -128,12 +133,14 @@ def test_fail_on_still_applies_to_new_findings(project):
 
 # --- progress on stderr --------------------------------------------------------------------------------------------
 
+
 def run_with_tty_stderr(args, cwd) -> tuple[int, str]:
     """Run mpdoctor with stderr on a pseudo-terminal (stdout piped) and return what the terminal received."""
     controller, terminal = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
-    process = subprocess.Popen([sys.executable, "-m", "mpdoctor", *args], cwd=cwd, stdout=subprocess.PIPE,
-                               stderr=terminal, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mpdoctor", *args], cwd=cwd, stdout=subprocess.PIPE, stderr=terminal, env=env
+    )
     os.close(terminal)
     received = b""
     while True:

@@ -1,5 +1,7 @@
 """The command line through a real subprocess: exit codes, formats, config, errors as one line."""
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -8,6 +10,8 @@ import sys
 import textwrap
 
 import pytest
+
+from mpdoctor.cli import main
 
 SOFTMAX_HEAD = textwrap.dedent("""\
     import keras
@@ -32,11 +36,35 @@ CLEAN = textwrap.dedent("""\
     """)
 
 
-def mpdoctor(*args, cwd, env_extra=None):
+def mpdoctor(*args, cwd, env_extra=None, subprocess_run=False):
+    """`mpdoctor ARGS` run from `cwd`: the command line's `main` in this process for the static pass (the same code
+    `python -m mpdoctor` runs, a hundred times faster), a child process when the trace runs or `subprocess_run`."""
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "mpdoctor", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env, timeout=120)
+    if subprocess_run or ("--no-trace" not in args and args[:1] == ("check",)):
+        return subprocess.run(
+            [sys.executable, "-m", "mpdoctor", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=120
+        )
+    return run_in_process(list(args), cwd=cwd, env=env)
+
+
+def run_in_process(args: list[str], *, cwd, env: dict) -> subprocess.CompletedProcess:
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(args)
+            except SystemExit as exc:  # argparse: --help, --version, usage errors
+                code = exc.code if isinstance(exc.code, int) else 0
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture
@@ -84,12 +112,15 @@ def test_missing_path_and_unreadable_file_exit_2(project):
     assert result.returncode == 2 and result.stderr.startswith("binary.py: ") and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--select", "MP999"], "unknown rule selector 'MP999'"),
-    (["--ignore", "E501"], "unknown rule selector 'E501'"),
-    (["--format", "xml"], "invalid choice: 'xml'"),
-    (["--fail-on", "fatal"], "invalid choice: 'fatal'"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--select", "MP999"], "unknown rule selector 'MP999'"),
+        (["--ignore", "E501"], "unknown rule selector 'E501'"),
+        (["--format", "xml"], "invalid choice: 'xml'"),
+        (["--fail-on", "fatal"], "invalid choice: 'fatal'"),
+    ],
+)
 def test_usage_errors_exit_2_in_one_line(project, args, needle):
     result = mpdoctor("check", "--no-trace", *args, "model.py", cwd=project)
     assert result.returncode == 2
@@ -99,8 +130,12 @@ def test_usage_errors_exit_2_in_one_line(project, args, needle):
 def test_select_ignore_and_prefixes(project):
     assert mpdoctor("check", "--no-trace", "--ignore", "MP4", "model.py", cwd=project).returncode == 0
     assert mpdoctor("check", "--no-trace", "--select", "MP1,MP2", "model.py", cwd=project).returncode == 0
-    assert mpdoctor("check", "--no-trace", "--select", "MP1", "--extend-select", "MP401", "model.py",
-                    cwd=project).returncode == 1
+    assert (
+        mpdoctor(
+            "check", "--no-trace", "--select", "MP1", "--extend-select", "MP401", "model.py", cwd=project
+        ).returncode
+        == 1
+    )
 
 
 def test_json_schema_fields(project):
@@ -109,8 +144,14 @@ def test_json_schema_fields(project):
     assert data["version"] == 1 and data["tool"]["name"] == "mpdoctor" and data["tool"]["version"]
     [d] = data["diagnostics"]
     assert {k: d[k] for k in ("code", "name", "severity", "path", "line", "column", "passes")} == {
-        "code": "MP401", "name": "float16-output-activation", "severity": "error", "path": "model.py",
-        "line": SOFTMAX_LINE, "column": 5, "passes": ["static"]}
+        "code": "MP401",
+        "name": "float16-output-activation",
+        "severity": "error",
+        "path": "model.py",
+        "line": SOFTMAX_LINE,
+        "column": 5,
+        "passes": ["static"],
+    }
     assert d["end_line"] == SOFTMAX_LINE and d["end_column"] > d["column"]
     assert d["confidence"] in ("high", "medium", "low")
     assert d["fix"]["applicability"] in ("safe", "unsafe") and d["fix"]["edits"]
@@ -129,8 +170,12 @@ def test_colour_controls(project):
     assert "\x1b[" in never.stdout
     assert "\x1b[" not in mpdoctor("check", "--no-trace", "model.py", cwd=project).stdout  # not a TTY
     assert "\x1b[" in mpdoctor("check", "--no-trace", "model.py", cwd=project, env_extra={"FORCE_COLOR": "1"}).stdout
-    assert "\x1b[" not in mpdoctor("check", "--no-trace", "model.py", cwd=project,
-                                   env_extra={"FORCE_COLOR": "1", "NO_COLOR": "1"}).stdout
+    assert (
+        "\x1b["
+        not in mpdoctor(
+            "check", "--no-trace", "model.py", cwd=project, env_extra={"FORCE_COLOR": "1", "NO_COLOR": "1"}
+        ).stdout
+    )
 
 
 def test_directories_recurse_and_honour_exclude_and_per_file_ignores(project):
@@ -140,22 +185,27 @@ def test_directories_recurse_and_honour_exclude_and_per_file_ignores(project):
     (project / "pkg" / "generated" / "head.py").write_text(SOFTMAX_HEAD)
     (project / ".venv").mkdir()
     (project / ".venv" / "head.py").write_text(SOFTMAX_HEAD)
-    (project / "pyproject.toml").write_text(textwrap.dedent("""\
+    (project / "pyproject.toml").write_text(
+        textwrap.dedent("""\
         [tool.mpdoctor]
         extend-exclude = ["generated"]
         per-file-ignores = { "model.py" = ["MP401"] }
-        """))
+        """)
+    )
     result = mpdoctor("check", "--no-trace", "--format", "json", ".", cwd=project)
     paths = sorted(d["path"] for d in json.loads(result.stdout)["diagnostics"])
     assert paths == ["pkg/sub/head.py"]
 
 
-@pytest.mark.parametrize("toml,needle", [
-    ("[tool.mpdoctor]\nselekt = ['MP4']\n", "unknown key 'selekt'"),
-    ("[tool.mpdoctor]\nignore = ['MP777']\n", "unknown rule selector 'MP777'"),
-    ("[tool.mpdoctor]\nfail-on = 'fatal'\n", "fail-on: expected one of error, warning, info"),
-    ("[tool.mpdoctor\n", "invalid TOML"),
-])
+@pytest.mark.parametrize(
+    "toml,needle",
+    [
+        ("[tool.mpdoctor]\nselekt = ['MP4']\n", "unknown key 'selekt'"),
+        ("[tool.mpdoctor]\nignore = ['MP777']\n", "unknown rule selector 'MP777'"),
+        ("[tool.mpdoctor]\nfail-on = 'fatal'\n", "fail-on: expected one of error, warning, info"),
+        ("[tool.mpdoctor\n", "invalid TOML"),
+    ],
+)
 def test_bad_config_is_one_line_exit_2(project, toml, needle):
     (project / "pyproject.toml").write_text(toml)
     result = mpdoctor("check", "--no-trace", "model.py", cwd=project)

@@ -69,8 +69,9 @@ HARNESS = textwrap.dedent("""
 
 def run_process(argv, cwd):
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "MPDOCTOR_DEBUG")}
-    return subprocess.run([sys.executable, "-c", HARNESS, *map(str, argv)], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", HARNESS, *map(str, argv)], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +117,9 @@ def test_inspect_float16_audit_finds_overflow_exit_1(ckpt, capfd):
     assert "float16 range audit: 1 float variable to cast (12 values)" in out
     row = [line for line in out.splitlines() if line.startswith("w/.ATTRIBUTES")][-1]  # the audit table's row
     assert row.split()[2:] == ["12", "1", "1e+05", "0", "0", "0.000%", "overflow"]
-    assert out.strip().splitlines()[-1] == ("verdict: NOT safe for float16: 1 variable overflow (1 value above 65504 "
-                                            "become inf)")
+    assert out.strip().splitlines()[-1] == (
+        "verdict: NOT safe for float16: 1 variable overflow (1 value above 65504 become inf)"
+    )
 
 
 def test_inspect_bfloat16_is_safe_and_json(ckpt, capfd):
@@ -127,18 +129,22 @@ def test_inspect_bfloat16_is_safe_and_json(ckpt, capfd):
     assert document["version"] == 1 and document["kind"] == "checkpoint"
     assert document["checkpoint"]["format"] == "tf2-object"
     assert {v["key"] for v in document["checkpoint"]["variables"]} == {
-        "w/.ATTRIBUTES/VARIABLE_VALUE", "step/.ATTRIBUTES/VARIABLE_VALUE", "save_counter/.ATTRIBUTES/VARIABLE_VALUE"}
+        "w/.ATTRIBUTES/VARIABLE_VALUE",
+        "step/.ATTRIBUTES/VARIABLE_VALUE",
+        "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
+    }
     audit = document["audit"]
     assert audit["safe"] is True and audit["target_dtype"] == "bfloat16"
-    assert 0 < audit["summary"]["max_relative_error"] <= 2 ** -8
+    assert 0 < audit["summary"]["max_relative_error"] <= 2**-8
     assert document["verdict"].startswith("safe for bfloat16")
 
 
 def test_inspect_savedmodel_signatures_and_variable_audit(tf, tmp_path, capfd):
     module = tf.Module()
     module.w = tf.Variable(tf.ones([3, 4]) * 7e4)
-    module.__call__ = tf.function(lambda x: tf.matmul(x, module.w),
-                                  input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+    module.__call__ = tf.function(
+        lambda x: tf.matmul(x, module.w), input_signature=[tf.TensorSpec([None, 3], tf.float32)]
+    )
     tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.__call__})
     code, out, err = run_cli(["inspect", tmp_path / "sm"], capfd)
     assert code == 0, err
@@ -167,11 +173,11 @@ def test_convert_prints_audit_writes_verifies_and_refuses_to_overwrite(ckpt, tmp
     assert "verified by reading it back" in out
     assert listing(tmp_path) == ["half.data-00000-of-00001", "half.index"]
 
-    before = {f: open(tmp_path / f, "rb").read() for f in listing(tmp_path)}
+    before = {f: (tmp_path / f).read_bytes() for f in listing(tmp_path)}
     code, out, err = run_cli(["convert-checkpoint", ckpt, out_prefix, "--dtype", "bfloat16"], capfd)
     assert code == 2 and out == ""
     assert err == f"mpdoctor: error: {out_prefix}: already exists (pass --force to overwrite it)\n"
-    assert {f: open(tmp_path / f, "rb").read() for f in listing(tmp_path)} == before
+    assert {f: (tmp_path / f).read_bytes() for f in listing(tmp_path)} == before
 
     code, out, err = run_cli(["convert-checkpoint", ckpt, out_prefix, "--dtype", "bfloat16", "--force"], capfd)
     assert code == 0, err
@@ -180,16 +186,18 @@ def test_convert_prints_audit_writes_verifies_and_refuses_to_overwrite(ckpt, tmp
 
 
 def test_convert_only_matching_nothing_is_an_error(ckpt, tmp_path, capfd):
-    code, out, err = run_cli(["convert-checkpoint", ckpt, tmp_path / "x", "--dtype", "float16", "--only", "^nope"],
-                             capfd)
+    code, out, err = run_cli(
+        ["convert-checkpoint", ckpt, tmp_path / "x", "--dtype", "float16", "--only", "^nope"], capfd
+    )
     assert code == 2 and out == ""
     assert err.startswith("mpdoctor: error: --only: '^nope' matches no float entry")
     assert listing(tmp_path) == []
 
 
 def test_convert_json(ckpt, tmp_path, capfd):
-    code, out, err = run_cli(["convert-checkpoint", ckpt, tmp_path / "j", "--dtype", "float16", "--format", "json"],
-                             capfd)
+    code, out, err = run_cli(
+        ["convert-checkpoint", ckpt, tmp_path / "j", "--dtype", "float16", "--format", "json"], capfd
+    )
     assert code == 0, err
     conversion = json.loads(out)["conversion"]
     assert conversion["verified"] is True and conversion["cast"] == ["w/.ATTRIBUTES/VARIABLE_VALUE"]
@@ -247,8 +255,16 @@ def make_bad(kind, tmp_path, request):
     raise AssertionError(kind)
 
 
-BAD = ["missing path", "prefix with no index", "truncated data shard", "corrupt index", "dir that is not a checkpoint",
-       "h5 of unknown layout", "not an h5 file", "corrupt saved_model.pb"]
+BAD = [
+    "missing path",
+    "prefix with no index",
+    "truncated data shard",
+    "corrupt index",
+    "dir that is not a checkpoint",
+    "h5 of unknown layout",
+    "not an h5 file",
+    "corrupt saved_model.pb",
+]
 
 
 @pytest.mark.parametrize("command", ["inspect", "convert"])
@@ -262,8 +278,13 @@ def test_bad_input_one_line_exit_2_nothing_written(kind, command, request, tmp_p
     if command == "inspect":
         argv = ["inspect", path, "--dtype", "float16"]
     else:
-        argv = ["convert-checkpoint", path, out_dir / "converted.weights.h5" if "h5" in kind else out_dir / "conv",
-                "--dtype", "float16"]
+        argv = [
+            "convert-checkpoint",
+            path,
+            out_dir / "converted.weights.h5" if "h5" in kind else out_dir / "conv",
+            "--dtype",
+            "float16",
+        ]
     code, out, err = run_cli(argv, capfd)
     assert code == 2
     assert out == ""

@@ -17,28 +17,37 @@ def call_on_line(ctx: StaticContext, line: int) -> ast.Call:
     return next(c for c in ctx.calls if c.lineno == line and ctx.layer_call(c))
 
 
-@pytest.mark.parametrize("source,expr,expected", [
-    ("import tensorflow as tf", "tf.keras.layers.Dense", "keras.layers.Dense"),
-    ("import tf_keras as keras", "keras.layers.Dense", "keras.layers.Dense"),
-    ("import keras", "keras.layers.Dense", "keras.layers.Dense"),
-    ("from tensorflow.keras import layers as L", "L.Dense", "keras.layers.Dense"),
-    ("from tensorflow.keras.layers import Dense as D", "D", "keras.layers.Dense"),
-    ("from tensorflow.keras import mixed_precision", "mixed_precision.set_global_policy",
-     "keras.mixed_precision.set_global_policy"),
-    ("import tensorflow_hub as hub", "hub.KerasLayer", "hub.KerasLayer"),
-    ("import tensorflow.compat.v1 as tf", "tf.train.Saver", "tf.compat.v1.train.Saver"),
-    ("import tensorflow as tf", "undefined.Dense", None),
-])
+@pytest.mark.parametrize(
+    "source,expr,expected",
+    [
+        ("import tensorflow as tf", "tf.keras.layers.Dense", "keras.layers.Dense"),
+        ("import tf_keras as keras", "keras.layers.Dense", "keras.layers.Dense"),
+        ("import keras", "keras.layers.Dense", "keras.layers.Dense"),
+        ("from tensorflow.keras import layers as L", "L.Dense", "keras.layers.Dense"),
+        ("from tensorflow.keras.layers import Dense as D", "D", "keras.layers.Dense"),
+        (
+            "from tensorflow.keras import mixed_precision",
+            "mixed_precision.set_global_policy",
+            "keras.mixed_precision.set_global_policy",
+        ),
+        ("import tensorflow_hub as hub", "hub.KerasLayer", "hub.KerasLayer"),
+        ("import tensorflow.compat.v1 as tf", "tf.train.Saver", "tf.compat.v1.train.Saver"),
+        ("import tensorflow as tf", "undefined.Dense", None),
+    ],
+)
 def test_resolve(source, expr, expected):
     ctx = ctx_of(source)
     assert ctx.resolve(ast.parse(expr, mode="eval").body) == expected
 
 
-@pytest.mark.parametrize("source,major", [
-    ("import tf_keras\n", 2),
-    ("import os\nos.environ['TF_USE_LEGACY_KERAS'] = '1'\nimport tensorflow as tf\n", 2),
-    ("import keras\n", 3),
-])
+@pytest.mark.parametrize(
+    "source,major",
+    [
+        ("import tf_keras\n", 2),
+        ("import os\nos.environ['TF_USE_LEGACY_KERAS'] = '1'\nimport tensorflow as tf\n", 2),
+        ("import keras\n", 3),
+    ],
+)
 def test_keras_version_from_file(source, major):
     version = ctx_of(source).keras_version
     assert version.major == major and version.certain
@@ -70,7 +79,10 @@ def test_policy_in_force_follows_statement_order_at_module_level():
         c = keras.layers.Dense(1)
         """)
     assert [ctx.layer_policies(ctx.layer_call(call_on_line(ctx, n))) for n in (2, 4, 6)] == [
-        {"float32"}, {"mixed_float16"}, {"float32"}]
+        {"float32"},
+        {"mixed_float16"},
+        {"float32"},
+    ]
 
 
 def test_function_inherits_policy_from_its_call_sites():

@@ -22,8 +22,11 @@ def test_identical_edits_apply_once_and_overlapping_ones_conflict():
 
 
 def test_static_fix_on_a_non_ascii_line_lands_on_the_right_character():
-    source = ("import keras\nkeras.mixed_precision.set_global_policy('mixed_float16')\n"
-              "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation='softmax', name='wahrscheinlichkeit_ü')])\n")
+    source = (
+        "import keras\nkeras.mixed_precision.set_global_policy('mixed_float16')\n"
+        "model = keras.Sequential([keras.Input((4,)), "
+        "keras.layers.Dense(3, activation='softmax', name='wahrscheinlichkeit_ü')])\n"
+    )
     diagnostics, error = check_source(source, "m.py", Config())
     assert error is None
     [d] = [d for d in diagnostics if d.code == "MP401"]

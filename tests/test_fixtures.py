@@ -1,5 +1,4 @@
 import pytest
-
 from fixture_runner import FIXTURES, fixture_files, run_fixture
 
 FILES = fixture_files()
@@ -8,13 +7,15 @@ FILES = fixture_files()
 @pytest.mark.parametrize("path", FILES, ids=[p.relative_to(FIXTURES).as_posix() for p in FILES])
 def test_fixture(path):
     expected, actual = run_fixture(path)
-    assert sorted(actual) == sorted(expected), f"missing: {sorted(expected - actual)}, unexpected: {sorted(actual - expected)}"
+    assert sorted(actual) == sorted(expected), (
+        f"missing: {sorted(expected - actual)}, unexpected: {sorted(actual - expected)}"
+    )
 
 
 def test_every_static_rule_has_positive_and_negative_fixtures_in_both_keras_versions():
-    from mpdoctor.registry import all_rules
-
     from fixture_runner import expectations
+
+    from mpdoctor.registry import all_rules
 
     for rule in all_rules():
         if "S" not in rule.passes:

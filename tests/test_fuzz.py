@@ -22,8 +22,13 @@ from mpdoctor.fixes import EditConflict, apply_fixes
 
 EXAMPLES = int(os.environ.get("MPDOCTOR_FUZZ_EXAMPLES", "1500"))
 FIXTURES = sorted((Path(__file__).parent / "fixtures").rglob("*.py"))
-FUZZ = settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 CONFIGS = [Config()]
 _assumed = Config()
 _assumed.assume_policy = "mixed_float16"
@@ -62,28 +67,82 @@ def check_and_fix(text: str) -> None:
 
 # ---------------------------------------------------------------------------------------------- generated modules
 
-IMPORTS = st.sampled_from([
-    "import tensorflow as tf", "from tensorflow import keras", "import keras", "import tf_keras",
-    "from keras import mixed_precision", "from tensorflow.keras import layers", "import tensorflow_hub as hub",
-    "from tensorflow.keras import mixed_precision", "import numpy as np", "from keras import layers",
-    "import os\nos.environ['TF_USE_LEGACY_KERAS'] = '1'",
-])
-POLICY = st.sampled_from(['"mixed_float16"', '"mixed_bfloat16"', '"float32"', '"float16"', "POLICY", "policy",
-                          'mixed_precision.Policy("mixed_float16")', "None"])
-DTYPE = st.sampled_from(["", ', dtype="float32"', ', dtype="float16"', ", dtype=tf.float32", ', dtype="mixed_float16"',
-                         ", dtype=policy", ", dtype=None"])
+IMPORTS = st.sampled_from(
+    [
+        "import tensorflow as tf",
+        "from tensorflow import keras",
+        "import keras",
+        "import tf_keras",
+        "from keras import mixed_precision",
+        "from tensorflow.keras import layers",
+        "import tensorflow_hub as hub",
+        "from tensorflow.keras import mixed_precision",
+        "import numpy as np",
+        "from keras import layers",
+        "import os\nos.environ['TF_USE_LEGACY_KERAS'] = '1'",
+    ]
+)
+POLICY = st.sampled_from(
+    [
+        '"mixed_float16"',
+        '"mixed_bfloat16"',
+        '"float32"',
+        '"float16"',
+        "POLICY",
+        "policy",
+        'mixed_precision.Policy("mixed_float16")',
+        "None",
+    ]
+)
+DTYPE = st.sampled_from(
+    [
+        "",
+        ', dtype="float32"',
+        ', dtype="float16"',
+        ", dtype=tf.float32",
+        ', dtype="mixed_float16"',
+        ", dtype=policy",
+        ", dtype=None",
+    ]
+)
 ACTIVATION = st.sampled_from(['"softmax"', '"sigmoid"', '"relu"', "None", "tf.nn.softmax", '"linear"', '"log_softmax"'])
-CONSTANT = st.sampled_from(["-1e9", "1e9", "-1e4", "1e-8", "1e-10", "65504.0", "65505", "float('-inf')", "-2**31",
-                            "1e-7", "0.0", "-1e30", "3.4e38", "np.finfo(np.float32).min", "NEG_INF"])
+CONSTANT = st.sampled_from(
+    [
+        "-1e9",
+        "1e9",
+        "-1e4",
+        "1e-8",
+        "1e-10",
+        "65504.0",
+        "65505",
+        "float('-inf')",
+        "-2**31",
+        "1e-7",
+        "0.0",
+        "-1e30",
+        "3.4e38",
+        "np.finfo(np.float32).min",
+        "NEG_INF",
+    ]
+)
 MODULE = st.sampled_from(["keras", "tf.keras", "tf_keras", "layers"])
 NAME = st.sampled_from(["x", "inputs", "outputs", "model", "h", "logits"])
 
 
 @st.composite
 def policy_statement(draw):
-    module = draw(st.sampled_from(["keras.mixed_precision", "tf.keras.mixed_precision", "mixed_precision",
-                                   "tf.keras.mixed_precision.experimental", "tf_keras.mixed_precision",
-                                   "keras.config"]))
+    module = draw(
+        st.sampled_from(
+            [
+                "keras.mixed_precision",
+                "tf.keras.mixed_precision",
+                "mixed_precision",
+                "tf.keras.mixed_precision.experimental",
+                "tf_keras.mixed_precision",
+                "keras.config",
+            ]
+        )
+    )
     setter = draw(st.sampled_from(["set_global_policy", "set_policy", "set_dtype_policy", "set_floatx"]))
     return f"{module}.{setter}({draw(POLICY)})"
 
@@ -91,10 +150,21 @@ def policy_statement(draw):
 @st.composite
 def layer_statement(draw):
     module = draw(MODULE)
-    kind = draw(st.sampled_from(["Dense(4{dt}, activation={act})", "Softmax({dt0})", "Activation({act}{dt})",
-                                 "LayerNormalization(epsilon={c}{dt})", "Embedding(10, 4{dt})",
-                                 "Lambda(lambda t: tf.cast(t, tf.float32))", "BatchNormalization({dt0})",
-                                 "Dense(3, activation={act}{dt}, name='out')", "Conv2D(3, 3{dt})"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "Dense(4{dt}, activation={act})",
+                "Softmax({dt0})",
+                "Activation({act}{dt})",
+                "LayerNormalization(epsilon={c}{dt})",
+                "Embedding(10, 4{dt})",
+                "Lambda(lambda t: tf.cast(t, tf.float32))",
+                "BatchNormalization({dt0})",
+                "Dense(3, activation={act}{dt}, name='out')",
+                "Conv2D(3, 3{dt})",
+            ]
+        )
+    )
     dtype = draw(DTYPE)
     layer = kind.format(dt=dtype, dt0=dtype.lstrip(", "), act=draw(ACTIVATION), c=draw(CONSTANT))
     target, source = draw(NAME), draw(NAME)
@@ -103,39 +173,90 @@ def layer_statement(draw):
 
 @st.composite
 def custom_layer(draw):
-    base = draw(st.sampled_from(["keras.layers.Layer", "tf.keras.layers.Layer", "layers.Layer", "keras.Model",
-                                 "tf.keras.Model", "Base"]))
-    body = draw(st.lists(st.sampled_from([
-        "mask = tf.cast(x > 0, x.dtype)", "x = x + (1.0 - mask) * {c}", "x = tf.where(x > 0, x, {c})",
-        "x = tf.math.log(x + {c})", "x = tf.cast(x, tf.float32)", "x = x * {c}", "x = tf.nn.softmax(x)",
-        "x = tf.fill(tf.shape(x), {c})", "x = tf.constant({c}, dtype=x.dtype) + x", "return x",
-        "if training:\n            x = x / {c}", "x = self.dense(x)",
-    ]), min_size=1, max_size=6))
+    base = draw(
+        st.sampled_from(
+            ["keras.layers.Layer", "tf.keras.layers.Layer", "layers.Layer", "keras.Model", "tf.keras.Model", "Base"]
+        )
+    )
+    body = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "mask = tf.cast(x > 0, x.dtype)",
+                    "x = x + (1.0 - mask) * {c}",
+                    "x = tf.where(x > 0, x, {c})",
+                    "x = tf.math.log(x + {c})",
+                    "x = tf.cast(x, tf.float32)",
+                    "x = x * {c}",
+                    "x = tf.nn.softmax(x)",
+                    "x = tf.fill(tf.shape(x), {c})",
+                    "x = tf.constant({c}, dtype=x.dtype) + x",
+                    "return x",
+                    "if training:\n            x = x / {c}",
+                    "x = self.dense(x)",
+                ]
+            ),
+            min_size=1,
+            max_size=6,
+        )
+    )
     lines = [line.format(c=draw(CONSTANT)) for line in body]
-    init = draw(st.sampled_from(["", ("    def __init__(self, **kwargs):\n        super().__init__(**kwargs)\n"
-                                      "        self.dense = keras.layers.Dense(4{dt})\n")])).format(dt=draw(DTYPE))
-    return (f"class Block({base}):\n" + init
-            + "    def call(self, x, training=False):\n" + "".join(f"        {line}\n" for line in lines)
-            + "        return x\n")
+    init = draw(
+        st.sampled_from(
+            [
+                "",
+                (
+                    "    def __init__(self, **kwargs):\n        super().__init__(**kwargs)\n"
+                    "        self.dense = keras.layers.Dense(4{dt})\n"
+                ),
+            ]
+        )
+    ).format(dt=draw(DTYPE))
+    return (
+        f"class Block({base}):\n"
+        + init
+        + "    def call(self, x, training=False):\n"
+        + "".join(f"        {line}\n" for line in lines)
+        + "        return x\n"
+    )
 
 
 @st.composite
 def model_statement(draw):
-    return draw(st.sampled_from([
-        "model = keras.Model(inputs, x)", "model = tf.keras.Sequential([keras.Input((4,)), Block()])",
-        "model = keras.Sequential([{module}.layers.Dense(2, activation={act}{dt})])",
-        "model.compile(optimizer='adam', loss='categorical_crossentropy')",
-        "opt = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())",
-        "opt = tf.keras.mixed_precision.experimental.LossScaleOptimizer('adam', 'dynamic')",
-        "model.fit(x, x, epochs=1)", "model.save('m.keras')", "model.export('serving')",
-        "tf.saved_model.save(model, 'export')", "tf.train.Checkpoint(model=model).restore('ckpt').expect_partial()",
-        "layer = hub.KerasLayer('https://tfhub.dev/x/1', trainable=False{dt})", "x = Block({dt0})(x)",
-        "inputs = keras.Input((4,), dtype={dtype})", "loss = opt.get_scaled_loss(loss)",
-        "with tf.GradientTape() as tape:\n    loss = model(x)", "x = tf.keras.layers.TFSMLayer('sm', call_endpoint='serve')(x)",
-        "POLICY = {policy}", "policy = mixed_precision.Policy({policy})", "NEG_INF = {c}",
-    ])).format(module=draw(MODULE), act=draw(ACTIVATION), dt=(dt := draw(DTYPE)), dt0=dt.lstrip(", "),
-               dtype=draw(st.sampled_from(['"float16"', '"float32"', "tf.int32", "None"])), policy=draw(POLICY),
-               c=draw(CONSTANT))
+    return draw(
+        st.sampled_from(
+            [
+                "model = keras.Model(inputs, x)",
+                "model = tf.keras.Sequential([keras.Input((4,)), Block()])",
+                "model = keras.Sequential([{module}.layers.Dense(2, activation={act}{dt})])",
+                "model.compile(optimizer='adam', loss='categorical_crossentropy')",
+                "opt = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())",
+                "opt = tf.keras.mixed_precision.experimental.LossScaleOptimizer('adam', 'dynamic')",
+                "model.fit(x, x, epochs=1)",
+                "model.save('m.keras')",
+                "model.export('serving')",
+                "tf.saved_model.save(model, 'export')",
+                "tf.train.Checkpoint(model=model).restore('ckpt').expect_partial()",
+                "layer = hub.KerasLayer('https://tfhub.dev/x/1', trainable=False{dt})",
+                "x = Block({dt0})(x)",
+                "inputs = keras.Input((4,), dtype={dtype})",
+                "loss = opt.get_scaled_loss(loss)",
+                "with tf.GradientTape() as tape:\n    loss = model(x)",
+                "x = tf.keras.layers.TFSMLayer('sm', call_endpoint='serve')(x)",
+                "POLICY = {policy}",
+                "policy = mixed_precision.Policy({policy})",
+                "NEG_INF = {c}",
+            ]
+        )
+    ).format(
+        module=draw(MODULE),
+        act=draw(ACTIVATION),
+        dt=(dt := draw(DTYPE)),
+        dt0=dt.lstrip(", "),
+        dtype=draw(st.sampled_from(['"float16"', '"float32"', "tf.int32", "None"])),
+        policy=draw(POLICY),
+        c=draw(CONSTANT),
+    )
 
 
 def _indent(block: str) -> str:
@@ -143,11 +264,15 @@ def _indent(block: str) -> str:
 
 
 HEADERS = [
-    ("import tensorflow as tf\nimport keras\nfrom keras import layers, mixed_precision\n\n"
-     "keras.mixed_precision.set_global_policy('mixed_float16')\ninputs = keras.Input((4,))\nx = inputs\n"),
-    ("import os\nos.environ['TF_USE_LEGACY_KERAS'] = '1'\nimport tensorflow as tf\nimport tensorflow_hub as hub\n"
-     "from tensorflow.keras import layers, mixed_precision\n\nkeras = tf.keras\n"
-     "tf.keras.mixed_precision.set_global_policy('mixed_bfloat16')\ninputs = keras.Input((4,))\nx = inputs\n"),
+    (
+        "import tensorflow as tf\nimport keras\nfrom keras import layers, mixed_precision\n\n"
+        "keras.mixed_precision.set_global_policy('mixed_float16')\ninputs = keras.Input((4,))\nx = inputs\n"
+    ),
+    (
+        "import os\nos.environ['TF_USE_LEGACY_KERAS'] = '1'\nimport tensorflow as tf\nimport tensorflow_hub as hub\n"
+        "from tensorflow.keras import layers, mixed_precision\n\nkeras = tf.keras\n"
+        "tf.keras.mixed_precision.set_global_policy('mixed_bfloat16')\ninputs = keras.Input((4,))\nx = inputs\n"
+    ),
     "import tensorflow as tf\nfrom tensorflow import keras\nPOLICY = 'mixed_float16'\n",
     "",
 ]
@@ -156,8 +281,13 @@ HEADERS = [
 @st.composite
 def module_source(draw):
     header = draw(st.sampled_from(HEADERS))
-    top = draw(st.lists(st.one_of(IMPORTS, policy_statement(), layer_statement(), custom_layer(), model_statement()),
-                        min_size=1, max_size=14))
+    top = draw(
+        st.lists(
+            st.one_of(IMPORTS, policy_statement(), layer_statement(), custom_layer(), model_statement()),
+            min_size=1,
+            max_size=14,
+        )
+    )
     wrapper = draw(st.sampled_from(["", "def build_model():\n", 'if __name__ == "__main__":\n', "def main(x):\n"]))
     if wrapper and len(top) > 1:
         split = draw(st.integers(1, len(top) - 1))
@@ -167,6 +297,7 @@ def module_source(draw):
     return header + "\n".join(top) + "\n"
 
 
+@pytest.mark.slow
 @FUZZ
 @given(module_source())
 def test_generated_modules(text):
@@ -176,8 +307,19 @@ def test_generated_modules(text):
 # ---------------------------------------------------------------------------------------------- mutated fixtures
 
 MUTATIONS = ("delete", "duplicate", "swap", "literal", "truncate", "indent", "dedent", "token")
-TOKENS = [("float32", "float16"), ("float16", "bfloat16"), ("softmax", "sigmoid"), ("mixed_float16", "float32"),
-          ("keras", "tf_keras"), ("(", ""), (")", ""), (":", ""), ("dtype=", ""), ("-1e9", "-1e4"), ("import ", "")]
+TOKENS = [
+    ("float32", "float16"),
+    ("float16", "bfloat16"),
+    ("softmax", "sigmoid"),
+    ("mixed_float16", "float32"),
+    ("keras", "tf_keras"),
+    ("(", ""),
+    (")", ""),
+    (":", ""),
+    ("dtype=", ""),
+    ("-1e9", "-1e4"),
+    ("import ", ""),
+]
 
 
 @st.composite
@@ -216,6 +358,7 @@ def _replace_number(line: str, value: str) -> str:
     return re.sub(r"(?<![\w.])\d+(\.\d*)?(e-?\d+)?", value, line, count=1)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(mutated_fixture())
 def test_mutated_fixtures(text):
@@ -232,7 +375,7 @@ def test_every_fixture_and_its_fixes(path):
 
 # ---------------------------------------------------------------------------------------------- artifact bytes
 
-ARTIFACT_FUZZER = '''
+ARTIFACT_FUZZER = """
 import contextlib, io, json, os, random, shutil, sys
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import numpy as np
@@ -292,7 +435,7 @@ for i in range(count):
     print("RESULT " + json.dumps({"case": i, "kind": kind, "code": code, "out": out.getvalue()[-300:],
                                   "err": err.getvalue()}), flush=True)
     shutil.rmtree(case)
-'''
+"""
 
 
 def test_fuzzed_checkpoint_index_and_h5_bytes_give_a_result_or_one_clear_line(tmp_path):
@@ -302,13 +445,22 @@ def test_fuzzed_checkpoint_index_and_h5_bytes_give_a_result_or_one_clear_line(tm
     import sys
 
     count = max(20, EXAMPLES // 5)
-    result = subprocess.run([sys.executable, "-c", ARTIFACT_FUZZER, str(tmp_path), str(count)], check=False,
-                            capture_output=True, text=True, timeout=1800, env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                                [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")])))
+    result = subprocess.run(
+        [sys.executable, "-c", ARTIFACT_FUZZER, str(tmp_path), str(count)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]),
+        ),
+    )
     cases = [line for line in result.stdout.splitlines() if line.startswith("CASE ")]
     results = [json.loads(line[7:]) for line in result.stdout.splitlines() if line.startswith("RESULT ")]
-    assert result.returncode == 0 and len(results) == count, \
+    assert result.returncode == 0 and len(results) == count, (
         f"the process died on {cases[-1] if cases else 'setup'} (exit {result.returncode}): {result.stderr[-2000:]}"
+    )
     outcomes = {"ok": 0, "error": 0}
     for r in results:
         if r["code"] in (0, 1):
@@ -356,5 +508,7 @@ def test_the_fuzzer_found_h5_file_is_one_clear_line(tmp_path, capfd):
     capfd.readouterr()
     assert main(["inspect", str(path), "--dtype", "float16"]) == 2
     out, err = capfd.readouterr()
-    assert out == "" and err == f"mpdoctor: error: {path}: corrupt HDF5 file: Object specific failed (message not " \
-                                 "aligned)\n"
+    assert (
+        out == ""
+        and err == f"mpdoctor: error: {path}: corrupt HDF5 file: Object specific failed (message not aligned)\n"
+    )

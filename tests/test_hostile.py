@@ -21,8 +21,10 @@ from mpdoctor.engine import check_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 # A float16 softmax output: MP401 on line 3 statically, confirmed by the trace when the model code runs.
-MODEL = ("import keras\nkeras.mixed_precision.set_global_policy('mixed_float16')\n"
-         "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation='softmax')])\n")
+MODEL = (
+    "import keras\nkeras.mixed_precision.set_global_policy('mixed_float16')\n"
+    "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation='softmax')])\n"
+)
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, str]]:
@@ -30,15 +32,24 @@ def snapshot(root: Path) -> dict[str, tuple[int, str]]:
     found = {}
     for path in sorted(root.rglob("*")):
         stat = path.stat()
-        found[str(path.relative_to(root))] = (stat.st_mtime_ns, "dir" if path.is_dir() else
-                                              hashlib.sha256(path.read_bytes()).hexdigest())
+        found[str(path.relative_to(root))] = (
+            stat.st_mtime_ns,
+            "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest(),
+        )
     return found
 
 
 def run_cli(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     environment = dict(os.environ if env is None else env, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "mpdoctor", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, env=environment, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "mpdoctor", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+        check=False,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- static pass
@@ -79,7 +90,7 @@ def test_html_report_escapes_hostile_paths_and_file_errors(tmp_path):
     render(report, out)
     html = out.getvalue()
     assert "<img" not in html and "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in html
-    assert "onerror=\"" not in html
+    assert 'onerror="' not in html
 
 
 def test_two_trace_findings_on_one_static_line_merge_without_error():
@@ -101,19 +112,25 @@ tf = pytest.importorskip("tensorflow")  # everything below runs the trace child
 
 from trace_support import codes_at, trace_check  # noqa: E402
 
-HUGE_OUTPUT = "import sys\nline = 'x' * 1023 + '\\n'\nfor _ in range(200 * 1024):\n    sys.stdout.write(line)\n" \
-              "print('last words')\n"
+HUGE_OUTPUT = (
+    "import sys\nline = 'x' * 1023 + '\\n'\nfor _ in range(200 * 1024):\n    sys.stdout.write(line)\n"
+    "print('last words')\n"
+)
 
 
-@pytest.mark.parametrize("body,reason", [
-    ("while True:\n    pass\n", "did not finish within 20 s (--trace-timeout)"),
-    ("import os\nos._exit(3)\n", "exited with code 3"),
-    ("import sys\nsys.exit(3)\n", "raised SystemExit: the file called sys.exit(3) on import"),
-    ("raise SystemExit\n", "raised SystemExit: the file called sys.exit(None) on import"),
-    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "killed by SIGKILL"),
-    ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "killed by SIGSEGV"),
-    ("import os\nos.remove(__file__)\n", "deleted or moved this file while it ran"),
-], ids=["hang", "os._exit", "sys.exit", "SystemExit", "SIGKILL", "SIGSEGV", "deletes-itself"])
+@pytest.mark.parametrize(
+    "body,reason",
+    [
+        ("while True:\n    pass\n", "did not finish within 20 s (--trace-timeout)"),
+        ("import os\nos._exit(3)\n", "exited with code 3"),
+        ("import sys\nsys.exit(3)\n", "raised SystemExit: the file called sys.exit(3) on import"),
+        ("raise SystemExit\n", "raised SystemExit: the file called sys.exit(None) on import"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "killed by SIGKILL"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "killed by SIGSEGV"),
+        ("import os\nos.remove(__file__)\n", "deleted or moved this file while it ran"),
+    ],
+    ids=["hang", "os._exit", "sys.exit", "SystemExit", "SIGKILL", "SIGSEGV", "deletes-itself"],
+)
 def test_hostile_model_code_becomes_mp001_and_static_findings_survive(tmp_path, body, reason):
     script = tmp_path / "hostile.py"
     script.write_text(MODEL + body)
@@ -141,8 +158,11 @@ def test_memory_limit_kills_the_child_with_a_clear_reason(tmp_path):
 def test_trace_memory_option_and_config_are_validated(tmp_path):
     (tmp_path / "m.py").write_text("x = 1\n")
     bad = run_cli("check", "--trace-memory", "-5", "m.py", cwd=tmp_path)
-    assert bad.returncode == 2 and bad.stderr.strip() == \
-        "mpdoctor: error: command line trace-memory: expected a positive number of MiB, got -5.0"
+    assert (
+        bad.returncode == 2
+        and bad.stderr.strip()
+        == "mpdoctor: error: command line trace-memory: expected a positive number of MiB, got -5.0"
+    )
     (tmp_path / "pyproject.toml").write_text("[tool.mpdoctor]\ntrace-memory = 'lots'\n")
     bad = run_cli("check", "m.py", cwd=tmp_path)
     assert bad.returncode == 2 and "trace-memory: expected a positive number of MiB, got 'lots'" in bad.stderr
@@ -166,12 +186,19 @@ def test_huge_stdout_is_drained_with_bounded_memory_and_the_run_succeeds(tmp_pat
     script = tmp_path / "chatty.py"
     script.write_text(MODEL + HUGE_OUTPUT)
     before = snapshot(tmp_path)
-    result = subprocess.run([sys.executable, "-c", PEAK_RSS, "check", "--trace", "--format", "json", script.name],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    result = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS, "check", "--trace", "--format", "json", script.name],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     peak_kib, code = result.stderr.strip().splitlines()[-1].split()[1:]
-    found = [(d["code"], d["line"], d["passes"]) for d in json.loads(result.stdout)["diagnostics"]
-             if d["code"] != "MP603"]  # MP603: no GPU on this machine
+    found = [
+        (d["code"], d["line"], d["passes"]) for d in json.loads(result.stdout)["diagnostics"] if d["code"] != "MP603"
+    ]  # MP603: no GPU on this machine
     assert code == "1" and found == [("MP401", 3, ["static", "trace"])], result.stdout
     assert int(peak_kib) < 200 * 1024  # 200 MiB went through the pipe; mpdoctor kept only its tail
     assert snapshot(tmp_path) == before
@@ -181,10 +208,13 @@ def test_changing_the_working_directory_does_not_break_the_trace(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     script = tmp_path / "wanders.py"
-    script.write_text(f"import os\nos.chdir({str(elsewhere)!r})\n" + MODEL.replace("import keras\n", "import keras\n\n"))
+    script.write_text(
+        f"import os\nos.chdir({str(elsewhere)!r})\n" + MODEL.replace("import keras\n", "import keras\n\n")
+    )
     diagnostics = trace_check(script, legacy=False)
     assert [(d.code, d.location.line, d.passes) for d in diagnostics if d.code != "MP603"] == [
-        ("MP401", 6, ("static", "trace"))]
+        ("MP401", 6, ("static", "trace"))
+    ]
 
 
 def test_a_file_deleting_itself_still_gets_every_report_format(tmp_path):
@@ -252,8 +282,9 @@ USER_PACKAGE = {
 }
 
 
-@pytest.mark.parametrize("script,legacy", [("keras3_model.py", False), ("tf_keras_model.py", True)],
-                         ids=["keras3", "tf_keras"])
+@pytest.mark.parametrize(
+    "script,legacy", [("keras3_model.py", False), ("tf_keras_model.py", True)], ids=["keras3", "tf_keras"]
+)
 def test_saves_by_known_apis_never_touch_the_users_tree(tmp_path, monkeypatch, script, legacy):
     project = tmp_path / "project"
     project.mkdir()

@@ -13,8 +13,8 @@ import textwrap
 import pytest
 
 pytest.importorskip("IPython")
-from IPython.core.error import UsageError  # noqa: E402
-from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 
 HAS_TF = importlib.util.find_spec("tensorflow") is not None
 needs_tf = pytest.mark.skipif(not HAS_TF, reason="needs TensorFlow")
@@ -72,16 +72,21 @@ def test_a_live_model_is_checked_in_process(shell, monkeypatch):
     assert result.report.passes == ("trace",)
     [summary] = [trace.to_json() for trace in result.report.traces]
     nodes = summary["models"][0]["graph"]["nodes"]  # Keras numbers default names per process: compare classes
-    assert [(n["class"], n["compute_dtype"]) for n in nodes] == [("InputLayer", "float16"), ("Dense", "float16"),
-                                                                 ("Dense", "float16")] and nodes[-1]["id"] == "probs"
+    assert [(n["class"], n["compute_dtype"]) for n in nodes] == [
+        ("InputLayer", "float16"),
+        ("Dense", "float16"),
+        ("Dense", "float16"),
+    ] and nodes[-1]["id"] == "probs"
     numerics = summary["models"][0]["numerics"]  # float16 vs float32, as in the trace child
     assert numerics["skipped"] is None and [row["class"] for row in numerics["layers"]] == ["Dense", "Dense"]
     assert all(row["finite"] and row["relative_error"] < 0.05 for row in numerics["layers"])
     page = srcdoc(result)
     assert 'data-code="MP401"' in page and 'class="node finding" data-layer="probs"' in page
     name = shell.user_ns["model"].name
-    assert repr(result).splitlines() == [f"<model {name}>:1:1: MP401 {result.diagnostics[0].message}",
-                                         "Found 1 problem in the live model."]
+    assert repr(result).splitlines() == [
+        f"<model {name}>:1:1: MP401 {result.diagnostics[0].message}",
+        "Found 1 problem in the live model.",
+    ]
 
     shell.run_cell(SOFTMAX_MODEL.format(dtype=', dtype="float32"') + "fixed = build_model()\n", store_history=False)
     assert [d.code for d in shell.run_line_magic("mpdoctor", "fixed").diagnostics] == []
@@ -92,7 +97,8 @@ def test_a_live_tf_keras_model_is_checked_against_its_savedmodel_signatures(shel
     from trace_support import make_float32_savedmodel
 
     handle = make_float32_savedmodel(tmp_path)
-    shell.run_cell(textwrap.dedent(f"""\
+    shell.run_cell(
+        textwrap.dedent(f"""\
         import numpy as np
         import tf_keras
         import tensorflow_hub as hub
@@ -102,7 +108,9 @@ def test_a_live_tf_keras_model_is_checked_against_its_savedmodel_signatures(shel
         fixed = tf_keras.Sequential([tf_keras.Input((3,)), hub.KerasLayer({str(handle)!r}, dtype="float32"),
                                      tf_keras.layers.Dense(2, dtype="float32")])
         tf_keras.mixed_precision.set_global_policy("float32")
-        """), store_history=False)
+        """),
+        store_history=False,
+    )
     result = shell.run_line_magic("mpdoctor", "broken")
     hub_layer = shell.user_ns["broken"].layers[0].name
     assert [(d.code, d.location.layer) for d in result.diagnostics] == [("MP201", hub_layer)]
@@ -138,14 +146,20 @@ def test_a_cell_is_checked_but_not_run_in_the_kernel(shell):
     assert mp401.passes == ("static", "trace") and mp401.location.path == "cell.py"
     page = srcdoc(result)
     assert re.search(r'<span class="hit">   9  +outputs = keras.layers.Dense\(3, activation=&#34;softmax&#34;', page)
-    assert '<span class="add">+    outputs = keras.layers.Dense(3, activation=&#34;softmax&#34;, name=&#34;probs&#34;, ' \
-           'dtype=&#34;float32&#34;)(hidden)</span>' in page
+    assert (
+        '<span class="add">+    outputs = keras.layers.Dense(3, activation=&#34;softmax&#34;, name=&#34;probs&#34;, '
+        "dtype=&#34;float32&#34;)(hidden)</span>" in page
+    )
 
 
 def test_usage_errors_are_one_line(shell, tmp_path):
     shell.user_ns["not_a_model"] = 42
-    for line, message in (("", "usage"), ("no_such_name", "no such file, and not a model"),
-                          ("not_a_model", "is a int, not a Keras model"), ("--fast x", "unknown option --fast")):
+    for line, message in (
+        ("", "usage"),
+        ("no_such_name", "no such file, and not a model"),
+        ("not_a_model", "is a int, not a Keras model"),
+        ("--fast x", "unknown option --fast"),
+    ):
         with pytest.raises(UsageError, match=message):
             shell.run_line_magic("mpdoctor", line)
     with pytest.raises(UsageError, match="takes no target"):

@@ -5,6 +5,7 @@ user's file, and each piece of Keras semantics is defined once."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -33,8 +34,13 @@ def imports_of(path: Path) -> set[str]:
     """The mpdoctor modules a module imports, at any depth of its code (function-level imports count: a cycle
     through them is still a cycle); `if TYPE_CHECKING:` blocks do not."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block)
-               for stmt in block.body for n in ast.walk(stmt)}
+    skipped = {
+        id(n)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and _is_type_checking(block)
+        for stmt in block.body
+        for n in ast.walk(stmt)
+    }
     found = set()
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -48,6 +54,7 @@ def imports_of(path: Path) -> set[str]:
     return {name for name in found if name in MODULES}
 
 
+@functools.cache
 def import_graph() -> nx.DiGraph:
     graph = nx.DiGraph()
     for name, path in MODULES.items():
@@ -71,8 +78,11 @@ def test_the_trace_child_imports_only_facts_and_artifact_readers():
 
 def test_the_parent_side_never_imports_the_child_except_the_live_path():
     graph = import_graph()
-    importers = {source for source, target in graph.edges if target.startswith("mpdoctor.trace.child")
-                 and not source.startswith("mpdoctor.trace.child")}
+    importers = {
+        source
+        for source, target in graph.edges
+        if target.startswith("mpdoctor.trace.child") and not source.startswith("mpdoctor.trace.child")
+    }
     assert importers <= {"mpdoctor.trace.live"}, importers
 
 
@@ -99,13 +109,13 @@ def _definitions(pattern: str) -> list[str]:
 def test_keras_semantics_are_defined_once():
     semantics = ["mpdoctor.facts.keras_semantics"]
     # Model-class spellings, the legacy-Keras switch, autocast rules and the sublayer walk.
-    assert _definitions(r'^\s*_?SEQUENTIAL\w* = ') == semantics
+    assert _definitions(r"^\s*_?SEQUENTIAL\w* = ") == semantics
     assert _definitions(r'"keras\.models\.Sequential"') == semantics
     assert _definitions(r'\.get\(\s*("TF_USE_LEGACY_KERAS"|LEGACY_KERAS_ENV)') == semantics
-    assert _definitions(r'^\s*LEGACY_KERAS_ENV = ') == semantics
-    assert _definitions(r'^\s*_?NO_AUTOCAST\w* = ') == semantics
-    assert _definitions(r'^def (autocasts_argument|autocast_flag)\b') == semantics
-    assert _definitions(r'_flatten_layers\(') == semantics
+    assert _definitions(r"^\s*LEGACY_KERAS_ENV = ") == semantics
+    assert _definitions(r"^\s*_?NO_AUTOCAST\w* = ") == semantics
+    assert _definitions(r"^def (autocasts_argument|autocast_flag)\b") == semantics
+    assert _definitions(r"_flatten_layers\(") == semantics
 
 
 def test_one_rule_is_one_module():

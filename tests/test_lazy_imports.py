@@ -19,20 +19,45 @@ PROBE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["rules"], ["explain", "MP201"], ["check", "--no-trace", "{model}"],
-                                  ["check", "--no-trace", "--format", "sarif", "{model}"],
-                                  ["check", "--no-trace", "--format", "sarif", "{notebook}"],
-                                  ["check", "--no-trace", "--write-baseline", "{baseline}", "{model}"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["rules"],
+        ["explain", "MP201"],
+        ["check", "--no-trace", "{model}"],
+        ["check", "--no-trace", "--format", "sarif", "{model}"],
+        ["check", "--no-trace", "--format", "sarif", "{notebook}"],
+        ["check", "--no-trace", "--write-baseline", "{baseline}", "{model}"],
+    ],
+)
 def test_no_heavy_imports(tmp_path, argv):
     import json
 
     model = tmp_path / "model.py"
-    model.write_text("import tensorflow as tf\nimport tensorflow_hub as hub\n"
-                     "tf.keras.mixed_precision.set_global_policy('mixed_float16')\n"
-                     "m = tf.keras.Sequential([hub.KerasLayer('/x'), tf.keras.layers.Dense(3, activation='softmax')])\n")
+    model.write_text(
+        "import tensorflow as tf\nimport tensorflow_hub as hub\n"
+        "tf.keras.mixed_precision.set_global_policy('mixed_float16')\n"
+        "m = tf.keras.Sequential([hub.KerasLayer('/x'), tf.keras.layers.Dense(3, activation='softmax')])\n"
+    )
     notebook = tmp_path / "model.ipynb"
-    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        {"cell_type": "code", "metadata": {}, "outputs": [], "source": ["%pip install x\n", model.read_text()]}]}))
+    notebook.write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [
+                    {
+                        "cell_type": "code",
+                        "metadata": {},
+                        "outputs": [],
+                        "source": ["%pip install x\n", model.read_text()],
+                    }
+                ],
+            }
+        )
+    )
     argv = [a.format(model=model, notebook=notebook, baseline=tmp_path / "baseline.json") for a in argv]
     result = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True)
     heavy_line = [line for line in result.stderr.splitlines() if line.startswith("HEAVY=")]
@@ -41,9 +66,11 @@ def test_no_heavy_imports(tmp_path, argv):
 
 def test_fix_without_trace_loads_libcst_only_then(tmp_path):
     model = tmp_path / "model.py"
-    model.write_text("import tensorflow as tf\ntf.keras.mixed_precision.set_global_policy('mixed_float16')\n"
-                     "m = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(3, activation='softmax')])\n")
+    model.write_text(
+        "import tensorflow as tf\ntf.keras.mixed_precision.set_global_policy('mixed_float16')\n"
+        "m = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(3, activation='softmax')])\n"
+    )
     argv = ["check", "--fix", "--no-trace", str(model)]
     result = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True)
     assert [line for line in result.stderr.splitlines() if line.startswith("HEAVY=")] == ["HEAVY=libcst"]
-    assert "dtype=\"float32\")" in model.read_text()
+    assert 'dtype="float32")' in model.read_text()

@@ -16,8 +16,13 @@ from mpdoctor.notebook import NotebookError, parse_notebook, python_lines, read_
 
 
 def code(source: str) -> dict:
-    return {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
-            "source": textwrap.dedent(source).strip("\n").splitlines(keepends=True)}
+    return {
+        "cell_type": "code",
+        "metadata": {},
+        "execution_count": None,
+        "outputs": [],
+        "source": textwrap.dedent(source).strip("\n").splitlines(keepends=True),
+    }
 
 
 def markdown(source: str) -> dict:
@@ -25,8 +30,12 @@ def markdown(source: str) -> dict:
 
 
 def notebook(*cells: dict, language: str = "python") -> dict:
-    return {"nbformat": 4, "nbformat_minor": 5, "cells": list(cells),
-            "metadata": {"kernelspec": {"name": "k", "display_name": "k", "language": language}}}
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "cells": list(cells),
+        "metadata": {"kernelspec": {"name": "k", "display_name": "k", "language": language}},
+    }
 
 
 def write(path: Path, data: dict) -> Path:
@@ -68,12 +77,41 @@ def softmax_notebook(keras: str = "keras", head_dtype: str = "") -> dict:
 
 # --- the combined source -----------------------------------------------------------------------------------------
 
+
 def test_ipython_syntax_becomes_placeholders_of_the_same_line_count():
-    lines = ["%matplotlib inline", "!pip install x", "files = !ls", "a, b = %sx echo", "model.fit?",
-             "?model", "x = 1 % 2", "if x:", "    !echo indented", "y = 7 \\", "%2", "z = (x", "    % 2", "    != 3)"]
+    lines = [
+        "%matplotlib inline",
+        "!pip install x",
+        "files = !ls",
+        "a, b = %sx echo",
+        "model.fit?",
+        "?model",
+        "x = 1 % 2",
+        "if x:",
+        "    !echo indented",
+        "y = 7 \\",
+        "%2",
+        "z = (x",
+        "    % 2",
+        "    != 3)",
+    ]
     out = python_lines(lines)
-    assert out == ["pass", "pass", "files = None", "a, b = None", "pass", "pass", "x = 1 % 2", "if x:",
-                   "    pass", "y = 7 \\", "%2", "z = (x", "    % 2", "    != 3)"]
+    assert out == [
+        "pass",
+        "pass",
+        "files = None",
+        "a, b = None",
+        "pass",
+        "pass",
+        "x = 1 % 2",
+        "if x:",
+        "    pass",
+        "y = 7 \\",
+        "%2",
+        "z = (x",
+        "    % 2",
+        "    != 3)",
+    ]
     compile("\n".join(out), "cell", "exec")
 
 
@@ -85,7 +123,11 @@ def test_cell_magics():
 def test_line_map_counts_every_cell_and_only_code_lines():
     nb = parse_notebook(softmax_notebook())
     assert nb.to_cell(1) == (2, 1)
-    assert nb.source.splitlines()[nb.line_map.index((3, 5))].strip().startswith('keras.layers.Dense(4, activation="softmax"')
+    assert (
+        nb.source.splitlines()[nb.line_map.index((3, 5))]
+        .strip()
+        .startswith('keras.layers.Dense(4, activation="softmax"')
+    )
     assert nb.cell_line(3, 5).strip().startswith("keras.layers.Dense(4")
     assert len(nb.source.splitlines()) == len(nb.line_map)
     compile(nb.source, "nb", "exec")
@@ -98,6 +140,7 @@ def test_other_languages_have_no_python_and_nbformat_3_is_refused():
 
 
 # --- static pass through the command line --------------------------------------------------------------------------
+
 
 def test_softmax_head_in_cell_3_is_mp401_at_cell_3_line_5(tmp_path):
     path = write(tmp_path / "demo.ipynb", softmax_notebook())
@@ -176,10 +219,13 @@ def test_directory_walk_picks_notebooks_and_skips_checkpoints_and_excludes(tmp_p
     assert report.files_checked == 1
 
 
-@pytest.mark.parametrize("content,needle", [
-    ("{not json", "not a valid notebook: invalid JSON"),
-    (json.dumps({"nbformat": 3, "worksheets": []}), "not an nbformat 4 notebook (nbformat 3"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ("{not json", "not a valid notebook: invalid JSON"),
+        (json.dumps({"nbformat": 3, "worksheets": []}), "not an nbformat 4 notebook (nbformat 3"),
+    ],
+)
 def test_bad_notebook_is_one_line_exit_2(tmp_path, content, needle):
     (tmp_path / "bad.ipynb").write_text(content)
     result = mpdoctor("check", "--no-trace", "bad.ipynb", cwd=tmp_path)
@@ -193,11 +239,13 @@ def test_syntax_error_in_a_cell_is_located_in_the_cell(tmp_path):
     assert result.returncode == 2
     assert result.stderr.startswith("broken.ipynb:cell 3:line 2:col "), result.stderr
     [error] = json.loads(mpdoctor("check", "--no-trace", "--format", "json", "broken.ipynb", cwd=tmp_path).stdout)[
-        "errors"]
+        "errors"
+    ]
     assert (error["cell"], error["line"], error["kind"]) == (3, 2, "syntax")
 
 
 # --- trace: the child runs the cells in order -----------------------------------------------------------------------
+
 
 def _trace(path: Path, legacy: bool):
     import os

@@ -35,8 +35,12 @@ pytestmark = [
     pytest.mark.skipif(not _is_git_repo(REPO), reason="try-repo needs this project as a git repository"),
 ]
 
-GIT_IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-                "GIT_COMMITTER_EMAIL": "t@example.com"}
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
 
 
 def _env(tmp_path: Path) -> dict:
@@ -56,13 +60,20 @@ def _git_repo(directory: Path, files: dict[str, str]) -> Path:
 
 
 def _pre_commit(tmp_path: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pre_commit", *args], cwd=cwd, capture_output=True, text=True,
-                          env=_env(tmp_path), timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=900,
+    )
 
 
 def test_static_hook_fails_on_a_float16_softmax_head_in_a_file_and_a_notebook(tmp_path):
-    repo = _git_repo(tmp_path / "project", {"model.py": SOFTMAX_HEAD,
-                                            "demo.ipynb": json.dumps(softmax_notebook(), indent=1)})
+    repo = _git_repo(
+        tmp_path / "project", {"model.py": SOFTMAX_HEAD, "demo.ipynb": json.dumps(softmax_notebook(), indent=1)}
+    )
     result = _pre_commit(tmp_path, repo, "try-repo", str(REPO), "mpdoctor", "--all-files")
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
@@ -105,8 +116,9 @@ def test_trace_hook_as_a_local_hook_in_this_environment(tmp_path):
     result = _pre_commit(tmp_path, repo, "run", "--hook-stage", "manual", "mpdoctor-trace", "--all-files")
     assert result.returncode == 1, result.stdout + result.stderr
     # The trace's own wording: the model was built and run, its output observed in float16.
-    assert re.search(r"model\.py:7:5: MP401 \[\*\] output `\w+` of model .* is a softmax computed in float16",
-                     result.stdout), result.stdout
+    assert re.search(
+        r"model\.py:7:5: MP401 \[\*\] output `\w+` of model .* is a softmax computed in float16", result.stdout
+    ), result.stdout
 
 
 def test_manifest_declares_both_hooks():

@@ -13,8 +13,10 @@ _ROW = re.compile(r"^\| (MP\d{3}) \| ([a-z0-9-]+) \| (error|warning|info) \| ([S
 
 def contract():
     # passes in canonical S,T,A order (RULES.md writes "A,T" for some rows)
-    return {m[1]: (m[2], m[3], "".join(p for p in "STA" if p in m[4]), m[5] == "yes")
-            for m in _ROW.finditer(RULES_MD.read_text())}
+    return {
+        m[1]: (m[2], m[3], "".join(p for p in "STA" if p in m[4]), m[5] == "yes")
+        for m in _ROW.finditer(RULES_MD.read_text())
+    }
 
 
 def test_contract_table_is_parsed():
@@ -32,8 +34,14 @@ def test_every_rule_is_documented_for_explain():
             assert len(getattr(rule, field).strip()) > 10, (rule.code, field)
 
 
-@pytest.mark.parametrize("selector,expected", [("MP4", {"MP401", "MP402", "MP403", "MP404", "MP405", "MP406", "MP407"}),
-                                               ("mp201", {"MP201"}), ("MP20", {"MP201", "MP202", "MP203", "MP207"})])
+@pytest.mark.parametrize(
+    "selector,expected",
+    [
+        ("MP4", {"MP401", "MP402", "MP403", "MP404", "MP405", "MP406", "MP407"}),
+        ("mp201", {"MP201"}),
+        ("MP20", {"MP201", "MP202", "MP203", "MP207"}),
+    ],
+)
 def test_prefix_selection(selector, expected):
     assert expand_selector(selector) == expected
 

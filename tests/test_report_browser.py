@@ -13,15 +13,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from headless_chromium import Chromium, find_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM = find_chromium()
 
-pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)"),
-              pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="the trace pass needs TensorFlow")]
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)"),
+    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="the trace pass needs TensorFlow"),
+]
 
 PAGE_FACTS = {
     "script_ran": "document.documentElement.classList.contains('js')",
@@ -32,7 +33,7 @@ PAGE_FACTS = {
     "scripts": "document.querySelectorAll('script').length",
     "images": "document.querySelectorAll('img, image, iframe, object, embed').length",
     "zoomed": "(() => { const g = document.querySelector('.graph'); if (!g) return null;"
-              " g.querySelector('.zoom-in').click(); return g.dataset.scale; })()",
+    " g.querySelector('.zoom-in').click(); return g.dataset.scale; })()",
 }
 
 
@@ -44,10 +45,20 @@ def browser():
 
 def check_to_html(model: Path, html: Path, cwd: Path, legacy: bool = False) -> dict:
     """`mpdoctor check MODEL --format json --html HTML`: the JSON report (the HTML is written to `html`)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0")
-    result = subprocess.run([sys.executable, "-m", "mpdoctor", "check", "--trace", "--format", "json", "--html",
-                             str(html), str(model)], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        TF_CPP_MIN_LOG_LEVEL="3",
+        TF_USE_LEGACY_KERAS="1" if legacy else "0",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mpdoctor", "check", "--trace", "--format", "json", "--html", str(html), str(model)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=600,
+    )
     assert result.returncode == 1, result.stderr  # findings
     return json.loads(result.stdout)
 
@@ -77,7 +88,8 @@ def test_first_seed_report(browser, tmp_path):
 
 def test_resnet50_report_is_readable(browser, tmp_path):
     model = tmp_path / "resnet.py"
-    model.write_text(textwrap.dedent("""\
+    model.write_text(
+        textwrap.dedent("""\
         import keras
 
         keras.mixed_precision.set_global_policy("mixed_float16")
@@ -85,7 +97,8 @@ def test_resnet50_report_is_readable(browser, tmp_path):
 
         def build_model():
             return keras.applications.ResNet50(weights=None, input_shape=(64, 64, 3), classes=10)
-        """))
+        """)
+    )
     html = tmp_path / "resnet.html"
     report = check_to_html(model, html, cwd=tmp_path)
     page = open_in_browser(browser, html, "resnet50")
@@ -99,7 +112,8 @@ def test_resnet50_report_is_readable(browser, tmp_path):
 def test_hostile_layer_names_render_as_text(browser, tmp_path):
     hostile = {"<script>alert(1)</script>", "<img src=x onerror=alert(2)>"}
     model = tmp_path / "hostile.py"
-    model.write_text(textwrap.dedent("""\
+    model.write_text(
+        textwrap.dedent("""\
         import keras
 
         keras.mixed_precision.set_global_policy("mixed_float16")
@@ -113,7 +127,8 @@ def test_hostile_layer_names_render_as_text(browser, tmp_path):
             model.layers[1].name = "<img src=x onerror=alert(2)>"  # Keras refuses such names at construction
             model.layers[2].name = "<script>alert(1)</script>"
             return model
-        """))
+        """)
+    )
     html = tmp_path / "hostile.html"
     check_to_html(model, html, cwd=tmp_path)
     page = open_in_browser(browser, html, "hostile_names")

@@ -15,10 +15,9 @@ import pytest
 
 from mpdoctor import registry
 from mpdoctor._version import __version__
-from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location, Severity
-from mpdoctor.diagnostics import FileError, Report
-from mpdoctor.sources import SourceText, read_source
+from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, FileError, Fix, Location, Report, Severity
 from mpdoctor.report import FORMATS, github, sarif, write_report
+from mpdoctor.sources import SourceText, read_source
 
 HOSTILE = "bad <script>alert(\"x\")</script> & 'q'\n50% done, a: b\r\nnext::line %0A"
 
@@ -35,11 +34,25 @@ def codes():
 SAME = object()
 
 
-def diag(code="MP002", message="something is off", path="pkg/model.py", line=3, column=5, end_line=SAME,
-         end_column=9, severity=Severity.INFO, **kwargs) -> Diagnostic:
+def diag(
+    code="MP002",
+    message="something is off",
+    path="pkg/model.py",
+    line=3,
+    column=5,
+    end_line=SAME,
+    end_column=9,
+    severity=Severity.INFO,
+    **kwargs,
+) -> Diagnostic:
     end_line = line if end_line is SAME else end_line
-    return Diagnostic(code=code, message=message, location=Location(path, line, column, end_line, end_column),
-                      severity=severity, **kwargs)
+    return Diagnostic(
+        code=code,
+        message=message,
+        location=Location(path, line, column, end_line, end_column),
+        severity=severity,
+        **kwargs,
+    )
 
 
 def render(fmt: str, report: Report) -> str:
@@ -59,6 +72,7 @@ def result_of(report: Report) -> dict:
 # --- a strict subset of the SARIF 2.1.0 schema (OASIS sarif-schema-2.1.0.json) ----------------------------------
 # The full schema cannot be fetched here; these definitions copy its structure for every object mpdoctor emits,
 # with additionalProperties false as in the original, so an unknown or misspelt key fails validation.
+
 
 def _obj(properties: dict, required=(), any_of=None) -> dict:
     schema = {"type": "object", "additionalProperties": False, "properties": {**properties, "properties": REF("bag")}}
@@ -86,44 +100,96 @@ SARIF_SUBSET_SCHEMA = {
     "$schema": "http://json-schema.org/draft-07/schema#",
     **_obj({"$schema": STRING, "version": {"enum": ["2.1.0"]}, "runs": ARRAY("run")}, ["version", "runs"]),
     "definitions": {
-        "bag": {"type": "object", "additionalProperties": True,
-                "properties": {"tags": {"type": "array", "uniqueItems": True, "items": STRING}}},
-        "run": _obj({"tool": REF("tool"), "invocations": ARRAY("invocation"), "results": ARRAY("result"),
-                     "originalUriBaseIds": {"type": "object", "additionalProperties": REF("artifactLocation")},
-                     "columnKind": {"enum": ["utf16CodeUnits", "unicodeCodePoints"]}}, ["tool"]),
+        "bag": {
+            "type": "object",
+            "additionalProperties": True,
+            "properties": {"tags": {"type": "array", "uniqueItems": True, "items": STRING}},
+        },
+        "run": _obj(
+            {
+                "tool": REF("tool"),
+                "invocations": ARRAY("invocation"),
+                "results": ARRAY("result"),
+                "originalUriBaseIds": {"type": "object", "additionalProperties": REF("artifactLocation")},
+                "columnKind": {"enum": ["utf16CodeUnits", "unicodeCodePoints"]},
+            },
+            ["tool"],
+        ),
         "tool": _obj({"driver": REF("toolComponent")}, ["driver"]),
-        "toolComponent": _obj({"name": STRING, "version": STRING, "semanticVersion": STRING,
-                               "informationUri": STRING, "rules": ARRAY("reportingDescriptor")}, ["name"]),
-        "reportingDescriptor": _obj({"id": STRING, "name": STRING, "shortDescription": REF("mfString"),
-                                     "fullDescription": REF("mfString"), "help": REF("mfString"),
-                                     "helpUri": STRING, "defaultConfiguration": REF("reportingConfiguration")},
-                                    ["id"]),
+        "toolComponent": _obj(
+            {
+                "name": STRING,
+                "version": STRING,
+                "semanticVersion": STRING,
+                "informationUri": STRING,
+                "rules": ARRAY("reportingDescriptor"),
+            },
+            ["name"],
+        ),
+        "reportingDescriptor": _obj(
+            {
+                "id": STRING,
+                "name": STRING,
+                "shortDescription": REF("mfString"),
+                "fullDescription": REF("mfString"),
+                "help": REF("mfString"),
+                "helpUri": STRING,
+                "defaultConfiguration": REF("reportingConfiguration"),
+            },
+            ["id"],
+        ),
         "reportingConfiguration": _obj({"enabled": {"type": "boolean"}, "level": LEVEL}),
         "reportingDescriptorReference": _obj({"id": STRING, "index": INDEX}, any_of=["id", "index"]),
         "mfString": _obj({"text": STRING, "markdown": STRING}, ["text"]),
         "message": _obj({"text": STRING, "markdown": STRING, "id": STRING}, any_of=["text", "id"]),
-        "invocation": _obj({"executionSuccessful": {"type": "boolean"},
-                            "toolExecutionNotifications": ARRAY("notification")}, ["executionSuccessful"]),
-        "notification": _obj({"level": LEVEL, "message": REF("message"), "locations": ARRAY("location"),
-                              "descriptor": REF("reportingDescriptorReference")}, ["message"]),
-        "result": _obj({"ruleId": STRING, "ruleIndex": INDEX, "level": LEVEL, "message": REF("message"),
-                        "locations": ARRAY("location"), "fixes": ARRAY("fix"),
-                        "partialFingerprints": {"type": "object", "additionalProperties": STRING}},
-                       ["message"]),
-        "location": _obj({"physicalLocation": REF("physicalLocation"),
-                          "logicalLocations": ARRAY("logicalLocation"), "message": REF("message")}),
+        "invocation": _obj(
+            {"executionSuccessful": {"type": "boolean"}, "toolExecutionNotifications": ARRAY("notification")},
+            ["executionSuccessful"],
+        ),
+        "notification": _obj(
+            {
+                "level": LEVEL,
+                "message": REF("message"),
+                "locations": ARRAY("location"),
+                "descriptor": REF("reportingDescriptorReference"),
+            },
+            ["message"],
+        ),
+        "result": _obj(
+            {
+                "ruleId": STRING,
+                "ruleIndex": INDEX,
+                "level": LEVEL,
+                "message": REF("message"),
+                "locations": ARRAY("location"),
+                "fixes": ARRAY("fix"),
+                "partialFingerprints": {"type": "object", "additionalProperties": STRING},
+            },
+            ["message"],
+        ),
+        "location": _obj(
+            {
+                "physicalLocation": REF("physicalLocation"),
+                "logicalLocations": ARRAY("logicalLocation"),
+                "message": REF("message"),
+            }
+        ),
         "logicalLocation": _obj({"name": STRING, "fullyQualifiedName": STRING, "kind": STRING}),
-        "physicalLocation": _obj({"artifactLocation": REF("artifactLocation"), "region": REF("region")},
-                                 any_of=["artifactLocation"]),
+        "physicalLocation": _obj(
+            {"artifactLocation": REF("artifactLocation"), "region": REF("region")}, any_of=["artifactLocation"]
+        ),
         "artifactLocation": _obj({"uri": STRING, "uriBaseId": STRING, "index": INDEX}),
-        "region": _obj({"startLine": POSITIVE, "startColumn": POSITIVE, "endLine": POSITIVE,
-                        "endColumn": POSITIVE}),
-        "fix": _obj({"description": REF("message"), "artifactChanges": ARRAY("artifactChange", 1)},
-                    ["artifactChanges"]),
-        "artifactChange": _obj({"artifactLocation": REF("artifactLocation"),
-                                "replacements": ARRAY("replacement", 1)}, ["artifactLocation", "replacements"]),
-        "replacement": _obj({"deletedRegion": REF("region"), "insertedContent": REF("artifactContent")},
-                            ["deletedRegion"]),
+        "region": _obj({"startLine": POSITIVE, "startColumn": POSITIVE, "endLine": POSITIVE, "endColumn": POSITIVE}),
+        "fix": _obj(
+            {"description": REF("message"), "artifactChanges": ARRAY("artifactChange", 1)}, ["artifactChanges"]
+        ),
+        "artifactChange": _obj(
+            {"artifactLocation": REF("artifactLocation"), "replacements": ARRAY("replacement", 1)},
+            ["artifactLocation", "replacements"],
+        ),
+        "replacement": _obj(
+            {"deletedRegion": REF("region"), "insertedContent": REF("artifactContent")}, ["deletedRegion"]
+        ),
         "artifactContent": _obj({"text": STRING, "binary": STRING}),
     },
 }
@@ -152,18 +218,28 @@ def full_report() -> Report:
     return Report(
         diagnostics=[
             diag(first, "an error", line=2, severity=Severity.ERROR),
-            diag("MP002", "a warning", line=4, severity=Severity.WARNING, confidence=Confidence.MEDIUM,
-                 notes=("a note",)),
-            diag("MP002", "unused suppression", line=7, column=8, end_column=21,
-                 fix=Fix("remove the comment", (Edit("pkg/model.py", 7, 6, 7, 21, ""),))),
+            diag(
+                "MP002", "a warning", line=4, severity=Severity.WARNING, confidence=Confidence.MEDIUM, notes=("a note",)
+            ),
+            diag(
+                "MP002",
+                "unused suppression",
+                line=7,
+                column=8,
+                end_column=21,
+                fix=Fix("remove the comment", (Edit("pkg/model.py", 7, 6, 7, 21, ""),)),
+            ),
         ],
-        errors=[FileError("pkg/broken.py", "syntax error: invalid syntax", 1, 5, kind="syntax"),
-                FileError("missing.py", "no such file or directory", kind="io")],
+        errors=[
+            FileError("pkg/broken.py", "syntax error: invalid syntax", 1, 5, kind="syntax"),
+            FileError("missing.py", "no such file or directory", kind="io"),
+        ],
         files_checked=2,
     )
 
 
 # --- the registry of formats ---------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("fmt", ["sarif", "github", "junit", "gitlab"])
 def test_every_format_renders_an_empty_report_without_ansi(fmt):
@@ -179,6 +255,7 @@ def test_no_ansi_even_with_colour_requested(fmt):
 
 
 # --- SARIF -----------------------------------------------------------------------------------------------------
+
 
 def test_sarif_log_and_driver():
     log = sarif_of(full_report())
@@ -202,7 +279,7 @@ def test_sarif_lists_every_registered_rule_with_its_documentation():
     driver = sarif_of(Report())["runs"][0]["tool"]["driver"]
     assert [r["id"] for r in driver["rules"]] == codes()
     levels = {"error": "error", "warning": "warning", "info": "note"}
-    for descriptor, rule in zip(driver["rules"], rules()):
+    for descriptor, rule in zip(driver["rules"], rules(), strict=True):
         assert descriptor["name"] == rule.name
         assert descriptor["shortDescription"] == {"text": rule.summary}
         assert descriptor["fullDescription"] == {"text": rule.what}
@@ -225,9 +302,14 @@ def test_sarif_result_fields():
         assert run["tool"]["driver"]["rules"][r["ruleIndex"]]["id"] == r["ruleId"]
     second = results[1]
     assert second["message"] == {"text": "a warning"}
-    assert second["locations"] == [{"physicalLocation": {
-        "artifactLocation": {"uri": "pkg/model.py", "uriBaseId": "%SRCROOT%"},
-        "region": {"startLine": 4, "startColumn": 5, "endLine": 4, "endColumn": 9}}}]
+    assert second["locations"] == [
+        {
+            "physicalLocation": {
+                "artifactLocation": {"uri": "pkg/model.py", "uriBaseId": "%SRCROOT%"},
+                "region": {"startLine": 4, "startColumn": 5, "endLine": 4, "endColumn": 9},
+            }
+        }
+    ]
     assert second["properties"]["confidence"] == "medium"
     assert second["properties"]["notes"] == ["a note"]
     assert "fixes" not in second
@@ -237,15 +319,23 @@ def test_sarif_result_fields():
 
 def test_sarif_fix():
     fixed = sarif_of(full_report())["runs"][0]["results"][2]
-    assert fixed["fixes"] == [{
-        "description": {"text": "remove the comment"},
-        "artifactChanges": [{
-            "artifactLocation": {"uri": "pkg/model.py", "uriBaseId": "%SRCROOT%"},
-            "replacements": [{"deletedRegion": {"startLine": 7, "startColumn": 6, "endLine": 7, "endColumn": 21},
-                              "insertedContent": {"text": ""}}],
-        }],
-        "properties": {"applicability": "safe"},
-    }]
+    assert fixed["fixes"] == [
+        {
+            "description": {"text": "remove the comment"},
+            "artifactChanges": [
+                {
+                    "artifactLocation": {"uri": "pkg/model.py", "uriBaseId": "%SRCROOT%"},
+                    "replacements": [
+                        {
+                            "deletedRegion": {"startLine": 7, "startColumn": 6, "endLine": 7, "endColumn": 21},
+                            "insertedContent": {"text": ""},
+                        }
+                    ],
+                }
+            ],
+            "properties": {"applicability": "safe"},
+        }
+    ]
 
 
 def test_sarif_file_errors_are_tool_execution_notifications():
@@ -256,7 +346,8 @@ def test_sarif_file_errors_are_tool_execution_notifications():
     assert first["message"]["text"] == "pkg/broken.py:1:5: syntax error: invalid syntax"
     assert first["locations"][0]["physicalLocation"] == {
         "artifactLocation": {"uri": "pkg/broken.py", "uriBaseId": "%SRCROOT%"},
-        "region": {"startLine": 1, "startColumn": 5}}
+        "region": {"startLine": 1, "startColumn": 5},
+    }
     assert second["message"]["text"] == "missing.py: no such file or directory"
     assert "region" not in second["locations"][0]["physicalLocation"]
     clean = sarif_of(Report(files_checked=1))
@@ -268,7 +359,9 @@ def test_sarif_file_errors_are_tool_execution_notifications():
 def test_sarif_uris_are_relative_posix_and_percent_encoded(tmp_path):
     result = result_of(Report([diag(path="./src dir/a#b.py")]))
     assert result["locations"][0]["physicalLocation"]["artifactLocation"] == {
-        "uri": "src%20dir/a%23b.py", "uriBaseId": "%SRCROOT%"}
+        "uri": "src%20dir/a%23b.py",
+        "uriBaseId": "%SRCROOT%",
+    }
     outside = tmp_path / "elsewhere.py"
     result = result_of(Report([diag(path=str(outside))]))
     location = result["locations"][0]["physicalLocation"]["artifactLocation"]
@@ -294,6 +387,7 @@ def test_sarif_end_position_defaults():
 
 
 # --- fingerprints -------------------------------------------------------------------------------------------------
+
 
 def _fingerprints(report: Report) -> tuple[list[str], list[str]]:
     """SARIF and GitLab fingerprints of a report whose sources are the files on disk now (the engine keeps the text
@@ -341,9 +435,9 @@ def test_identical_findings_get_distinct_fingerprints(tmp_path, monkeypatch):
 
 # --- GitHub Actions -----------------------------------------------------------------------------------------------
 
+
 def _unescape(value: str) -> str:
-    return (value.replace("%0D", "\r").replace("%0A", "\n").replace("%3A", ":").replace("%2C", ",")
-            .replace("%25", "%"))
+    return value.replace("%0D", "\r").replace("%0A", "\n").replace("%3A", ":").replace("%2C", ",").replace("%25", "%")
 
 
 def parse_command(line: str) -> tuple[str, dict[str, str], str]:
@@ -362,13 +456,16 @@ def test_github_commands():
     lines = render("github", full_report()).splitlines()
     assert len(lines) == 5
     first_rule = rules()[0]
-    assert lines[0] == (f"::error file=pkg/model.py,line=2,col=5,endLine=2,endColumn=9,"
-                        f"title={first_rule.code} ({first_rule.name})::an error")
+    assert lines[0] == (
+        f"::error file=pkg/model.py,line=2,col=5,endLine=2,endColumn=9,"
+        f"title={first_rule.code} ({first_rule.name})::an error"
+    )
     assert lines[1].startswith("::warning file=pkg/model.py,line=4,col=5,")
     assert lines[1].endswith(",title=MP002 (unused-suppression)::a warning")
     assert lines[2].startswith("::notice file=pkg/model.py,line=7,col=8,endLine=7,endColumn=21,")
-    assert lines[3] == ("::error file=pkg/broken.py,line=1,col=5,title=mpdoctor (syntax error)"
-                        "::syntax error: invalid syntax")
+    assert lines[3] == (
+        "::error file=pkg/broken.py,line=1,col=5,title=mpdoctor (syntax error)::syntax error: invalid syntax"
+    )
     assert lines[4] == "::error file=missing.py,title=mpdoctor (io error)::no such file or directory"
 
 
@@ -400,6 +497,7 @@ def test_github_unknown_code_title():
 
 # --- JUnit ---------------------------------------------------------------------------------------------------------
 
+
 def parse_junit(report: Report) -> ET.Element:
     out = render("junit", report)
     assert out.startswith('<?xml version="1.0" encoding="UTF-8"?>\n')
@@ -414,8 +512,12 @@ def test_junit_structure_and_counts():
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("5", "3", "2")
     cases = suite.findall("testcase")
     assert [(c.get("classname"), c.get("name")) for c in cases] == [
-        ("pkg/model.py", f"{codes()[0]} 2:5"), ("pkg/model.py", "MP002 4:5"), ("pkg/model.py", "MP002 7:8"),
-        ("pkg/broken.py", "syntax error 1:5"), ("missing.py", "io error")]
+        ("pkg/model.py", f"{codes()[0]} 2:5"),
+        ("pkg/model.py", "MP002 4:5"),
+        ("pkg/model.py", "MP002 7:8"),
+        ("pkg/broken.py", "syntax error 1:5"),
+        ("missing.py", "io error"),
+    ]
     failure = cases[1].find("failure")
     assert failure.get("type") == "MP002"
     assert failure.get("message") == "a warning"
@@ -455,6 +557,7 @@ def test_junit_output_is_ascii_with_character_references():
 
 # --- GitLab Code Quality -------------------------------------------------------------------------------------------
 
+
 def test_gitlab_issues():
     issues = json.loads(render("gitlab", full_report()))
     assert isinstance(issues, list) and len(issues) == 5
@@ -472,7 +575,7 @@ def test_gitlab_issues():
 
 
 def test_gitlab_multiline_and_hostile():
-    issue, = json.loads(render("gitlab", Report([diag(message=HOSTILE, line=3, end_line=6, path=r"./x/y.py")])))
+    (issue,) = json.loads(render("gitlab", Report([diag(message=HOSTILE, line=3, end_line=6, path=r"./x/y.py")])))
     assert issue["description"] == f"MP002: {HOSTILE}"
     assert issue["location"] == {"path": "x/y.py", "lines": {"begin": 3, "end": 6}}
 
@@ -484,8 +587,14 @@ SOURCE = "import tensorflow as tf\n\nx = 1  # noqa: MP002\n"
 
 def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR",)}
-    return subprocess.run([sys.executable, "-m", "mpdoctor", "check", "--no-trace", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mpdoctor", "check", "--no-trace", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -501,8 +610,10 @@ def test_cli_sarif(tmp_path, model_file):
     validate_sarif(log)
     (result,) = log["runs"][0]["results"]
     assert result["ruleId"] == "MP002"
-    assert result["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "model.py",
-                                                                              "uriBaseId": "%SRCROOT%"}
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"] == {
+        "uri": "model.py",
+        "uriBaseId": "%SRCROOT%",
+    }
     assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 3
     assert result["fixes"][0]["artifactChanges"][0]["replacements"][0]["deletedRegion"]["startLine"] == 3
     assert log["runs"][0]["invocations"] == [{"executionSuccessful": True}]
@@ -531,7 +642,9 @@ def test_cli_gitlab_with_a_broken_file(tmp_path, model_file):
     assert proc.returncode == 2
     issues = json.loads(proc.stdout)
     assert [(i["check_name"], i["location"]["path"]) for i in issues] == [
-        ("MP002", "model.py"), ("mpdoctor/syntax-error", "broken.py")]
+        ("MP002", "model.py"),
+        ("mpdoctor/syntax-error", "broken.py"),
+    ]
     assert issues[0]["location"]["lines"] == {"begin": 3, "end": 3}
 
 

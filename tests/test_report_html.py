@@ -16,13 +16,12 @@ import pytest
 import tomllib
 from trace_support import write_overflowing_checkpoint
 
-from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Severity
-from mpdoctor.diagnostics import Report
+from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Report, Severity
 from mpdoctor.facts.schema import ModelGraph, NumericsTable, TraceSummary
-from mpdoctor.sources import SourceText
 from mpdoctor.report.graph_svg import CHAIN_LIMIT, NESTED_INLINE_LIMIT, model_figures
 from mpdoctor.report.html import render
 from mpdoctor.report.numerics_svg import numerics_svg
+from mpdoctor.sources import SourceText
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = "<script>alert(1)</script>"
@@ -30,17 +29,30 @@ ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 
 def node(node_id, cls="Dense", dtype="float16", **extra):
-    return {"id": node_id, "name": node_id.split("/")[-1], "class": cls, "compute_dtype": dtype,
-            "policy": "mixed_float16", "parent": None, "is_model": False, "savedmodel_handle": None,
-            "is_output": False, "kind": "builtin", **extra}
+    return {
+        "id": node_id,
+        "name": node_id.split("/")[-1],
+        "class": cls,
+        "compute_dtype": dtype,
+        "policy": "mixed_float16",
+        "parent": None,
+        "is_model": False,
+        "savedmodel_handle": None,
+        "is_output": False,
+        "kind": "builtin",
+        **extra,
+    }
 
 
 def chain_graph(length, dtypes=None):
     ids = [f"d{i}" for i in range(length)]
     nodes = [node(i, dtype=(dtypes or {}).get(i, "float16")) for i in ids]
     nodes[-1]["is_output"] = True
-    return {"model": "m", "nodes": nodes, "edges": [{"source": a, "target": b, "dtype": "float16"}
-                                                    for a, b in pairwise(ids)]}
+    return {
+        "model": "m",
+        "nodes": nodes,
+        "edges": [{"source": a, "target": b, "dtype": "float16"} for a, b in pairwise(ids)],
+    }
 
 
 def _figures(graph: dict, finding_layers: set[str]):
@@ -60,14 +72,35 @@ def html_of(report) -> str:
 def hostile_report(tmp_path: Path) -> str:
     source = tmp_path / "model.py"
     source.write_text(f"import keras\nx = keras.layers.Dense(3, name='{HOSTILE}')\n")
-    diagnostic = Diagnostic("MP401", f"softmax in float16 in layer {HOSTILE}", Location(str(source), 2, 5, 2, 40,
-                            layer=HOSTILE), Severity.ERROR)
-    graph = {"nodes": [node(HOSTILE, is_output=True, predicted_input_dtypes=["float16"], output_dtypes=["float16"],
-                            created_at={"file": str(source), "line": 2})], "edges": [], "outputs": []}
-    report = Report(diagnostics=[diagnostic], files_checked=1,
-                    sources={str(source): SourceText(source, source.read_text())},
-                    traces=[TraceSummary.from_json({"path": str(source), "models": [
-                        {"name": HOSTILE, "how": "build_model()", "graph": graph}]})])
+    diagnostic = Diagnostic(
+        "MP401",
+        f"softmax in float16 in layer {HOSTILE}",
+        Location(str(source), 2, 5, 2, 40, layer=HOSTILE),
+        Severity.ERROR,
+    )
+    graph = {
+        "nodes": [
+            node(
+                HOSTILE,
+                is_output=True,
+                predicted_input_dtypes=["float16"],
+                output_dtypes=["float16"],
+                created_at={"file": str(source), "line": 2},
+            )
+        ],
+        "edges": [],
+        "outputs": [],
+    }
+    report = Report(
+        diagnostics=[diagnostic],
+        files_checked=1,
+        sources={str(source): SourceText(source, source.read_text())},
+        traces=[
+            TraceSummary.from_json(
+                {"path": str(source), "models": [{"name": HOSTILE, "how": "build_model()", "graph": graph}]}
+            )
+        ],
+    )
     return html_of(report)
 
 
@@ -96,13 +129,14 @@ def test_the_fix_is_shown_as_a_diff(tmp_path):
     source = tmp_path / "model.py"
     source.write_text("import keras\nout = keras.layers.Dense(3, activation='softmax')\nprint(out)\n")
     edit = Edit(str(source), 2, 49, 2, 49, ', dtype="float32"')
-    plain = Diagnostic("MP401", "softmax", Location(str(source), 2, 7), Severity.ERROR,
-                       fix=Fix("set dtype", (edit,)))
-    html = html_of(Report(diagnostics=[plain], files_checked=1,
-                          sources={str(source): SourceText(source, source.read_text())}))
+    plain = Diagnostic("MP401", "softmax", Location(str(source), 2, 7), Severity.ERROR, fix=Fix("set dtype", (edit,)))
+    html = html_of(
+        Report(diagnostics=[plain], files_checked=1, sources={str(source): SourceText(source, source.read_text())})
+    )
     assert '<span class="remove">-out = keras.layers.Dense(3, activation=&#39;softmax&#39;)</span>' in html
-    assert ('<span class="add">+out = keras.layers.Dense(3, activation=&#39;softmax&#39;, dtype=&#34;float32&#34;)'
-            '</span>') in html
+    assert (
+        '<span class="add">+out = keras.layers.Dense(3, activation=&#39;softmax&#39;, dtype=&#34;float32&#34;)</span>'
+    ) in html
     assert 'id="fixes"' not in html  # no --fix, no fixes section
     assert source.read_text().count("float32") == 0  # rendering never touches the file
 
@@ -111,17 +145,37 @@ def test_fixes_section_says_what_fix_did_and_whether_a_trace_verified_it(tmp_pat
     from mpdoctor.autofix import UNVERIFIED, VERIFIED, FileFix
 
     source = tmp_path / "model.py"
-    source.write_text("import keras\nkeras.mixed_precision.set_global_policy('mixed_float16')\n"
-                      "model = keras.Sequential([keras.layers.Dense(3, activation='softmax')])\n")
-    result = subprocess.run([sys.executable, "-m", "mpdoctor", "check", "--no-trace", "--fix", "--select", "MP401",
-                             "--html", "report.html", "model.py"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=120)
+    source.write_text(
+        "import keras\nkeras.mixed_precision.set_global_policy('mixed_float16')\n"
+        "model = keras.Sequential([keras.layers.Dense(3, activation='softmax')])\n"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mpdoctor",
+            "check",
+            "--no-trace",
+            "--fix",
+            "--select",
+            "MP401",
+            "--html",
+            "report.html",
+            "model.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     html = (tmp_path / "report.html").read_text()
     assert 'id="fixes"' in html and "fixed MP401 (line 3)" in html
     assert f'<span class="tag">{UNVERIFIED}</span>' in html and "written" in html
-    assert ('<span class="add">+model = keras.Sequential([keras.layers.Dense(3, activation=&#39;softmax&#39;, '
-            'dtype=&#34;float32&#34;)])') in html
+    assert (
+        '<span class="add">+model = keras.Sequential([keras.layers.Dense(3, activation=&#39;softmax&#39;, '
+        "dtype=&#34;float32&#34;)])"
+    ) in html
     assert 'dtype="float32"' in source.read_text()
 
     verified = FileFix("model.py", "x = 1\n", "x = 2\n", verification=VERIFIED, written=True)
@@ -142,8 +196,14 @@ def test_long_linear_chains_fold_into_one_box_but_findings_and_dtype_changes_sta
 
 
 def _boxes(svg):
-    return {m[0]: (float(m[1]), float(m[2])) for m in re.findall(r'data-layer="([^"]+)" transform="translate\(([\d.]+),'
-                                                                 r'([\d.]+)\)"', svg)}
+    return {
+        m[0]: (float(m[1]), float(m[2]))
+        for m in re.findall(
+            r'data-layer="([^"]+)" transform="translate\(([\d.]+),'
+            r'([\d.]+)\)"',
+            svg,
+        )
+    }
 
 
 def test_layout_flows_downward_and_boxes_never_overlap():
@@ -159,21 +219,30 @@ def test_layout_flows_downward_and_boxes_never_overlap():
 
 
 def test_a_big_nested_model_is_one_box_and_its_own_figure():
-    inner = [node("backbone/in", "InputLayer", parent="backbone")] + \
-        [node(f"backbone/conv{i}", "Conv2D", parent="backbone", dtype="float16" if i % 2 else "float32")
-         for i in range(NESTED_INLINE_LIMIT + 3)]
+    inner = [node("backbone/in", "InputLayer", parent="backbone")] + [
+        node(f"backbone/conv{i}", "Conv2D", parent="backbone", dtype="float16" if i % 2 else "float32")
+        for i in range(NESTED_INLINE_LIMIT + 3)
+    ]
     nodes = [node("input"), node("backbone", "Functional", is_model=True)] + inner + [node("head", is_output=True)]
     chain = [n["id"] for n in inner]
-    edges = [{"source": "input", "target": "backbone/in"}] + \
-        [{"source": a, "target": b} for a, b in pairwise(chain)] + [{"source": chain[-1], "target": "head"}]
+    edges = (
+        [{"source": "input", "target": "backbone/in"}]
+        + [{"source": a, "target": b} for a, b in pairwise(chain)]
+        + [{"source": chain[-1], "target": "head"}]
+    )
     main, nested = _figures({"model": "m", "nodes": nodes, "edges": edges}, {"conv3"})
     assert main.boxes == 3 and set(_boxes(main.svg)) == {"input", "backbone", "head"}
     assert 'class="node finding" data-layer="backbone"' in main.svg  # a finding inside marks the folded box
     assert nested.title == "backbone" and len(_boxes(nested.svg)) == len(inner)
     assert 'class="name">conv1<' in nested.svg  # named relative to the nested model
     small = [node("small/in", "InputLayer", parent="small"), node("small/d", parent="small")]
-    figures = _figures({"nodes": [node("small", "Functional", is_model=True)] + small,
-                             "edges": [{"source": "small/in", "target": "small/d"}]}, set())
+    figures = _figures(
+        {
+            "nodes": [node("small", "Functional", is_model=True)] + small,
+            "edges": [{"source": "small/in", "target": "small/d"}],
+        },
+        set(),
+    )
     assert len(figures) == 1 and set(_boxes(figures[0].svg)) == {"small/in", "small/d"}
     assert 'class="name">small/d<' in figures[0].svg  # drawn inline, named by its model
 
@@ -185,15 +254,55 @@ def test_savedmodel_layers_are_marked():
     assert 'class="node savedmodel" data-layer="d1"' in figure.svg and "SavedModel" in figure.svg
 
 
-NUMERICS = {"dtype": "float16", "reference_dtype": "float32", "batch_size": 2, "seed": 0, "skipped": None, "layers": [
-    {"id": "in", "name": "in", "class": "InputLayer", "finite": True, "finite_reference": True, "max_abs": 1.0,
-     "max_abs_reference": 1.0, "relative_error": 0.0},
-    {"id": "big", "name": "big<b>", "class": "Dense", "finite": True, "finite_reference": True, "max_abs": 3e4,
-     "max_abs_reference": 3.0001e4, "relative_error": 1e-3},
-    {"id": "inf", "name": "inf", "class": "Dense", "finite": False, "finite_reference": True, "max_abs": None,
-     "max_abs_reference": 9e5, "relative_error": None},
-    {"id": "out", "name": "out", "class": "Softmax", "finite": True, "finite_reference": True, "max_abs": 0.5,
-     "max_abs_reference": 0.5, "relative_error": 2e-4}]}
+NUMERICS = {
+    "dtype": "float16",
+    "reference_dtype": "float32",
+    "batch_size": 2,
+    "seed": 0,
+    "skipped": None,
+    "layers": [
+        {
+            "id": "in",
+            "name": "in",
+            "class": "InputLayer",
+            "finite": True,
+            "finite_reference": True,
+            "max_abs": 1.0,
+            "max_abs_reference": 1.0,
+            "relative_error": 0.0,
+        },
+        {
+            "id": "big",
+            "name": "big<b>",
+            "class": "Dense",
+            "finite": True,
+            "finite_reference": True,
+            "max_abs": 3e4,
+            "max_abs_reference": 3.0001e4,
+            "relative_error": 1e-3,
+        },
+        {
+            "id": "inf",
+            "name": "inf",
+            "class": "Dense",
+            "finite": False,
+            "finite_reference": True,
+            "max_abs": None,
+            "max_abs_reference": 9e5,
+            "relative_error": None,
+        },
+        {
+            "id": "out",
+            "name": "out",
+            "class": "Softmax",
+            "finite": True,
+            "finite_reference": True,
+            "max_abs": 0.5,
+            "max_abs_reference": 0.5,
+            "relative_error": 2e-4,
+        },
+    ],
+}
 
 
 def test_numerics_chart_is_log_scale_marks_non_finite_layers_and_escapes_names():
@@ -207,22 +316,65 @@ def test_numerics_chart_is_log_scale_marks_non_finite_layers_and_escapes_names()
 
 
 def test_the_report_has_numerics_signatures_and_checkpoint_audit_sections(tmp_path):
-    savedmodel = {"path": "/m/sm", "error": None, "accepted_input_dtypes": ["float32"], "signatures": [
-        {"name": "serving_default", "inputs": [{"name": "images", "dtype": "float32", "shape": [None, 3]}],
-         "outputs": [{"name": "out", "dtype": "float16", "shape": [None, 8]}]}], "functions": []}
-    rows = [{"key": f"layer/kernel{i}", "dtype": "float32", "shape": [2], "values": 2, "max_abs": 0.5,
-             "overflow": 0, "flushed_fraction": 0.0, "subnormal_fraction": 0.0, "status": "ok"} for i in range(3)]
+    savedmodel = {
+        "path": "/m/sm",
+        "error": None,
+        "accepted_input_dtypes": ["float32"],
+        "signatures": [
+            {
+                "name": "serving_default",
+                "inputs": [{"name": "images", "dtype": "float32", "shape": [None, 3]}],
+                "outputs": [{"name": "out", "dtype": "float16", "shape": [None, 8]}],
+            }
+        ],
+        "functions": [],
+    }
+    rows = [
+        {
+            "key": f"layer/kernel{i}",
+            "dtype": "float32",
+            "shape": [2],
+            "values": 2,
+            "max_abs": 0.5,
+            "overflow": 0,
+            "flushed_fraction": 0.0,
+            "subnormal_fraction": 0.0,
+            "status": "ok",
+        }
+        for i in range(3)
+    ]
     rows.append({**rows[0], "key": "dense/kernel", "max_abs": 1e5, "overflow": 2, "status": "overflow"})
-    audit = {"target_dtype": "float16", "verdict": "1 variable overflows float16", "variables": rows,
-             "summary": {"variables": 4, "overflow_variables": 1, "underflow_variables": 0, "nonfinite_variables": 0}}
-    trace = {"path": "m.py", "environment": {"global_policy": "mixed_float16", "tensorflow": "2.21.0",
-                                             "keras": "3.15.1", "hub": "0.16.1", "legacy_keras": False, "gpus": []},
-             "models": [{"name": "m", "how": "build_model()", "graph": chain_graph(2), "numerics": NUMERICS},
-                        {"name": "skipped", "how": "x", "graph": None,
-                         "numerics": {**NUMERICS, "skipped": "the model has no inputs"}}],
-             "savedmodels": [{"api": "hub.KerasLayer", "handle": "/m/sm", "savedmodel": savedmodel},
-                             {"api": "hub.load", "handle": "/m/sm", "savedmodel": savedmodel}],
-             "checkpoints": [{"api": "--checkpoint", "path": "/c/ckpt", "location": None, "audit": audit}]}
+    audit = {
+        "target_dtype": "float16",
+        "verdict": "1 variable overflows float16",
+        "variables": rows,
+        "summary": {"variables": 4, "overflow_variables": 1, "underflow_variables": 0, "nonfinite_variables": 0},
+    }
+    trace = {
+        "path": "m.py",
+        "environment": {
+            "global_policy": "mixed_float16",
+            "tensorflow": "2.21.0",
+            "keras": "3.15.1",
+            "hub": "0.16.1",
+            "legacy_keras": False,
+            "gpus": [],
+        },
+        "models": [
+            {"name": "m", "how": "build_model()", "graph": chain_graph(2), "numerics": NUMERICS},
+            {
+                "name": "skipped",
+                "how": "x",
+                "graph": None,
+                "numerics": {**NUMERICS, "skipped": "the model has no inputs"},
+            },
+        ],
+        "savedmodels": [
+            {"api": "hub.KerasLayer", "handle": "/m/sm", "savedmodel": savedmodel},
+            {"api": "hub.load", "handle": "/m/sm", "savedmodel": savedmodel},
+        ],
+        "checkpoints": [{"api": "--checkpoint", "path": "/c/ckpt", "location": None, "audit": audit}],
+    }
     html = html_of(Report(files_checked=1, passes=("static", "trace"), traces=[TraceSummary.from_json(trace)]))
     assert "<td>mixed_float16</td><td>2.21.0</td><td>3.15.1</td>" in html and "passes run: static, trace" in html
     assert html.count('class="numerics-chart"') == 1 and "skipped: the model has no inputs" in html
@@ -245,21 +397,45 @@ def test_the_wheel_lists_every_package_and_ships_the_templates():
 
 def test_cli_html_flag_writes_the_checkpoint_audit_of_a_real_run(tmp_path):
     pytest.importorskip("tensorflow")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="0",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL="3",
+        TF_USE_LEGACY_KERAS="0",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    )
     ckpt = tmp_path / "big" / "ckpt"
     write_overflowing_checkpoint(ckpt, env)
     model = tmp_path / "model.py"
-    model.write_text("import keras\n\nkeras.mixed_precision.set_global_policy('mixed_float16')\n\n\n"
-                     "def build_model():\n    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])\n")
+    model.write_text(
+        "import keras\n\nkeras.mixed_precision.set_global_policy('mixed_float16')\n\n\n"
+        "def build_model():\n    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])\n"
+    )
     report_file = tmp_path / "report.html"
-    result = subprocess.run([sys.executable, "-m", "mpdoctor", "check", "--format", "json", "--checkpoint", str(ckpt),
-                             "--html", str(report_file), str(model)], capture_output=True, text=True, env=env,
-                            cwd=tmp_path, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mpdoctor",
+            "check",
+            "--format",
+            "json",
+            "--checkpoint",
+            str(ckpt),
+            "--html",
+            str(report_file),
+            str(model),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
     [audit] = json.loads(result.stdout)["traces"][0]["checkpoints"]
     assert audit["api"] == "--checkpoint" and audit["audit"]["target_dtype"] == "float16"
     assert [v["key"] for v in audit["audit"]["variables"] if v["status"] == "overflow"] == [
-        "kernel/.ATTRIBUTES/VARIABLE_VALUE"]
+        "kernel/.ATTRIBUTES/VARIABLE_VALUE"
+    ]
     page = report_file.read_text()
     assert '<tr class="overflow"><td>kernel/.ATTRIBUTES/VARIABLE_VALUE</td>' in page
     assert 'id="checkpoints"' in page and 'data-code="MP302"' in page

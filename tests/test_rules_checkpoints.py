@@ -29,19 +29,26 @@ TF1 = """
 """
 
 
-@pytest.mark.parametrize("body,saver_args,expected", [
-    ('w = tf.get_variable("w", [3, 3], tf.float16)', "", 1),
-    ('w = tf.Variable(tf.zeros([3]), dtype=tf.bfloat16)', "", 1),
-    ('w = tf.Variable(tf.zeros([3], dtype=tf.float16))', "", 1),
-    ('x = tf.placeholder(tf.float16, [None, 4])\n    y = tf.layers.dense(x, 8)', "", 1),
-    ('with tf.variable_scope("net", dtype=tf.float16):\n        w = tf.get_variable("w", [3])', "", 1),
-    # NVIDIA's float32-master-weights recipe: the custom getter creates float32 variables
-    ('with tf.variable_scope("net", custom_getter=fp32_getter):\n        w = tf.get_variable("w", [3], tf.float16)',
-     "", 0),
-    ('w = tf.get_variable("w", [3, 3], tf.float16)', "builder=CastingBuilder()", 0),
-    ('w = tf.get_variable("w", [3, 3], tf.float32)', "", 0),
-    ('w = tf.get_variable("w", [3, 3])', "", 0),
-])
+@pytest.mark.parametrize(
+    "body,saver_args,expected",
+    [
+        ('w = tf.get_variable("w", [3, 3], tf.float16)', "", 1),
+        ("w = tf.Variable(tf.zeros([3]), dtype=tf.bfloat16)", "", 1),
+        ("w = tf.Variable(tf.zeros([3], dtype=tf.float16))", "", 1),
+        ("x = tf.placeholder(tf.float16, [None, 4])\n    y = tf.layers.dense(x, 8)", "", 1),
+        ('with tf.variable_scope("net", dtype=tf.float16):\n        w = tf.get_variable("w", [3])', "", 1),
+        # NVIDIA's float32-master-weights recipe: the custom getter creates float32 variables
+        (
+            'with tf.variable_scope("net", custom_getter=fp32_getter):\n'
+            '        w = tf.get_variable("w", [3], tf.float16)',
+            "",
+            0,
+        ),
+        ('w = tf.get_variable("w", [3, 3], tf.float16)', "builder=CastingBuilder()", 0),
+        ('w = tf.get_variable("w", [3, 3], tf.float32)', "", 0),
+        ('w = tf.get_variable("w", [3, 3])', "", 0),
+    ],
+)
 def test_tf1_float16_graphs(body, saver_args, expected):
     source = textwrap.dedent(TF1.format(body=body, saver_args=saver_args))
     found = run(source)
@@ -115,15 +122,18 @@ TF2 = """
 """
 
 
-@pytest.mark.parametrize("keras,setter,path,lines", [
-    ("keras", 'keras.mixed_precision.set_global_policy("float16")', '"w.weights.h5"', [6]),
-    ("keras", 'keras.config.set_dtype_policy("bfloat16")', '"fp32/ckpt"', [6]),  # Keras 3 refuses the format
-    ("keras", 'keras.mixed_precision.set_global_policy("mixed_float16")', '"fp32/ckpt"', []),
-    ("tf_keras as keras", 'keras.mixed_precision.set_global_policy("float16")', '"fp32/ckpt"', [6, 7]),
-    ("tf_keras as keras", 'keras.backend.set_floatx("float16")', 'f"{RUN}/weights.h5"', [6]),
-    ("tf_keras as keras", 'keras.mixed_precision.set_global_policy("float16")', "args.weights", [6]),
-    ("tf_keras as keras", 'keras.mixed_precision.set_global_policy("mixed_bfloat16")', '"fp32/ckpt"', []),
-])
+@pytest.mark.parametrize(
+    "keras,setter,path,lines",
+    [
+        ("keras", 'keras.mixed_precision.set_global_policy("float16")', '"w.weights.h5"', [6]),
+        ("keras", 'keras.config.set_dtype_policy("bfloat16")', '"fp32/ckpt"', [6]),  # Keras 3 refuses the format
+        ("keras", 'keras.mixed_precision.set_global_policy("mixed_float16")', '"fp32/ckpt"', []),
+        ("tf_keras as keras", 'keras.mixed_precision.set_global_policy("float16")', '"fp32/ckpt"', [6, 7]),
+        ("tf_keras as keras", 'keras.backend.set_floatx("float16")', 'f"{RUN}/weights.h5"', [6]),
+        ("tf_keras as keras", 'keras.mixed_precision.set_global_policy("float16")', "args.weights", [6]),
+        ("tf_keras as keras", 'keras.mixed_precision.set_global_policy("mixed_bfloat16")', '"fp32/ckpt"', []),
+    ],
+)
 def test_tf2_restores(keras, setter, path, lines):
     found = run(TF2.format(keras=keras, setter=setter, path=path))
     assert [d.location.line for d in found] == lines
@@ -135,13 +145,18 @@ def test_tf2_message_names_policy_and_escape_hatches():
     assert "convert-checkpoint IN OUT --dtype bfloat16" in d.message
     assert d.confidence is Confidence.MEDIUM
     assert d.fix.applicability == "unsafe"  # float32 variables change what the file saves too
-    assert 'keras.config.set_dtype_policy("mixed_bfloat16")' in apply_fixes(textwrap.dedent(TF2.format(
-        keras="keras", setter='keras.config.set_dtype_policy("bfloat16")', path='"x.keras"')), [d])
+    assert 'keras.config.set_dtype_policy("mixed_bfloat16")' in apply_fixes(
+        textwrap.dedent(
+            TF2.format(keras="keras", setter='keras.config.set_dtype_policy("bfloat16")', path='"x.keras"')
+        ),
+        [d],
+    )
 
 
 def test_tf2_restore_under_floatx_gets_no_policy_literal_fix():
-    found = run(TF2.format(keras="tf_keras as keras", setter='keras.backend.set_floatx("float16")',
-                           path='f"{RUN}/weights.h5"'))
+    found = run(
+        TF2.format(keras="tf_keras as keras", setter='keras.backend.set_floatx("float16")', path='f"{RUN}/weights.h5"')
+    )
     assert found and all(d.fix is None for d in found)
 
 
@@ -177,8 +192,10 @@ def test_artifact_only_rules_have_docs_but_no_static_pass():
     from mpdoctor.registry import get_rule
 
     assert get_rule("MP301").passes == "STA" and get_rule("MP301").fixable
-    for code, name, passes in (("MP302", "checkpoint-float16-overflow", "TA"),
-                               ("MP303", "checkpoint-float16-underflow", "TA"),
-                               ("MP304", "checkpoint-unmatched", "TA")):
+    for code, name, passes in (
+        ("MP302", "checkpoint-float16-overflow", "TA"),
+        ("MP303", "checkpoint-float16-underflow", "TA"),
+        ("MP304", "checkpoint-unmatched", "TA"),
+    ):
         rule = get_rule(code)
         assert rule.name == name and rule.passes == passes and not rule.fixable and rule.what and rule.why

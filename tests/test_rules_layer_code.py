@@ -9,10 +9,10 @@ import textwrap
 
 import pytest
 
-from mpdoctor.fixes import apply_fixes
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence, Severity
 from mpdoctor.engine import check_source
+from mpdoctor.fixes import apply_fixes
 from mpdoctor.registry import get_rule
 
 CODES = ("MP403", "MP406", "MP407")
@@ -58,11 +58,14 @@ out = Masked()(keras.Input((4,)), keras.Input((4,)))
 # ------------------------------------------------------------------ rule data
 
 
-@pytest.mark.parametrize("code,name,severity,fixable", [
-    ("MP403", "float16-unsafe-constant", Severity.ERROR, True),
-    ("MP406", "dtype-conflict-in-layer", Severity.ERROR, True),
-    ("MP407", "unsafe-op-in-float16", Severity.WARNING, False),
-])
+@pytest.mark.parametrize(
+    "code,name,severity,fixable",
+    [
+        ("MP403", "float16-unsafe-constant", Severity.ERROR, True),
+        ("MP406", "dtype-conflict-in-layer", Severity.ERROR, True),
+        ("MP407", "unsafe-op-in-float16", Severity.WARNING, False),
+    ],
+)
 def test_rule_data_matches_rules_md(code, name, severity, fixable):
     rule = get_rule(code)
     assert (rule.name, rule.severity, rule.passes, rule.fixable) == (name, severity, "ST", fixable)
@@ -107,7 +110,7 @@ def test_mask_constant_outside_a_layer_gets_a_fixed_unsafe_value():
 
 
 def test_module_constant_is_reported_at_its_definition_with_the_use_line():
-    text, found = check("""
+    _text, found = check("""
     NEG = -1e9
 
     class Masked(layers.Layer):
@@ -120,7 +123,8 @@ def test_module_constant_is_reported_at_its_definition_with_the_use_line():
 
 
 def test_init_default_stored_on_self_is_reported_at_the_default():
-    text, found = check("""
+    text, found = check(
+        """
     class Norm(layers.Layer):
         def __init__(self, eps=1e-12, **kw):
             super().__init__(**kw)
@@ -128,16 +132,20 @@ def test_init_default_stored_on_self_is_reported_at_the_default():
         def call(self, x):
             return x * tf.math.rsqrt(tf.reduce_mean(x, axis=-1, keepdims=True) + self.eps)
     layer = Norm()
-    """, codes=("MP403",))
+    """,
+        codes=("MP403",),
+    )
     (d,) = found
     assert d.location.line == 7 and "becomes 0" in d.message
     assert "1e-7" in fix_all(text, found)
 
 
-@pytest.mark.parametrize("body", [
-    # built-in layers compute their statistics in float32
-    "layer = layers.LayerNormalization(epsilon=1e-12)",
-    """
+@pytest.mark.parametrize(
+    "body",
+    [
+        # built-in layers compute their statistics in float32
+        "layer = layers.LayerNormalization(epsilon=1e-12)",
+        """
     class Block(layers.Layer):
         def __init__(self):
             super().__init__()
@@ -147,8 +155,8 @@ def test_init_default_stored_on_self_is_reported_at_the_default():
             return self.bn(self.ln(x))
     b = Block()
     """,
-    # float32 islands
-    """
+        # float32 islands
+        """
     class M(layers.Layer):
         def call(self, x):
             x32 = tf.cast(x, tf.float32)
@@ -156,17 +164,17 @@ def test_init_default_stored_on_self_is_reported_at_the_default():
             return tf.cast(tf.maximum(y, 1e-12), x.dtype)
     m = M()
     """,
-    # clipping bound, representable values, infinities
-    """
+        # clipping bound, representable values, infinities
+        """
     class M(layers.Layer):
         def call(self, x):
             return tf.maximum(x, -1e9) + tf.where(x > 0, x, -1e4) + tf.maximum(x, float("-inf")) + x * 1e-5
     m = M()
     """,
-    # instances that all compute in float32
-    MASK_LAYER.replace("Masked()(", 'Masked(dtype="float32")('),
-    # int literals and Python-only arithmetic
-    """
+        # instances that all compute in float32
+        MASK_LAYER.replace("Masked()(", 'Masked(dtype="float32")('),
+        # int literals and Python-only arithmetic
+        """
     class M(layers.Layer):
         def __init__(self, units):
             super().__init__()
@@ -176,7 +184,8 @@ def test_init_default_stored_on_self_is_reported_at_the_default():
             return tf.reshape(x, [-1, 100000]) * (self.units ** -0.5)
     m = M(4)
     """,
-])
+    ],
+)
 def test_mp403_negatives(body):
     assert check(body, codes=("MP403",))[1] == []
 
@@ -187,27 +196,35 @@ def test_bfloat16_and_float32_policies_are_not_flagged():
 
 
 def test_tf_keras_non_first_argument_is_medium_confidence():
-    _, found = check("""
+    _, found = check(
+        """
     class Masked(layers.Layer):
         def call(self, scores, mask):
             return scores + (1.0 - mask) * -1e9
     m = Masked()
-    """, codes=("MP403",))
+    """,
+        codes=("MP403",),
+    )
     (d,) = found
     # Keras 2 autocasts only `scores`: a float32 `mask` keeps `(1.0 - mask) * -1e9` in float32 (then the sum raises
     # a dtype error instead); a float16 or NumPy mask gives -inf. Keras 3 casts both: HIGH there.
     assert d.confidence == Confidence.MEDIUM
-    _, found3 = check("""
+    _, found3 = check(
+        """
     class Masked(layers.Layer):
         def call(self, scores, mask):
             return scores + (1.0 - mask) * -1e9
     m = Masked()
-    """, header=K3, codes=("MP403",))
+    """,
+        header=K3,
+        codes=("MP403",),
+    )
     assert [d.confidence for d in found3] == [Confidence.HIGH]
 
 
 def test_helper_method_and_lambda_function_regions():
-    _, found = check("""
+    _, found = check(
+        """
     def mask_fn(t):
         return tf.where(t > 0, t, tf.constant(-1e9, dtype=t.dtype))
 
@@ -217,19 +234,25 @@ def test_helper_method_and_lambda_function_regions():
         def call(self, x):
             return self._safe_div(x, tf.reduce_max(x))
     y = layers.Lambda(mask_fn)(M()(keras.Input((3,))))
-    """, codes=("MP403",))
+    """,
+        codes=("MP403",),
+    )
     assert sorted(d.location.line for d in found) == [7, 11]
     assert any("`_safe_div` of layer `M`" in d.message for d in found)
 
 
 def test_keras3_ops_spellings():
-    _, found = check("""
+    _, found = check(
+        """
     class M(layers.Layer):
         def call(self, x, mask):
             x = ops.where(mask > 0, x, -1e9)
             return x / ops.maximum(ops.sum(x), 1e-12)
     m = M()
-    """, header=K3, codes=("MP403",))
+    """,
+        header=K3,
+        codes=("MP403",),
+    )
     assert len(found) == 2 and all(d.confidence == Confidence.HIGH for d in found)
 
 
@@ -237,7 +260,8 @@ def test_keras3_ops_spellings():
 
 
 def test_mp406_fixes_use_the_compute_dtype_and_parse():
-    text, found = check("""
+    text, found = check(
+        """
     class Noisy(layers.Layer):
         def build(self, input_shape):
             self.v = tf.Variable(tf.ones(input_shape[-1:]))
@@ -248,7 +272,9 @@ def test_mp406_fixes_use_the_compute_dtype_and_parse():
             return (x + noise) * c * self.v + x32 + tf.math.sqrt(8.0) * x
     n = Noisy()
     y = layers.Lambda(lambda t: t * tf.ones((3,)))(keras.Input((3,)))
-    """, codes=("MP406",))
+    """,
+        codes=("MP406",),
+    )
     assert len(found) == 6
     fixed = fix_all(text, found)
     assert "tf.random.normal(tf.shape(x), stddev=0.1, dtype=self.compute_dtype)" in fixed
@@ -275,18 +301,23 @@ def test_float32_add_weight_autocasts_under_mixed_but_not_pure_float16():
 
 
 def test_keras3_ops_promote_silently_with_medium_confidence():
-    _, found = check("""
+    _, found = check(
+        """
     class N(layers.Layer):
         def call(self, x):
             return ops.add(x, keras.random.normal(ops.shape(x)))
     n = N()
-    """, header=K3, codes=("MP406",))
+    """,
+        header=K3,
+        codes=("MP406",),
+    )
     (d,) = found
     assert "silently promotes" in d.message and d.confidence == Confidence.MEDIUM
 
 
 def test_floatx_and_self_dtype():
-    _, found = check("""
+    _, found = check(
+        """
     from tf_keras import backend as K
     class L(layers.Layer):
         def call(self, x):
@@ -294,27 +325,32 @@ def test_floatx_and_self_dtype():
             b = tf.cast(x, self.dtype)
             return x * a + b * x
     l = L()
-    """, codes=("MP406",))
+    """,
+        codes=("MP406",),
+    )
     messages = sorted(d.message for d in found)
     assert len(found) == 2
     assert any("floatx()" in m for m in messages) and any("variable dtype" in m for m in messages)
 
 
-@pytest.mark.parametrize("body", [
-    """
+@pytest.mark.parametrize(
+    "body",
+    [
+        """
     class Island(layers.Layer):
         def call(self, x):
             x32 = tf.cast(x, tf.float32)
             return tf.cast(tf.nn.softmax(x32 * tf.constant(2.0, dtype=tf.float32)), x.dtype)
     i = Island()
     """,
-    """
+        """
     class Ok(layers.Layer):
         def call(self, x):
-            return x * tf.random.normal(tf.shape(x), dtype=x.dtype) + tf.zeros_like(x) + tf.ones(tf.shape(x), dtype=self.compute_dtype)
+            return (x * tf.random.normal(tf.shape(x), dtype=x.dtype) + tf.zeros_like(x)
+                    + tf.ones(tf.shape(x), dtype=self.compute_dtype))
     o = Ok()
     """,
-    """
+        """
     class Ok(layers.Layer):
         def __init__(self):
             super().__init__()
@@ -323,18 +359,23 @@ def test_floatx_and_self_dtype():
             return self.head(x) + tf.constant(1.0, dtype=tf.float32)
     o = Ok()
     """,
-])
+    ],
+)
 def test_mp406_negatives(body):
     assert check(body, codes=("MP406",))[1] == []
 
 
 def test_mp406_applies_to_bfloat16_too():
-    _, found = check("""
+    _, found = check(
+        """
     class N(layers.Layer):
         def call(self, x):
             return x + tf.random.uniform(tf.shape(x))
     n = N()
-    """, policy="mixed_bfloat16", codes=("MP406",))
+    """,
+        policy="mixed_bfloat16",
+        codes=("MP406",),
+    )
     assert len(found) == 1 and "expected bfloat16" in found[0].message
 
 
@@ -342,7 +383,8 @@ def test_mp406_applies_to_bfloat16_too():
 
 
 def test_mp407_ops_and_exponents():
-    _, found = check("""
+    _, found = check(
+        """
     class P(layers.Layer):
         def __init__(self, dim):
             super().__init__()
@@ -353,11 +395,21 @@ def test_mp407_ops_and_exponents():
             c = tf.math.log(x) + tf.math.log(x + 1e-6) + tf.math.log(x + 1e-12) + tf.nn.softplus(x)
             return a + b + c + tf.exp(tf.cast(x, tf.float32))
     p = P(4)
-    """, codes=("MP407",))
+    """,
+        codes=("MP407",),
+    )
     lines = sorted((d.location.line, d.location.column) for d in found)
     text = [d.message.split("`")[1] for d in sorted(found, key=lambda d: (d.location.line, d.location.column))]
-    assert text == ["tf.exp", "x ** 2", "2.0 ** x", "tf.reduce_sum", "tf.square", "tf.reduce_mean", "tf.math.log",
-                    "tf.math.log"], lines
+    assert text == [
+        "tf.exp",
+        "x ** 2",
+        "2.0 ** x",
+        "tf.reduce_sum",
+        "tf.square",
+        "tf.reduce_mean",
+        "tf.math.log",
+        "tf.math.log",
+    ], lines
     assert all(d.fix is None and d.severity == Severity.WARNING for d in found)
 
 
@@ -373,12 +425,16 @@ def test_mp407_quiet_under_bfloat16():
 
 
 def test_keras3_mean_is_not_flagged_but_sum_of_squares_is():
-    _, found = check("""
+    _, found = check(
+        """
     class P(layers.Layer):
         def call(self, x):
             return ops.mean(ops.square(x)) + ops.sum(x * x, axis=-1)
     p = P()
-    """, header=K3, codes=("MP407",))
+    """,
+        header=K3,
+        codes=("MP407",),
+    )
     assert sorted(d.message.split("`")[1] for d in found) == ["keras.ops.square", "keras.ops.sum"]
 
 
@@ -405,5 +461,6 @@ def test_static_pass_does_not_import_tensorflow():
         assert "tensorflow" not in sys.modules and "keras" not in sys.modules
     """)
     from pathlib import Path
+
     fixture = Path(__file__).parent / "fixtures" / "MP403" / "masked_attention_keras2.py"
     subprocess.run([sys.executable, "-c", code, str(fixture)], check=True)

@@ -7,10 +7,10 @@ import textwrap
 
 import pytest
 
-from mpdoctor.fixes import apply_fixes as _apply_fixes
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence
 from mpdoctor.engine import check_source
+from mpdoctor.fixes import apply_fixes as _apply_fixes
 
 
 def run(source: str, code: str, keras_version: int | None = None):
@@ -297,9 +297,12 @@ def test_mp103_graph_rewrite_fix_sets_the_policy_and_wraps_the_keras_optimizer()
     assert 'set_global_policy("mixed_float16")' in d.message
     assert d.fix.applicability == "unsafe"  # every layer then computes in float16
     fixed = apply_fixes(textwrap.dedent(src), [d])
-    assert fixed.splitlines()[1:5] == ["import tensorflow as tf", "",
-                                       'tf.keras.mixed_precision.set_global_policy("mixed_float16")',
-                                       "opt = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam())"]
+    assert fixed.splitlines()[1:5] == [
+        "import tensorflow as tf",
+        "",
+        'tf.keras.mixed_precision.set_global_policy("mixed_float16")',
+        "opt = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam())",
+    ]
 
 
 def test_mp103_graph_rewrite_of_a_tf1_optimizer_has_no_fix():

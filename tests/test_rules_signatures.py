@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mpdoctor.fixes import apply_fixes
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence, Severity
 from mpdoctor.engine import check_source
+from mpdoctor.fixes import apply_fixes
 from mpdoctor.registry import get_rule
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -34,12 +34,16 @@ def fix_all(text: str, diagnostics) -> str:
 
 # ------------------------------------------------------------------------------------------- rule data
 
-@pytest.mark.parametrize("code, name, severity, passes, fixable", [
-    ("MP201", "savedmodel-input-dtype", "error", "STA", True),
-    ("MP202", "savedmodel-unreadable", "warning", "TA", False),
-    ("MP203", "exported-signature-float16", "warning", "T", True),
-    ("MP207", "cast-undone-by-autocast", "warning", "ST", True),
-])
+
+@pytest.mark.parametrize(
+    "code, name, severity, passes, fixable",
+    [
+        ("MP201", "savedmodel-input-dtype", "error", "STA", True),
+        ("MP202", "savedmodel-unreadable", "warning", "TA", False),
+        ("MP203", "exported-signature-float16", "warning", "T", True),
+        ("MP207", "cast-undone-by-autocast", "warning", "ST", True),
+    ],
+)
 def test_rule_data_matches_the_catalogue(code, name, severity, passes, fixable):
     rule = get_rule(code)
     assert (rule.name, rule.severity, rule.passes, rule.fixable) == (name, Severity(severity), passes, fixable)
@@ -82,7 +86,7 @@ def test_mp201_message_confidence_and_fix():
     assert "a SavedModel exported in float32 (most TF Hub models) has no float16 concrete function" in d.message
     assert 'dtype="float32"' in d.message and "fails when it is built" in d.message
     fixed = fix_all(textwrap.dedent(SEED), found)
-    assert 'hub.KerasLayer(handle, trainable=False, dtype=tf.float32),' in fixed  # spelled like the Dense's dtype
+    assert "hub.KerasLayer(handle, trainable=False, dtype=tf.float32)," in fixed  # spelled like the Dense's dtype
     assert check(fixed, codes=("MP201",)) == []
 
 
@@ -95,17 +99,20 @@ def test_mp201_and_mp207_fixes_are_the_same_edit_and_clear_both():
     assert "hub.KerasLayer (line 10" in mp207.message
     assert mp207.fix.edits == mp201.fix.edits  # edits the hub layer, leaves the cast
     fixed = fix_all(textwrap.dedent(SEED), found)
-    assert fixed.count('dtype=tf.float32') == 2  # the Dense's own and one on the hub layer
+    assert fixed.count("dtype=tf.float32") == 2  # the Dense's own and one on the hub layer
     assert "tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32))," in fixed
     assert check(fixed) == []
 
 
 def test_mp201_tfsmlayer_bfloat16_message():
-    found = check("""\
+    found = check(
+        """\
         import keras
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
         layer = keras.layers.TFSMLayer("exported", call_endpoint="serving_default")
-        """, codes=("MP201",))
+        """,
+        codes=("MP201",),
+    )
     assert len(found) == 1
     assert found[0].message.startswith("TFSMLayer computes in bfloat16")
     assert "has no bfloat16 concrete function" in found[0].message
@@ -129,7 +136,9 @@ def test_mp201_replaces_a_float16_dtype_and_skips_star_kwargs():
 
 
 def test_mp201_quiet_for_unknown_dtype_and_text_models():
-    assert check("""\
+    assert (
+        check(
+            """\
         import tf_keras as keras
         import tensorflow as tf
         import tensorflow_hub as hub
@@ -138,21 +147,29 @@ def test_mp201_quiet_for_unknown_dtype_and_text_models():
             return hub.KerasLayer("/m", dtype=dtype)
         use = hub.KerasLayer("https://tfhub.dev/google/universal-sentence-encoder/4")
         ids = hub.KerasLayer("/m", input_shape=[], dtype=tf.int32)
-        """, codes=("MP201",)) == []
+        """,
+            codes=("MP201",),
+        )
+        == []
+    )
 
 
 def test_mp201_policy_set_inside_a_function_before_building():
-    found = check("""\
+    found = check(
+        """\
         import tf_keras as keras
         import tensorflow_hub as hub
         def build():
             keras.mixed_precision.set_global_policy("mixed_float16")
             return keras.Sequential([hub.KerasLayer("/m")])
-        """, codes=("MP201",))
+        """,
+        codes=("MP201",),
+    )
     assert [d.location.line for d in found] == [5]
 
 
 # ------------------------------------------------------------------------------------------- MP207
+
 
 def test_mp207_functional_tf_cast_keras2_but_not_keras3():
     src = """\
@@ -289,9 +306,11 @@ def test_mp207_only_float16_policies_in_force():
 def test_static_pass_does_not_import_tensorflow():
     import subprocess
 
-    code = ("import sys; from mpdoctor.config import Config; from mpdoctor.engine import check_source; "
-            f"check_source({textwrap.dedent(SEED)!r}, 'm.py', Config()); "
-            "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules")
+    code = (
+        "import sys; from mpdoctor.config import Config; from mpdoctor.engine import check_source; "
+        f"check_source({textwrap.dedent(SEED)!r}, 'm.py', Config()); "
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -324,10 +343,14 @@ def test_mp207_first_in_sequential_is_medium_confidence():
 
 
 def test_mp201_hub_layer_in_a_keras3_file_points_at_mp104():
-    found = check("""\
+    found = check(
+        """\
         import tensorflow as tf
         import tensorflow_hub as hub
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
         model = tf.keras.Sequential([hub.KerasLayer("/m")])
-        """, keras=3, codes=("MP201",))
+        """,
+        keras=3,
+        codes=("MP201",),
+    )
     assert len(found) == 1 and "(MP104)" in found[0].message

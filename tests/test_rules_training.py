@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
-from mpdoctor.fixes import apply_edits
 from mpdoctor.config import Config
 from mpdoctor.engine import check_source
+from mpdoctor.fixes import apply_edits
 
 
 def run(source, keras_version=None, assume_policy=None, codes=("MP501", "MP502")):
@@ -58,8 +58,9 @@ K2_LOOP = """
 """
 
 
-@pytest.mark.parametrize("policy,expected", [("mixed_float16", 1), ("float16", 1), ("mixed_bfloat16", 0),
-                                             ("bfloat16", 0), ("float32", 0)])
+@pytest.mark.parametrize(
+    "policy,expected", [("mixed_float16", 1), ("float16", 1), ("mixed_bfloat16", 0), ("bfloat16", 0), ("float32", 0)]
+)
 def test_mp501_policies(policy, expected):
     assert len(run(K3_LOOP.format(policy=policy))) == expected
     assert len(run(K2_LOOP.format(policy=policy))) == expected
@@ -83,9 +84,10 @@ def test_mp501_tf_keras_fix_inserts_before_gradient_inside_tape():
     [d] = run(source)
     fixed = apply_fix(source, d)
     assert "opt = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())" in fixed
-    assert ("        scaled_loss = opt.get_scaled_loss(loss)\n"
-            "        grads = opt.get_unscaled_gradients(tape.gradient(scaled_loss, model.trainable_variables))"
-            ) in fixed
+    assert (
+        "        scaled_loss = opt.get_scaled_loss(loss)\n"
+        "        grads = opt.get_unscaled_gradients(tape.gradient(scaled_loss, model.trainable_variables))"
+    ) in fixed
     assert run(fixed) == []
 
 
@@ -232,9 +234,11 @@ def test_mp502_compiled_optimizer_respects_auto_scale_loss_false():
 def test_rules_are_documented_and_static_pass_does_not_import_tensorflow():
     from mpdoctor.registry import get_rule
 
-    code = ("import sys, textwrap; from mpdoctor.config import Config; from mpdoctor.engine import check_source; "
-            f"check_source(textwrap.dedent({K3_LOOP.format(policy='mixed_float16')!r}), 't.py', Config()); "
-            "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules")
+    code = (
+        "import sys, textwrap; from mpdoctor.config import Config; from mpdoctor.engine import check_source; "
+        f"check_source(textwrap.dedent({K3_LOOP.format(policy='mixed_float16')!r}), 't.py', Config()); "
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
     for code, passes in (("MP501", "ST"), ("MP502", "S"), ("MP503", "T")):
         rule = get_rule(code)

@@ -7,11 +7,14 @@ import importlib.util
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from mpdoctor.config import Config
 from mpdoctor.engine import check_paths, check_source
 
-_spec = importlib.util.spec_from_file_location("bench_synthetic", Path(__file__).parent.parent / "bench" /
-                                               "_synthetic.py")
+_spec = importlib.util.spec_from_file_location(
+    "bench_synthetic", Path(__file__).parent.parent / "bench" / "_synthetic.py"
+)
 synthetic = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(synthetic)
 
@@ -25,6 +28,7 @@ def per_block_findings() -> Counter:
     return added
 
 
+@pytest.mark.slow
 def test_a_50000_line_file(tmp_path):
     path = synthetic.big_file(tmp_path / "big_model.py", 50_000)
     text = path.read_text()
@@ -32,11 +36,13 @@ def test_a_50000_line_file(tmp_path):
     assert text.count("\n") >= 50_000
     diagnostics, error = check_source(text, "big_model.py", Config())
     assert error is None
-    assert Counter(d.code for d in diagnostics) == Counter({code: n * blocks
-                                                            for code, n in per_block_findings().items()})
+    assert Counter(d.code for d in diagnostics) == Counter(
+        {code: n * blocks for code, n in per_block_findings().items()}
+    )
     assert diagnostics[-1].location.line > 49_990  # the findings reach the end of the file
 
 
+@pytest.mark.slow
 def test_a_directory_of_2000_files(tmp_path):
     tree = synthetic.many_files(tmp_path / "tree", 2_000, blocks_per_file=3)
     report = check_paths([tree], Config())

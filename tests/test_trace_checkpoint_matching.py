@@ -85,7 +85,8 @@ def test_unused_checkpoint_values_without_expect_partial_are_mp304(tmp_path):
 
 def test_tf_keras_load_weights_into_a_deeper_model_leaves_the_new_layer_unrestored(tmp_path):
     script = tmp_path / "weights.py"
-    script.write_text(textwrap.dedent("""\
+    script.write_text(
+        textwrap.dedent("""\
         import os
         import tempfile
 
@@ -100,7 +101,8 @@ def test_tf_keras_load_weights_into_a_deeper_model_leaves_the_new_layer_unrestor
             model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(2)])
             model.load_weights(_PREFIX)
             return model
-        """))
+        """)
+    )
     [finding] = _mp304(trace_check(script, legacy=True))
     assert finding.location.line == 13 and finding.message.startswith("model.load_weights(")
     assert "2 variables got no value" in finding.message
@@ -129,10 +131,14 @@ with tf.Graph().as_default():
 """
 
 
-@pytest.mark.parametrize("extra,expected", [
-    ('tf.compat.v1.get_variable("old_scope/b", [2])', ["MP304"]),
-    ("pass", []),
-], ids=["unused-key", "same-variables"])
+@pytest.mark.parametrize(
+    "extra,expected",
+    [
+        ('tf.compat.v1.get_variable("old_scope/b", [2])', ["MP304"]),
+        ("pass", []),
+    ],
+    ids=["unused-key", "same-variables"],
+)
 def test_tf1_saver_restore_reports_checkpoint_keys_no_variable_reads(tmp_path, extra, expected):
     script = tmp_path / "tf1.py"
     script.write_text(TF1.format(extra=extra))
@@ -169,21 +175,35 @@ def test_checkpoint_option_is_matched_against_the_model(tmp_path, legacy):
 
     script = tmp_path / "model.py"
     script.write_text(CLI_MODEL.format(import_keras=KERAS[legacy]))
-    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""\
         import tensorflow as tf
         {KERAS[legacy]}
         inputs = keras.Input((4,))
         model = keras.Model(inputs, keras.layers.Dense(2)(keras.layers.Dense(8)(inputs)))
-        tf.train.Checkpoint(model=model).write({str(tmp_path / 'good')!r})
-        tf.train.Checkpoint(net=model, extra=tf.Variable(1.0)).write({str(tmp_path / 'renamed')!r})
-        """)], check=True, capture_output=True, timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0"))
+        tf.train.Checkpoint(model=model).write({str(tmp_path / "good")!r})
+        tf.train.Checkpoint(net=model, extra=tf.Variable(1.0)).write({str(tmp_path / "renamed")!r})
+        """),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0"),
+    )
     found = {}
     os.environ["TF_USE_LEGACY_KERAS"] = "1" if legacy else "0"
     try:
         for name in ("good", "renamed"):
-            diagnostics, error = check_source(script.read_text(), "model.py", Config(), path=str(script),
-                                              trace=TraceOptions(enabled=True, checkpoints=(str(tmp_path / name),)))
+            diagnostics, error = check_source(
+                script.read_text(),
+                "model.py",
+                Config(),
+                path=str(script),
+                trace=TraceOptions(enabled=True, checkpoints=(str(tmp_path / name),)),
+            )
             assert error is None
             found[name] = _mp304(diagnostics)
     finally:

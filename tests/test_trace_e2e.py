@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from trace_support import (  # noqa: E402
+from trace_support import (
     codes_at,
     make_float32_savedmodel,
     run_python,
@@ -81,7 +81,8 @@ def test_keras3_tfsmlayer_builds_but_fails_when_run_mp201_and_fix(tmp_path, save
 @pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
 def test_float32_constant_in_custom_layer_is_mp406_on_its_class(tmp_path, legacy):
     script = tmp_path / "scale.py"
-    script.write_text(textwrap.dedent("""\
+    script.write_text(
+        textwrap.dedent("""\
         import tensorflow as tf
 
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
@@ -95,7 +96,8 @@ def test_float32_constant_in_custom_layer_is_mp406_on_its_class(tmp_path, legacy
         def build_model():
             inputs = tf.keras.Input((4,))
             return tf.keras.Model(inputs, Scale()(tf.keras.layers.Dense(4)(inputs)))
-        """))
+        """)
+    )
     diagnostics = trace_check(script, legacy=legacy)
     assert ("MP406", 6) in codes_at(diagnostics), [(d.code, d.location.line, d.message) for d in diagnostics]
     assert not [d for d in diagnostics if d.code == "MP001"], [d.message for d in diagnostics]
@@ -104,7 +106,8 @@ def test_float32_constant_in_custom_layer_is_mp406_on_its_class(tmp_path, legacy
 def test_main_block_never_runs_and_unexplained_errors_are_mp001_at_the_user_line(tmp_path):
     canary = tmp_path / "trained.txt"
     script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent(f"""\
+    script.write_text(
+        textwrap.dedent(f"""\
         import keras
 
         def build_model():
@@ -114,7 +117,8 @@ def test_main_block_never_runs_and_unexplained_errors_are_mp001_at_the_user_line
 
         if __name__ == "__main__":
             open({str(canary)!r}, "w").write("trained")
-        """))
+        """)
+    )
     diagnostics = trace_check(script, legacy=False)
     assert not canary.exists()
     [mp001] = [d for d in diagnostics if d.code == "MP001"]
@@ -141,7 +145,8 @@ def test_restored_checkpoint_values_beyond_float16_range_are_mp302(tmp_path, leg
     ckpt = tmp_path / "big" / "ckpt"
     write_overflowing_checkpoint(ckpt)
     script = tmp_path / "restore.py"
-    script.write_text(textwrap.dedent(f"""\
+    script.write_text(
+        textwrap.dedent(f"""\
         import tensorflow as tf
 
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
@@ -150,10 +155,12 @@ def test_restored_checkpoint_values_beyond_float16_range_are_mp302(tmp_path, leg
         checkpoint = tf.train.Checkpoint(kernel=dense.kernel, bias=dense.bias)
         checkpoint.read({str(ckpt)!r}).expect_partial()
         print(dense(tf.ones([1, 4])))
-        """))
+        """)
+    )
     found = [d for d in trace_check(script, legacy=legacy) if d.code in ("MP302", "MP303", "MP001")]
     assert [(d.code, d.location.line, d.location.layer) for d in found] == [
-        ("MP302", 7, "kernel/.ATTRIBUTES/VARIABLE_VALUE")], [d.message for d in found]
+        ("MP302", 7, "kernel/.ATTRIBUTES/VARIABLE_VALUE")
+    ], [d.message for d in found]
     assert "4 of 8 values" in found[0].message or "8 of 8 values" in found[0].message
 
 
@@ -164,21 +171,53 @@ def test_cli_checkpoint_option_audits_against_the_models_compute_dtype(tmp_path)
     import sys
 
     ckpt = tmp_path / "ckpt"
-    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""\
         import numpy as np, tensorflow as tf
         tf.train.Checkpoint(w=tf.Variable(np.array([1e-12, 2e-12, 0.5], dtype=np.float32))).write({str(ckpt)!r})
-        """)], check=True, capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=300)
+        """),
+        ],
+        check=True,
+        capture_output=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+        timeout=300,
+    )
     script = tmp_path / "model.py"
-    script.write_text("import keras\nkeras.mixed_precision.set_global_policy('mixed_float16')\n"
-                      "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, dtype='float32')])\n")
-    result = subprocess.run([sys.executable, "-m", "mpdoctor", "check", "--trace", "--format", "json",
-                             "--checkpoint", str(ckpt), "model.py"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=300)
+    script.write_text(
+        "import keras\nkeras.mixed_precision.set_global_policy('mixed_float16')\n"
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, dtype='float32')])\n"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mpdoctor",
+            "check",
+            "--trace",
+            "--format",
+            "json",
+            "--checkpoint",
+            str(ckpt),
+            "model.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     found = [(d["code"], d["layer"]) for d in json.loads(result.stdout)["diagnostics"] if d["code"].startswith("MP30")]
     # the checkpoint holds a bare `w`, not this model: MP304 says so
     assert found == [("MP303", "w/.ATTRIBUTES/VARIABLE_VALUE"), ("MP304", None)]
-    missing = subprocess.run([sys.executable, "-m", "mpdoctor", "check", "--trace", "--checkpoint", "nope/ckpt",
-                              "model.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    missing = subprocess.run(
+        [sys.executable, "-m", "mpdoctor", "check", "--trace", "--checkpoint", "nope/ckpt", "model.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert missing.returncode == 2 and missing.stderr.strip() == "mpdoctor: error: nope/ckpt: no such checkpoint"
 
 
@@ -193,17 +232,27 @@ def test_static_mp301_is_cleared_when_the_traced_restore_succeeds(tmp_path, monk
     from mpdoctor.engine import check_source
 
     half = tmp_path / "half.ckpt"
-    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""\
         import tensorflow as tf
         tf.compat.v1.disable_eager_execution()
         a = tf.compat.v1.get_variable("a", shape=[2], dtype=tf.float16)
         with tf.compat.v1.Session() as sess:
             sess.run(tf.compat.v1.global_variables_initializer())
             tf.compat.v1.train.Saver().save(sess, {str(half)!r})
-        """)], check=True, capture_output=True, timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1"))
+        """),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1"),
+    )
     script = tmp_path / "restore_half.py"
-    script.write_text(textwrap.dedent("""\
+    script.write_text(
+        textwrap.dedent("""\
         import os
 
         os.environ["TF_USE_LEGACY_KERAS"] = "1"
@@ -215,7 +264,8 @@ def test_static_mp301_is_cleared_when_the_traced_restore_succeeds(tmp_path, monk
             reader = tf.compat.v1.train.Saver()
             with tf.compat.v1.Session() as sess:
                 reader.restore(sess, os.environ["CKPT"])
-        """))
+        """)
+    )
     monkeypatch.setenv("CKPT", str(half))
     assert run_python(script, legacy=True).returncode == 0
     static_only, _ = check_source(script.read_text(), script.name, Config())
@@ -231,7 +281,8 @@ def test_builder_like_functions_are_traced_and_data_loaders_are_not_called(tmp_p
     keras = "tf_keras as keras" if legacy else "keras"
     script = tmp_path / "script.py"
     canary = tmp_path / "canary"
-    script.write_text(textwrap.dedent(f"""\
+    script.write_text(
+        textwrap.dedent(f"""\
         import {keras}
 
         keras.mixed_precision.set_global_policy("mixed_float16")
@@ -248,7 +299,8 @@ def test_builder_like_functions_are_traced_and_data_loaders_are_not_called(tmp_p
 
         if __name__ == "__main__":
             build().fit(get_dataset())
-        """))
+        """)
+    )
     found = [d for d in trace_check(script, legacy=legacy) if d.code == "MP401"]
     assert [(d.location.line, d.passes) for d in found] == [(12, ("static", "trace"))]
     assert not canary.exists()

@@ -45,8 +45,13 @@ def graph_of(model, **kwargs):
 
 def test_sequential_float32_softmax_head(keras):
     layers = keras.layers
-    model = keras.Sequential([keras.Input((4,)), layers.Dense(8, name="hidden"),
-                              layers.Dense(3, activation="softmax", dtype="float32", name="head")])
+    model = keras.Sequential(
+        [
+            keras.Input((4,)),
+            layers.Dense(8, name="hidden"),
+            layers.Dense(3, activation="softmax", dtype="float32", name="head"),
+        ]
+    )
     graph = graph_of(model)
     assert graph["flavour"] == ("keras3" if is_k3(keras) else "tf_keras")
     assert graph["model_kind"] == "sequential"
@@ -62,10 +67,12 @@ def test_sequential_float32_softmax_head(keras):
     assert head["is_output"] and not hidden["is_output"]
     (entry,) = graph["inputs"]
     assert node(graph, entry["node"])["is_input"] and entry["dtype"] == "float32" and entry["shape"] == [None, 4]
-    assert graph["outputs"] == [{"node": "head", "dtype": "float32", "shape": [None, 3], "predicted_dtype": "float32",
-                                 "output_index": 0}]
+    assert graph["outputs"] == [
+        {"node": "head", "dtype": "float32", "shape": [None, 3], "predicted_dtype": "float32", "output_index": 0}
+    ]
     assert [(e["source"], e["target"], e["dtype"]) for e in edges_into(graph, "head")] == [
-        ("hidden", "head", "float16")]
+        ("hidden", "head", "float16")
+    ]
     assert graph["mismatches"] == [] and graph["unpredictable"] == []
 
 
@@ -118,7 +125,8 @@ def test_nested_models_are_subgraphs(keras):
     assert image["input_dtypes"] == ["float16"] and image["predicted_input_dtypes"] == ["float32"]
     head_input = [n for n in graph["nodes"] if n["parent"] == "head" and n["kind"] == "input"]
     assert [(e["source"], e["target"]) for e in edges_into(graph, head_input[0]["id"])] == [
-        ("backbone/conv1", head_input[0]["id"])]
+        ("backbone/conv1", head_input[0]["id"])
+    ]
     assert graph["outputs"][0]["node"] == "head/fc" and fc["is_output"] and fc["activation"] == "softmax"
     assert graph["outputs"][0]["dtype"] == "float16"
     assert graph["mismatches"] == [] and graph["unpredictable"] == []
@@ -168,8 +176,9 @@ def test_lambda_cast_is_undone_by_the_next_layer(keras):
         assert lam["output_dtypes"] == ["float16"] and graph["unpredictable"] == []
     else:
         assert lam["output_dtypes"] == ["float32"] and after["input_dtypes"] == ["float32"]
-        assert graph["unpredictable"] == [{"node": "to32", "predicted": ["float16"], "observed": ["float32"],
-                                           "reason": "lambda"}]
+        assert graph["unpredictable"] == [
+            {"node": "to32", "predicted": ["float16"], "observed": ["float32"], "reason": "lambda"}
+        ]
     assert graph["mismatches"] == []
 
 
@@ -235,8 +244,14 @@ def test_ops_in_the_graph(keras):
         ops = keras.ops
         outs = [ops.cast(hidden, "float32"), ops.add(hidden, x), ops.argmax(hidden, axis=-1), hidden[:, 0]]
     else:
-        outs = [tf.cast(hidden, tf.float32), hidden + tf.cast(x, tf.float16), tf.argmax(hidden, axis=-1),
-                hidden[:, 0], tf.shape(hidden), tf.math.equal(hidden, 0.0)]
+        outs = [
+            tf.cast(hidden, tf.float32),
+            hidden + tf.cast(x, tf.float16),
+            tf.argmax(hidden, axis=-1),
+            hidden[:, 0],
+            tf.shape(hidden),
+            tf.math.equal(hidden, 0.0),
+        ]
     graph = graph_of(keras.Model(x, outs))
     kinds = {n["id"]: n["kind"] for n in graph["nodes"]}
     ops_nodes = [n for n in graph["nodes"] if n["kind"] == "op"]
@@ -245,8 +260,11 @@ def test_ops_in_the_graph(keras):
         assert all(n["policy"] is None and n["autocast"] is False for n in ops_nodes)
     else:
         assert all(n["class"] in ("TFOpLambda", "SlicingOpLambda") and not n["autocast"] for n in ops_nodes)
-    assert [o["dtype"] for o in graph["outputs"]][:3] == ["float32", "float32" if is_k3(keras) else "float16",
-                                                         "int32" if is_k3(keras) else "int64"]
+    assert [o["dtype"] for o in graph["outputs"]][:3] == [
+        "float32",
+        "float32" if is_k3(keras) else "float16",
+        "int32" if is_k3(keras) else "int64",
+    ]
     assert graph["mismatches"] == [] and graph["unpredictable"] == [], kinds
 
 

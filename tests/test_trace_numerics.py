@@ -12,8 +12,7 @@ import pytest
 
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence, Diagnostic, Location, Severity
-from mpdoctor.engine import check_source
-from mpdoctor.engine import static_after_trace
+from mpdoctor.engine import check_source, static_after_trace
 from mpdoctor.facts.schema import Facts, TraceSummary
 
 pytest.importorskip("tensorflow")
@@ -110,8 +109,10 @@ def test_float16_traps_mp403_mp404(tmp_path, legacy):
 
     diagnostics = trace_check(path, legacy=legacy)
     mp404 = {(d.location.line, d.location.layer): d for d in _found(diagnostics, "MP404")}
-    assert set(mp404) == {(_line(path, "class RMSNormBad"), "rms_norm_bad"),
-                          (_line(path, "class MaskedSoftmaxBad"), "masked_softmax_bad")}, mp404
+    assert set(mp404) == {
+        (_line(path, "class RMSNormBad"), "rms_norm_bad"),
+        (_line(path, "class MaskedSoftmaxBad"), "masked_softmax_bad"),
+    }, mp404
     assert "`Rsqrt`" in mp404[(_line(path, "class RMSNormBad"), "rms_norm_bad")].message
     mp403 = {d.location.line: d for d in _found(diagnostics, "MP403")}
     assert set(mp403) == {_line(path, "BAD_EPS"), _line(path, "BAD_MASK")}, mp403
@@ -123,8 +124,10 @@ def test_float16_traps_mp403_mp404(tmp_path, legacy):
 
 def run_python_args(path, legacy, *names) -> dict:
     result = run_python_with(path, legacy, names)
-    return {name: value == "True" for name, value in (line.split() for line in result.stdout.splitlines()
-                                                          if line.split()[0] in names)}
+    return {
+        name: value == "True"
+        for name, value in (line.split() for line in result.stdout.splitlines() if line.split()[0] in names)
+    }
 
 
 def run_python_with(path, legacy, names):
@@ -133,8 +136,15 @@ def run_python_with(path, legacy, names):
     import sys
 
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0")
-    result = subprocess.run([sys.executable, str(path), *names], capture_output=True, text=True, env=env,
-                            timeout=300, cwd=path.parent, check=False)
+    result = subprocess.run(
+        [sys.executable, str(path), *names],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=path.parent,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return result
 
@@ -177,8 +187,10 @@ DIVERGENCE = """\
 @pytest.mark.parametrize("legacy", KERAS, ids=IDS)
 def test_precision_divergence_mp405(tmp_path, legacy):
     path = _write(tmp_path, "divergence.py", DIVERGENCE, legacy)
-    errors = {name: float(value) for name, value in (line.split() for line in
-                                                      run_python_with(path, legacy, ()).stdout.splitlines())}
+    errors = {
+        name: float(value)
+        for name, value in (line.split() for line in run_python_with(path, legacy, ()).stdout.splitlines())
+    }
     assert math.isfinite(errors["diverging"]) and errors["diverging"] > 0.1, errors
     assert errors["fixed"] < 0.01, errors
 
@@ -218,8 +230,9 @@ LOSS = """\
 def test_float16_loss_mp503(tmp_path, legacy):
     path = _write(tmp_path, "loss.py", LOSS, legacy)
     dtypes = dict(line.split() for line in run_python_with(path, legacy, ()).stdout.splitlines())
-    assert dtypes == ({"model": "float16", "fixed": "float32"} if legacy else
-                      {"model": "float32", "fixed": "float32"}), dtypes
+    assert dtypes == (
+        {"model": "float16", "fixed": "float32"} if legacy else {"model": "float32", "fixed": "float32"}
+    ), dtypes
 
     diagnostics = trace_check(path, legacy=legacy)
     mp503 = _found(diagnostics, "MP503")
@@ -278,10 +291,29 @@ def test_no_numerics_option_and_json_table(tmp_path):
 
 
 def test_numerics_table_is_json_safe_and_keeps_the_contract_keys():
-    record = {"dtype": "float16", "reference_dtype": "float32", "batch_size": 2, "seed": 0, "skipped": None,
-              "layers": [{"id": "a", "name": "a", "class": "Dense", "finite": False, "finite_reference": True,
-                          "max_abs": None, "max_abs_reference": 1.5, "relative_error": None}],
-              "user_layers": [], "first_non_finite": None, "loss": None, "threshold": 0.05}
+    record = {
+        "dtype": "float16",
+        "reference_dtype": "float32",
+        "batch_size": 2,
+        "seed": 0,
+        "skipped": None,
+        "layers": [
+            {
+                "id": "a",
+                "name": "a",
+                "class": "Dense",
+                "finite": False,
+                "finite_reference": True,
+                "max_abs": None,
+                "max_abs_reference": 1.5,
+                "relative_error": None,
+            }
+        ],
+        "user_layers": [],
+        "first_non_finite": None,
+        "loss": None,
+        "threshold": 0.05,
+    }
     model = {"name": "m", "numerics": record}
     [summary] = TraceSummary.of("m.py", Facts.from_json({"models": [model]}), None).to_json()["models"]
     table = summary["numerics"]
@@ -294,16 +326,19 @@ def test_numerics_table_is_json_safe_and_keeps_the_contract_keys():
 
 def test_static_after_trace_drops_confirms_and_downgrades():
     def finding(code, line):
-        return Diagnostic(code, "m", Location("f.py", line, 1, line, 2), Severity.ERROR, ("static",),
-                          confidence=Confidence.MEDIUM)
+        return Diagnostic(
+            code, "m", Location("f.py", line, 1, line, 2), Severity.ERROR, ("static",), confidence=Confidence.MEDIUM
+        )
 
-    kept = static_after_trace([finding("MP301", 1), finding("MP403", 2), finding("MP407", 3), finding("MP403", 4)],
-                              {("MP301", 1): None, ("MP403", 2): ("confirm", "seen"),
-                               ("MP407", 3): ("downgrade", "float32")})
+    kept = static_after_trace(
+        [finding("MP301", 1), finding("MP403", 2), finding("MP407", 3), finding("MP403", 4)],
+        {("MP301", 1): None, ("MP403", 2): ("confirm", "seen"), ("MP407", 3): ("downgrade", "float32")},
+    )
     assert [(d.code, d.location.line, d.severity, d.confidence, d.passes, d.notes) for d in kept] == [
         ("MP403", 2, Severity.ERROR, Confidence.HIGH, ("static", "trace"), ("seen",)),
         ("MP407", 3, Severity.INFO, Confidence.LOW, ("static",), ("float32",)),
-        ("MP403", 4, Severity.ERROR, Confidence.MEDIUM, ("static",), ())]
+        ("MP403", 4, Severity.ERROR, Confidence.MEDIUM, ("static",), ()),
+    ]
 
 
 # Nested and subclassed models: the table lists the inner layers of a nested model (qualified ids) before the nested
@@ -352,8 +387,12 @@ def test_nested_and_subclassed_models(tmp_path, legacy):
     diagnostics = trace_check(path, legacy=legacy, summaries=summaries)
     tables = {m["name"]: m["numerics"] for m in summaries[0].to_json()["models"]}
     nested_ids = [row["id"] for row in tables["nested"]["layers"]]
-    assert nested_ids.index("block/dense") < nested_ids.index("block/rms_norm_bad") < nested_ids.index("block") \
-        < nested_ids.index("dense_1"), nested_ids
+    assert (
+        nested_ids.index("block/dense")
+        < nested_ids.index("block/rms_norm_bad")
+        < nested_ids.index("block")
+        < nested_ids.index("dense_1")
+    ), nested_ids
     subclassed = {row["class"]: row for row in tables["subclassed"]["layers"]}
     assert subclassed["RMSNormBad"]["finite"] is False and subclassed["RMSNormBad"]["finite_reference"] is True
     assert subclassed["Dense"]["finite_reference"] is True
@@ -394,8 +433,9 @@ def test_sample_file_and_cli_options(tmp_path):
     report = json.loads(supplied.stdout)
     assert "MP404" in {d["code"] for d in report["diagnostics"]}, supplied.stdout
     assert report["traces"][0]["models"][0]["numerics"]["batch_size"] == 3
-    off = mpdoctor("check", "--format", "json", "--no-numerics", "--sample", "constant_rows.npz", "model.py",
-                   cwd=tmp_path)
+    off = mpdoctor(
+        "check", "--format", "json", "--no-numerics", "--sample", "constant_rows.npz", "model.py", cwd=tmp_path
+    )
     assert "MP404" not in {d["code"] for d in json.loads(off.stdout)["diagnostics"]}
     assert json.loads(off.stdout)["traces"][0]["models"][0]["numerics"]["skipped"].startswith("disabled")
     missing = mpdoctor("check", "--sample", "nope.npz", "model.py", cwd=tmp_path)
@@ -404,22 +444,26 @@ def test_sample_file_and_cli_options(tmp_path):
 
 def test_float32_model_is_skipped_with_a_reason(tmp_path):
     path = tmp_path / "plain.py"
-    path.write_text("import keras\n\ninputs = keras.Input((4,))\n"
-                    "model = keras.Model(inputs, keras.layers.Dense(2)(inputs))\n")
+    path.write_text(
+        "import keras\n\ninputs = keras.Input((4,))\nmodel = keras.Model(inputs, keras.layers.Dense(2)(inputs))\n"
+    )
     summaries: list = []
     trace_check(path, legacy=False, summaries=summaries)
     table = summaries[0].to_json()["models"][0]["numerics"]
     assert table["skipped"] == "no layer computes in float16/bfloat16" and table["layers"] == []
 
 
-@pytest.mark.parametrize("toml,needle", [
-    ("numerics = 'yes'", "numerics: expected true or false"),
-    ("numerics-threshold = 0", "numerics-threshold: expected a positive number"),
-    ("sample-batch-size = 0", "sample-batch-size: expected an integer from 1 to 1024"),
-    ("sample-seed = -1", "sample-seed: expected a non-negative integer"),
-    ("sample-range = [1.0, 0.0]", "sample-range: expected [low, high] with low < high"),
-    ("sample-size = 3", "unknown key 'sample-size'"),
-])
+@pytest.mark.parametrize(
+    "toml,needle",
+    [
+        ("numerics = 'yes'", "numerics: expected true or false"),
+        ("numerics-threshold = 0", "numerics-threshold: expected a positive number"),
+        ("sample-batch-size = 0", "sample-batch-size: expected an integer from 1 to 1024"),
+        ("sample-seed = -1", "sample-seed: expected a non-negative integer"),
+        ("sample-range = [1.0, 0.0]", "sample-range: expected [low, high] with low < high"),
+        ("sample-size = 3", "unknown key 'sample-size'"),
+    ],
+)
 def test_bad_numerics_config_is_one_line_exit_2(tmp_path, toml, needle):
     from test_cli import mpdoctor
 
@@ -433,11 +477,19 @@ def test_bad_numerics_config_is_one_line_exit_2(tmp_path, toml, needle):
 def test_numerics_config_reaches_the_child_request(tmp_path):
     from mpdoctor.config import load_config
 
-    (tmp_path / "pyproject.toml").write_text("[tool.mpdoctor]\nnumerics-threshold = 0.2\nsample-batch-size = 4\n"
-                                             "sample-seed = 7\nsample-range = [-1, 1]\nnumerics = false\n")
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.mpdoctor]\nnumerics-threshold = 0.2\nsample-batch-size = 4\n"
+        "sample-seed = 7\nsample-range = [-1, 1]\nnumerics = false\n"
+    )
     request = load_config(tmp_path).numerics.request()
-    assert request == {"enabled": False, "threshold": 0.2, "batch_size": 4, "seed": 7, "range": [-1.0, 1.0],
-                       "sample": None}
+    assert request == {
+        "enabled": False,
+        "threshold": 0.2,
+        "batch_size": 4,
+        "seed": 7,
+        "range": [-1.0, 1.0],
+        "sample": None,
+    }
 
 
 # bfloat16 has float32's exponent range: the same zero-variance rsqrt(var + 1e-12) stays finite under

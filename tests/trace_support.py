@@ -38,8 +38,16 @@ def make_float32_savedmodel(directory: Path) -> Path:
     return target
 
 
-def trace_check(path: Path, *, legacy: bool, timeout: float = 300, numerics: dict | None = None,
-                summaries: list | None = None, memory_limit_mb: float | None = None, **config_overrides):
+def trace_check(
+    path: Path,
+    *,
+    legacy: bool,
+    timeout: float = 300,
+    numerics: dict | None = None,
+    summaries: list | None = None,
+    memory_limit_mb: float | None = None,
+    **config_overrides,
+):
     """Static + trace diagnostics of one file, with the child on tf_keras (legacy) or Keras 3."""
     previous = os.environ.get("TF_USE_LEGACY_KERAS")
     os.environ["TF_USE_LEGACY_KERAS"] = "1" if legacy else "0"
@@ -47,10 +55,14 @@ def trace_check(path: Path, *, legacy: bool, timeout: float = 300, numerics: dic
         config = Config()
         for key, value in config_overrides.items():
             setattr(config, key, value)
-        diagnostics, error = check_source(path.read_text(), path.name, config, path=str(path),
-                                          trace=TraceOptions(enabled=True, timeout=timeout, numerics=numerics,
-                                                             memory_limit_mb=memory_limit_mb),
-                                          traces=summaries)
+        diagnostics, error = check_source(
+            path.read_text(),
+            path.name,
+            config,
+            path=str(path),
+            trace=TraceOptions(enabled=True, timeout=timeout, numerics=numerics, memory_limit_mb=memory_limit_mb),
+            traces=summaries,
+        )
     finally:
         if previous is None:
             os.environ.pop("TF_USE_LEGACY_KERAS", None)
@@ -67,16 +79,26 @@ def codes_at(diagnostics) -> set[tuple[str, int]]:
 def run_python(path: Path, *, legacy: bool, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run a model script for real (ground truth for the tests: does it break, does the fix work)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0")
-    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=timeout,
-                          cwd=path.parent)
+    return subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=timeout, cwd=path.parent
+    )
 
 
 def write_overflowing_checkpoint(prefix: Path, env: dict | None = None) -> None:
     """A TF2 checkpoint `kernel` (4x2, all 1e5: beyond float16's 65504) and `bias` (zeros), written in a child."""
-    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""\
         import numpy as np, tensorflow as tf
         kernel = tf.Variable(np.full((4, 2), 1e5, dtype=np.float32))
         bias = tf.Variable(np.zeros(2, dtype=np.float32))
         tf.train.Checkpoint(kernel=kernel, bias=bias).write({str(prefix)!r})
-        """)], check=True, capture_output=True, timeout=300,
-        env=env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        """),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        env=env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+    )

@@ -36,8 +36,13 @@ KERAS = {"keras2": "1", "keras3": "0"}  # snapshot key -> TF_USE_LEGACY_KERAS
 
 def inputs() -> list[str]:
     """Every input, relative to the repository root, sorted."""
-    found = [*ROOT.glob("tests/fixtures/MP*/**/*.py"), *ROOT.glob("tests/fixes/MP*/*.in.py"),
-             *ROOT.glob("examples/*.py"), *HERE.glob("inputs/*.py"), *HERE.glob("inputs/*.ipynb")]
+    found = [
+        *ROOT.glob("tests/fixtures/MP*/**/*.py"),
+        *ROOT.glob("tests/fixes/MP*/*.in.py"),
+        *ROOT.glob("examples/*.py"),
+        *HERE.glob("inputs/*.py"),
+        *HERE.glob("inputs/*.ipynb"),
+    ]
     return sorted({p.relative_to(ROOT).as_posix() for p in found if p.name != "make_savedmodel.py"})
 
 
@@ -47,8 +52,20 @@ _FLOAT = re.compile(r"(?<![\w.])(\d+\.\d{5,})(e[-+]?\d+)?")
 # whose weights are randomly initialised (the numerics' values, checkpoint audits of such weights).
 _ADDRESS = re.compile(r"\bat 0x[0-9a-f]+")
 _MEASURED = re.compile(r"(max \|x\| )[-+\d.e]+|\d+\.\d+%")
-_RANDOM_KEYS = {"uid", "max_abs", "max_abs_reference", "relative_error", "zeros", "flushed", "subnormal",
-                "flushed_fraction", "subnormal_fraction", "flushed_values", "subnormal_values", "bytes_read"}
+_RANDOM_KEYS = {
+    "uid",
+    "max_abs",
+    "max_abs_reference",
+    "relative_error",
+    "zeros",
+    "flushed",
+    "subnormal",
+    "flushed_fraction",
+    "subnormal_fraction",
+    "flushed_values",
+    "subnormal_values",
+    "bytes_read",
+}
 
 
 def _normalise_text(text: str) -> str:
@@ -59,18 +76,30 @@ def _normalise_text(text: str) -> str:
     return _FLOAT.sub(lambda m: f"{float(m.group(0)):.4g}", text)
 
 
-_VOLATILE = {"tensorflow": "<version>", "keras": "<version>", "tf_keras": "<version>", "hub": "<version>",
-             "version": "<version>", "seconds": "<seconds>"}
+_VOLATILE = {
+    "tensorflow": "<version>",
+    "keras": "<version>",
+    "tf_keras": "<version>",
+    "hub": "<version>",
+    "version": "<version>",
+    "seconds": "<seconds>",
+}
 
 
 def _normalise(value):
     """Paths, temp folders, versions and timings out; floats rounded to 4 significant digits (thread-order noise).
     Idempotent: a snapshot recorded with an older normaliser compares after normalising it again."""
     if isinstance(value, dict):
-        return {k: (_VOLATILE[k] if k in _VOLATILE and isinstance(v, (str, float)) else
-                    "<measured>" if k in _RANDOM_KEYS and isinstance(v, (str, int, float)) and v is not True
-                    and v is not False else _normalise(v))
-                for k, v in value.items()}
+        return {
+            k: (
+                _VOLATILE[k]
+                if k in _VOLATILE and isinstance(v, (str, float))
+                else "<measured>"
+                if k in _RANDOM_KEYS and isinstance(v, (str, int, float)) and v is not True and v is not False
+                else _normalise(v)
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_normalise(v) for v in value]
     if isinstance(value, float):
@@ -83,8 +112,14 @@ def _normalise(value):
 def _run(args: list[str], legacy: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_USE_LEGACY_KERAS=legacy, TF_CPP_MIN_LOG_LEVEL="3", NO_COLOR="1", COLUMNS="200")
     env.pop("FORCE_COLOR", None)
-    return subprocess.run([sys.executable, "-m", "mpdoctor", "check", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1800)
+    return subprocess.run(
+        [sys.executable, "-m", "mpdoctor", "check", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
 
 
 def _run_here(args: list[str], legacy: str) -> subprocess.CompletedProcess:
@@ -114,8 +149,11 @@ def _json_result(result: subprocess.CompletedProcess) -> dict:
     try:
         report = json.loads(result.stdout)
     except ValueError:
-        return {"exit": result.returncode, "stdout": _normalise_text(result.stdout),
-                "stderr": _normalise_text(result.stderr)}
+        return {
+            "exit": result.returncode,
+            "stdout": _normalise_text(result.stdout),
+            "stderr": _normalise_text(result.stderr),
+        }
     report.pop("tool", None)
     return {"exit": result.returncode, "report": _normalise(report), "stderr": _normalise_text(result.stderr)}
 
@@ -125,9 +163,14 @@ def record(path: str, keras: str, trace: bool) -> dict:
     if trace:
         return {"json": _json_result(_run(["--format", "json", path], legacy))}
     diff = _run_here(["--no-trace", "--diff", "--unsafe-fixes", path], legacy)
-    return {"json": _json_result(_run_here(["--no-trace", "--format", "json", path], legacy)),
-            "diff": {"exit": diff.returncode, "stdout": _normalise_text(diff.stdout),
-                     "stderr": _normalise_text(diff.stderr)}}
+    return {
+        "json": _json_result(_run_here(["--no-trace", "--format", "json", path], legacy)),
+        "diff": {
+            "exit": diff.returncode,
+            "stdout": _normalise_text(diff.stdout),
+            "stderr": _normalise_text(diff.stderr),
+        },
+    }
 
 
 def snapshot_file(trace: bool) -> Path:
@@ -174,8 +217,10 @@ def differences(expected: dict, actual: dict) -> list[str]:
                 continue
             old_text = json.dumps(old, indent=1, sort_keys=True).splitlines()
             new_text = json.dumps(new, indent=1, sort_keys=True).splitlines()
-            out.append(f"== {path} [{keras}]\n" + "\n".join(difflib.unified_diff(old_text, new_text, "golden",
-                                                                                  "now", n=2, lineterm="")))
+            out.append(
+                f"== {path} [{keras}]\n"
+                + "\n".join(difflib.unified_diff(old_text, new_text, "golden", "now", n=2, lineterm=""))
+            )
     return out
 
 
