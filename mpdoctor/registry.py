@@ -217,7 +217,7 @@ def implemented_codes() -> set[str]:
     return codes
 
 
-def classify_exception(exc_type: str, message: str) -> dict | None:
+def classify_exception(message: str) -> dict | None:
     """The rule explaining an exception of the run, {"code": ..., details}, or None: the first registered pattern
     that reads the message, with the layer the message names ("layer", "layer_class") added."""
     from mpdoctor.tf_messages import layer_context, strip_ansi
@@ -229,6 +229,11 @@ def classify_exception(exc_type: str, message: str) -> dict | None:
             context = layer_context(message)
             return {"code": hook.codes[0], **found, **{k: v for k, v in context.items() if k not in found}}
     return None
+
+
+def verdict_of(error) -> dict | None:
+    """`classify_exception` of a recorded exception or error (anything with a `message`; None gives None)."""
+    return classify_exception(error.message) if error is not None else None
 
 
 def load_rules() -> None:

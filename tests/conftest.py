@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 _TF_PACKAGES = ("tensorflow", "tf_keras", "keras", "numpy", "h5py", "tensorflow_hub")
-_SKIPS_WITHOUT_TF = re.compile(r"importorskip\(\s*[\"'](?:%s)[\"']" % "|".join(_TF_PACKAGES))
+_SKIPS_WITHOUT_TF = re.compile(r"importorskip\(\s*[\"'](?:{})[\"']".format("|".join(_TF_PACKAGES)))
 _TF_REASON = re.compile(r"tensorflow|tf_keras", re.IGNORECASE)
 
 

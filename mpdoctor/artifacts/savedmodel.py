@@ -354,10 +354,6 @@ def hub_cache_path(handle: str) -> str:
     return os.path.join(tfhub_cache_dir(), hashlib.sha1(handle.encode("utf8")).hexdigest())
 
 
-def is_remote(handle: str) -> bool:
-    return "://" in handle and not handle.lower().startswith("file://")
-
-
 def resolve_handle(handle: str, base_dir: str | None = None) -> str:
     """The local directory a handle refers to; raises SavedModelError("missing" | "offline")."""
     lowered = handle.lower()

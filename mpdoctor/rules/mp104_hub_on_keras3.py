@@ -10,11 +10,11 @@ from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.keras_semantics import INPUT_TENSORS, SEQUENTIAL
 from mpdoctor.facts.schema import Facts
 from mpdoctor.registry import (
-    classify_exception,
     define_rule,
     exception_pattern,
     static_check,
     trace_check,
+    verdict_of,
 )
 from mpdoctor.static.context import StaticContext
 from mpdoctor.tf_messages import first_message_line
@@ -171,7 +171,7 @@ def _is_keras_tensor(ctx: StaticContext, expr: ast.AST, depth: int) -> bool:
 @trace_check("MP104")
 def trace_hub_layer_on_keras3(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
     exception = facts.exception
-    verdict = classify_exception(exception.type, exception.message) if exception else None
+    verdict = verdict_of(exception)
     if not verdict or verdict["code"] != "MP104" or facts.keras_major < 3:
         return []
     hub_loads = [load for load in facts.savedmodel_loads if load.api == "hub.KerasLayer"]

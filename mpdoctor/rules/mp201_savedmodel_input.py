@@ -11,11 +11,11 @@ from mpdoctor.facts.dtypes import compute_dtype, low_precision
 from mpdoctor.facts.schema import Facts, SavedModelLoad, SourceRef
 from mpdoctor.registry import (
     FLOAT16_TEXT,
-    classify_exception,
     define_rule,
     exception_pattern,
     static_check,
     trace_check,
+    verdict_of,
 )
 from mpdoctor.static.astutil import has_star_kwargs
 from mpdoctor.static.context import SAVEDMODEL_LAYERS, StaticContext
@@ -205,7 +205,7 @@ def trace_savedmodel_input_dtype(facts: Facts, ctx: TraceContext) -> Iterable[Di
                 fix=_dtype_fix(ctx, load.location),
             )
         )
-    verdict = classify_exception(exception.type, exception.message) if exception else None
+    verdict = verdict_of(exception)
     if not found and verdict and verdict["code"] == "MP201":
         load = _failing_load(facts)
         where = load.location if load else exception.location

@@ -9,12 +9,12 @@ from collections.abc import Iterable
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.schema import Facts
 from mpdoctor.registry import (
-    classify_exception,
     define_rule,
     exception_pattern,
     static_check,
     static_verdicts,
     trace_check,
+    verdict_of,
 )
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
@@ -630,7 +630,7 @@ def trace_checkpoint_dtype_mismatch(facts: Facts, ctx: TraceContext) -> Iterable
     found = []
     for restore in facts.restores:
         error = restore.error
-        verdict = classify_exception(error.type, error.message) if error else None
+        verdict = verdict_of(error)
         if not verdict or verdict["code"] != "MP301":
             continue
         tensors = verdict.get("tensors") or []

@@ -10,11 +10,11 @@ from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import LOW_PRECISION, compute_dtype
 from mpdoctor.facts.schema import Facts
 from mpdoctor.registry import (
-    classify_exception,
     define_rule,
     exception_pattern,
     static_check,
     trace_check,
+    verdict_of,
 )
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import StaticContext
@@ -256,7 +256,7 @@ def trace_dtype_conflict(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic
     """The run raised a float16/float32 mismatch ("expected half but is float"): report it on the class of the
     layer whose call raised (when it is defined in this file), else at the raising line."""
     exception = facts.exception
-    verdict = classify_exception(exception.type, exception.message) if exception else None
+    verdict = verdict_of(exception)
     if not verdict or verdict["code"] != "MP406":
         return []
     record = facts.layer(exception.layer_uid)

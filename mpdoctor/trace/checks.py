@@ -13,7 +13,7 @@ from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.facts.schema import ExceptionRecord, Facts, TraceSummary
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
-from mpdoctor.registry import classify_exception, hooks
+from mpdoctor.registry import hooks, verdict_of
 from mpdoctor.rules.mp001_run import internal_error, trace_failed, unexplained_exception
 from mpdoctor.sources import read_source
 from mpdoctor.static.context import Settings
@@ -107,7 +107,7 @@ def run_checks(facts: Facts, ctx: TraceContext, config: Config) -> list[Diagnost
 
 def _explained(exception: ExceptionRecord, facts: Facts, found: list[Diagnostic]) -> bool:
     """Whether a reported finding explains the run's exception."""
-    verdict = classify_exception(exception.type, exception.message)
+    verdict = verdict_of(exception)
     if verdict and any(d.code == verdict["code"] for d in found):
         return True
     return any(hook.fn(exception, facts, found) for hook in hooks("explains"))
