@@ -438,17 +438,28 @@ class LossRecord(FactsRecord):
 
 
 @dataclass
-class NumericsRecord(FactsRecord):
+class NumericsTable(FactsRecord):
+    """The per-layer float16 vs float32 table of one model: what a report keeps of its numerics."""
+
     dtype: str | None = None
     reference_dtype: str = "float32"
     batch_size: int = 2
     seed: int = 0
     skipped: str | None = None
     layers: list[NumericsRow] = field(default_factory=list)
+
+
+@dataclass
+class NumericsRecord(NumericsTable):
+    """The numerics of one model: the table, and what the rules read besides it."""
+
     first_non_finite: FirstNonFinite | None = None
     user_layers: list[UserLayerScan] = field(default_factory=list)
     loss: LossRecord | None = None
     threshold: float | None = None
+
+    def table(self) -> NumericsTable:
+        return NumericsTable(**{f.name: getattr(self, f.name) for f in fields(NumericsTable)})
 
 
 # ------------------------------------------------------------------------------------------ models, facts
@@ -542,18 +553,6 @@ def new_facts(**values) -> Facts:
 
 
 @dataclass
-class NumericsTable(FactsRecord):
-    """The report's per-layer numerics table of one model (float16 vs float32)."""
-
-    dtype: str | None = None
-    reference_dtype: str = "float32"
-    batch_size: int = 2
-    seed: int = 0
-    skipped: str | None = None
-    layers: list[NumericsRow] = field(default_factory=list)
-
-
-@dataclass
 class ModelSummary(FactsRecord):
     name: str | None = None
     how: str = ""
@@ -604,22 +603,7 @@ class TraceSummary(FactsRecord):
             failure=failure,
             environment=facts.environment,
             models=[
-                ModelSummary(
-                    m.name,
-                    m.how,
-                    m.graph,
-                    NumericsTable(
-                        m.numerics.dtype,
-                        m.numerics.reference_dtype,
-                        m.numerics.batch_size,
-                        m.numerics.seed,
-                        m.numerics.skipped,
-                        m.numerics.layers,
-                    )
-                    if m.numerics
-                    else None,
-                )
-                for m in facts.models
+                ModelSummary(m.name, m.how, m.graph, m.numerics.table() if m.numerics else None) for m in facts.models
             ],
             checkpoints=[
                 CheckpointSummary(r.api, r.path, r.location, r.audit, r.audit_error)
