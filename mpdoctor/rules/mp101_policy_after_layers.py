@@ -44,16 +44,22 @@ define_rule(
         under a float16 head), with none of the expected speed or memory savings.
         """,
     bad="""
+        import keras
+
         base = keras.applications.ResNet50(include_top=False, weights=None, input_shape=(224, 224, 3))
         keras.mixed_precision.set_global_policy("mixed_float16")   # too late: ResNet50 stays float32
         x = keras.layers.GlobalAveragePooling2D()(base.output)
         outputs = keras.layers.Dense(10, activation="softmax", dtype="float32")(x)
+        model = keras.Model(base.input, outputs)
         """,
     good="""
+        import keras
+
         keras.mixed_precision.set_global_policy("mixed_float16")   # first, before building anything
         base = keras.applications.ResNet50(include_top=False, weights=None, input_shape=(224, 224, 3))
         x = keras.layers.GlobalAveragePooling2D()(base.output)
         outputs = keras.layers.Dense(10, activation="softmax", dtype="float32")(x)
+        model = keras.Model(base.input, outputs)
         """,
     fix="No autofix: move the policy call above the code that builds the model (usually right after the imports).",
 )

@@ -40,14 +40,22 @@ define_rule(
         TF1 rewrite, silently does nothing in eager TF2 code.
         """,
     bad="""
-        from tensorflow.keras.mixed_precision import experimental as mixed_precision
+        import tensorflow as tf
+        from tensorflow.keras.mixed_precision import experimental as mixed_precision   # removed in TF 2.9
+
         mixed_precision.set_policy("mixed_float16")
+        model = tf.keras.Sequential([tf.keras.Input((20,)), tf.keras.layers.Dense(1, dtype="float32")])
         opt = mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam(), "dynamic")
+        model.compile(optimizer=opt, loss="mse")
         """,
     good="""
+        import tensorflow as tf
         from tensorflow.keras import mixed_precision
+
         mixed_precision.set_global_policy("mixed_float16")
+        model = tf.keras.Sequential([tf.keras.Input((20,)), tf.keras.layers.Dense(1, dtype="float32")])
         opt = mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam())   # dynamic loss scaling by default
+        model.compile(optimizer=opt, loss="mse")
         """,
     fix="""
         Mechanical rewrites spelled the way the file spells them: the `experimental` import becomes

@@ -63,22 +63,46 @@ define_rule(
         (see MP207). The layer itself has to compute in float32; the rest of the model keeps its mixed policy.
         """,
     bad="""
+        import os
+
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"   # hub.KerasLayer needs tf_keras
+        import tensorflow as tf
+        import tensorflow_hub as hub
+
+        class Features(tf.Module):   # a float32 SavedModel, like most TF Hub models
+            @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32)])
+            def __call__(self, x):
+                return tf.nn.relu(x)
+
+        tf.saved_model.save(Features(), "features")
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
         model = tf.keras.Sequential([
-            tf.keras.layers.InputLayer(input_shape=(224, 224, 3)),
+            tf.keras.layers.InputLayer(input_shape=(8,)),
             tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32)),   # does not help (MP207)
-            hub.KerasLayer("https://tfhub.dev/google/imagenet/resnet_v1_50/feature_vector/5"),
+            hub.KerasLayer("features"),   # autocasts to float16: no function of the SavedModel takes it
             tf.keras.layers.Dense(2, dtype="float32"),
         ])
         """,
     good="""
+        import os
+
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"   # hub.KerasLayer needs tf_keras
+        import tensorflow as tf
+        import tensorflow_hub as hub
+
+        class Features(tf.Module):   # a float32 SavedModel, like most TF Hub models
+            @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32)])
+            def __call__(self, x):
+                return tf.nn.relu(x)
+
+        tf.saved_model.save(Features(), "features")
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
         model = tf.keras.Sequential([
-            tf.keras.layers.InputLayer(input_shape=(224, 224, 3)),
-            hub.KerasLayer("https://tfhub.dev/google/imagenet/resnet_v1_50/feature_vector/5", dtype="float32"),
+            tf.keras.layers.InputLayer(input_shape=(8,)),
+            hub.KerasLayer("features", dtype="float32"),   # computes in float32
             tf.keras.layers.Dense(2, dtype="float32"),
         ])
-        # Keras 3: keras.layers.TFSMLayer(path, call_endpoint="serving_default", dtype="float32")
+        # Keras 3: keras.layers.TFSMLayer("features", call_endpoint="serving_default", dtype="float32")
         """,
     fix="""
         Adds `dtype="float32"` to the SavedModel layer's constructor (or replaces its float16 `dtype=`). The layer

@@ -57,6 +57,8 @@ define_rule(
         guide asks for the output softmax in float32 for this reason.
         """,
     bad="""
+        import keras
+
         keras.mixed_precision.set_global_policy("mixed_float16")
         model = keras.Sequential([
             keras.Input((784,)),
@@ -65,6 +67,8 @@ define_rule(
         ])
         """,
     good="""
+        import keras
+
         keras.mixed_precision.set_global_policy("mixed_float16")
         model = keras.Sequential([
             keras.Input((784,)),
@@ -103,6 +107,8 @@ define_rule(
         (see MP203). The mixed precision guide recommends float32 model outputs.
         """,
     bad="""
+        import keras
+
         keras.mixed_precision.set_global_policy("mixed_float16")
         inputs = keras.Input((64,))
         x = keras.layers.Dense(128, activation="relu")(inputs)
@@ -110,6 +116,8 @@ define_rule(
         model = keras.Model(inputs, outputs)
         """,
     good="""
+        import keras
+
         keras.mixed_precision.set_global_policy("mixed_float16")
         inputs = keras.Input((64,))
         x = keras.layers.Dense(128, activation="relu")(inputs)

@@ -85,29 +85,32 @@ define_rule(
         the normalized output is NaN, while the built-in `LayerNormalization(epsilon=1e-12)` stays finite.
         """,
     bad="""
-        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+        import keras
 
-        class MaskedSoftmax(tf.keras.layers.Layer):
+        keras.mixed_precision.set_global_policy("mixed_float16")
+
+        class MaskedSoftmax(keras.layers.Layer):
             def call(self, scores, mask):
-                scores += (1.0 - tf.cast(mask, scores.dtype)) * -1e9   # -inf in float16 -> NaN
-                return tf.nn.softmax(scores)
+                scores += (1.0 - mask) * -1e9   # -inf in float16, and 0 * -inf is NaN
+                return keras.ops.softmax(scores)
 
-        class RMSNorm(tf.keras.layers.Layer):
-            def call(self, x):
-                var = tf.reduce_mean(tf.square(x), axis=-1, keepdims=True)
-                return x * tf.math.rsqrt(var + 1e-12)                    # 1e-12 is 0 in float16
+        scores, mask = keras.Input((16,)), keras.Input((16,))
+        weights = MaskedSoftmax()(scores, mask)
+        model = keras.Model([scores, mask], keras.layers.Activation("linear", dtype="float32")(weights))
         """,
     good="""
-        class MaskedSoftmax(tf.keras.layers.Layer):
-            def call(self, scores, mask):
-                scores += (1.0 - tf.cast(mask, scores.dtype)) * -1e4   # finite in float16, exp() is still 0
-                return tf.nn.softmax(scores)
+        import keras
 
-        class RMSNorm(tf.keras.layers.Layer):
-            def call(self, x):
-                x32 = tf.cast(x, tf.float32)                            # or: compute the statistics in float32
-                var = tf.reduce_mean(tf.square(x32), axis=-1, keepdims=True)
-                return tf.cast(x32 * tf.math.rsqrt(var + 1e-12), x.dtype)
+        keras.mixed_precision.set_global_policy("mixed_float16")
+
+        class MaskedSoftmax(keras.layers.Layer):
+            def call(self, scores, mask):
+                scores += (1.0 - mask) * -1e4   # finite in float16, exp() is still 0
+                return keras.ops.softmax(scores)
+
+        scores, mask = keras.Input((16,)), keras.Input((16,))
+        weights = MaskedSoftmax()(scores, mask)
+        model = keras.Model([scores, mask], keras.layers.Activation("linear", dtype="float32")(weights))
         """,
     fix="""
         Replaces a large negative literal by `-1e4` (finite in float16 with room for the scores it is added to,

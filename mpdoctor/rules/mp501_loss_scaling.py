@@ -41,8 +41,13 @@ define_rule(
         then divides them again in float32 before the update.
         """,
     bad="""
-        tf.keras.mixed_precision.set_global_policy("mixed_float16")
-        optimizer = tf.keras.optimizers.Adam()
+        import keras
+        import tensorflow as tf
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(10)])
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        optimizer = keras.optimizers.Adam()
 
         @tf.function
         def train_step(x, y):
@@ -52,21 +57,22 @@ define_rule(
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
         """,
     good="""
-        # Keras 3
-        optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-            scaled_loss = optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled_loss, model.trainable_variables)
-        optimizer.apply(grads, model.trainable_variables)          # divides by the loss scale
+        import keras
+        import tensorflow as tf
 
-        # tf_keras (Keras 2)
-        optimizer = tf_keras.mixed_precision.LossScaleOptimizer(tf_keras.optimizers.Adam())
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-            scaled_loss = optimizer.get_scaled_loss(loss)
-        grads = optimizer.get_unscaled_gradients(tape.gradient(scaled_loss, model.trainable_variables))
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(10)])
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())
+
+        # tf_keras instead: optimizer.get_scaled_loss(loss), then optimizer.get_unscaled_gradients(grads)
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+                scaled_loss = optimizer.scale_loss(loss)
+            grads = tape.gradient(scaled_loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))   # divides by the loss scale
         """,
     fix="""
         When the loss is a name assigned inside the `with GradientTape()` block, the optimizer is constructed in
@@ -106,29 +112,38 @@ define_rule(
         "No gradients provided for any variable".
         """,
     bad="""
-        # Keras 3: apply() divides by the loss scale, but the loss was never multiplied by it
-        optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply(grads, model.trainable_variables)
+        import keras
+        import tensorflow as tf
 
-        # tf_keras: scaled but never unscaled
-        with tf.GradientTape() as tape:
-            scaled_loss = optimizer.get_scaled_loss(loss_fn(y, model(x)))
-        grads = tape.gradient(scaled_loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(10)])
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())
+
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))   # never multiplied by the loss scale
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))   # but divided by it here
         """,
     good="""
-        # Keras 3
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-            scaled_loss = optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled_loss, model.trainable_variables)
-        optimizer.apply(grads, model.trainable_variables)
+        import keras
+        import tensorflow as tf
 
-        # tf_keras
-        grads = optimizer.get_unscaled_gradients(tape.gradient(scaled_loss, model.trainable_variables))
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(10)])
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())
+
+        # tf_keras instead: optimizer.get_scaled_loss(loss), then optimizer.get_unscaled_gradients(grads)
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+                scaled_loss = optimizer.scale_loss(loss)
+            grads = tape.gradient(scaled_loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))   # divides by the loss scale
         """,
     fix="""
         Mechanical cases only: differentiate the scaled loss instead of the unscaled one; add the missing
