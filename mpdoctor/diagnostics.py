@@ -125,6 +125,9 @@ class Report:
     fixes: list | None = None  # --fix/--diff: one mpdoctor.autofix.FileFix per file with fixes
     sources: dict[str, SourceText] = field(default_factory=dict)  # display path -> the text analysed
     notes: list[str] = field(default_factory=list)  # how the run went, for --verbose (project analysis, fallbacks)
+    # display path -> the policy contexts (mpdoctor.static.policy_context.FileContexts) the file was checked with,
+    # for files a project's entry points reach: --fix re-checks a fixed text with the same contexts
+    contexts: dict[str, object] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Severity}

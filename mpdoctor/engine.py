@@ -114,6 +114,9 @@ def check_paths(
             report.errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
             continue
         traced_before = len(report.traces)
+        project = projects.contexts_for(path) if notebook is None else None
+        if project is not None:
+            report.contexts[shown] = project
         diagnostics, error = check_source(
             source.text,
             shown,
@@ -121,7 +124,7 @@ def check_paths(
             path=str(path),
             trace=trace,
             traces=report.traces,
-            project=projects.contexts_for(path) if notebook is None else None,
+            project=project,
             tree=shared[1] if shared else None,
         )
         if notebook is not None:

@@ -423,11 +423,14 @@ class StaticContext:
         return frozenset(result)
 
     def class_policies(self, class_name: str, visiting: frozenset = frozenset()) -> frozenset[str | None]:
-        """Policies instances of a local layer class compute under (their `dtype=` or the global policy)."""
+        """Policies instances of a local layer class compute under (their `dtype=` or the global policy), also where
+        other modules of the project construct them."""
+        cls = self.classes.get(class_name)
+        from_project = self._project_policies(cls) if cls is not None else frozenset()
         sites = self._construction_sites(class_name)
         if not sites:
-            return self.file_policies
-        result: set[str | None] = set()
+            return self.file_policies | from_project
+        result: set[str | None] = set(from_project)
         for site in sites:
             result |= self.layer_policies(site, visiting)
         return frozenset(result)

@@ -40,6 +40,7 @@ class PolicyContext:
     condition: str = ""  # "when --amp is given" ("" when unconditional)
     path: tuple[Step, ...] = field(default=(), compare=False)  # from the origin (or the entry) to the function
     origin_steps: int = field(default=0, compare=False)  # leading steps of `path` that lead to the origin
+    entry: str = field(default="", compare=False)  # the entry point's file (absolute): where the program starts
 
     @property
     def key(self) -> tuple:
@@ -54,13 +55,13 @@ class PolicyContext:
         path = self.path + (step,)
         if len(path) > _MAX_PATH:
             path = path[: _MAX_PATH // 2] + path[-_MAX_PATH // 2 :]
-        return PolicyContext(self.policy, self.origin, self.condition, path, self.origin_steps)
+        return PolicyContext(self.policy, self.origin, self.condition, path, self.origin_steps, self.entry)
 
     def returned_through(self, step: Step) -> PolicyContext:
         """A context set inside a called function, back in the caller after `step` (the call) returned: the calls
         made inside after the policy was set do not lead to what the caller does next."""
         route = self.path[: self.origin_steps] + (step,)
-        return PolicyContext(self.policy, self.origin, self.condition, route, len(route))
+        return PolicyContext(self.policy, self.origin, self.condition, route, len(route), self.entry)
 
     def describe(self) -> str:
         """`under mixed_float16, set in train.py:14 when --amp is given` (what a finding's message names)."""

@@ -29,7 +29,7 @@ from mpdoctor.sources import read_source
 from mpdoctor.static.names import ImportMap
 from mpdoctor.static.policies import POLICY_CONSTRUCTORS, POLICY_SETTERS
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts, PolicyContext, Step
-from mpdoctor.static.project_files import ModuleResolver, ProjectFiles
+from mpdoctor.static.project_files import ModuleResolver, ProjectFiles, is_test_module
 
 _BUDGET = 400_000  # statements interpreted per run: a pathological project stops here (and says so)
 _MAX_DEPTH = 40  # nested calls followed
@@ -330,11 +330,24 @@ class Analysis:
             if module is None:
                 continue
             entry = Step(module.shown, 1, "entry point")
-            state = (PolicyContext("float32", None, "", (entry,), 0),)
-            self._run_module(module, state)
+            state = (PolicyContext("float32", None, "", (entry,), 0, path),)
+            after = self._run_module(module, state)
+            if is_test_module(path, self.files.root):
+                self._run_tests(module, after)
             if self.budget <= 0:
                 self.note(module, 1, "the project is too large to follow every call: the analysis stopped early")
                 break
+
+    def _run_tests(self, module: ModuleInfo, state: State) -> None:
+        """pytest calls a test module's `test_*` functions (and `Test*` classes' methods) after importing it."""
+        tests = [d for name, d in module.defs.items() if name.startswith("test") and isinstance(d, FunctionInfo)]
+        for name, cls in module.defs.items():
+            if name.startswith("Test") and isinstance(cls, ClassInfo):
+                tests += [m for method, m in cls.methods.items() if method.startswith("test")]
+        frame = Frame(module, None, {})
+        for test in tests:
+            step = Step(module.shown, test.node.lineno, f"pytest runs {test.qualname}()")
+            self.enter(test, None, state, frame, bound={}, step=step)
 
     def _run_module(self, module: ModuleInfo, state: State) -> State:
         key = (id(module), frozenset(c.key for c in state))
@@ -474,7 +487,7 @@ class Analysis:
     def call(self, call: ast.Call, state: State, frame: Frame) -> State:
         name = frame.import_map.resolve(call.func)
         if name in POLICY_SETTERS:
-            return self.set_policy(call, name, frame)
+            return self.set_policy(call, name, state, frame)
         if name and name.startswith(("keras.", "hub.")):
             self._note_builder(name, frame)
             return self._callbacks(call, state, frame)
@@ -516,22 +529,33 @@ class Analysis:
         if reach is not None:
             reach.builds = True
 
-    def set_policy(self, call: ast.Call, name: str, frame: Frame) -> State:
+    def set_policy(self, call: ast.Call, name: str, state: State, frame: Frame) -> State:
         arg = call.args[0] if call.args else (call.keywords[0].value if call.keywords else None)
         values = self.policy_values(arg, frame) if arg is not None else frozenset({Pol(None)})
         branch = _join(*frame.conditions)
         origin_text = f"{name.rsplit('.', 1)[-1]}({_segment(arg, 40) if arg is not None else ''})"
+        if frame.function is not None:
+            origin_text += f" in {frame.function.qualname}()"
         origin = Step(frame.module.shown, call.lineno, origin_text)
+        entry = state[0].entry if state else ""
         return _unique(
-            PolicyContext(value.policy, origin, _join(branch, value.condition), (origin,), 1)
+            PolicyContext(value.policy, origin, _join(branch, value.condition), (origin,), 1, entry)
             for value in sorted(values, key=lambda v: (v.policy or "", v.condition))
         )
 
-    def enter(self, fn: FunctionInfo, call: ast.Call, state: State, frame: Frame, bound: dict | None = None) -> State:
+    def enter(
+        self,
+        fn: FunctionInfo,
+        call: ast.Call | None,
+        state: State,
+        frame: Frame,
+        bound: dict | None = None,
+        step: Step | None = None,
+    ) -> State:
         """Interpret `fn` as called at `call` under `state`; the state after it returns."""
         if frame.depth >= _MAX_DEPTH or self.budget <= 0:
             return state
-        step = Step(frame.module.shown, call.lineno, f"{_segment(call.func, 50)}()")
+        step = step or Step(frame.module.shown, call.lineno, f"{_segment(call.func, 50)}()")
         across = fn.module is not frame.module
         inner = tuple(c.then(step) for c in state)
         self.record(fn.module, fn.qualname, fn.node, inner, across)
@@ -1051,6 +1075,9 @@ def analyse(files: ProjectFiles, checked: set[str], shown: Callable[[str], str])
         if reach.across_modules:
             file = contexts.setdefault(path, FileContexts(sets_policy=path in files.setters))
             file.scopes[qualname] = ordered
+    classes = {(b.shown, b.qualname) for b in builders}
+    # A constructed class is listed once: its __init__/build/call run under the same contexts.
+    builders = [b for b in builders if (b.shown, b.qualname.rpartition(".")[0]) not in classes]
     builders.sort(key=lambda b: (b.shown, b.line, b.qualname))
     parsed = sum(1 for m in analysis.modules.loaded.values() if m is not None)
     return Project(files.root, contexts, builders, analysis.notes, analysis.sources, parsed, len(files.entries))

@@ -8,6 +8,7 @@ something, or when its own `explains_exception` hook says so (mpdoctor.registry)
 from __future__ import annotations
 
 import ast
+import os
 
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic
@@ -47,6 +48,7 @@ def trace_diagnostics(
         numerics=getattr(options, "numerics", None),
         memory_limit_mb=options.memory_limit_mb,
         policy=context.policy if context is not None else None,
+        search_path=(os.path.dirname(context.entry),) if context is not None and context.entry else (),
     )
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
