@@ -102,7 +102,7 @@ def test_tests_are_entry_points_only_when_tests_are_checked():
     report = check(project / "tests", project / "models")
     assert ("models/net.py", 7, "MP401") in reported(project, report)
     [d] = [d for d in report.diagnostics if d.code == "MP401"]
-    assert "tests/test_net_mixed.py:10" in d.message
+    assert "tests/mixed_precision_check.py:10" in d.message
 
 
 def test_a_file_outside_any_project_is_checked_alone(tmp_path):
