@@ -435,3 +435,63 @@ def test_trace_of_a_tf_keras_library_module():
     report = traced(PROJECTS / "keras_spellings" / "nets" / "keras2_net.py", legacy=False)
     [d] = [d for d in report.diagnostics if d.code == "MP401"]
     assert d.passes == ("static", "trace") and "sigmoid" in d.message and "train_keras2.py:24" in d.message
+
+
+# ------------------------------------------------------------------------------------------------ real projects
+
+REAL = Path(__file__).parent / "data" / "projects"
+
+
+@pytest.mark.parametrize(
+    "name, builder, policy, set_at, condition",
+    [
+        ("nvidia-dle-unet-medical", "model/unet.py:9 Unet", "mixed_float16", "main.py:15", "when --use_amp is given"),
+        (
+            "nvidia-dle-wide-and-deep",
+            "trainer/model/widedeep.py:7 wide_deep_model",
+            "mixed_float16",
+            "trainer/utils/setup.py:9",
+            "when --amp is given",
+        ),
+        (
+            "google-automl-efficientdet",
+            "efficientdet/tf2/train_lib.py:5 EfficientDetNetTrain",
+            "mixed_bfloat16",
+            "efficientdet/tf2/train.py:24",
+            "when `mixed_precision` and `strategy == 'tpu'` and as get_precision() returns it",
+        ),
+        (
+            "tf-models-resnet",
+            "official/legacy/image_classification/resnet/resnet_model.py:8 resnet50",
+            "mixed_float16",
+            "official/modeling/performance.py:10",
+            "when --dtype fp16 is given",
+        ),
+    ],
+)
+def test_real_projects_builders_get_the_policy_context_of_their_entry_point(name, builder, policy, set_at, condition):
+    from mpdoctor.engine import analyse_projects, collect_files
+
+    root = REAL / name
+    files, _ = collect_files([root], Config())
+    projects = analyse_projects([root], files, Config())
+    found = {
+        f"{Path(b.shown).resolve().relative_to(root.resolve()).as_posix()}:{b.line} {b.qualname}": b
+        for b in projects.builders
+    }
+    assert builder in found, sorted(found)
+    contexts = {(c.policy, c.origin and c.origin.line, c.condition) for c in found[builder].contexts}
+    assert (policy, int(set_at.rsplit(":", 1)[1]), condition) in contexts, contexts
+    assert found[builder].across_modules
+
+
+def test_a_real_project_with_a_dynamic_model_import_falls_back_and_says_so():
+    report = check(REAL / "nvidia-dle-convnets")
+    assert any("runtime/runner.py:9: `import_module(" in note for note in report.notes)
+    assert not [d for d in report.diagnostics if d.code == "MP401"]
+
+
+@pytest.mark.parametrize("name", ["nvidia-dle-unet-medical", "google-automl-efficientdet", "tf-models-resnet"])
+def test_real_projects_have_no_false_float16_output_findings(name):
+    """Their heads are float32 already (model garden, EfficientNet) or have no saturating activation."""
+    assert not [d for d in check(REAL / name).diagnostics if d.code in CODES]

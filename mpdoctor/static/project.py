@@ -35,7 +35,7 @@ _BUDGET = 400_000  # statements interpreted per run: a pathological project stop
 _MAX_DEPTH = 40  # nested calls followed
 _MAX_VALUES = 32  # alternatives kept for one value
 _LIFECYCLE = ("__init__", "build", "call", "__call__")  # what a constructed Keras layer runs with its policy
-_FLAG_ROOTS = ("FLAGS", "flags", "args", "opt", "opts", "options", "cfg", "config", "params", "hparams", "hp")
+_FLAG_ROOTS = ("FLAGS", "flags", "flags_obj", "args", "opt", "opts", "options", "cfg", "config", "params", "hparams")
 _DYNAMIC = {"getattr", "__import__", "eval", "exec", "globals", "locals", "vars"}
 _DYNAMIC_CANONICAL = ("importlib.import_module",)
 _ABSL_DEFINES = ("DEFINE_string", "DEFINE_enum", "DEFINE_bool", "DEFINE_boolean", "DEFINE_integer", "DEFINE_float")
@@ -104,10 +104,13 @@ def _with_condition(values: Values, condition: str) -> Values:
 
 
 def _join(*conditions: str) -> str:
+    """`when A` + `when B` -> `when A and B` (each part once)."""
     parts: list[str] = []
     for condition in conditions:
         for part in condition.split(" and ") if condition else ():
-            if part and part not in parts:
+            if parts and part.startswith("when "):
+                part = part[len("when ") :]
+            if part and part not in parts and f"when {part}" not in parts:
                 parts.append(part)
     return " and ".join(parts)
 
@@ -802,12 +805,16 @@ class Analysis:
         """`REGISTRY[key]` / `REGISTRY.get(key, default)`: every value the key may select (a policy keeps the key
         as its condition)."""
         found: list[Values] = []
-        key_text = _segment(key, 40)
+        flag = self.flags.get(key.attr) if isinstance(key, ast.Attribute) and _flag_like(key.value) else None
         for container in containers:
             if not isinstance(container, Registry):
                 continue
             for item_key, values in container.items:
-                found.append(_with_condition(values, f"when {key_text} is {item_key}"))
+                if flag is not None:
+                    when = f"when {flag.option} {item_key.strip(chr(39) + chr(34))} is given"
+                else:
+                    when = f"when {_segment(key, 40)} is {item_key}"
+                found.append(_with_condition(values, when))
         if found and default is not None:
             found.append(self.value(default, frame, depth + 1))
         return _merge(*found) if found else frozenset()
@@ -893,6 +900,13 @@ class Analysis:
             flag = self.flags[test.left.attr]
             text = f"when {flag.option} {test.comparators[0].value} is given"
             negated ^= isinstance(test.ops[0], ast.NotEq)
+        elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+            # `if dtype == tf.float16:` where `dtype` holds policies chosen by a flag: the flag's condition
+            bound = {v.policy: v.condition for v in self.value(test.left, frame) if isinstance(v, Pol) and v.condition}
+            wanted = [v.policy for v in self.value(test.comparators[0], frame) if isinstance(v, Pol)]
+            if len(wanted) == 1 and wanted[0] in bound:
+                text = bound[wanted[0]]
+                negated ^= isinstance(test.ops[0], ast.NotEq)
         text = text or f"when `{_segment(test, 60)}`"
         return _negate(text) if negated else text
 
