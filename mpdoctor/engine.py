@@ -7,6 +7,7 @@ findings, which crashes it explains) comes from the rule's own hooks in mpdoctor
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import warnings
@@ -55,14 +56,16 @@ def collect_files(paths: Iterable[Path], config: Config) -> tuple[list[Path], li
         if path.is_file():
             candidates = [path]  # named explicitly: always checked, like ruff without --force-exclude
         else:
+            from mpdoctor.static.project_files import Excluder
+
+            excluded = Excluder(config.root, config.exclude)  # Config.is_excluded on strings: pathlib is slow
             candidates = []
             for root, dirs, names in os.walk(path):
-                root_path = Path(root)
-                dirs[:] = sorted(d for d in dirs if not config.is_excluded(root_path / d))
+                dirs[:] = sorted(d for d in dirs if not excluded(os.path.join(root, d)))
                 candidates += [
-                    root_path / n
+                    Path(root, n)
                     for n in sorted(names)
-                    if n.endswith((".py", NOTEBOOK_SUFFIX)) and not config.is_excluded(root_path / n)
+                    if n.endswith((".py", NOTEBOOK_SUFFIX)) and not excluded(os.path.join(root, n))
                 ]
         for candidate in candidates:
             key = candidate.resolve()
@@ -144,7 +147,9 @@ def analyse_projects(paths: list[Path], files: list[Path], config: Config):
     from mpdoctor.static.project_files import Excluder
     from mpdoctor.static.projects import analyse_projects as analyse
 
-    return analyse(paths, files, Excluder(config.root, config.exclude), lambda p: display_path(Path(p)))
+    return analyse(
+        paths, files, Excluder(config.root, config.exclude), functools.cache(lambda p: display_path(Path(p)))
+    )
 
 
 def _reason(exc: BaseException) -> str:
@@ -183,8 +188,9 @@ def check_source(
             return [], error
     settings = Settings(keras_version=config.keras_version, assumed_policy=config.assume_policy, project=project)
     raw, internal = _static_diagnostics(text, shown, tree, config, path, settings)
-    if project is not None and project.low_precision:
-        alone, _ = _static_diagnostics(text, shown, tree, config, path, settings.alone())
+    if project is not None and project.low_precision and raw:
+        # The file on its own, for the codes found only: which findings exist only under the project's contexts
+        alone, _ = _static_diagnostics(text, shown, tree, config, path, settings.alone(), {d.code for d in raw})
         raw = _in_context(raw, alone, project, tree)
     passes = "S"
     if trace is not None and trace.enabled and _MARKER.search(text):
@@ -202,8 +208,15 @@ def check_source(
 
 
 def _static_diagnostics(
-    text: str, shown: str, tree: ast.Module, config: Config, path: str | None, settings: Settings
+    text: str,
+    shown: str,
+    tree: ast.Module,
+    config: Config,
+    path: str | None,
+    settings: Settings,
+    only: set[str] | None = None,
 ) -> tuple[list[Diagnostic], FileError | None]:
+    """`only`: run just the checks that can raise one of these codes."""
     raw: list[Diagnostic] = []
     internal: FileError | None = None
     if not _MARKER.search(text):
@@ -215,6 +228,8 @@ def _static_diagnostics(
     seen: dict[str, bool] = {}
     for check in static_checks():
         if not any(config.enabled(c, shown) for c in check.codes) or not check.may_fire(text, float16_assumed, seen):
+            continue
+        if only is not None and not only.intersection(check.codes):
             continue
         ctx = ctx or StaticContext(path or shown, shown, text, tree, settings)
         name = check.fn.__name__

@@ -29,7 +29,7 @@ from mpdoctor.sources import read_source
 from mpdoctor.static.names import ImportMap
 from mpdoctor.static.policies import POLICY_CONSTRUCTORS, POLICY_SETTERS
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts, PolicyContext, Step
-from mpdoctor.static.project_files import ModuleResolver, ProjectFiles, is_test_module
+from mpdoctor.static.project_files import TEXTS, ModuleResolver, ProjectFiles, is_test_module
 
 _BUDGET = 400_000  # statements interpreted per run: a pathological project stops here (and says so)
 _MAX_DEPTH = 40  # nested calls followed
@@ -324,6 +324,8 @@ class Analysis:
         self._imported: dict[str, set[tuple]] = {}
         self.budget = _BUDGET
         self._returns_active: set[int] = set()
+        self._lookups: dict[tuple[str, str], Values] = {}
+        self._keras_classes: dict[int, bool] = {}
 
     # ---------------------------------------------------------------- entry points
 
@@ -644,6 +646,12 @@ class Analysis:
         return None
 
     def _is_keras_class(self, cls: ClassInfo, depth: int = 0) -> bool:
+        if id(cls) not in self._keras_classes:
+            self._keras_classes[id(cls)] = False
+            self._keras_classes[id(cls)] = self._keras_base(cls, depth)
+        return self._keras_classes[id(cls)]
+
+    def _keras_base(self, cls: ClassInfo, depth: int) -> bool:
         if depth > 8:
             return False
         for base in cls.node.bases:
@@ -751,9 +759,18 @@ class Analysis:
         return frozenset()
 
     def lookup(self, module: ModuleInfo, name: str, depth: int, imports: ImportMap | None = None) -> Values:
-        """A module-level name: a definition, a constant, or what it was imported as."""
+        """A module-level name: a definition, a constant, or what it was imported as (the same wherever it is
+        asked from: computed once per module and name)."""
         if depth > 12:
             return frozenset()
+        key = (module.path, name)
+        found = self._lookups.get(key)
+        if found is None:
+            self._lookups[key] = frozenset()  # a name defined through itself (a cycle) is unknown
+            found = self._lookups[key] = self._lookup(module, name, depth)
+        return found
+
+    def _lookup(self, module: ModuleInfo, name: str, depth: int) -> Values:
         found = module.defs.get(name)
         if isinstance(found, FunctionInfo):
             return frozenset({Func(found)})
@@ -1048,8 +1065,9 @@ class _Modules:
         analysis = self.analysis
         module = None
         if path in analysis.resolver.files:
+            text = TEXTS.pop(path, None)  # read by this run's scan already
             try:
-                text = read_source(Path(path))
+                text = text if text is not None else read_source(Path(path))
             except (OSError, UnicodeDecodeError, SyntaxError):
                 text = None
             tree = parse(text, analysis.shown(path)) if text is not None else None

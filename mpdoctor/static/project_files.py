@@ -48,6 +48,9 @@ class Scan:
 
 
 _CACHE: dict[str, tuple[int, int, Scan]] = {}
+# Texts read by the scans of the current run, for the analysis to parse without reading them again (cleared by
+# `select` once the analysis is done with them: only one run's worth is ever kept).
+TEXTS: dict[str, str] = {}
 
 
 def find_root(path: Path) -> Path | None:
@@ -115,6 +118,7 @@ def scan(path: str, text: str | None = None) -> Scan | None:
             text = read_source(Path(path))
         except (OSError, UnicodeDecodeError, SyntaxError):
             return None
+        TEXTS[path] = text
     result = Scan(
         _imports(text),
         any(word in text for word in _SETTER_WORDS),

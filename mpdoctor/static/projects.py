@@ -4,6 +4,7 @@ what the per-file pass gets from them (each file's policy contexts, the trees al
 from __future__ import annotations
 
 import ast
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from mpdoctor.static.policy_context import FileContexts
 from mpdoctor.static.project import Builder, Project, analyse
-from mpdoctor.static.project_files import find_root, is_test_module, select
+from mpdoctor.static.project_files import TEXTS, find_root, is_test_module, select
 
 
 @dataclass
@@ -20,7 +21,7 @@ class Projects:
     notes: list[str] = field(default_factory=list)  # for --verbose: what was analysed, what fell back and why
 
     def contexts_for(self, path: Path) -> FileContexts | None:
-        key = os.path.realpath(path)
+        key = real_path(path)
         for project in self.projects:
             found = project.file_contexts(key)
             if found is not None:
@@ -29,7 +30,7 @@ class Projects:
 
     def take_source(self, path: Path) -> tuple[str, ast.Module] | None:
         """The text and tree of `path` if an analysis parsed it (handed over once)."""
-        key = os.path.realpath(path)
+        key = real_path(path)
         for project in self.projects:
             found = project.take_source(key)
             if found is not None:
@@ -39,6 +40,17 @@ class Projects:
     @property
     def builders(self) -> list[Builder]:
         return [b for project in self.projects for b in project.builders]
+
+
+@functools.lru_cache(maxsize=4096)
+def _real_directory(directory: str) -> str:
+    return os.path.realpath(directory)
+
+
+def real_path(path) -> str:
+    """The file's path with its directory's symlinks resolved (once per directory: realpath per file is slow)."""
+    directory, name = os.path.split(os.path.abspath(path))
+    return os.path.join(_real_directory(directory), name)
 
 
 def analyse_projects(
@@ -64,18 +76,20 @@ def analyse_projects(
         absolute = os.path.abspath(file)
         owners = [root for root in roots if absolute.startswith(root + os.sep)]
         if owners and file.suffix == ".py":
-            checked_by_root[max(owners, key=len)].append(os.path.realpath(absolute))
+            checked_by_root[max(owners, key=len)].append(real_path(absolute))
     for root, checked in checked_by_root.items():
         if not checked:
             continue
         selected = select(Path(root), checked, roots[root], excluded)
         if selected is None:
+            TEXTS.clear()
             result.notes.append(
                 f"project {shown(root) or '.'}: no entry point that sets a dtype policy imports the modules "
                 "checked: checked file by file"
             )
             continue
         project = analyse(selected, set(checked), shown)
+        TEXTS.clear()
         result.projects.append(project)
         entries = ", ".join(shown(e) for e in selected.entries[:5]) + (", ..." if len(selected.entries) > 5 else "")
         result.notes.append(
