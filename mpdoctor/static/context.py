@@ -23,6 +23,7 @@ from mpdoctor.static import environment
 from mpdoctor.static.environment import KerasVersion
 from mpdoctor.static.names import FLAVOUR_KERAS2, FLAVOUR_KERAS3, ImportMap
 from mpdoctor.static.policies import POLICY_SETTERS, dtype_keyword, policy_from_expr
+from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts
 
 DEFAULT_POLICY = "float32"
 _LINE_BREAK = re.compile(r"\r\n?|\n")
@@ -44,6 +45,11 @@ def source_lines(text: str) -> list[str]:
 class Settings:
     keras_version: int | None = None  # forced by config/CLI
     assumed_policy: str | None = None  # the global policy when the file sets none (set by another module)
+    project: FileContexts | None = None  # policies other modules of the project call this file's code under
+
+    def alone(self) -> Settings:
+        """The same settings for the file checked on its own (without the project's contexts)."""
+        return Settings(self.keras_version, self.assumed_policy)
 
 
 class StaticContext:
@@ -359,28 +365,53 @@ class StaticContext:
         if before:
             return frozenset({before[-1].policy})
         if scope is None:
-            return frozenset({self.settings.assumed_policy or DEFAULT_POLICY})
+            return frozenset({self.settings.assumed_policy or DEFAULT_POLICY}) | self._project_policies(self.tree)
         return self._policies_on_entry(scope, visiting)
 
     def _policies_on_entry(self, function: ast.AST, visiting: frozenset) -> frozenset[str | None]:
+        """The callers in this file decide, and so do other modules of the project that call it (project
+        analysis): both add up."""
         if function in visiting:
             return self.file_policies
         visiting = visiting | {function}
+        from_project = self._project_policies(function)
         cls = self.enclosing_class(function)
         if cls is not None and cls.name in self.custom_layer_classes and self.enclosing_function(cls) is None:
             # The global policy when a method runs is the one at the instance's construction; the instance's own
             # `dtype=` is its compute dtype (class_policies), which sublayers built in __init__ do not inherit.
+            from_project |= self._project_policies(cls)
             sites = self._construction_sites(cls.name)
             if not sites:
-                return self.file_policies
-            return frozenset().union(*(self._policies_at(site.node, visiting) for site in sites))
+                return self.file_policies | from_project
+            return frozenset().union(*(self._policies_at(site.node, visiting) for site in sites)) | from_project
         sites = self.calls_to(function.name)  # type: ignore[attr-defined]
         if not sites:
-            return self.file_policies
-        result: set[str | None] = set()
+            return self.file_policies | from_project
+        result: set[str | None] = set(from_project)
         for site in sites:
             result |= self._policies_at(site, visiting)
         return frozenset(result)
+
+    def _project_policies(self, scope: ast.AST) -> frozenset[str | None]:
+        """The policies entry points elsewhere in the project run `scope` (a def, a class, the module) under."""
+        if self.settings.project is None:
+            return frozenset()
+        return self.settings.project.policies(self.qualname(scope))
+
+    def qualname(self, scope: ast.AST) -> str:
+        """`build`, `Net.call`, `main.<locals>.build`, or MODULE_SCOPE for the module: how the project analysis
+        names a scope."""
+        if scope is self.tree:
+            return MODULE_SCOPE
+        parts = [scope.name]  # type: ignore[attr-defined]
+        parent = self.parents.get(scope)
+        while parent is not None and parent is not self.tree:
+            if isinstance(parent, FUNCTION_NODES):
+                parts += ["<locals>", parent.name]
+            elif isinstance(parent, ast.ClassDef):
+                parts.append(parent.name)
+            parent = self.parents.get(parent)
+        return ".".join(reversed(parts))
 
     @functools.cached_property
     def file_policies(self) -> frozenset[str | None]:
@@ -392,11 +423,14 @@ class StaticContext:
         return frozenset(result)
 
     def class_policies(self, class_name: str, visiting: frozenset = frozenset()) -> frozenset[str | None]:
-        """Policies instances of a local layer class compute under (their `dtype=` or the global policy)."""
+        """Policies instances of a local layer class compute under (their `dtype=` or the global policy), also where
+        other modules of the project construct them."""
+        cls = self.classes.get(class_name)
+        from_project = self._project_policies(cls) if cls is not None else frozenset()
         sites = self._construction_sites(class_name)
         if not sites:
-            return self.file_policies
-        result: set[str | None] = set()
+            return self.file_policies | from_project
+        result: set[str | None] = set(from_project)
         for site in sites:
             result |= self.layer_policies(site, visiting)
         return frozenset(result)
@@ -458,6 +492,8 @@ class StaticContext:
         if any(is_float16_compute(e.policy) for e in self.policy_events):
             return True
         if is_float16_compute(self.settings.assumed_policy):
+            return True
+        if self.settings.project is not None and self.settings.project.low_precision:
             return True
         return any(
             is_float16_compute(policy_from_expr(dtype_keyword(lc.node), self.imports, self.module_constants))

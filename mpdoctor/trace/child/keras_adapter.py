@@ -48,6 +48,19 @@ def honour_legacy_request(tree: ast.AST) -> None:
         os.environ.setdefault(LEGACY_KERAS_ENV, "1")
 
 
+def set_global_policy(policy: str, wanted: set[str]) -> None:
+    """Set the global dtype policy of each Keras line in `wanted` (the policy a project's entry point sets before
+    it reaches the module traced)."""
+    if "keras" in wanted:
+        import keras
+
+        keras.mixed_precision.set_global_policy(policy)
+    if "tf_keras" in wanted:
+        import tf_keras
+
+        tf_keras.mixed_precision.set_global_policy(policy)
+
+
 def install(hooks: Hooks, wanted: set[str]) -> None:
     """Every hook for TensorFlow and the Keras lines in `wanted`, then the re-exported functions replaced."""
     hooks.install_tensorflow()

@@ -70,7 +70,10 @@ def _prepare(request: dict, facts: Facts):
     import tensorflow  # noqa: F401 - before the hooks, which wrap its APIs
 
     recorder = hooks.Recorder(request["file"], request.get("scratch"))
-    keras_adapter.install(hooks.Hooks(recorder), keras_adapter.flavours(tree))
+    wanted = keras_adapter.flavours(tree)
+    if request.get("policy"):  # before the hooks: the project's entry point set it, not this file
+        keras_adapter.set_global_policy(request["policy"], wanted)
+    keras_adapter.install(hooks.Hooks(recorder), wanted)
     facts.environment = environment()
     return recorder
 
