@@ -48,6 +48,7 @@ def run_trace(
     run_from: str | None = None,
     numerics: dict | None = None,
     memory_limit_mb: float | None = None,
+    plan: dict | None = None,
 ) -> TraceOutcome:
     """`run_from`: a file whose text is run as if it were `path` (same `__file__`, code filename and sys.path), so a
     fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
@@ -72,6 +73,7 @@ def run_trace(
                     "scratch": os.path.join(workdir, "scratch"),
                     "source_file": run_from and os.path.abspath(run_from),
                     "checkpoints": [os.path.abspath(c) for c in checkpoints],
+                    "plan": plan,  # `mpdoctor plan` (mpdoctor/plan.py): None for `check`
                 },
                 handle,
             )
