@@ -486,6 +486,7 @@ class GradientRecord(FactsRecord):
     policy: str = ""
     loss: str = ""  # what was differentiated: the compiled loss, or a loss object of the file
     loss_scaling: str = "none"  # none | LossScaleOptimizer (automatic or the script's) with its scale
+    optimizer: str = ""  # where the optimizer comes from: "compile()" or the name of the file's module attribute
     loss_scale: float = 1.0
     loss_value: float | None = None  # under the policy
     loss_finite: bool = True
