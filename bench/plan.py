@@ -114,11 +114,13 @@ def _run(args: list[str]) -> tuple[float, subprocess.CompletedProcess]:
 def measure(n: int, directory: Path) -> dict:
     path = directory / f"planted_{n}.py"
     path.write_text(model_source(n))
-    seconds, done = _run(["plan", "--format", "json", str(path)])
-    if done.returncode == 2:
-        raise RuntimeError(f"mpdoctor plan failed on n={n}: {done.stderr.strip()[-500:]}")
-    plan = json.loads(done.stdout)["models"][0]["plan"]
-    baseline, _ = _run(["check", "--exit-zero", "-q", str(path)])
+    seconds, done = _run(["plan", "--format", "json", "--trace-timeout", "1800", str(path)])
+    document = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
+    if done.returncode == 2 or not document.get("models"):
+        reason = document.get("failure") or done.stderr.strip()[-500:]
+        raise RuntimeError(f"mpdoctor plan failed on n={n}: {reason}")
+    plan = document["models"][0]["plan"]
+    baseline, _ = _run(["check", "--exit-zero", "-q", "--trace-timeout", "1800", str(path)])
     found = {layer["name"] for layer in plan["layers"]}
     return {"n": n, "plan": plan, "found": found, "seconds": seconds, "check_seconds": baseline}
 
