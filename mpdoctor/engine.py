@@ -83,6 +83,7 @@ class TraceOptions:
     checkpoints: tuple[str, ...] = ()  # --checkpoint: audited against the model's compute dtype
     numerics: dict | None = None  # float16 vs float32 per layer: options for the child (mpdoctor.config)
     memory_limit_mb: float | None = None  # --trace-memory: the child is killed beyond this resident memory
+    plan: dict | None = None  # `mpdoctor plan`: the plan request for the child (mpdoctor/plan.py)
 
 
 def check_paths(

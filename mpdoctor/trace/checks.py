@@ -49,6 +49,7 @@ def trace_diagnostics(
         memory_limit_mb=options.memory_limit_mb,
         policy=context.policy if context is not None else None,
         search_path=(os.path.dirname(context.entry),) if context is not None and context.entry else (),
+        plan=getattr(options, "plan", None),
     )
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts

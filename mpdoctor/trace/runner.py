@@ -50,6 +50,7 @@ def run_trace(
     memory_limit_mb: float | None = None,
     policy: str | None = None,
     search_path: tuple[str, ...] = (),
+    plan: dict | None = None,
 ) -> TraceOutcome:
     """`run_from`: a file whose text is run as if it were `path` (same `__file__`, code filename and sys.path), so a
     fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
@@ -77,6 +78,7 @@ def run_trace(
                     "source_file": run_from and os.path.abspath(run_from),
                     "checkpoints": [os.path.abspath(c) for c in checkpoints],
                     "policy": policy,
+                    "plan": plan,  # `mpdoctor plan` (mpdoctor/plan.py): None for `check`
                 },
                 handle,
             )
