@@ -568,6 +568,29 @@ class StaticContext:
         col = self.column(line, col)
         return Fix(description, (Edit(self.display_path, line, col, line, col, text),))
 
+    def remove_argument(self, call: ast.Call, value: ast.AST) -> Edit | None:
+        """An edit deleting the argument of `call` whose value is `value` (`activation="softmax"` or a positional
+        one) with the comma that separates it from its neighbour; None when it cannot be told where it is."""
+        elements = sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))
+        index = next((i for i, e in enumerate(elements) if e is value or getattr(e, "value", None) is value), None)
+        if index is None or any(isinstance(e, ast.Starred) for e in elements):
+            return None
+        element = elements[index]
+        if index > 0:  # from the end of the previous argument: `Dense(10, activation="softmax")` -> `Dense(10)`
+            start, end = elements[index - 1], element
+            line, col, end_line, end_col = start.end_lineno, start.end_col_offset, end.end_lineno, end.end_col_offset
+        elif len(elements) > 1:  # the first of several: up to the next one
+            line, col = element.lineno, element.col_offset
+            end_line, end_col = elements[1].lineno, elements[1].col_offset
+        else:
+            line, col, end_line, end_col = (
+                element.lineno,
+                element.col_offset,
+                element.end_lineno,
+                element.end_col_offset,
+            )
+        return Edit(self.display_path, line, self.column(line, col), end_line, self.column(end_line, end_col), "")
+
     def _text_before(self, line: int, col: int) -> str:
         """The few source lines before (line, byte offset), the last one cut at that offset."""
         start = max(0, line - 5)
