@@ -46,6 +46,16 @@ class Settings:
     assumed_policy: str | None = None  # the global policy when the file sets none (set by another module)
 
 
+def _assigned_name(ctx: StaticContext, node: ast.AST) -> str | None:
+    """`name` in `name = <node>` (one plain target), else None."""
+    parent = ctx.parents.get(node)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        return parent.targets[0].id
+    if isinstance(parent, ast.AnnAssign) and isinstance(parent.target, ast.Name):
+        return parent.target.id
+    return None
+
+
 class StaticContext:
     def __init__(self, path: str, display_path: str, text: str, tree: ast.Module, settings: Settings | None = None):
         self.path = path
@@ -374,6 +384,11 @@ class StaticContext:
             if not sites:
                 return self.file_policies
             return frozenset().union(*(self._policies_at(site.node, visiting) for site in sites))
+        if cls is not None and self.enclosing_function(cls) is None:
+            sites = self._method_run_sites(cls, function.name)  # type: ignore[attr-defined]
+            if not sites:
+                return self.file_policies
+            return frozenset().union(*(self._policies_at(site, visiting) for site in sites))
         sites = self.calls_to(function.name)  # type: ignore[attr-defined]
         if not sites:
             return self.file_policies
@@ -381,6 +396,40 @@ class StaticContext:
         for site in sites:
             result |= self._policies_at(site, visiting)
         return frozenset(result)
+
+    def _method_run_sites(self, cls: ast.ClassDef, method: str) -> list[ast.AST]:
+        """Where a method of a module-level class (not a layer) may run: `obj.method(...)` / `Cls.method(...)`, and,
+        for an instance handed to something that calls it later (a KerasTuner `HyperModel` given to a tuner), the
+        call it is handed to and every method call on what that call returned (`tuner.search(...)`). Empty when
+        the class is never used in this file (its callers are elsewhere)."""
+        instances: set[str] = set()  # names bound to an instance
+        holders: set[str] = set()  # names bound to what an instance was handed to
+        sites: list[ast.AST] = []
+        for construction in self.calls_to(cls.name):
+            target = _assigned_name(self, construction)
+            parent = self.parents.get(construction)
+            if target is not None:
+                instances.add(target)
+            elif isinstance(parent, (ast.Call, ast.keyword)):  # `kt.RandomSearch(MyHyperModel(), ...)`
+                outer = parent if isinstance(parent, ast.Call) else self.parents.get(parent)
+                sites.append(construction)
+                holder = _assigned_name(self, outer) if isinstance(outer, ast.Call) else None
+                if holder is not None:
+                    holders.add(holder)
+        for call in self.calls:  # source order: a holder is bound before its methods are called
+            func = call.func
+            receiver = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else None
+            called = receiver in instances | {cls.name} and func.attr == method  # type: ignore[union-attr]
+            if receiver is not None and (called or receiver in holders):
+                sites.append(call)
+            elif any(
+                isinstance(a, ast.Name) and a.id in instances for a in [*call.args, *(k.value for k in call.keywords)]
+            ):
+                sites.append(call)  # the instance handed over: it may run from here on
+                holder = _assigned_name(self, call)
+                if holder is not None:
+                    holders.add(holder)
+        return sites
 
     @functools.cached_property
     def file_policies(self) -> frozenset[str | None]:
