@@ -163,25 +163,41 @@ _PREPROCESSOR_HANDLE = re.compile(r"preprocess|tokeni[sz]")
 
 
 def _fed(ctx: StaticContext, layer: LayerRecord) -> str | None:
-    """_FLOAT, _OTHER (strings, integer ids: autocast leaves them alone) or None (unknown) for every tensor the layer
-    is called on: a float wherever it is applied makes it float."""
+    """_FLOAT, _OTHER (strings, integer ids: autocast leaves them alone) or None (unknown) for what the layer is
+    fed: its own `input_shape=` (a float32 Input is made for it), the layer before it in a `Sequential([...])`,
+    or the tensors it is called on. A float anywhere makes it float."""
+    if _declares_input_shape(layer.node):
+        return _FLOAT
     kinds = {_tensor_kind(ctx, arg, 0) for arg in _applied_to(ctx, layer)}
+    previous = _previous_element(ctx, layer)
+    if previous is not None:
+        kinds.add(_layer_output_kind(ctx, previous, 0))
     if _FLOAT in kinds:
         return _FLOAT
     return _OTHER if kinds == {_OTHER} else None
 
 
+def _declares_input_shape(call: ast.Call) -> bool:
+    shape = keyword_value(call, "input_shape")
+    return isinstance(shape, (ast.List, ast.Tuple)) and bool(shape.elts)
+
+
+def _previous_element(ctx: StaticContext, layer: LayerRecord) -> LayerRecord | None:
+    """The layer before this one in a `Sequential([...])` list."""
+    parent = ctx.parents.get(layer.node)
+    if not isinstance(parent, (ast.List, ast.Tuple)):
+        return None
+    index = next(i for i, e in enumerate(parent.elts) if e is layer.node)
+    return ctx.layer_instance(parent.elts[index - 1]) if index > 0 else None
+
+
 def _applied_to(ctx: StaticContext, layer: LayerRecord) -> list[ast.AST]:
-    """The first argument of each call of the layer: `hub.KerasLayer(...)(x)`, `enc = hub.KerasLayer(...)` then
-    `enc(x)` in the same scope, or the element before it in a `Sequential([...])` list (an input layer only)."""
+    """The first argument of each call of the layer: `hub.KerasLayer(...)(x)`, or `enc = hub.KerasLayer(...)` then
+    `enc(x)` in the same scope."""
     node = layer.node
     parent = ctx.parents.get(node)
     if isinstance(parent, ast.Call) and parent.func is node:
         return parent.args[:1]
-    if isinstance(parent, (ast.List, ast.Tuple)):
-        index = next(i for i, e in enumerate(parent.elts) if e is node)
-        before = parent.elts[index - 1] if index > 0 else None
-        return [before] if isinstance(before, ast.Call) and ctx.call_name(before) in INPUT_LAYERS else []
     if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
         name = parent.targets[0].id
         scope = ctx.enclosing_function(node) or ctx.tree
@@ -191,6 +207,26 @@ def _applied_to(ctx: StaticContext, layer: LayerRecord) -> list[ast.AST]:
             if isinstance(use, ast.Call) and isinstance(use.func, ast.Name) and use.func.id == name and use.args
         ]
     return []
+
+
+def _layer_output_kind(ctx: StaticContext, producer: LayerRecord, depth: int) -> str | None:
+    """What a layer outputs, as far as autocast is concerned."""
+    if producer.custom:
+        return None
+    if producer.qualname in INPUT_LAYERS:
+        dtype_expr = keyword_value(producer.node, "dtype")
+        if dtype_expr is None:
+            return _FLOAT  # inputs default to float32
+        dtype = _dtype_text(ctx, dtype_expr)
+        return None if dtype is None else (_FLOAT if is_float(dtype) else _OTHER)
+    if producer.qualname in SAVEDMODEL_LAYERS:
+        # A text preprocessor (named so, or itself fed strings) returns a dict of int32 ids for the encoder after
+        # it; other SavedModels may return anything.
+        handle = _string_value(ctx, _handle_argument(producer.node), producer.node)
+        if handle and _PREPROCESSOR_HANDLE.search(handle.lower()):
+            return _OTHER
+        return _OTHER if depth < 8 and _fed(ctx, producer) == _OTHER else None
+    return _OTHER if producer.kind in _NON_FLOAT_OUTPUT_LAYERS else _FLOAT
 
 
 def _tensor_kind(ctx: StaticContext, expr: ast.AST | None, depth: int) -> str | None:
@@ -207,21 +243,9 @@ def _tensor_kind(ctx: StaticContext, expr: ast.AST | None, depth: int) -> str | 
         return None
     name = ctx.call_name(expr)
     if name in INPUT_LAYERS:
-        dtype = _dtype_text(ctx, keyword_value(expr, "dtype"))
-        if keyword_value(expr, "dtype") is None:
-            return _FLOAT  # Input() defaults to float32
-        return None if dtype is None else (_FLOAT if is_float(dtype) else _OTHER)
+        return _layer_output_kind(ctx, ctx.layer_record(expr, name), depth)
     producer = ctx.producer(expr)
-    if producer is None or producer.custom:
-        return None
-    if producer.qualname in SAVEDMODEL_LAYERS:
-        # A text preprocessor (named so, or itself fed strings) returns a dict of int32 ids for the encoder after
-        # it; other SavedModels may return anything.
-        handle = _string_value(ctx, _handle_argument(producer.node), producer.node)
-        if handle and _PREPROCESSOR_HANDLE.search(handle.lower()):
-            return _OTHER
-        return _OTHER if depth < 8 and _fed(ctx, producer) == _OTHER else None
-    return _OTHER if producer.kind in _NON_FLOAT_OUTPUT_LAYERS else _FLOAT
+    return None if producer is None else _layer_output_kind(ctx, producer, depth + 1)
 
 
 def _dtype_text(ctx: StaticContext, expr: ast.AST | None) -> str | None:
