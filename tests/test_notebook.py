@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from test_cli import mpdoctor
 
+from mpdoctor import notebook as notebook_module
 from mpdoctor.config import Config
 from mpdoctor.engine import TraceOptions, check_paths
-from mpdoctor import notebook as notebook_module
 from mpdoctor.notebook import NotebookError, parse_notebook, python_lines, read_notebook
 
 
@@ -122,7 +122,7 @@ IPYTHON_CELLS = [
     ["files = !ls \\", "  -la", "x = 1"],
     ["%env A=1", "y = 7 \\", "%2", "model.fit?"],
     [">>> import keras", ">>> x = 1"],
-    ["s = '!not a magic'", "t = \"%d\" % 3", "u = (1", "     != 2)"],
+    ["s = '!not a magic'", 't = "%d" % 3', "u = (1", "     != 2)"],
 ]
 
 
