@@ -188,7 +188,13 @@ def _previous_element(ctx: StaticContext, layer: LayerRecord) -> LayerRecord | N
     if not isinstance(parent, (ast.List, ast.Tuple)):
         return None
     index = next(i for i, e in enumerate(parent.elts) if e is layer.node)
-    return ctx.layer_instance(parent.elts[index - 1]) if index > 0 else None
+    if index == 0:
+        return None
+    previous = parent.elts[index - 1]
+    name = ctx.call_name(previous) if isinstance(previous, ast.Call) else None
+    if name in INPUT_LAYERS:  # `keras.Input(shape=...)` as the first element
+        return ctx.layer_record(previous, name)
+    return ctx.layer_instance(previous)
 
 
 def _applied_to(ctx: StaticContext, layer: LayerRecord) -> list[ast.AST]:
