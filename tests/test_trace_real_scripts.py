@@ -116,3 +116,113 @@ def test_a_savedmodel_fed_integer_ids_is_not_mp201(tmp_path, ids_savedmodel, leg
     assert ran.returncode == 0 and ran.stdout.split()[-1:] == ["float32"], ran.stderr[-2000:]  # it works
     found = trace_check(path, legacy=legacy)
     assert not [d for d in found if d.code in ("MP201", "MP001")], [d.message for d in found]
+
+
+# A model saved in float32 (by another script), loaded, then the policy switched on: the loaded model keeps float32
+# (ground truth printed by the script), which MP101 reports in both passes.
+SAVE = {
+    False: """\
+import keras
+keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dense(2, activation="softmax")]).save({path!r})
+""",
+    True: """\
+import tf_keras as keras
+keras.Sequential([keras.layers.Dense(3, input_shape=(4,)), keras.layers.Dense(2, activation="softmax")]).save({path!r})
+""",
+}
+LOAD = {
+    False: """\
+import keras
+
+model = keras.saving.load_model({path!r})
+keras.mixed_precision.set_global_policy("mixed_float16")
+print(keras.mixed_precision.global_policy().name, model.layers[-1].compute_dtype)
+""",
+    True: """\
+import os
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import tf_keras as keras
+
+model = keras.models.load_model({path!r})
+keras.mixed_precision.set_global_policy("mixed_float16")
+print(keras.mixed_precision.global_policy().name, model.layers[-1].compute_dtype)
+""",
+}
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
+def test_a_model_loaded_before_the_policy_keeps_float32(tmp_path, legacy):
+    saved = tmp_path / ("m.h5" if legacy else "m.keras")
+    (tmp_path / "save.py").write_text(SAVE[legacy].format(path=str(saved)))
+    assert run_python(tmp_path / "save.py", legacy=legacy).returncode == 0
+    path = tmp_path / "reload.py"
+    path.write_text(LOAD[legacy].format(path=str(saved)))
+    ran = run_python(path, legacy=legacy)
+    assert ran.stdout.split()[-2:] == ["mixed_float16", "float32"], ran.stderr[-2000:]
+    [mp101] = [d for d in trace_check(path, legacy=legacy) if d.code == "MP101"]
+    assert (mp101.location.line, mp101.passes) == (6 if legacy else 4, ("static", "trace"))
+    assert "keeps the dtypes it was saved with" in mp101.message
+
+
+PRESET = """\
+import keras
+import keras_hub
+
+backbone = keras_hub.models.BertBackbone.from_preset({preset!r})
+keras.mixed_precision.set_global_policy("mixed_float16")
+print(keras.mixed_precision.global_policy().name, backbone.layers[-1].compute_dtype)
+"""
+
+
+def test_a_keras_hub_preset_made_before_the_policy_keeps_float32(tmp_path):
+    keras_hub = pytest.importorskip("keras_hub")
+    preset = tmp_path / "tiny_bert"
+    keras_hub.models.BertBackbone(
+        vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
+    ).save_to_preset(str(preset))
+    path = tmp_path / "preset.py"
+    path.write_text(PRESET.format(preset=str(preset)))
+    ran = run_python(path, legacy=False)
+    assert ran.stdout.split()[-2:] == ["mixed_float16", "float32"], ran.stderr[-2000:]
+    [mp101] = [d for d in trace_check(path, legacy=False) if d.code == "MP101"]
+    assert (mp101.location.line, mp101.passes) == (5, ("static", "trace"))
+
+
+# A module constant NEG_INF = -1e9 used by a plain helper function that a float16 layer calls: -inf in float16,
+# so a fully masked row is NaN (printed by the script); both passes report the constant.
+NEG_INF_HELPER = """\
+import numpy as np
+import tensorflow as tf
+{imports}
+
+mixed_precision.set_global_policy("mixed_float16")
+NEG_INF = -1e9
+
+
+def mask_logits(logits, mask):
+    return tf.where(mask, logits, NEG_INF)
+
+
+class MaskedSoftmax(layers.Layer):
+    def call(self, scores, mask):
+        return tf.nn.softmax(mask_logits(scores, mask), axis=-1)
+
+
+scores = keras.Input((8,))
+mask = keras.Input((8,), dtype="bool")
+probs = layers.Activation("linear", dtype="float32")(MaskedSoftmax()(scores, mask))
+model = keras.Model([scores, mask], probs)
+y = model.predict([np.zeros((1, 8), "float32"), np.zeros((1, 8), bool)], verbose=0)
+print("nan" if np.isnan(y).any() else "finite")
+"""
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
+def test_a_module_constant_in_a_plain_helper_is_mp403(tmp_path, legacy):
+    path = tmp_path / "masked.py"
+    path.write_text(NEG_INF_HELPER.format(imports=IMPORTS[legacy]))
+    ran = run_python(path, legacy=legacy)
+    assert ran.stdout.split()[-1:] == ["nan"], ran.stderr[-2000:]
+    [mp403] = [d for d in trace_check(path, legacy=legacy) if d.code == "MP403"]
+    assert mp403.location.line == 7 and "mask_logits" in mp403.message
+    assert mp403.passes == ("static", "trace"), mp403
