@@ -402,6 +402,12 @@ class StaticContext:
         for an instance handed to something that calls it later (a KerasTuner `HyperModel` given to a tuner), the
         call it is handed to and every method call on what that call returned (`tuner.search(...)`). Empty when
         the class is never used in this file (its callers are elsewhere)."""
+        memo = self.memo("method_run_sites")
+        if (cls, method) not in memo:
+            memo[(cls, method)] = self._find_method_run_sites(cls, method)
+        return memo[(cls, method)]
+
+    def _find_method_run_sites(self, cls: ast.ClassDef, method: str) -> list[ast.AST]:
         instances: set[str] = set()  # names bound to an instance
         holders: set[str] = set()  # names bound to what an instance was handed to
         sites: list[ast.AST] = []
