@@ -102,6 +102,33 @@ BASE_MODELS = (
     "keras.engine.training.Model",
 )
 SAVEDMODEL_LAYERS = ("hub.KerasLayer", "keras.layers.TFSMLayer")
+
+# Calls that make a whole model without a Keras constructor in the user's code. `built`: its layers are created by
+# this call under the global policy then in force (transformers TF models from `from_pretrained` or from a config,
+# keras-hub / keras-nlp / keras-cv presets); `loaded`: restored with the dtypes it was saved with (a Keras model
+# file, a SavedModel), so no later global policy reaches it either.
+_LOADERS = ("keras.models.load_model", "keras.saving.load_model", "tf.saved_model.load")
+_PRESET_PACKAGES = ("keras_hub.", "keras_nlp.", "keras_cv.")
+
+
+def model_factory(name: str | None) -> str | None:
+    """'built', 'loaded' or None for the canonical name of a call (`transformers.TFAutoModel.from_pretrained`)."""
+    if not name:
+        return None
+    if name in _LOADERS:
+        return "loaded"
+    module, _, last = name.rpartition(".")
+    receiver = module.rpartition(".")[2]
+    if name.startswith("transformers."):
+        if last == "from_pretrained" and receiver.startswith("TF"):
+            return "built"
+        if last.startswith("TF") and (last.endswith("Model") or "For" in last):  # `TFBertModel(config)`
+            return "built"
+    if name.startswith(_PRESET_PACKAGES) and last == "from_preset" and receiver[:1].isupper():
+        return "built"
+    return None
+
+
 LAMBDA = "keras.layers.Lambda"
 
 
