@@ -4,7 +4,6 @@ need the checked files' text, read again from the reports' paths."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 
@@ -32,7 +31,7 @@ def run_merge(args) -> int:
     from mpdoctor.baseline import BaselineError, load_baseline, split
     from mpdoctor.cli.check import deliver
     from mpdoctor.config import Config, ConfigError, apply_overrides
-    from mpdoctor.report.json_reader import ReportFormatError, read_report
+    from mpdoctor.merge import ReportFormatError, merge_reports, read_report
 
     config = Config()
     try:
@@ -59,24 +58,3 @@ def run_merge(args) -> int:
     for error in report.errors:
         print(error.render(), file=sys.stderr)
     return deliver(report, args, config)
-
-
-def merge_reports(reports: list):
-    """One report of several over disjoint files: findings in the usual order, traces and errors by path."""
-    from mpdoctor.diagnostics import Diagnostic, Report
-    from mpdoctor.sources import read_checked
-
-    merged = Report(passes=tuple(dict.fromkeys(p for r in reports for p in r.passes)) or ("static",))
-    for report in reports:
-        merged.diagnostics += report.diagnostics
-        merged.errors += report.errors
-        merged.traces += report.traces
-        merged.files_checked += report.files_checked
-        merged.baselined += report.baselined
-    merged.diagnostics.sort(key=Diagnostic.sort_key)
-    merged.errors.sort(key=lambda e: e.path)
-    merged.traces.sort(key=lambda t: t.path)
-    for path in sorted({d.location.path for d in merged.diagnostics}):
-        with contextlib.suppress(OSError, UnicodeDecodeError, SyntaxError, ValueError):  # then no source line
-            merged.sources[path] = read_checked(Path(path))
-    return merged

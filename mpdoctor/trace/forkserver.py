@@ -228,9 +228,10 @@ def _preload() -> None:
     pools) in the server, which a fork does not carry over safely."""
     import tensorflow  # noqa: F401
 
+    from mpdoctor.facts.keras_semantics import legacy_keras_env
     from mpdoctor.trace.child import main  # noqa: F401
 
-    if os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true"):
+    if legacy_keras_env():
         with contextlib.suppress(ImportError):
             import tf_keras  # noqa: F401
     else:

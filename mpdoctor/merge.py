@@ -1,11 +1,13 @@
-"""A `--format json` report read back into a Report (for `mpdoctor merge`): the inverse of json_format.to_dict.
+"""`mpdoctor merge`: `--format json` reports read back into Reports (the inverse of report.json_format.to_dict) and
+combined into one.
 
-The file is untrusted input: anything that is not a version-1 mpdoctor report raises ReportFormatError with a
+A report file is untrusted input: anything that is not a version-1 mpdoctor report raises ReportFormatError with a
 one-line reason.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from mpdoctor.diagnostics import (
 from mpdoctor.facts.codec import SchemaError
 from mpdoctor.facts.schema import TraceSummary
 from mpdoctor.report.json_format import SCHEMA_VERSION
+from mpdoctor.sources import read_checked
 
 
 class ReportFormatError(Exception):
@@ -86,3 +89,22 @@ def _error(item: dict) -> FileError:
     return FileError(
         item["path"], item["message"], item.get("line"), item.get("column"), item["kind"], item.get("cell")
     )
+
+
+def merge_reports(reports: list[Report]) -> Report:
+    """One report of several over disjoint files: findings in the usual order, traces and errors by path. The text
+    of files with findings is read again (the text renderer and the baseline need it)."""
+    merged = Report(passes=tuple(dict.fromkeys(p for r in reports for p in r.passes)) or ("static",))
+    for report in reports:
+        merged.diagnostics += report.diagnostics
+        merged.errors += report.errors
+        merged.traces += report.traces
+        merged.files_checked += report.files_checked
+        merged.baselined += report.baselined
+    merged.diagnostics.sort(key=Diagnostic.sort_key)
+    merged.errors.sort(key=lambda e: e.path)
+    merged.traces.sort(key=lambda t: t.path)
+    for path in sorted({d.location.path for d in merged.diagnostics}):
+        with contextlib.suppress(OSError, UnicodeDecodeError, SyntaxError, ValueError):  # then no source line
+            merged.sources[path] = read_checked(Path(path))
+    return merged
