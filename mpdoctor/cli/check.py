@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import argparse
 import io
+import math
 import os
 import sys
 from pathlib import Path
 
 from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from mpdoctor.printable import escape_controls
+from mpdoctor.writes import write_atomic
 
 
 def add_parser(sub) -> None:
@@ -24,13 +27,13 @@ def add_parser(sub) -> None:
     )
     check.add_argument(
         "--trace-timeout",
-        type=float,
+        type=_positive_number("seconds"),
         metavar="SECONDS",
         help="time limit for running one file's model code (default: 300)",
     )
     check.add_argument(
         "--trace-memory",
-        type=float,
+        type=_positive_number("MiB"),
         metavar="MB",
         help="kill the model code when its resident memory exceeds MB MiB (default: no limit)",
     )
@@ -111,6 +114,21 @@ def add_parser(sub) -> None:
     check.set_defaults(handler=run_check)
 
 
+def _positive_number(unit: str):
+    """argparse type: a finite positive number (float() alone accepts nan, inf and negatives)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"expected a positive number of {unit}, got {text!r}")
+        return value
+
+    return parse
+
+
 def _split(value: str | None) -> list[str] | None:
     return None if value is None else [v for v in value.replace(" ", ",").split(",") if v]
 
@@ -147,11 +165,7 @@ def run_check(args) -> int:
             trace_memory=args.trace_memory,
         )
     except ConfigError as exc:
-        print(f"mpdoctor: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    if args.config and not args.config.is_file():
-        print(f"mpdoctor: error: {args.config}: no such file", file=sys.stderr)
-        return EXIT_ERROR
+        return _error(str(exc))
 
     from mpdoctor.engine import TraceOptions
     from mpdoctor.trace.runner import tensorflow_available
@@ -178,9 +192,10 @@ def run_check(args) -> int:
             "mpdoctor: error: --checkpoint needs the trace pass (TensorFlow installed, no --no-trace)", file=sys.stderr
         )
         return EXIT_ERROR
-    if args.sample is not None and not args.sample.is_file():
-        print(f"mpdoctor: error: {args.sample}: no such file", file=sys.stderr)
-        return EXIT_ERROR
+    if args.sample is not None:
+        problem = _not_a_regular_file(args.sample)
+        if problem:
+            return _error(f"{args.sample}: {problem}")
     if args.numerics is not None:
         config.numerics.enabled = args.numerics
     if args.sample is not None:
@@ -193,20 +208,24 @@ def run_check(args) -> int:
         numerics=config.numerics.request(),
         memory_limit_mb=config.trace_memory,
     )
-    if options.timeout <= 0:
-        print("mpdoctor: error: --trace-timeout must be positive", file=sys.stderr)
-        return EXIT_ERROR
     from mpdoctor.baseline import BaselineError, load_baseline, split, write_baseline
+    from mpdoctor.engine import collect_files
     from mpdoctor.progress import Progress
 
     baseline_file = None if args.write_baseline else args.baseline or config.baseline
     try:
         baseline_keys = load_baseline(baseline_file) if baseline_file else None
     except BaselineError as exc:
-        print(f"mpdoctor: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return _error(str(exc))
+    collected = collect_files(paths, config)
+    checked = collected[0]
+    # A forgotten file argument (`--write-baseline keep.py`, `-o model.py`) must not replace a file being checked;
+    # refused before the run, so no time is spent on a report that cannot be written.
+    for option, output in (("-o", args.output), ("--html", args.html), ("--write-baseline", args.write_baseline)):
+        if output is not None and any(_same_file(output, path) for path in checked):
+            return _error(f"{output}: is one of the files being checked; not overwritten ({option})")
     progress = Progress.for_stream(sys.stderr, tracing)
-    report = check_paths(paths, config, options, progress=progress)
+    report = check_paths(paths, config, options, progress=progress, collected=collected)
     if progress is not None:
         progress.clear()
     if baseline_keys is not None:
@@ -215,16 +234,19 @@ def run_check(args) -> int:
         )
     if args.write_baseline:
         try:
-            count = write_baseline(args.write_baseline, report.diagnostics, report.sources)
+            count = write_baseline(args.write_baseline, report.diagnostics, report.sources, refuse=checked)
         except BaselineError as exc:
-            print(f"mpdoctor: error: {exc}", file=sys.stderr)
-            return EXIT_ERROR
+            return _error(str(exc))
         print(
-            f"mpdoctor: {args.write_baseline}: baseline of {count} finding{'' if count == 1 else 's'} written",
+            escape_controls(
+                f"mpdoctor: {args.write_baseline}: baseline of {count} finding{'' if count == 1 else 's'} written"
+            ),
             file=sys.stderr,
         )
+    for note in report.skipped:
+        print(escape_controls(f"mpdoctor: note: {note.path}: skipped: {note.message}"), file=sys.stderr)
     for error in report.errors:
-        print(error.render(), file=sys.stderr)
+        print(escape_controls(error.render()), file=sys.stderr)
     if args.fix or args.diff:
         from mpdoctor.autofix import fix_report, write_diffs
 
@@ -253,10 +275,9 @@ def run_check(args) -> int:
         written.append((args.html, html))
     for path, text in written:
         try:
-            _write_atomic(path, text.getvalue())
+            write_atomic(path, text.getvalue(), refuse=checked)
         except OSError as exc:
-            print(f"mpdoctor: error: {path}: cannot write report: {exc.strerror or exc}", file=sys.stderr)
-            return EXIT_ERROR
+            return _error(f"{path}: cannot write report: {exc.strerror or exc}")
 
     if report.errors:
         return EXIT_ERROR
@@ -267,16 +288,24 @@ def run_check(args) -> int:
     return EXIT_FINDINGS if failing else EXIT_OK
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    import tempfile
+def _error(message: str) -> int:
+    print(escape_controls(f"mpdoctor: error: {message}"), file=sys.stderr)
+    return EXIT_ERROR
 
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+
+def _not_a_regular_file(path: Path) -> str | None:
+    from mpdoctor.reads import not_regular
+
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        return not_regular(path.stat().st_mode)
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # does not exist (yet): nothing to overwrite
+        return False
