@@ -106,6 +106,18 @@ def add_parser(sub) -> None:
     check.add_argument("--config", type=Path, metavar="FILE", help="read [tool.mpdoctor] from this pyproject.toml")
     check.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     check.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="say on stderr how the run went: the project analysis, and where it fell back to file-by-file checks",
+    )
+    check.add_argument(
+        "--show-contexts",
+        action="store_true",
+        help="print each model builder with the dtype policy contexts its project's entry points run it under, and "
+        "how they were found; check nothing",
+    )
+    check.add_argument(
         "--fix", action="store_true", help="apply the safe fixes (verified by re-tracing when the trace pass runs)"
     )
     check.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff: also the unsafe fixes")
@@ -208,6 +220,8 @@ def run_check(args) -> int:
         numerics=config.numerics.request(),
         memory_limit_mb=config.trace_memory,
     )
+    if args.show_contexts:
+        return show_contexts(paths, config, verbose=args.verbose)
     from mpdoctor.baseline import BaselineError, load_baseline, split, write_baseline
     from mpdoctor.engine import collect_files
     from mpdoctor.progress import Progress
@@ -245,6 +259,9 @@ def run_check(args) -> int:
         )
     for note in report.skipped:
         print(escape_controls(f"mpdoctor: note: {note.path}: skipped: {note.message}"), file=sys.stderr)
+    if args.verbose:
+        for note in report.notes:
+            print(escape_controls(f"mpdoctor: {note}"), file=sys.stderr)
     for error in report.errors:
         print(escape_controls(error.render()), file=sys.stderr)
     if args.fix or args.diff:
@@ -286,6 +303,34 @@ def run_check(args) -> int:
     threshold = config.fail_on.rank
     failing = any(d.severity.rank >= threshold for d in report.diagnostics)
     return EXIT_FINDINGS if failing else EXIT_OK
+
+
+def show_contexts(paths: list[Path], config, *, verbose: bool = False, stream=None) -> int:
+    """`check --show-contexts`: every model builder the project analysis reached, with its policy contexts."""
+    from mpdoctor.engine import analyse_projects, collect_files
+
+    stream = stream or sys.stdout
+    files, errors, skipped = collect_files(paths, config)
+    for note in skipped:
+        print(escape_controls(f"mpdoctor: note: {note.path}: skipped: {note.message}"), file=sys.stderr)
+    for error in errors:
+        print(escape_controls(error.render()), file=sys.stderr)
+    projects = analyse_projects(list(paths), files, config)
+    if verbose:
+        for note in projects.notes:
+            print(escape_controls(f"mpdoctor: {note}"), file=sys.stderr)
+    builders = projects.builders
+    for builder in builders:
+        where = "called from another module" if builder.across_modules else "called in its own module"
+        stream.write(escape_controls(f"{builder.shown}:{builder.line} {builder.qualname} ({where})") + "\n")
+        width = max(len(c.policy or "unknown") for c in builder.contexts)
+        for context in builder.contexts:
+            how = context.describe().split(", ", 1)[-1] if context.origin else "no policy set"
+            line = f"    {(context.policy or 'unknown').ljust(width)}  {how}: {context.route()}"
+            stream.write(escape_controls(line) + "\n")
+    if not builders:
+        stream.write("No model builder is reached from an entry point that sets a dtype policy.\n")
+    return EXIT_ERROR if errors else EXIT_OK
 
 
 def _error(message: str) -> int:
