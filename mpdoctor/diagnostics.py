@@ -118,7 +118,8 @@ class Report:
 
     diagnostics: list[Diagnostic] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
-    files_checked: int = 0
+    skipped: list[FileError] = field(default_factory=list)  # found in a walk, left alone (FIFOs, devices): notes
+    files_checked: int = 0  # files read and parsed
     passes: tuple[str, ...] = ("static",)
     traces: list[TraceSummary] = field(default_factory=list)  # per traced file: graphs, SavedModels, environment
     baselined: int = 0  # findings left out because the --baseline file lists them
@@ -140,6 +141,10 @@ class Report:
         for d in self.diagnostics:
             result[d.code] = result.get(d.code, 0) + 1
         return dict(sorted(result.items()))
+
+    def unchecked(self) -> int:
+        """How many files could not be checked (unreadable, unparsable, not a regular file, an internal error)."""
+        return len({e.path for e in self.errors})
 
     def fixable(self) -> int:
         return sum(1 for d in self.diagnostics if d.fix is not None)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from mpdoctor.diagnostics import Diagnostic, Location
 from mpdoctor.facts.schema import source_refs
+from mpdoctor.reads import read_bytes
 
 SUFFIX = ".ipynb"
 # Cell magics whose body is Python code run by IPython (checked and traced like any cell).
@@ -112,9 +113,11 @@ class Notebook:
 
 def read_notebook(path: Path) -> Notebook:
     try:
-        data = json.loads(Path(path).read_bytes())
+        data = json.loads(read_bytes(path))
     except ValueError as exc:
         raise NotebookError(f"not a valid notebook: invalid JSON ({exc})") from None
+    except RecursionError:
+        raise NotebookError("not a valid notebook: JSON nested too deeply") from None
     return parse_notebook(data)
 
 
@@ -123,15 +126,18 @@ def parse_notebook(data) -> Notebook:
         version = data.get("nbformat") if isinstance(data, dict) else None
         hint = f" (nbformat {version}: convert with `jupyter nbconvert --to notebook`)" if version else ""
         raise NotebookError(f"not an nbformat 4 notebook{hint}")
+    problem = _malformed(data)
+    if problem:
+        raise NotebookError(f"not a valid notebook: {problem}")
     lines: list[str] = []
     line_map: list[tuple[int, int]] = []
     cell_lines: dict[int, list[str]] = {}
     if _is_python(data.get("metadata")):
         for number, cell in enumerate(data["cells"], start=1):
-            if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            if cell.get("cell_type") != "code":
                 continue
             source = cell.get("source", "")
-            text = "".join(map(str, source)) if isinstance(source, list) else str(source)
+            text = "".join(source) if isinstance(source, list) else source
             original = _LINE_BREAK.split(text)
             if original and original[-1] == "":
                 original.pop()
@@ -139,6 +145,33 @@ def parse_notebook(data) -> Notebook:
             lines += python_lines(original)
             line_map += [(number, i) for i in range(1, len(original) + 1)]
     return Notebook("\n".join(lines) + "\n" if lines else "", tuple(line_map), cell_lines)
+
+
+def _malformed(data: dict) -> str | None:
+    """What makes an nbformat 4 document unusable here (the shapes the nbformat schema requires of what we read),
+    or None."""
+    metadata = data.get("metadata", {})
+    if not isinstance(metadata, dict):
+        return f"metadata is {_json_type(metadata)}, not an object"
+    for key in ("kernelspec", "language_info"):
+        if key in metadata and not isinstance(metadata[key], dict):
+            return f"metadata.{key} is {_json_type(metadata[key])}, not an object"
+    for number, cell in enumerate(data["cells"], start=1):
+        if not isinstance(cell, dict):
+            return f"cell {number} is {_json_type(cell)}, not an object"
+        if not isinstance(cell.get("cell_type"), str):
+            return f"cell {number} has no cell_type"
+        source = cell.get("source", "")
+        if not isinstance(source, str) and not (isinstance(source, list) and all(isinstance(s, str) for s in source)):
+            return f"cell {number}: source is {_json_type(source)}, not a string or a list of strings"
+    return None
+
+
+def _json_type(value) -> str:
+    if isinstance(value, list):
+        return "a list" if not value or not all(isinstance(v, str) for v in value) else "a list of strings"
+    names = {dict: "an object", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 def _is_python(metadata) -> bool:

@@ -32,6 +32,7 @@ def run_merge(args) -> int:
     from mpdoctor.cli.check import deliver
     from mpdoctor.config import Config, ConfigError, apply_overrides
     from mpdoctor.merge import ReportFormatError, merge_reports, read_report
+    from mpdoctor.printable import escape_controls
 
     config = Config()
     try:
@@ -44,7 +45,7 @@ def run_merge(args) -> int:
         try:
             reports.append(read_report(path))
         except ReportFormatError as exc:
-            print(f"mpdoctor: error: {path}: {exc}", file=sys.stderr)
+            print(escape_controls(f"mpdoctor: error: {path}: {exc}"), file=sys.stderr)
             return EXIT_ERROR
     report = merge_reports(reports)
     if args.baseline is not None:
@@ -56,5 +57,5 @@ def run_merge(args) -> int:
         report.diagnostics, baselined = split(report.diagnostics, report.sources, keys, args.baseline.parent)
         report.baselined += baselined
     for error in report.errors:
-        print(error.render(), file=sys.stderr)
-    return deliver(report, args, config)
+        print(escape_controls(error.render()), file=sys.stderr)
+    return deliver(report, args, config, refuse=args.reports)
