@@ -11,7 +11,7 @@ import tomllib
 
 from mpdoctor.diagnostics import Severity
 from mpdoctor.facts.dtypes import KNOWN_POLICIES
-from mpdoctor.registry import expand_selector
+from mpdoctor.registry import default_selection, expand_selector
 
 DEFAULT_EXCLUDE = (
     ".git",
@@ -82,7 +82,7 @@ class ConfigError(Exception):
 
 @dataclass
 class Config:
-    select: set[str] = field(default_factory=lambda: expand_selector("ALL"))
+    select: set[str] = field(default_factory=default_selection)  # opt-in rules (MP603) need their code
     ignore: set[str] = field(default_factory=set)
     per_file_ignores: dict[str, set[str]] = field(default_factory=dict)
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
@@ -132,7 +132,7 @@ def find_pyproject(start: Path) -> Path | None:
     return None
 
 
-def _selectors(value, where: str) -> set[str]:
+def _selectors(value, where: str, opt_in: bool = False) -> set[str]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -140,7 +140,7 @@ def _selectors(value, where: str) -> set[str]:
     codes: set[str] = set()
     for selector in value:
         try:
-            codes |= expand_selector(selector)
+            codes |= expand_selector(selector, opt_in)
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
     return codes
@@ -207,12 +207,12 @@ def apply_overrides(
     if extend_select is not None:
         config.select |= _selectors(extend_select, f"{where} extend-select")
     if ignore is not None:
-        config.ignore |= _selectors(ignore, f"{where} ignore")
+        config.ignore |= _selectors(ignore, f"{where} ignore", opt_in=True)
     if per_file_ignores is not None:
         if not isinstance(per_file_ignores, dict):
             raise ConfigError(f"{where} per-file-ignores: expected a table of glob = [codes]")
         for pattern, codes in per_file_ignores.items():
-            config.per_file_ignores[pattern] = _selectors(codes, f"{where} per-file-ignores {pattern!r}")
+            config.per_file_ignores[pattern] = _selectors(codes, f"{where} per-file-ignores {pattern!r}", opt_in=True)
     for key, value in (("exclude", exclude), ("extend-exclude", extend_exclude)):
         if value is None:
             continue

@@ -1,0 +1,109 @@
+"""What a user sees, end to end through the command line: a clean file gets a clean result on this machine, opt-in
+MP603, `--version`, and the trace's messages in the user's terms (paths as the code wrote them, `--assume-policy`).
+The trace tests run real scripts in the child, in Keras 3 and tf_keras."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+KERAS3_CLEAN = """\
+import keras
+from keras import layers
+
+keras.mixed_precision.set_global_policy("mixed_float16")
+
+
+def build_model():
+    inputs = keras.Input(shape=(32,))
+    x = layers.Dense(64, activation="relu")(inputs)
+    x = layers.Dense(10)(x)
+    outputs = layers.Activation("softmax", dtype="float32")(x)
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    return model
+"""
+TF_KERAS_CLEAN = KERAS3_CLEAN.replace(
+    "import keras\nfrom keras import layers", "import tf_keras as keras\nlayers = keras.layers"
+)
+# Mixed precision only through one layer's dtype= argument: no global policy.
+KERAS3_LAYER_DTYPE = """\
+import keras
+
+model = keras.Sequential([
+    keras.Input((32,)),
+    keras.layers.Dense(64, activation="relu", dtype="mixed_float16"),
+    keras.layers.Dense(10, activation="softmax"),
+])
+"""
+TF_KERAS_LAYER_DTYPE = KERAS3_LAYER_DTYPE.replace("import keras", "import tf_keras as keras")
+
+
+def mpdoctor(*args: str, cwd: Path, legacy: bool = False) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TF_USE_LEGACY_KERAS")}
+    env.update(
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        TF_CPP_MIN_LOG_LEVEL="3",
+        TF_USE_LEGACY_KERAS="1" if legacy else "0",
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "mpdoctor", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=600
+    )
+
+
+def needs_tensorflow():
+    pytest.importorskip("tensorflow")
+
+
+# ------------------------------------------------------------------------------------ clean code, opt-in MP603
+
+
+@pytest.mark.parametrize("legacy,source", [(False, KERAS3_CLEAN), (True, TF_KERAS_CLEAN)], ids=["keras3", "tf_keras"])
+def test_a_clean_mixed_precision_script_passes_with_the_trace(tmp_path, legacy, source):
+    needs_tensorflow()
+    (tmp_path / "clean.py").write_text(source)
+    result = mpdoctor("check", "--trace", "clean.py", cwd=tmp_path, legacy=legacy)
+    assert (result.returncode, result.stdout) == (0, "All checks passed (1 file checked).\n"), result.stderr
+
+
+def _slow_here(report: dict, dtype: str) -> bool:
+    """Whether the traced machine lacks fast `dtype` hardware (this CPU machine: yes; a Volta+ GPU: no)."""
+    from mpdoctor.facts.schema import Environment
+    from mpdoctor.rules.mp601_performance import slow_hardware
+
+    return slow_hardware(Environment.from_json(report["traces"][0]["environment"]), dtype) is not None
+
+
+@pytest.mark.parametrize("legacy,source", [(False, KERAS3_CLEAN), (True, TF_KERAS_CLEAN)], ids=["keras3", "tf_keras"])
+def test_mp603_is_reported_when_selected_by_its_code(tmp_path, legacy, source):
+    needs_tensorflow()
+    (tmp_path / "clean.py").write_text(source)
+    result = mpdoctor("check", "--extend-select", "MP603", "--format", "json", "clean.py", cwd=tmp_path, legacy=legacy)
+    report = json.loads(result.stdout)
+    found = [(d["code"], d["line"]) for d in report["diagnostics"]]
+    assert found == ([("MP603", 4)] if _slow_here(report, "float16") else [])
+    assert result.returncode == 0  # info never fails the default --fail-on warning
+
+
+@pytest.mark.parametrize(
+    "legacy,source", [(False, KERAS3_LAYER_DTYPE), (True, TF_KERAS_LAYER_DTYPE)], ids=["keras3", "tf_keras"]
+)
+def test_mp603_when_mixed_precision_comes_only_from_a_layer_dtype(tmp_path, legacy, source):
+    needs_tensorflow()
+    (tmp_path / "layer.py").write_text(source)
+    result = mpdoctor("check", "--select", "MP603", "--format", "json", "layer.py", cwd=tmp_path, legacy=legacy)
+    report = json.loads(result.stdout)
+    found = [(d["code"], d["line"], d["message"].split(" on a machine")[0]) for d in report["diagnostics"]]
+    expected = [("MP603", 5, 'Dense `dense` with dtype="mixed_float16"')] if _slow_here(report, "float16") else []
+    assert found == expected, result.stderr
+    # Negative: a float32 layer dtype is no float16 compute.
+    (tmp_path / "float32.py").write_text(source.replace('dtype="mixed_float16"', 'dtype="float32"'))
+    result = mpdoctor("check", "--select", "MP603", "--format", "json", "float32.py", cwd=tmp_path, legacy=legacy)
+    assert json.loads(result.stdout)["diagnostics"] == []
