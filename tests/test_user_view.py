@@ -107,3 +107,43 @@ def test_mp603_when_mixed_precision_comes_only_from_a_layer_dtype(tmp_path, lega
     (tmp_path / "float32.py").write_text(source.replace('dtype="mixed_float16"', 'dtype="float32"'))
     result = mpdoctor("check", "--select", "MP603", "--format", "json", "float32.py", cwd=tmp_path, legacy=legacy)
     assert json.loads(result.stdout)["diagnostics"] == []
+
+
+# ------------------------------------------------------------------------------------------------- --version
+
+
+def test_version_names_mpdoctor_and_the_libraries_it_sees():
+    from importlib.metadata import PackageNotFoundError, version
+
+    from mpdoctor import __version__
+
+    result = subprocess.run([sys.executable, "-m", "mpdoctor", "--version"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"mpdoctor {__version__}"
+    for name in ("tensorflow", "keras", "tf-keras", "tensorflow-hub"):
+        try:
+            expected = version(name)
+        except PackageNotFoundError:
+            expected = "not installed"
+        assert f"{name} {expected}" in lines
+    assert lines[-1] == f"python {sys.version.split()[0]}"
+
+
+def test_version_says_what_is_not_installed(monkeypatch):
+    import importlib.metadata
+
+    from mpdoctor.cli import version_text
+
+    def only_keras(name):
+        if name == "keras":
+            return "3.99.0"
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", only_keras)
+    assert version_text().splitlines()[1:5] == [
+        "tensorflow not installed",
+        "keras 3.99.0",
+        "tf-keras not installed",
+        "tensorflow-hub not installed",
+    ]
