@@ -309,7 +309,10 @@ def _verify_by_trace(
     crashed = [a for a in after if a.code == "MP001"]
     # The run dies before and after the fix for a reason of its own: the fix is no worse, but nothing is proven.
     if crashed:
-        return None, f"unverified (the trace fails before and after the fix: {crashed[0].message[:120]})", after, []
+        from mpdoctor.tf_messages import shorten
+
+        reason = shorten(crashed[0].message, 120)
+        return None, f"unverified (the trace fails before and after the fix: {reason})", after, []
     return None, VERIFIED, after, []
 
 

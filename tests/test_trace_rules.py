@@ -116,6 +116,19 @@ def test_mp202_reports_an_unreadable_handle():
     assert "not in the TF Hub cache" in d.message and d.location.line == 7
 
 
+@pytest.mark.parametrize("handle", ["https://tfhub.dev/google/x/1", "gs://bucket/model", "/no/such/savedmodel"])
+def test_mp202_says_once_that_the_signature_checks_were_skipped(handle, tmp_path, monkeypatch):
+    from mpdoctor.artifacts.savedmodel import read_savedmodel
+
+    monkeypatch.setenv("TFHUB_CACHE_DIR", str(tmp_path))  # an empty cache
+    load = savedmodel_load([])
+    load["handle"] = handle
+    load["savedmodel"] = read_savedmodel(handle)
+    [d] = run(facts(savedmodel_loads=[load]), "MP202")
+    assert d.message.count("signature checks were skipped") == 1, d.message
+    assert d.message.endswith("; its signature checks were skipped")
+
+
 def test_mp402_and_mp401_from_graph_outputs():
     graph = {
         "nodes": [

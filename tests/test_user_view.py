@@ -147,3 +147,83 @@ def test_version_says_what_is_not_installed(monkeypatch):
         "tf-keras not installed",
         "tensorflow-hub not installed",
     ]
+
+
+# ------------------------------------------------------------------------------- paths as the user's code wrote them
+
+SAVE_THEN_RESTORE_TF_KERAS = """\
+import tf_keras as keras
+
+
+def make():
+    inputs = keras.Input((4,))
+    outputs = keras.layers.Dense(3, dtype="float32")(keras.layers.Dense(8)(inputs))
+    return keras.Model(inputs, outputs)
+
+
+float32_model = make()
+float32_model.save_weights("pretrained")
+
+keras.mixed_precision.set_global_policy("float16")
+model = make()
+model.load_weights("pretrained")
+"""
+SAVE_THEN_RESTORE_KERAS3 = """\
+import keras
+import tensorflow as tf
+
+
+def make():
+    inputs = keras.Input((4,))
+    outputs = keras.layers.Dense(3, dtype="float32")(keras.layers.Dense(8)(inputs))
+    return keras.Model(inputs, outputs)
+
+
+float32_model = make()
+tf.train.Checkpoint(model=float32_model).write("pretrained")
+
+keras.mixed_precision.set_global_policy("float16")
+model = make()
+tf.train.Checkpoint(model=model).read("pretrained")
+"""
+
+
+@pytest.mark.parametrize(
+    "legacy,source,call,line",
+    [
+        (True, SAVE_THEN_RESTORE_TF_KERAS, "model.load_weights(pretrained)", 15),
+        (False, SAVE_THEN_RESTORE_KERAS3, "tf.train.Checkpoint.read(pretrained)", 16),
+    ],
+    ids=["tf_keras", "keras3"],
+)
+def test_messages_name_the_path_the_code_saved_to_not_the_scratch_directory(tmp_path, legacy, source, call, line):
+    needs_tensorflow()
+    from trace_support import run_python
+
+    script = tmp_path / "restore.py"
+    script.write_text(source)
+    result = mpdoctor("check", "--format", "json", "restore.py", cwd=tmp_path, legacy=legacy)
+    assert "mpdoctor-trace" not in result.stdout and "scratch" not in result.stdout
+    [mp301] = [d for d in json.loads(result.stdout)["diagnostics"] if d["code"] == "MP301"]
+    assert mp301["line"] == line and mp301["message"].startswith(f"{call} failed: "), mp301["message"]
+    assert not list(tmp_path.glob("pretrained*"))  # the trace wrote nothing here
+    # Ground truth: run for real, the restore fails.
+    assert run_python(script, legacy=legacy).returncode != 0
+
+
+def test_scratch_paths_map_back_to_what_the_code_asked_for():
+    from mpdoctor.trace.runner import _user_paths
+
+    scratch = "/tmp/mpdoctor-trace-x/scratch"
+    back = _user_paths({f"{scratch}/1/pretrained": "pretrained", f"{scratch}/10/ckpt": "/data/ckpt"})
+    facts = {
+        "restores": [{"path": f"{scratch}/1/pretrained", "error": {"message": f"{scratch}/10/ckpt-1.index: bad"}}],
+        "exports": [{"path": "out", "written_to": f"{scratch}/1/pretrained"}],
+        "other": [f"in {scratch}/1 and {scratch}/10", 3, None],
+    }
+    assert back(facts) == {
+        "restores": [{"path": "pretrained", "error": {"message": "/data/ckpt-1.index: bad"}}],
+        "exports": [{"path": "out", "written_to": f"{scratch}/1/pretrained"}],  # where it was written, on purpose
+        "other": ["in . and /data", 3, None],
+    }
+    assert _user_paths({})("unchanged") == "unchanged"

@@ -10,13 +10,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from mpdoctor.facts.codec import SchemaError
 from mpdoctor.facts.schema import Facts
@@ -95,7 +98,10 @@ def run_trace(
         if os.path.exists(result_path):
             try:
                 with open(result_path, encoding="utf-8") as handle:
-                    facts = Facts.from_json(json.load(handle))
+                    data = json.load(handle)
+                back = _user_paths(data.get("saved_paths") if isinstance(data, dict) else None)
+                facts = Facts.from_json(back(data))
+                tail = back(tail)
             except SchemaError as exc:
                 failure = failure or f"the trace produced unreadable facts ({exc})"
             except (OSError, ValueError, RecursionError) as exc:
@@ -103,6 +109,37 @@ def run_trace(
         elif failure is None:
             failure = "the trace child exited without reporting (the model code may have called os._exit)"
         return TraceOutcome(facts, failure, tail)
+
+
+def _user_paths(saved_paths) -> Callable[[Any], Any]:
+    """A function mapping the paths in trace facts (any JSON value) back to what the user's code asked for: the
+    child redirected saves into its scratch directory (`saved_paths`: where it wrote -> the path as given), and
+    messages, restore paths and TensorFlow's errors must name the user's `pretrained`, not a temporary folder."""
+    if not isinstance(saved_paths, dict) or not saved_paths:
+        return lambda value: value
+    pairs = [(str(written), str(asked)) for written, asked in saved_paths.items()]
+    # A save's own directory in the scratch tree (`.../scratch/3`) stands for the directory the code named.
+    folders = [(os.path.dirname(written), os.path.dirname(asked) or ".") for written, asked in pairs]
+    patterns = [(re.compile(re.escape(w)), a) for w, a in sorted(pairs, key=lambda p: -len(p[0]))]
+    patterns += [(re.compile(re.escape(w) + r"(?![\w-])"), a) for w, a in sorted(folders, key=lambda p: -len(p[0]))]
+
+    def text(value: str) -> str:
+        for pattern, asked in patterns:
+            value = pattern.sub(lambda _match, asked=asked: asked, value)
+        return value
+
+    def back(value, key: str | None = None):
+        if key in ("saved_paths", "written_to"):  # these name the scratch directory on purpose
+            return value
+        if isinstance(value, str):
+            return text(value)
+        if isinstance(value, list):
+            return [back(v) for v in value]
+        if isinstance(value, dict):
+            return {k: back(v, k) for k, v in value.items()}
+        return value
+
+    return back
 
 
 def _supervise(process: subprocess.Popen, timeout: float, memory_limit_mb: float | None) -> str | None:
