@@ -53,6 +53,11 @@ def test_mp603_depends_on_the_devices(gpus, expected):
     assert len(run(facts(policy_events=[POLICY], environment={"gpus": gpus}), "MP603", with_mp603())) == expected
 
 
+def test_mp603_from_a_policy_in_force_from_the_start():  # --assume-policy: no event of the file set it
+    [d] = run(facts(environment={"gpus": [], "global_policy": "mixed_float16"}), "MP603", with_mp603())
+    assert d.message.startswith('global policy "mixed_float16" on a machine with no GPU') and d.location.line == 1
+
+
 def test_mp603_is_opt_in():
     assert run(facts(policy_events=[POLICY]), "MP603") == []
 

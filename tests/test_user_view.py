@@ -227,3 +227,48 @@ def test_scratch_paths_map_back_to_what_the_code_asked_for():
         "other": ["in . and /data", 3, None],
     }
     assert _user_paths({})("unchanged") == "unchanged"
+
+
+# ----------------------------------------------------------------------------------- --assume-policy in the trace
+
+# The policy is set by another module of the program: this file sets none.
+KERAS3_NO_POLICY = """\
+import keras
+
+
+def build_model():
+    return keras.Sequential([
+        keras.Input((32,)),
+        keras.layers.Dense(64, activation="relu"),
+        keras.layers.Dense(10, activation="softmax"),
+    ])
+"""
+TF_KERAS_NO_POLICY = KERAS3_NO_POLICY.replace("import keras", "import tf_keras as keras")
+
+
+@pytest.mark.parametrize(
+    "legacy,source", [(False, KERAS3_NO_POLICY), (True, TF_KERAS_NO_POLICY)], ids=["keras3", "tf_keras"]
+)
+def test_assume_policy_reaches_the_trace(tmp_path, legacy, source):
+    needs_tensorflow()
+    (tmp_path / "head.py").write_text(source)
+    result = mpdoctor(
+        "check", "--assume-policy", "mixed_float16", "--format", "json", "head.py", cwd=tmp_path, legacy=legacy
+    )
+    report = json.loads(result.stdout)
+    found = [(d["code"], d["line"], d["passes"]) for d in report["diagnostics"]]
+    assert found == [("MP401", 8, ["static", "trace"])], result.stderr  # the run saw the float16 softmax
+    [model] = report["traces"][0]["models"]
+    assert model["numerics"]["dtype"] == "float16" and not model["numerics"]["skipped"]
+    assert report["traces"][0]["environment"]["global_policy"] == "mixed_float16"
+    # Negative: without the option the file runs in float32, and a policy the file sets itself wins over it.
+    plain = mpdoctor("check", "--format", "json", "head.py", cwd=tmp_path, legacy=legacy)
+    assert json.loads(plain.stdout)["diagnostics"] == []
+    own = source.replace(
+        "\n\ndef build_model", '\nkeras.mixed_precision.set_global_policy("float32")\n\ndef build_model'
+    )
+    (tmp_path / "own.py").write_text(own)
+    result = mpdoctor(
+        "check", "--assume-policy", "mixed_float16", "--format", "json", "own.py", cwd=tmp_path, legacy=legacy
+    )
+    assert json.loads(result.stdout)["diagnostics"] == []

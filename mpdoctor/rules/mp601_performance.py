@@ -294,18 +294,21 @@ def slow_hardware(environment: Environment | None, dtype: str) -> str | None:
 
 @trace_check("MP603")
 def trace_no_fast_float16_hardware(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
-    """Float16 compute on a machine whose devices do not compute it fast: from the first float16 global policy, or
-    when no global policy is float16, from the first layer given a float16 `dtype=`. Info only: the model may train
-    elsewhere."""
+    """Float16 compute on a machine whose devices do not compute it fast: from the first float16 global policy the
+    run set, else the first layer given a float16 `dtype=`, else a float16 global policy in force from the start
+    (--assume-policy). Info only: the model may train elsewhere."""
     event = next((e for e in facts.policy_events if is_float16_compute(e.policy)), None)
     if event is not None:
         policy, where, subject = event.policy, event.location, f'policy "{event.policy}"'
     else:
         layer = next((r for r in facts.layers.values() if is_float16_compute(r.explicit_dtype) and r.created_at), None)
-        if layer is None:
+        if layer is not None:
+            policy, where = layer.explicit_dtype, layer.created_at
+            subject = f'{layer.class_name} `{layer.name}` with dtype="{layer.explicit_dtype}"'
+        elif is_float16_compute(facts.final_policy):  # in force from the start (--assume-policy)
+            policy, where, subject = facts.final_policy, None, f'global policy "{facts.final_policy}"'
+        else:
             return []
-        policy, where = layer.explicit_dtype, layer.created_at
-        subject = f'{layer.class_name} `{layer.name}` with dtype="{layer.explicit_dtype}"'
     reason = slow_hardware(facts.environment, compute_dtype(policy))
     if reason is None:
         return []

@@ -43,6 +43,7 @@ def trace_diagnostics(
         run_from=run_from,
         numerics=getattr(options, "numerics", None),
         memory_limit_mb=options.memory_limit_mb,
+        assume_policy=config.assume_policy,
     )
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts

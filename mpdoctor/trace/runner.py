@@ -51,11 +51,12 @@ def run_trace(
     run_from: str | None = None,
     numerics: dict | None = None,
     memory_limit_mb: float | None = None,
+    assume_policy: str | None = None,
 ) -> TraceOutcome:
     """`run_from`: a file whose text is run as if it were `path` (same `__file__`, code filename and sys.path), so a
     fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
     notebook's cells), written to the temporary directory; the child then also runs in the file's directory (as
-    Jupyter does)."""
+    Jupyter does). `assume_policy`: the global policy in force when the file starts (--assume-policy)."""
     with tempfile.TemporaryDirectory(prefix="mpdoctor-trace-") as workdir:
         request_path = os.path.join(workdir, "request.json")
         result_path = os.path.join(workdir, "facts.json")
@@ -75,6 +76,7 @@ def run_trace(
                     "scratch": os.path.join(workdir, "scratch"),
                     "source_file": run_from and os.path.abspath(run_from),
                     "checkpoints": [os.path.abspath(c) for c in checkpoints],
+                    "assume_policy": assume_policy,
                 },
                 handle,
             )

@@ -98,6 +98,21 @@ def _install_hub(hooks: Hooks) -> None:
     hooks.savedmodel_layer(hub.KerasLayer, "hub.KerasLayer", "handle")
 
 
+def set_initial_policy(policy: str | None, wanted: set[str]) -> None:
+    """`--assume-policy`: the global policy in force when the file starts (another module of the user's program
+    sets it), in each Keras line the file may use. Set before the hooks are installed: it is no event of the file."""
+    if policy is None:
+        return
+    if "keras" in wanted:
+        import keras
+
+        keras.mixed_precision.set_global_policy(policy)
+    if "tf_keras" in wanted:
+        import tf_keras
+
+        tf_keras.mixed_precision.set_global_policy(policy)
+
+
 def model_classes() -> tuple[type, ...]:
     """The Model base classes of the Keras lines already imported."""
     classes = []

@@ -69,8 +69,10 @@ def _prepare(request: dict, facts: Facts):
     keras_adapter.honour_legacy_request(tree)
     import tensorflow  # noqa: F401 - before the hooks, which wrap its APIs
 
+    wanted = keras_adapter.flavours(tree)
+    keras_adapter.set_initial_policy(request.get("assume_policy"), wanted)
     recorder = hooks.Recorder(request["file"], request.get("scratch"))
-    keras_adapter.install(hooks.Hooks(recorder), keras_adapter.flavours(tree))
+    keras_adapter.install(hooks.Hooks(recorder), wanted)
     facts.environment = environment()
     return recorder
 
