@@ -67,8 +67,8 @@ _CONTEXT = 40  # characters kept around the dtypes a message names when its midd
 
 def first_message_line(message: str) -> str:
     """The line of an exception message that says what went wrong (not Keras' "Exception encountered when
-    calling layer ..." wrapper), shortened to about 300 characters (see `shorten`)."""
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    calling layer ..." wrapper), without terminal colours, shortened to about 300 characters (see `shorten`)."""
+    lines = [line.strip() for line in strip_ansi(message).strip().splitlines() if line.strip()]
     for line in lines:  # a graph-mode error quotes the real exception inside "in user code:"
         if re.match(r"\w+(Error|Exception): ", line):
             return shorten(line)

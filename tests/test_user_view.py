@@ -205,7 +205,7 @@ def test_messages_name_the_path_the_code_saved_to_not_the_scratch_directory(tmp_
     result = mpdoctor("check", "--format", "json", "restore.py", cwd=tmp_path, legacy=legacy)
     assert "mpdoctor-trace" not in result.stdout and "scratch" not in result.stdout
     [mp301] = [d for d in json.loads(result.stdout)["diagnostics"] if d["code"] == "MP301"]
-    assert mp301["line"] == line and mp301["message"].startswith(f"{call} failed: "), mp301["message"]
+    assert mp301["line"] == line and mp301["message"].startswith(f"{call} failed ("), mp301["message"]
     assert not list(tmp_path.glob("pretrained*"))  # the trace wrote nothing here
     # Ground truth: run for real, the restore fails.
     assert run_python(script, legacy=legacy).returncode != 0

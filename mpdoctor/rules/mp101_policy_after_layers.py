@@ -112,11 +112,7 @@ def check_policy_after_layers(ctx: StaticContext) -> Iterable[Diagnostic]:
         else:
             built = f"{built} was built"
         more = f" (and {len(others)} more construction{'s' if len(others) > 1 else ''})" if others else ""
-        message = (
-            f"{_setter_text(ctx, event)} sets {event.policy!r} only after {built}{more}: layers keep the "
-            f"policy in force when they are created, so {'these' if others else 'it'} still compute"
-            f"{'' if others else 's'} in {old_text}; set the policy before building the model"
-        )
+        message = set_too_late(_setter_text(ctx, event.node), event.policy, built + more, old_text)
         yield ctx.diagnostic(
             "MP101", event.node, message, confidence=Confidence.MEDIUM if None in old else Confidence.HIGH
         )
@@ -217,9 +213,19 @@ def _arms(ctx: StaticContext, node: ast.AST) -> Iterator[tuple[ast.AST, object]]
         child, parent = parent, ctx.parents.get(parent)
 
 
-def _setter_text(ctx: StaticContext, event: PolicyEvent) -> str:
-    text = ctx.segment(event.node.func)
-    return f"{text}()" if len(text) <= 60 else "the policy call"
+def _setter_text(ctx: StaticContext, call: ast.Call | None) -> str:
+    """The policy call as the file spells it: `keras.mixed_precision.set_global_policy()`."""
+    text = ctx.segment(call.func) if call is not None else ""
+    return f"{text}()" if text and len(text) <= 60 else "the policy call"
+
+
+def set_too_late(setter: str, policy: str | None, built: str, old: str) -> str:
+    """MP101 in the words of both passes: what was built before the policy call (`Conv2D (line 8) was built`
+    statically, `4 layers were built (first: ...)` when traced), what it computes in, and what to do."""
+    return (
+        f'{setter} sets "{policy}" only after {built}: layers keep the policy in force when they are created, so '
+        f"they still compute in {old}; set the policy before building the model"
+    )
 
 
 @trace_check("MP101")
@@ -247,15 +253,13 @@ def trace_policy_after_layers(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
         if not stale:
             continue
         first = stale[0]
+        line = event.location.line if event.location else None
+        call = ctx.call_at(line, "set_global_policy", "set_dtype_policy", "set_floatx", "set_policy")
+        setter = _setter_text(ctx.static, call) if call is not None else f"{event.api}()"
+        count = f"{len(stale)} layer{'s were' if len(stale) > 1 else ' was'} built"
+        built = f"{count} (first: {first.class_name} `{first.name}`, line {_line(first) or '?'})"
         found.append(
-            ctx.diagnostic(
-                "MP101",
-                event.location,
-                f'the policy becomes "{event.policy}" after {len(stale)} layer(s) '
-                f'were created under "{first.policy}" (first: {first.class_name} `{first.name}` at '
-                f'line {_line(first) or "?"}); they keep "{first.policy}": set the policy before building '
-                f"the model",
-            )
+            ctx.diagnostic("MP101", event.location, set_too_late(setter, event.policy, built, first.policy or "?"))
         )
     return found
 
