@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mpdoctor.diagnostics import Diagnostic, Location
+from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location
 from mpdoctor.facts.schema import source_refs
 
 SUFFIX = ".ipynb"
@@ -64,14 +64,30 @@ class Notebook:
         return replace(loc, line=line, end_line=end_line, end_column=end_column, cell=cell)
 
     def map_diagnostic(self, d: Diagnostic, shown: str) -> Diagnostic:
-        """Locations in the cell; a fix is reported (as a note) but never carried: its edits are lines of the
-        combined source, not of the .ipynb file, and applying them would corrupt the JSON."""
+        """Locations in the cell. A fix is never carried as a fix of the file (its edits are lines of the combined
+        source, not of the .ipynb file, and applying them would corrupt the JSON): it becomes the diagnostic's
+        `cell_fix`, its edits in the lines of its cell, which --diff and the HTML report show as a diff of the
+        cell."""
         if d.location.path != shown:
             return d
-        notes = d.notes
+        notes, cell_fix = d.notes, None
         if d.fix is not None:
-            notes += (f"fix available but not applied to notebooks: {d.fix.description}",)
-        return replace(d, location=self.map_location(d.location), fix=None, notes=notes)
+            cell_fix = self.cell_fix(d.fix)
+            shown_as = f"shown as a diff of cell {cell_fix.cell}" if cell_fix else "it spans cells"
+            notes += (f"fix not applied to notebooks ({shown_as}): {d.fix.description}",)
+        return replace(d, location=self.map_location(d.location), fix=None, notes=notes, cell_fix=cell_fix)
+
+    def cell_fix(self, fix: Fix) -> Fix | None:
+        """The fix with its edits in the lines of the one cell they touch (None when they touch several)."""
+        edits, cells = [], set()
+        for edit in fix.edits:
+            cell, line = self.to_cell(edit.line)
+            end_cell, end_line = self.to_cell(edit.end_line)
+            cells |= {cell, end_cell}
+            edits.append(Edit(edit.path, line, edit.column, end_line, edit.end_column, edit.content))
+        if len(cells) != 1 or None in cells:
+            return None
+        return replace(fix, edits=tuple(edits), cell=cells.pop())
 
     def map_results(self, shown: str, path: Path, diagnostics: list[Diagnostic], error, traces: list):
         """The engine's results for the combined source, located in cells: diagnostics, a syntax error, and the
