@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.dtypes import is_float16_compute
+from mpdoctor.facts.keras_semantics import SAVEDMODEL_LAYERS, model_factory
 from mpdoctor.facts.schema import Facts, LayerRecord, PolicyEvent
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import position
@@ -27,8 +28,11 @@ define_rule(
         policy call (`set_global_policy`, `set_dtype_policy`, `set_floatx`) that switches to a float16/bfloat16
         compute policy AFTER layers or models were already built earlier in the same run: lexically earlier in
         the same scope, or inside a local function called earlier in that scope (`model = build_model()` before
-        the policy call). `keras.applications` models and local Layer/Model subclasses count. The message names
-        the first such layer and its line.
+        the policy call). `keras.applications` models and local Layer/Model subclasses count, and so do models
+        made without a Keras constructor: transformers `TFAutoModel*.from_pretrained(...)` and `TF*Model(config)`,
+        keras-hub / keras-nlp / keras-cv `*.from_preset(...)`, and loaded models (`keras.models.load_model`,
+        `tf.saved_model.load`, `hub.load`), which keep the dtypes they were saved with. The message names the
+        first such layer and its line.
 
         Not reported: layers built inside a function that is only called after the policy call; layers with an
         explicit `dtype=`; `Input`/`InputLayer` and preprocessing layers (Rescaling, Random*, Normalization...);
@@ -44,16 +48,22 @@ define_rule(
         under a float16 head), with none of the expected speed or memory savings.
         """,
     bad="""
+        import keras
+
         base = keras.applications.ResNet50(include_top=False, weights=None, input_shape=(224, 224, 3))
         keras.mixed_precision.set_global_policy("mixed_float16")   # too late: ResNet50 stays float32
         x = keras.layers.GlobalAveragePooling2D()(base.output)
         outputs = keras.layers.Dense(10, activation="softmax", dtype="float32")(x)
+        model = keras.Model(base.input, outputs)
         """,
     good="""
+        import keras
+
         keras.mixed_precision.set_global_policy("mixed_float16")   # first, before building anything
         base = keras.applications.ResNet50(include_top=False, weights=None, input_shape=(224, 224, 3))
         x = keras.layers.GlobalAveragePooling2D()(base.output)
         outputs = keras.layers.Dense(10, activation="softmax", dtype="float32")(x)
+        model = keras.Model(base.input, outputs)
         """,
     fix="No autofix: move the policy call above the code that builds the model (usually right after the imports).",
 )
@@ -106,13 +116,16 @@ def check_policy_after_layers(ctx: StaticContext) -> Iterable[Diagnostic]:
         (site, layer, via), *others = found
         old = ctx.policies_at(site)
         old_text = "/".join(sorted(p or "an unknown policy" for p in old))
-        built = f"{layer.kind} (line {layer.node.lineno})"
+        factory = model_factory(ctx.call_name(layer.node))
+        shown = f"{_callee_text(ctx, layer.node)}()" if factory else layer.kind
+        built = f"{shown} (line {layer.node.lineno})"
         if via is not None:
             built = f"{via.func.id}() (line {via.lineno}) built {built}"  # type: ignore[attr-defined]
         else:
-            built = f"{built} was built"
+            built = f"{built} was {'loaded' if factory == 'loaded' else 'built'}"
         more = f" (and {len(others)} more construction{'s' if len(others) > 1 else ''})" if others else ""
-        message = set_too_late(_setter_text(ctx, event.node), event.policy, built + more, old_text)
+        loaded = factory == "loaded" and not others
+        message = set_too_late(_setter_text(ctx, event.node), event.policy, built + more, old_text, loaded)
         yield ctx.diagnostic(
             "MP101", event.node, message, confidence=Confidence.MEDIUM if None in old else Confidence.HIGH
         )
@@ -148,13 +161,31 @@ def _built_before(ctx: StaticContext, event: PolicyEvent) -> list[tuple[ast.Call
 
 def _construction(ctx: StaticContext, call: ast.Call) -> LayerRecord | None:
     """A layer/model constructor call that takes the global policy: no explicit dtype, not an input or
-    preprocessing layer; `keras.applications` models included."""
+    preprocessing layer; `keras.applications` models and the model factories of keras_semantics (pretrained
+    models, presets, loaded models) included."""
     layer = ctx.layer_call(call)
-    if layer is None and is_application(ctx, call):
+    factory = model_factory(ctx.call_name(call))
+    if factory == "loaded" and _wrapped_in_savedmodel_layer(ctx, call):
+        return None  # `hub.KerasLayer(tf.saved_model.load(path))`: the layer made later takes the policy
+    if layer is None and (is_application(ctx, call) or factory):
         layer = ctx.layer_record(call, ctx.call_name(call))
     if layer is None or layer.kind in _NEUTRAL_LAYERS or dtype_keyword(call) is not None:
         return None
     return layer
+
+
+def _wrapped_in_savedmodel_layer(ctx: StaticContext, call: ast.Call) -> bool:
+    """A loaded SavedModel handed to `hub.KerasLayer` / `TFSMLayer`, directly or through the name it is bound to."""
+    parent = ctx.parents.get(call)
+    names = (
+        {parent.targets[0].id} if isinstance(parent, ast.Assign) and isinstance(parent.targets[0], ast.Name) else set()
+    )
+    for layer in ctx.layer_calls:
+        if layer.qualname in SAVEDMODEL_LAYERS and layer.node.args:
+            handle = layer.node.args[0]
+            if handle is call or (isinstance(handle, ast.Name) and handle.id in names):
+                return True
+    return False
 
 
 def _first_construction_in(ctx: StaticContext, function: ast.AST, visiting: frozenset) -> LayerRecord | None:
@@ -213,19 +244,32 @@ def _arms(ctx: StaticContext, node: ast.AST) -> Iterator[tuple[ast.AST, object]]
         child, parent = parent, ctx.parents.get(parent)
 
 
+def _callee_text(ctx: StaticContext, call: ast.Call) -> str:
+    text = ctx.segment(call.func)
+    return text if len(text) <= 60 else text.rsplit(".", 1)[-1]
+
+
 def _setter_text(ctx: StaticContext, call: ast.Call | None) -> str:
     """The policy call as the file spells it: `keras.mixed_precision.set_global_policy()`."""
     text = ctx.segment(call.func) if call is not None else ""
     return f"{text}()" if text and len(text) <= 60 else "the policy call"
 
 
-def set_too_late(setter: str, policy: str | None, built: str, old: str) -> str:
+def set_too_late(setter: str, policy: str | None, built: str, old: str, loaded: bool = False) -> str:
     """MP101 in the words of both passes: what was built before the policy call (`Conv2D (line 8) was built`
-    statically, `4 layers were built (first: ...)` when traced), what it computes in, and what to do."""
-    return (
-        f'{setter} sets "{policy}" only after {built}: layers keep the policy in force when they are created, so '
-        f"they still compute in {old}; set the policy before building the model"
-    )
+    statically, `4 layers were built (first: ...)` when traced), what it computes in, and what to do. A model
+    loaded from a file (`load_model`) keeps the dtypes it was saved with whatever the policy: its advice differs."""
+    if loaded:
+        consequence = (
+            f"a loaded model keeps the dtypes it was saved with, so it still computes in {old}; build the model in "
+            "code after setting the policy and load only its weights"
+        )
+    else:
+        consequence = (
+            f"layers keep the policy in force when they are created, so they still compute in {old}; set the "
+            "policy before building the model"
+        )
+    return f'{setter} sets "{policy}" only after {built}: {consequence}'
 
 
 @trace_check("MP101")
@@ -244,7 +288,7 @@ def trace_policy_after_layers(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
         stale = [
             record
             for record in before
-            if record.explicit_dtype is None
+            if (record.explicit_dtype is None or _made_by_factory(ctx, record))
             and record.policy != event.policy
             and record.class_name != "InputLayer"
             and not record.is_model
@@ -256,12 +300,22 @@ def trace_policy_after_layers(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
         line = event.location.line if event.location else None
         call = ctx.call_at(line, "set_global_policy", "set_dtype_policy", "set_floatx", "set_policy")
         setter = _setter_text(ctx.static, call) if call is not None else f"{event.api}()"
-        count = f"{len(stale)} layer{'s were' if len(stale) > 1 else ' was'} built"
+        loaded = all(_made_by_factory(ctx, record) == "loaded" for record in stale)
+        count = f"{len(stale)} layer{'s were' if len(stale) > 1 else ' was'} {'loaded' if loaded else 'built'}"
         built = f"{count} (first: {first.class_name} `{first.name}`, line {_line(first) or '?'})"
-        found.append(
-            ctx.diagnostic("MP101", event.location, set_too_late(setter, event.policy, built, first.policy or "?"))
-        )
+        message = set_too_late(setter, event.policy, built, first.policy or "?", loaded)
+        found.append(ctx.diagnostic("MP101", event.location, message))
     return found
+
+
+def _made_by_factory(ctx: TraceContext, record: LayerRecord) -> str | None:
+    """'loaded' / 'built' for a layer created by a call of a model factory in this file
+    (`tf_keras.models.load_model(...)`): an explicit `dtype` there came from the saved config, not from the user,
+    so the global policy set later still does not reach the layer."""
+    if ctx.static is None or record.created_at is None or ctx.shown(record.created_at.file) != ctx.display_path:
+        return None
+    call = ctx.call_at(record.created_at.line)
+    return model_factory(ctx.static.call_name(call)) if call is not None else None
 
 
 def _line(record: LayerRecord) -> int | None:
