@@ -85,6 +85,73 @@ class FileFix:
         }
 
 
+NOT_IN_NOTEBOOKS = "fixes are shown but not applied to notebooks: apply the diff to the cell"
+
+
+@dataclass
+class NotebookFix(FileFix):
+    """What --fix/--diff show for a notebook: the cell fixes as diffs of the cells, never written (the edits are
+    lines of cells; the .ipynb file is JSON)."""
+
+    cells: dict[int, tuple[str, str]] = field(default_factory=dict)  # cell -> (its text, the text with the fixes)
+    in_diff: list[Diagnostic] = field(default_factory=list)  # the findings whose cell fixes the diffs hold
+
+    @property
+    def changed(self) -> bool:
+        return any(before != after for before, after in self.cells.values())
+
+    def diff(self) -> str:
+        return "".join(
+            "".join(
+                difflib.unified_diff(
+                    before.splitlines(keepends=True),
+                    after.splitlines(keepends=True),
+                    f"a/{self.shown} (cell {cell})",
+                    f"b/{self.shown} (cell {cell})",
+                )
+            )
+            for cell, (before, after) in sorted(self.cells.items())
+        )
+
+    def to_dict(self) -> dict:
+        data = super().to_dict()
+        data["shown"] = [
+            {"code": d.code, "cell": d.cell_fix.cell, "line": d.location.line, "description": d.cell_fix.description}
+            for d in self.in_diff
+        ]
+        return data
+
+
+def notebook_fix(shown: str, source, diagnostics: list[Diagnostic], unsafe: bool) -> NotebookFix | None:
+    """The cell fixes of a notebook's findings applied to copies of their cells, one round (a fix whose edits clash
+    with an earlier one in the same cell waits: it is listed as not applied)."""
+    candidates = [
+        d
+        for d in diagnostics
+        if d.cell_fix is not None and d.cell_fix.edits and (unsafe or d.cell_fix.applicability == "safe")
+    ]
+    if not candidates:
+        return None
+    result = NotebookFix(shown, "", "", error=NOT_IN_NOTEBOOKS, verification="not applied (notebook)")
+    taken: dict[int, list[tuple[Diagnostic, list]]] = {}
+    for d in sorted(candidates, key=lambda d: (d.cell_fix.cell, d.location.line, d.location.column, d.code)):
+        cell = d.cell_fix.cell
+        text = source.text_of(cell)
+        if text is None:
+            continue
+        text += "\n"
+        spans = edit_spans(text, d.cell_fix.edits)
+        if any(overlaps(spans, other) for _, other in taken.get(cell, [])):
+            result.not_applied.append((d, "clashes with another fix of the cell: apply that one first"))
+            continue
+        taken.setdefault(cell, []).append((d, spans))
+    for cell, fixes in taken.items():
+        before = source.text_of(cell) + "\n"
+        result.cells[cell] = (before, apply_edits(before, [e for d, _ in fixes for e in d.cell_fix.edits]))
+        result.in_diff += [d for d, _ in fixes]
+    return result
+
+
 def wanted(d: Diagnostic, unsafe: bool) -> bool:
     return (
         d.fix is not None
@@ -369,7 +436,10 @@ def _verify_by_trace(
     crashed = [a for a in after if a.code == "MP001"]
     # The run dies before and after the fix for a reason of its own: the fix is no worse, but nothing is proven.
     if crashed:
-        return None, f"unverified (the trace fails before and after the fix: {crashed[0].message[:120]})", after, []
+        from mpdoctor.tf_messages import shorten
+
+        reason = shorten(crashed[0].message, 120)
+        return None, f"unverified (the trace fails before and after the fix: {reason})", after, []
     return None, VERIFIED, after, []
 
 
@@ -425,7 +495,13 @@ def fix_report(report, config: Config, trace, *, unsafe: bool, write: bool) -> N
     remaining: list[Diagnostic] = []
     for shown, diagnostics in by_file.items():
         source = report.sources.get(shown)
-        if source is None or source.cells is not None or not any(wanted(d, unsafe) for d in diagnostics):
+        if source is not None and source.cells is not None:  # a notebook: its fixes are shown, never applied
+            shown_fix = notebook_fix(shown, source, diagnostics, unsafe)
+            if shown_fix is not None:
+                results.append(shown_fix)
+            remaining += diagnostics
+            continue
+        if source is None or not any(wanted(d, unsafe) for d in diagnostics):
             remaining += diagnostics
             continue
         path, text = source.path, source.text
@@ -454,18 +530,40 @@ def fix_report(report, config: Config, trace, *, unsafe: bool, write: bool) -> N
 def write_diffs(report, stream, errors, *, unsafe: bool) -> int:
     """--diff: the unified diff of every file a --fix would change on `stream`, what would not be applied and a
     summary on `errors`; returns how many fixes the diffs hold."""
-    count = 0
+    count = in_cells = 0
     for result in report.fixes or ():
         diff = result.diff()
         if diff:
             stream.write(diff if diff.endswith("\n") else diff + "\n")
-            count += len(result.applied)
+            if isinstance(result, NotebookFix):
+                in_cells += len(result.in_diff)
+                errors.write(f"{result.shown}: {NOT_IN_NOTEBOOKS}\n")
+            else:
+                count += len(result.applied)
         for d, reason in result.not_applied:
-            where = escape_controls(d.location.path)
-            errors.write(f"{where}:{d.location.line}: {d.code} fix not applied: {escape_controls(reason)}\n")
-    hidden = 0 if unsafe else sum(1 for d in report.diagnostics if d.fix and d.fix.applicability == "unsafe")
-    summary = f"Would fix {count} problem{'' if count == 1 else 's'}." if count else "No fixes available."
+            errors.write(escape_controls(f"{fix_location(d.location)}: {d.code} fix not applied: {reason}") + "\n")
+    hidden = 0 if unsafe else sum(1 for d in report.diagnostics if _unsafe(d))
+    parts = [f"Would fix {_problems(count)}."] if count else []
+    if in_cells:
+        parts.append(f"{_problems(in_cells, 'fix')} for notebook cells shown, not applied.")
+    summary = " ".join(parts) or "No fixes available."
     if hidden:
         summary += f" {hidden} more with --unsafe-fixes."
     errors.write(summary + "\n")
-    return count
+    return count + in_cells
+
+
+def fix_location(location) -> str:
+    """Where a fix that was not applied belongs: `model.py:12`, `demo.ipynb:cell 3:line 5`."""
+    if location.cell is not None:
+        return f"{location.path}:cell {location.cell}:line {location.line}"
+    return f"{location.path}:{location.line}"
+
+
+def _unsafe(d: Diagnostic) -> bool:
+    fix = d.fix or d.cell_fix
+    return fix is not None and fix.applicability == "unsafe"
+
+
+def _problems(count: int, word: str = "problem") -> str:
+    return f"{count} {word}{'' if count == 1 else ('es' if word.endswith('x') else 's')}"

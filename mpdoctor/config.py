@@ -13,7 +13,7 @@ import tomllib
 from mpdoctor import reads
 from mpdoctor.diagnostics import Severity
 from mpdoctor.facts.dtypes import KNOWN_POLICIES
-from mpdoctor.registry import expand_selector
+from mpdoctor.registry import default_selection, expand_selector
 
 DEFAULT_EXCLUDE = (
     ".git",
@@ -84,7 +84,7 @@ class ConfigError(Exception):
 
 @dataclass
 class Config:
-    select: set[str] = field(default_factory=lambda: expand_selector("ALL"))
+    select: set[str] = field(default_factory=default_selection)  # opt-in rules (MP603) need their code
     ignore: set[str] = field(default_factory=set)
     per_file_ignores: dict[str, set[str]] = field(default_factory=dict)
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
@@ -153,7 +153,7 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
-def _selectors(value, where: str) -> set[str]:
+def _selectors(value, where: str, opt_in: bool = False) -> set[str]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -161,7 +161,7 @@ def _selectors(value, where: str) -> set[str]:
     codes: set[str] = set()
     for selector in value:
         try:
-            codes |= expand_selector(selector)
+            codes |= expand_selector(selector, opt_in)
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
     return codes
@@ -247,12 +247,12 @@ def apply_overrides(
     if extend_select is not None:
         config.select |= _selectors(extend_select, f"{where} extend-select")
     if ignore is not None:
-        config.ignore |= _selectors(ignore, f"{where} ignore")
+        config.ignore |= _selectors(ignore, f"{where} ignore", opt_in=True)
     if per_file_ignores is not None:
         if not isinstance(per_file_ignores, dict):
             raise ConfigError(f"{where} per-file-ignores: expected a table of glob = [codes]")
         for pattern, codes in per_file_ignores.items():
-            config.per_file_ignores[pattern] = _selectors(codes, f"{where} per-file-ignores {pattern!r}")
+            config.per_file_ignores[pattern] = _selectors(codes, f"{where} per-file-ignores {pattern!r}", opt_in=True)
     for key, value in (("exclude", exclude), ("extend-exclude", extend_exclude)):
         if value is None:
             continue

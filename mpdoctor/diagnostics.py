@@ -60,6 +60,7 @@ class Fix:
     description: str
     edits: tuple[Edit, ...]
     applicability: str = "safe"  # "safe" | "unsafe"
+    cell: int | None = None  # a fix of a notebook cell: its edits are lines of that cell (see Diagnostic.cell_fix)
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,11 @@ class Diagnostic:
     severity: Severity
     passes: tuple[str, ...] = ("static",)
     confidence: Confidence = Confidence.HIGH
-    fix: Fix | None = None
+    fix: Fix | None = None  # what --fix applies to the file
     notes: tuple[str, ...] = field(default=())
+    # A fix that is shown (as a diff of the cell), never applied: in a notebook, whose .ipynb JSON the edits of a
+    # cell's lines would corrupt, and in a %%mpdoctor cell. `fix` is then None.
+    cell_fix: Fix | None = None
     context: DiagnosticContext | None = None  # set when only a project's policy context makes this a finding
 
     def sort_key(self) -> tuple:

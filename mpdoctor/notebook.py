@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mpdoctor.diagnostics import Diagnostic, Location
+from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location
 from mpdoctor.facts.schema import source_refs
 from mpdoctor.reads import read_bytes
 
@@ -73,15 +73,31 @@ class Notebook:
         return replace(loc, line=line, end_line=end_line, end_column=end_column, cell=cell)
 
     def map_diagnostic(self, d: Diagnostic, shown: str) -> Diagnostic:
-        """Locations in the cell; a fix is reported (as a note) but never carried: its edits are lines of the
-        combined source, not of the .ipynb file, and applying them would corrupt the JSON."""
+        """Locations in the cell. A fix is never carried as a fix of the file (its edits are lines of the combined
+        source, not of the .ipynb file, and applying them would corrupt the JSON): it becomes the diagnostic's
+        `cell_fix`, its edits in the lines of its cell, which --diff and the HTML report show as a diff of the
+        cell."""
         if d.location.path != shown:
             return d
-        notes = tuple(self.map_text(note) for note in d.notes)
+        notes, cell_fix = tuple(self.map_text(note) for note in d.notes), None
         if d.fix is not None:
-            notes += (f"fix available but not applied to notebooks: {self.map_text(d.fix.description)}",)
+            cell_fix = self.cell_fix(d.fix)
+            shown_as = f"shown as a diff of cell {cell_fix.cell}" if cell_fix else "it spans cells"
+            notes += (f"fix not applied to notebooks ({shown_as}): {self.map_text(d.fix.description)}",)
         location = self.map_location(d.location)
-        return replace(d, message=self.map_text(d.message), location=location, fix=None, notes=notes)
+        return replace(d, message=self.map_text(d.message), location=location, fix=None, notes=notes, cell_fix=cell_fix)
+
+    def cell_fix(self, fix: Fix) -> Fix | None:
+        """The fix with its edits in the lines of the one cell they touch (None when they touch several)."""
+        edits, cells = [], set()
+        for edit in fix.edits:
+            cell, line = self.to_cell(edit.line)
+            end_cell, end_line = self.to_cell(edit.end_line)
+            cells |= {cell, end_cell}
+            edits.append(Edit(edit.path, line, edit.column, end_line, edit.end_column, edit.content))
+        if len(cells) != 1 or None in cells:
+            return None
+        return replace(fix, edits=tuple(edits), cell=cells.pop())
 
     def map_text(self, text: str) -> str:
         """ "line 93" of the combined program, in a message, as "cell 5, line 3". Lines of tracebacks

@@ -361,6 +361,28 @@ def _object_paths(graph_bytes: bytes) -> dict[str, str]:
     return result
 
 
+def _export_mirrors(paths: dict[str, str], dtypes: dict, shapes: dict) -> set[str]:
+    """The keys under `_all_variables/` when they repeat `variables/` one for one.
+
+    Keras 3 `model.export()` (its ExportArchive) tracks the model's variables twice, as `variables/N` and as
+    `_all_variables/N`, and the checkpoint stores both (the same values, in another order). A listing shows them
+    once: these keys are left out of it when both lists exist and hold the same dtypes and shapes. Conversion and
+    restores still see every key."""
+    lists: dict[str, list[str]] = {"variables": [], "_all_variables": []}
+    for key, path in paths.items():
+        head, _, index = path.partition("/")
+        if head in lists and index.isdigit():
+            lists[head].append(key)
+    ours, mirror = lists["variables"], lists["_all_variables"]
+
+    def signature(keys: list[str]) -> list:
+        return sorted((str(dtypes.get(k)), tuple(shapes.get(k) or ())) for k in keys)
+
+    if not ours or len(ours) != len(mirror) or signature(ours) != signature(mirror):
+        return set()
+    return set(mirror)
+
+
 _TABLE_MAGIC = 0xDB4775248B80FB57
 
 
@@ -588,6 +610,7 @@ class _TFSource:
                 raise
             except Exception as exc:
                 raise CheckpointError(self.index, f"cannot parse the checkpoint's object graph: {exc}") from None
+        self.mirrors = _export_mirrors(self.object_paths, self.dtypes, self.shapes)
 
     def keys(self) -> list[str]:
         return sorted(self.dtypes)
@@ -960,13 +983,17 @@ def open_source(path: str | os.PathLike):
         yield located, _H5Source(located, handle, shown)
 
 
+def _listed_keys(source) -> list[str]:
+    """The keys a listing or an audit shows: no object graph, and a Keras export's mirrored variables once."""
+    mirrors = getattr(source, "mirrors", set())
+    return [k for k in source.keys() if k != OBJECT_GRAPH_KEY and k not in mirrors]
+
+
 def _describe(located: Located, source) -> dict:
     variables = []
     counts: dict[str, int] = {}
     total = 0
-    for key in source.keys():
-        if key == OBJECT_GRAPH_KEY:
-            continue
+    for key in _listed_keys(source):
         dtype, shape = source.dtypes[key], source.shapes[key]
         size = _nbytes(dtype, shape)
         entry = {
@@ -994,6 +1021,7 @@ def _describe(located: Located, source) -> dict:
         "variables": variables,
         "dtypes": dict(sorted(counts.items())),
         "total_bytes": total,
+        "mirrored": len(getattr(source, "mirrors", ())),  # Keras export `_all_variables/*`, not listed again
     }
 
 
@@ -1200,7 +1228,7 @@ def _audit_source(
     started = time.perf_counter()
     rows = []
     read = 0
-    keys = [k for k in source.keys() if k != OBJECT_GRAPH_KEY]
+    keys = _listed_keys(source)
     selected = [k for k in keys if _auditable(source.dtypes[k], target) and (pattern is None or pattern.search(k))]
     skipped = len(keys) - len(selected)
     for key in selected:

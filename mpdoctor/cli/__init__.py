@@ -12,6 +12,34 @@ import sys
 from mpdoctor._version import __version__
 from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED
 
+# The libraries whose versions decide what the trace sees, by their distribution names.
+VERSIONED_LIBRARIES = ("tensorflow", "keras", "tf-keras", "tensorflow-hub")
+
+
+def version_text() -> str:
+    """mpdoctor's version and the versions of the libraries it checks against, read from package metadata (importing
+    TensorFlow would take seconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    lines = [f"mpdoctor {__version__}"]
+    for name in VERSIONED_LIBRARIES:
+        try:
+            found = version(name)
+        except PackageNotFoundError:
+            found = "not installed"
+        lines.append(f"{name} {found}")
+    lines.append(f"python {sys.version.split()[0]}")
+    return "\n".join(lines)
+
+
+class _Version(argparse.Action):
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
+
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line and exit 2, like every usage error here
@@ -25,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mpdoctor",
         description="Find mixed-precision (float16/bfloat16) breakage in TensorFlow/Keras code before it runs.",
     )
-    parser.add_argument("--version", action="version", version=f"mpdoctor {__version__}")
+    parser.add_argument(
+        "--version", action=_Version, help="show mpdoctor's version and the TensorFlow/Keras versions it sees"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     check.add_parser(sub)
     merge.add_parser(sub)

@@ -147,6 +147,11 @@ def _checkpoint_lines(info: dict) -> list[str]:
         f"  {_plural(len(info['variables']), 'variable')}, {_size(info['total_bytes'])}: "
         f"{_dtype_counts(info['dtypes'])}",
     ]
+    if info.get("mirrored"):
+        lines.append(
+            f"  (a Keras export stores them twice: the {_plural(info['mirrored'], 'entry', 'entries')} under "
+            "_all_variables/ repeat variables/ and are listed once)"
+        )
     variables = info["variables"]
     if not variables:
         return lines

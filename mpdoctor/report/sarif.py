@@ -89,7 +89,8 @@ def rule_descriptor(rule) -> dict:
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": rule.what},
         "help": {"text": _help_text(rule), "markdown": _help_markdown(rule)},
-        "defaultConfiguration": {"level": LEVELS[rule.severity]},
+        # SARIF's `enabled`: an opt-in rule is off unless selected by its code.
+        "defaultConfiguration": {"level": LEVELS[rule.severity], "enabled": not rule.opt_in},
         "properties": {"tags": list(RULE_TAGS), "passes": list(rule.pass_names), "fixable": rule.fixable},
     }
 

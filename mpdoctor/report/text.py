@@ -9,6 +9,7 @@ from typing import TextIO
 
 from mpdoctor.diagnostics import Severity
 from mpdoctor.printable import escape_controls as _safe
+from mpdoctor.report.counts import fixable_parts
 
 _SEVERITY_COLOUR = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "34"}
 
@@ -25,7 +26,7 @@ def where_text(loc) -> str:
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    return f"{n} {word}{'' if n == 1 else ('es' if word.endswith('x') else 's')}"
 
 
 def render(
@@ -38,8 +39,10 @@ def render(
         marker = " [*]" if d.fix is not None and d.fix.applicability == "safe" else ""  # what --fix would do
         stream.write(f"{where} {code}{marker} {_safe(d.message)}\n")
     for result in report.fixes or ():
+        from mpdoctor.autofix import fix_location
+
         for d, reason in result.not_applied:
-            stream.write(f"{_safe(d.location.path)}:{d.location.line}: {d.code} fix not applied: {_safe(reason)}\n")
+            stream.write(_safe(f"{fix_location(d.location)}: {d.code} fix not applied: {reason}") + "\n")
     if statistics and report.diagnostics:
         from mpdoctor.registry import get_rule
 
@@ -72,17 +75,19 @@ def render(
     line = f"Found {_plural(total, 'problem')} ({', '.join(parts)}) in {files}{skipped}.{not_checked}"
     if report.baselined:
         line += f" {report.baselined} more in the baseline."
-    if report.fixable():
-        unsafe = sum(1 for d in report.diagnostics if d.fix is not None and d.fix.applicability == "unsafe")
-        safe = report.fixable() - unsafe
-        parts = [f"{safe} fixable with --fix ([*])"] if safe else []
-        if unsafe:
-            parts.append(f"{unsafe} {'more ' if safe else 'fixable '}with --unsafe-fixes")
-        line += " " + ", ".join(parts) + "."
+    fixable = fixable_parts(report)
+    if fixable:
+        line += " " + ", ".join(fixable) + "."
     stream.write(_paint(line, "1", colour) + "\n")
 
 
 def _fix_summary(report, stream: TextIO, colour: bool) -> None:
+    from mpdoctor.autofix import NotebookFix
+
+    for result in report.fixes:
+        if isinstance(result, NotebookFix):  # shown, never written: the diff is the fix
+            stream.write(f"{result.shown}: {_plural(len(result.in_diff), 'fix')} not applied: {result.error}\n")
+            stream.write(result.diff())
     for result in report.fixes:
         if result.written:
             stream.write(

@@ -10,12 +10,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from mpdoctor.facts.codec import SchemaError
 from mpdoctor.facts.schema import Facts
@@ -57,8 +60,8 @@ def run_trace(
     fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
     notebook's cells), written to the temporary directory; the child then also runs in the file's directory (as
     Jupyter does). `policy`: the global dtype policy set before the file is imported (a library module that an
-    entry point of its project runs under that policy); `search_path`: directories the module's imports are found
-    from besides its own (the entry point's, as `python train.py` has it)."""
+    entry point of its project runs under that policy, or --assume-policy's); `search_path`: directories the
+    module's imports are found from besides its own (the entry point's, as `python train.py` has it)."""
     with tempfile.TemporaryDirectory(prefix="mpdoctor-trace-") as workdir:
         request_path = os.path.join(workdir, "request.json")
         result_path = os.path.join(workdir, "facts.json")
@@ -108,6 +111,7 @@ def run_trace(
         if os.path.lexists(result_path):
             try:
                 facts = read_facts(result_path)
+                tail = _user_paths(facts.saved_paths)(tail)
             except SchemaError as exc:
                 failure = failure or f"the trace produced unreadable facts ({exc})"
         elif failure is None:
@@ -118,6 +122,37 @@ def run_trace(
 def child_command(request_path: str, result_path: str) -> list[str]:
     """The trace child's command line (tests replace it with a child that writes forged facts)."""
     return [sys.executable, "-m", "mpdoctor.trace.child", request_path, result_path]
+
+
+def _user_paths(saved_paths) -> Callable[[Any], Any]:
+    """A function mapping the paths in trace facts (any JSON value) back to what the user's code asked for: the
+    child redirected saves into its scratch directory (`saved_paths`: where it wrote -> the path as given), and
+    messages, restore paths and TensorFlow's errors must name the user's `pretrained`, not a temporary folder."""
+    if not isinstance(saved_paths, dict) or not saved_paths:
+        return lambda value: value
+    pairs = [(str(written), str(asked)) for written, asked in saved_paths.items()]
+    # A save's own directory in the scratch tree (`.../scratch/3`) stands for the directory the code named.
+    folders = [(os.path.dirname(written), os.path.dirname(asked) or ".") for written, asked in pairs]
+    patterns = [(re.compile(re.escape(w)), a) for w, a in sorted(pairs, key=lambda p: -len(p[0]))]
+    patterns += [(re.compile(re.escape(w) + r"(?![\w-])"), a) for w, a in sorted(folders, key=lambda p: -len(p[0]))]
+
+    def text(value: str) -> str:
+        for pattern, asked in patterns:
+            value = pattern.sub(lambda _match, asked=asked: asked, value)
+        return value
+
+    def back(value, key: str | None = None):
+        if key in ("saved_paths", "written_to"):  # these name the scratch directory on purpose
+            return value
+        if isinstance(value, str):
+            return text(value)
+        if isinstance(value, list):
+            return [back(v) for v in value]
+        if isinstance(value, dict):
+            return {k: back(v, k) for k, v in value.items()}
+        return value
+
+    return back
 
 
 def read_facts(path: str) -> Facts:
@@ -149,7 +184,10 @@ def read_facts(path: str) -> Facts:
     except (ValueError, UnicodeDecodeError) as exc:  # also integers of more digits than Python converts
         raise SchemaError(f"invalid JSON: {exc}") from None
     try:
-        return Facts.from_json(document)
+        # Paths the child redirected into its scratch folder are shown as the user's code named them.
+        return Facts.from_json(
+            _user_paths(document.get("saved_paths") if isinstance(document, dict) else None)(document)
+        )
     except SchemaError:
         raise
     except RecursionError:
