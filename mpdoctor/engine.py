@@ -184,6 +184,10 @@ def check_paths(
         if error:
             report.errors.append(error)
     report.diagnostics.sort(key=Diagnostic.sort_key)
+    if trace.enabled:
+        from mpdoctor.trace import forkserver
+
+        report.notes += forkserver.notes()
     return report
 
 

@@ -9,7 +9,8 @@ process-per-file child did: own session, its own working directory, environment,
 stderr to the parent's pipe (a FIFO), stdin from /dev/null.
 
 `TF_USE_LEGACY_KERAS` is read when TensorFlow is imported, so a server serves one environment: the parent keeps one
-server per environment (`servers()`), with the variable already set as the file asks (runner.child_environment).
+server per environment (`server_for`), with the variable already set as the target and the file ask
+(trace.checks.child_environment, runner._with_legacy_request).
 
 Protocol (JSON lines): the parent writes {"id", "argv", "env", "cwd", "output"} to the server's stdin; the server
 answers {"id", "pid"} (or {"id", "error"}), and {"exited": pid, "returncode": n} when a child ends (negative: killed
@@ -21,6 +22,7 @@ POSIX with `os.fork` only; elsewhere, or when the server cannot start, the runne
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import json
@@ -153,12 +155,24 @@ class ForkServer:
 
 _servers: dict[tuple, ForkServer] = {}
 _servers_lock = threading.Lock()
+_notes: list[str] = []
+
+
+def note(text: str) -> None:
+    if text not in _notes:
+        _notes.append(text)
+
+
+def notes() -> list[str]:
+    """How the trace children were started in this run, for --verbose."""
+    return list(_notes)
 
 
 def server_for(env: dict) -> ForkServer | None:
     """A ready server whose TensorFlow was imported under `env` (PYTHONPATH and the trace token aside, which each
     child sets for itself), started on first use; None when none can run here."""
     if not available():
+        note("trace: a process per file (the fork server is off: MPDOCTOR_FORK_SERVER=0, or no os.fork here)")
         return None
     key = tuple(sorted((k, v) for k, v in env.items() if k not in _PER_CHILD))
     with _servers_lock:
@@ -171,11 +185,17 @@ def server_for(env: dict) -> ForkServer | None:
                 _servers.pop(next(iter(_servers))).close()
             try:
                 server = _servers[key] = ForkServer(env)
-            except OSError:
+            except OSError as exc:
+                note(f"trace: a process per file (the fork server did not start: {exc})")
                 return None
-    return server if server.wait_ready() else None
+    if not server.wait_ready():
+        note("trace: a process per file (the fork server could not import TensorFlow)")
+        return None
+    note("trace: TensorFlow imported once per environment; a fresh fork of it per file (fork server)")
+    return server
 
 
+@atexit.register
 def close_all() -> None:
     with _servers_lock:
         while _servers:

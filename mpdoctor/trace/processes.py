@@ -116,12 +116,17 @@ class ProcessTree:
     """A child process in a session of its own, and everything it starts. Use as a context manager: leaving the
     block (normally, by an exception, by Ctrl-C or Terminated) ends the whole tree."""
 
-    def __init__(self, argv: list[str], *, env: dict, cwd: str | None = None, **popen) -> None:
+    def __init__(self, argv: list[str], *, env: dict, cwd: str | None = None, spawn=None, **popen) -> None:
+        """`spawn(argv, env, cwd)`: starts the child some other way than Popen (the fork server, which gives it its
+        own session too) and returns an object with Popen's pid, poll, wait, kill and returncode."""
         become_subreaper()
         self.token = secrets.token_hex(16)
         self._token_entry = f"{TOKEN_VARIABLE}={self.token}".encode()
         env = dict(env, **{TOKEN_VARIABLE: self.token})
-        self.process = subprocess.Popen(argv, env=env, cwd=cwd, start_new_session=True, **popen)
+        if spawn is not None:
+            self.process = spawn(argv, env, cwd)
+        else:
+            self.process = subprocess.Popen(argv, env=env, cwd=cwd, start_new_session=True, **popen)
         self.pid = self.process.pid
         with _live_lock:
             _live.add(self.pid)

@@ -7,6 +7,7 @@ a reason, which the engine reports as MP001. The child's output goes through a p
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -21,11 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpdoctor.facts.codec import SchemaError
+from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV, file_legacy_keras_setting
 from mpdoctor.facts.schema import Facts
 from mpdoctor.reads import not_regular
+from mpdoctor.trace import forkserver
 from mpdoctor.trace.processes import ProcessTree
 
 DEFAULT_TIMEOUT = 300.0
+_CHILD_MODULE = "mpdoctor.trace.child"
 FACTS_LIMIT = 512 * 2**20  # the facts of a huge model with numerics are tens of MiB
 _OUTPUT_TAIL = 4000
 
@@ -93,17 +97,10 @@ def run_trace(
             filter(None, [_package_root(), *search_path, child_env.get("PYTHONPATH")])
         )
         # Its own session and process group; whatever it starts is ended with it (mpdoctor.trace.processes).
-        with ProcessTree(
-            child_command(request_path, result_path),
-            env=child_env,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        ) as tree:
-            output = _TailReader(tree.process.stdout)
+        child = _Child(child_command(request_path, result_path), child_env, cwd, workdir, run_from or path)
+        with child.tree as tree:
             ending = tree.supervise(timeout, memory_limit_mb, result_written=lambda: os.path.exists(result_path))
-        tail = output.finish()
+        tail = child.finish()
         failure = ending.failure
         if failure is None and ending.returncode and not ending.after_result:
             failure = _exit_reason(ending.returncode)
@@ -119,9 +116,65 @@ def run_trace(
         return TraceOutcome(facts, failure, tail)
 
 
+class _Child:
+    """The trace child, forked by the fork server that imported TensorFlow once (mpdoctor.trace.forkserver) when it
+    can run here, else a process of its own; its output (stdout and stderr) goes to a pipe of which the tail is
+    kept either way."""
+
+    def __init__(self, argv: list[str], env: dict, cwd: str | None, workdir: str, source_path: str) -> None:
+        self._hold = None
+        server = None
+        if argv[1:3] == ["-m", _CHILD_MODULE]:  # not a stand-in child of the tests
+            env = _with_legacy_request(env, source_path)
+            server = forkserver.server_for(env)
+        if server is not None:
+            fifo = os.path.join(workdir, "output")
+            os.mkfifo(fifo, 0o600)
+            reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+            self._hold = os.open(fifo, os.O_WRONLY)  # no end of file before the child has opened its end
+            os.set_blocking(reader, True)
+            stream = os.fdopen(reader, "rb")
+            try:
+                self.tree = ProcessTree(argv, env=env, cwd=cwd, spawn=lambda a, e, c: server.spawn(a[3:], e, c, fifo))
+            except OSError as exc:
+                forkserver.note(f"the fork server failed ({exc}); a process for this file")
+                stream.close()
+                self._release()
+                server = None
+        if server is None:
+            self.tree = ProcessTree(
+                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+            stream = self.tree.process.stdout
+        self._output = _TailReader(stream)
+
+    def finish(self) -> str:
+        """The output's tail, once the tree has ended."""
+        self._release()
+        return self._output.finish()
+
+    def _release(self) -> None:
+        if self._hold is not None:
+            os.close(self._hold)
+            self._hold = None
+
+
+def _with_legacy_request(env: dict, source_path: str) -> dict:
+    """`env` with TF_USE_LEGACY_KERAS as the file sets it (keras_adapter.honour_legacy_request does the same in the
+    child): TensorFlow reads it on import, which the fork server has done before the file runs."""
+    try:
+        with open(source_path, encoding="utf-8", errors="replace") as handle:
+            setting = file_legacy_keras_setting(ast.parse(handle.read()))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return env
+    if setting == "set" or (setting == "default" and LEGACY_KERAS_ENV not in env):
+        return dict(env, **{LEGACY_KERAS_ENV: "1"})
+    return env
+
+
 def child_command(request_path: str, result_path: str) -> list[str]:
     """The trace child's command line (tests replace it with a child that writes forged facts)."""
-    return [sys.executable, "-m", "mpdoctor.trace.child", request_path, result_path]
+    return [sys.executable, "-m", _CHILD_MODULE, request_path, result_path]
 
 
 def _user_paths(saved_paths) -> Callable[[Any], Any]:
