@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import TraceSummary
     from mpdoctor.sources import SourceText
+    from mpdoctor.static.target import Target
 
 
 class Severity(str, enum.Enum):
@@ -109,6 +110,7 @@ class Report:
     baselined: int = 0  # findings left out because the --baseline file lists them
     fixes: list | None = None  # --fix/--diff: one mpdoctor.autofix.FileFix per file with fixes
     sources: dict[str, SourceText] = field(default_factory=dict)  # display path -> the text analysed
+    targets: dict[str, Target] = field(default_factory=dict)  # display path -> its TensorFlow/Keras target
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Severity}

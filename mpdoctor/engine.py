@@ -26,6 +26,7 @@ from mpdoctor.rules.mp001_run import (
     unused_suppressions,
 )
 from mpdoctor.sources import SourceText, read_source
+from mpdoctor.static import target as targets_module
 from mpdoctor.static.context import Settings, StaticContext
 from mpdoctor.suppress import find_suppressions, is_suppressed
 
@@ -90,6 +91,7 @@ def check_paths(
     """`progress(index, total, shown)` is called before each file (the CLI draws it on a terminal). The report keeps
     the text of every file that has findings (`Report.sources`), for the renderers and --fix."""
     trace = trace or TraceOptions()
+    targets_module.new_run()  # project files are read afresh, once per directory
     files, errors = collect_files(paths, config)
     report = Report(errors=errors, passes=("static", "trace") if trace.enabled else ("static",))
     for index, path in enumerate(files, start=1):
@@ -110,7 +112,9 @@ def check_paths(
             report.errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
             continue
         traced_before = len(report.traces)
-        diagnostics, error = check_source(source.text, shown, config, path=str(path), trace=trace, traces=report.traces)
+        diagnostics, error = check_source(
+            source.text, shown, config, path=str(path), trace=trace, traces=report.traces, targets=report.targets
+        )
         if notebook is not None:
             diagnostics, error = notebook.map_results(shown, path, diagnostics, error, report.traces[traced_before:])
         report.files_checked += 1
@@ -121,6 +125,29 @@ def check_paths(
             report.errors.append(error)
     report.diagnostics.sort(key=Diagnostic.sort_key)
     return report
+
+
+def file_targets(paths: Iterable[Path], config: Config) -> tuple[list[tuple[str, object]], list[FileError]]:
+    """(display path, resolved target) of every file `check` would check, for `check --show-target`."""
+    targets_module.new_run()
+    files, errors = collect_files(paths, config)
+    found = []
+    for path in files:
+        shown = display_path(path)
+        try:
+            text = read_notebook(path).source if is_notebook(path) else read_source(path)
+        except NotebookError as exc:
+            errors.append(FileError(shown, str(exc), kind="io"))
+            continue
+        except (OSError, UnicodeDecodeError, SyntaxError) as exc:
+            errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
+            continue
+        tree, error = parse_source(text, shown)
+        if tree is None:
+            errors.append(error)
+            continue
+        found.append((shown, targets_module.target_for(str(path), tree, text, settings_for(config).overrides)))
+    return found, errors
 
 
 def _reason(exc: BaseException) -> str:
@@ -146,15 +173,21 @@ def check_source(
     trace: TraceOptions | None = None,
     traces: list | None = None,
     run_from: str | None = None,
+    targets: dict | None = None,
 ) -> tuple[list[Diagnostic], FileError | None]:
     """Static (and, when enabled, trace) pass over one file: diagnostics after selection and suppression, or a
     parse error. A file that does not parse is never run. `run_from`: a file holding `text` that the trace runs
-    as if it were `path` (to verify a fix before writing it)."""
+    as if it were `path` (to verify a fix before writing it). `targets`: receives the file's resolved
+    TensorFlow/Keras target under `shown`."""
     tree, error = parse_source(text, shown)
     if tree is None:
         return [], error
-    settings = Settings(keras_version=config.keras_version, assumed_policy=config.assume_policy)
+    settings = settings_for(config)
     raw, internal = _static_diagnostics(text, shown, tree, config, path, settings)
+    if settings.target is None:  # no static check built a context (that resolves it from its own walk)
+        settings.target = targets_module.target_for(path or shown, tree, text, settings.overrides)
+    if targets is not None:
+        targets[shown] = settings.target
     passes = "S"
     if trace is not None and trace.enabled and _MARKER.search(text):
         from mpdoctor.trace.checks import trace_diagnostics
@@ -165,6 +198,16 @@ def check_source(
         raw = merge_passes(static_after_trace(raw, verdicts), traced)
         passes = "ST"
     return finish(raw, text, shown, config, ran_passes=passes), internal
+
+
+def settings_for(config: Config) -> Settings:
+    return Settings(
+        keras_version=config.keras_version,
+        assumed_policy=config.assume_policy,
+        target_tensorflow=config.target_tensorflow,
+        target_origin=config.target_tensorflow_origin,
+        keras_origin=config.keras_version_origin,
+    )
 
 
 def _static_diagnostics(
