@@ -111,8 +111,26 @@ def add_parser(sub) -> None:
         metavar="POLICY",
         help="global dtype policy to assume when a file sets none (e.g. mixed_float16)",
     )
+    check.add_argument(
+        "--shard",
+        type=_shard,
+        metavar="I/N",
+        help="check only part I of N (CI matrix jobs; combine their --format json reports with `mpdoctor merge`)",
+    )
     check.add_argument("--config", type=Path, metavar="FILE", help="read [tool.mpdoctor] from this pyproject.toml")
     check.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+    check.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="say on stderr how the run went: the project analysis, and where it fell back to file-by-file checks",
+    )
+    check.add_argument(
+        "--show-contexts",
+        action="store_true",
+        help="print each model builder with the dtype policy contexts its project's entry points run it under, and "
+        "how they were found; check nothing",
+    )
     check.add_argument(
         "--fix", action="store_true", help="apply the safe fixes (verified by re-tracing when the trace pass runs)"
     )
@@ -120,6 +138,13 @@ def add_parser(sub) -> None:
     check.add_argument("--diff", action="store_true", help="print the fixes as unified diffs, write nothing")
 
     check.set_defaults(handler=run_check)
+
+
+def _shard(value: str) -> tuple[int, int]:
+    index, _, count = value.partition("/")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        raise argparse.ArgumentTypeError(f"expected I/N with 1 <= I <= N, got {value!r}")
+    return int(index), int(count)
 
 
 def _split(value: str | None) -> list[str] | None:
@@ -141,7 +166,6 @@ def _use_colour(choice: str, stream) -> bool:
 def run_check(args) -> int:
     from mpdoctor.config import ConfigError, apply_overrides, load_config
     from mpdoctor.engine import check_paths
-    from mpdoctor.report import write_report
 
     paths = args.paths or [Path(".")]
     try:
@@ -211,6 +235,8 @@ def run_check(args) -> int:
     if options.timeout <= 0:
         print("mpdoctor: error: --trace-timeout must be positive", file=sys.stderr)
         return EXIT_ERROR
+    if args.show_contexts:
+        return show_contexts(paths, config, verbose=args.verbose)
     from mpdoctor.baseline import BaselineError, load_baseline, split, write_baseline
     from mpdoctor.progress import Progress
 
@@ -221,7 +247,7 @@ def run_check(args) -> int:
         print(f"mpdoctor: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     progress = Progress.for_stream(sys.stderr, tracing)
-    report = check_paths(paths, config, options, progress=progress)
+    report = check_paths(paths, config, options, progress=progress, shard=args.shard)
     if progress is not None:
         progress.clear()
     if baseline_keys is not None:
@@ -238,6 +264,9 @@ def run_check(args) -> int:
             f"mpdoctor: {args.write_baseline}: baseline of {count} finding{'' if count == 1 else 's'} written",
             file=sys.stderr,
         )
+    if args.verbose:
+        for note in report.notes:
+            print(f"mpdoctor: {note}", file=sys.stderr)
     for error in report.errors:
         print(error.render(), file=sys.stderr)
     if args.fix or args.diff:
@@ -247,6 +276,13 @@ def run_check(args) -> int:
         if args.diff:
             count = write_diffs(report, sys.stdout, sys.stderr, unsafe=args.unsafe_fixes)
             return EXIT_ERROR if report.errors else (EXIT_FINDINGS if count else EXIT_OK)
+
+    return deliver(report, args, config)
+
+
+def deliver(report, args, config) -> int:
+    """Write the report as --format/--output/--html ask (also for `mpdoctor merge`), and the exit code."""
+    from mpdoctor.report import write_report
 
     target = sys.stdout
     buffer = None
@@ -275,7 +311,7 @@ def run_check(args) -> int:
 
     if report.errors:
         return EXIT_ERROR
-    if args.exit_zero or args.write_baseline:
+    if args.exit_zero or getattr(args, "write_baseline", None):
         return EXIT_OK
     threshold = config.fail_on.rank
     failing = any(d.severity.rank >= threshold for d in report.diagnostics)
@@ -292,6 +328,31 @@ def _show_targets(paths: list[Path], config) -> int:
         print("\n".join(target.describe()))
     for error in errors:
         print(error.render(), file=sys.stderr)
+    return EXIT_ERROR if errors else EXIT_OK
+
+
+def show_contexts(paths: list[Path], config, *, verbose: bool = False, stream=None) -> int:
+    """`check --show-contexts`: every model builder the project analysis reached, with its policy contexts."""
+    from mpdoctor.engine import analyse_projects, collect_files
+
+    stream = stream or sys.stdout
+    files, errors = collect_files(paths, config)
+    for error in errors:
+        print(error.render(), file=sys.stderr)
+    projects = analyse_projects(list(paths), files, config)
+    if verbose:
+        for note in projects.notes:
+            print(f"mpdoctor: {note}", file=sys.stderr)
+    builders = projects.builders
+    for builder in builders:
+        where = "called from another module" if builder.across_modules else "called in its own module"
+        stream.write(f"{builder.shown}:{builder.line} {builder.qualname} ({where})\n")
+        width = max(len(c.policy or "unknown") for c in builder.contexts)
+        for context in builder.contexts:
+            how = context.describe().split(", ", 1)[-1] if context.origin else "no policy set"
+            stream.write(f"    {(context.policy or 'unknown').ljust(width)}  {how}: {context.route()}\n")
+    if not builders:
+        stream.write("No model builder is reached from an entry point that sets a dtype policy.\n")
     return EXIT_ERROR if errors else EXIT_OK
 
 

@@ -46,6 +46,9 @@ def diagnostic_to_dict(d: Diagnostic) -> dict:
                 for e in d.fix.edits
             ],
         },
+        # Only on findings that exist under a policy context of the project (issue 21): the policy, where and when
+        # it is set, and the calls from there to the finding's function.
+        **({"context": d.context.to_dict()} if d.context is not None else {}),
     }
 
 
@@ -61,7 +64,7 @@ def to_dict(report) -> dict:
         "summary": report.summary(),
         "traces": [trace.to_json() for trace in report.traces],
         # Per checked file: the TensorFlow/Keras target it was judged against and where each part came from.
-        "files": [{"path": path, "target": target.to_json()} for path, target in report.targets.items()],
+        "files": [{"path": path, "target": target.to_json()} for path, target in sorted(report.targets.items())],
         **({"fixes": [f.to_dict() for f in report.fixes]} if report.fixes is not None else {}),
     }
 

@@ -40,6 +40,9 @@ define_rule(
           still importable, but the rewrite raises ValueError for the Keras optimizers of TF >= 2.11 (Keras 3,
           tf_keras) and refuses a mixed Keras policy; in TF1 graph-mode code, where it still runs with
           `tf.compat.v1.train` optimizers, it is reported with low confidence and TF1-era advice;
+        - `tf.contrib.mixed_precision.*` (TF1's `LossScaleOptimizer`, `ExponentialUpdateLossScaleManager`,
+          `FixedLossScaleManager`), imported or used: `tf.contrib` is gone from TensorFlow 2 (not reported on a
+          TF 1.x target);
         - on a Keras 3 target, `optimizer.get_scaled_loss(...)` / `optimizer.get_unscaled_gradients(...)` (the
           tf_keras `LossScaleOptimizer` API; valid, and not reported, on a Keras 2 target).
         An API that exists on every release of the target is not reported; one missing from only part of the
@@ -52,14 +55,22 @@ define_rule(
         TF1 rewrite, silently does nothing in eager TF2 code.
         """,
     bad="""
-        from tensorflow.keras.mixed_precision import experimental as mixed_precision
+        import tensorflow as tf
+        from tensorflow.keras.mixed_precision import experimental as mixed_precision   # removed in TF 2.9
+
         mixed_precision.set_policy("mixed_float16")
+        model = tf.keras.Sequential([tf.keras.Input((20,)), tf.keras.layers.Dense(1, dtype="float32")])
         opt = mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam(), "dynamic")
+        model.compile(optimizer=opt, loss="mse")
         """,
     good="""
+        import tensorflow as tf
         from tensorflow.keras import mixed_precision
+
         mixed_precision.set_global_policy("mixed_float16")
+        model = tf.keras.Sequential([tf.keras.Input((20,)), tf.keras.layers.Dense(1, dtype="float32")])
         opt = mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam())   # dynamic loss scaling by default
+        model.compile(optimizer=opt, loss="mse")
         """,
     fix="""
         Mechanical rewrites spelled the way the file spells them: the `experimental` import becomes
@@ -170,7 +181,9 @@ def _legacy_imports(ctx: StaticContext) -> Iterator[Diagnostic]:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             full = [canonical(f"{node.module}.{a.name}") for a in node.names]
             reported, confidence = _verdict(ctx, _EXPERIMENTAL)
-            if reported and any(_is_experimental(n) for n in full):
+            if any(_is_contrib(n) for n in full):
+                yield from _contrib_finding(ctx, node, f"this import of {_CONTRIB}")
+            elif reported and any(_is_experimental(n) for n in full):
                 yield ctx.diagnostic(
                     "MP103",
                     node,
@@ -182,7 +195,9 @@ def _legacy_imports(ctx: StaticContext) -> Iterator[Diagnostic]:
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 reported, confidence = _verdict(ctx, _EXPERIMENTAL)
-                if reported and _is_experimental(canonical(alias.name)):
+                if _is_contrib(canonical(alias.name)):
+                    yield from _contrib_finding(ctx, node, f"this import of {_CONTRIB}")
+                elif reported and _is_experimental(canonical(alias.name)):
                     yield ctx.diagnostic(
                         "MP103",
                         node,
@@ -190,6 +205,27 @@ def _legacy_imports(ctx: StaticContext) -> Iterator[Diagnostic]:
                         confidence=confidence,
                         fix=_import_fix(ctx, node) if _current_api_runs(ctx) else None,
                     )
+
+
+_CONTRIB = "tf.contrib.mixed_precision"
+_CONTRIB_GONE = "is TF1's loss scaling: tf.contrib was removed in TensorFlow 2 (ImportError / AttributeError)"
+_CONTRIB_ADVICE = (
+    'use keras.mixed_precision.set_global_policy("mixed_float16") and keras.mixed_precision.LossScaleOptimizer '
+    "(dynamic loss scaling by default)"
+)
+
+
+def _is_contrib(name: str) -> bool:
+    return name == _CONTRIB or name.startswith(_CONTRIB + ".")
+
+
+def _contrib_finding(ctx: StaticContext, node: ast.AST, subject: str) -> Iterator[Diagnostic]:
+    """tf.contrib is there on every TF 1.x release: reported only on a target that has TF 2 in it (at low
+    confidence when the target also has TF 1.x releases)."""
+    reported, confidence = _verdict(ctx, _CONTRIB)
+    if reported:
+        message = f"{subject} {_CONTRIB_GONE}{_on(ctx, removal_of(_CONTRIB))}; {_CONTRIB_ADVICE}"
+        yield ctx.diagnostic("MP103", node, message, confidence=confidence)
 
 
 def _is_experimental(name: str) -> bool:
@@ -272,6 +308,11 @@ def _legacy_reference(ctx: StaticContext, node: ast.AST, name: str) -> Iterator[
         return
     shown = ctx.segment(node) or name
     member = name.rsplit(".", 1)[-1]
+    if _is_contrib(name):
+        if isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)):
+            return  # `LossScaleOptimizer = None` in a shim's fallback binds the name, it does not use TF1
+        yield from _contrib_finding(ctx, target, shown)
+        return
     if name.startswith(_COMPAT_V1):
         rest = name.split(".compat.v1.", 1)[1]
         tf1_target = all(r[0] == 1 for r in ctx.target.releases)  # tf.compat.v1 is then the native API

@@ -37,6 +37,7 @@ from mpdoctor.facts.tf_releases import (
     Release,
     keras_package_major,
     known_releases,
+    parse_release,
     range_text,
     release_text,
     tf_keras_major,
@@ -380,6 +381,7 @@ class Target:
                 "flavour": self.flavour,
                 "source": self.keras_source,
                 "origin": self.keras_origin,
+                "derived": self.keras_derived,
             },
             "hub": {"present": self.hub, "origin": self.hub_origin},
             "installed": {
@@ -389,6 +391,30 @@ class Target:
             "differs_from_installed": self.differs_from_installed,
             "conflicts": [{"message": c.message, "line": c.line} for c in self.conflicts],
         }
+
+    @classmethod
+    def from_json(cls, data: dict) -> Target:
+        """A target read back from a JSON report (`mpdoctor merge`): what to_json wrote; the declarations read and
+        the file's clues are not in the report, so `describe()` of it lists none."""
+        tensorflow, keras, hub, installed = data["tensorflow"], data["keras"], data["hub"], data["installed"]
+        releases = frozenset(_release(text) for text in tensorflow["releases"])
+        return cls(
+            releases=releases,
+            tensorflow_text=str(tensorflow["range"]),
+            tensorflow_origin=str(tensorflow["origin"]),
+            tensorflow_source=str(tensorflow["source"]),
+            keras_major=int(keras["major"]),
+            keras_majors=frozenset(int(m) for m in keras["majors"]),
+            keras_origin=str(keras["origin"]),
+            keras_source=str(keras["source"]),
+            keras_derived=bool(keras.get("derived", False)),
+            flavour=str(keras["flavour"]),
+            hub=bool(hub["present"]),
+            hub_origin=str(hub["origin"]),
+            installed=_release(installed["tensorflow"]) if installed["tensorflow"] else None,
+            installed_keras_major=installed["keras_major"],
+            conflicts=tuple(Conflict(str(c["message"]), c.get("line")) for c in data.get("conflicts", ())),
+        )
 
     def describe(self) -> list[str]:
         """`check --show-target`: the target and every source considered."""
@@ -414,6 +440,13 @@ class Target:
         for conflict in self.conflicts:
             lines.append(f"  conflict: {conflict.message}")
         return lines
+
+
+def _release(text: str) -> Release:
+    release = parse_release(str(text))
+    if release is None:
+        raise ValueError(f"not a TensorFlow release: {text!r}")
+    return release
 
 
 _FLAVOUR_TEXT = {
