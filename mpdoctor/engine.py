@@ -32,6 +32,7 @@ from mpdoctor.rules.mp001_run import (
     unused_suppressions,
 )
 from mpdoctor.sources import SourceText, read_source
+from mpdoctor.static import target as targets_module
 from mpdoctor.static.context import Settings, StaticContext
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts, PolicyContext
 from mpdoctor.suppress import find_suppressions, is_suppressed
@@ -132,6 +133,7 @@ def check_paths(
     `collect_files(paths, config)` returned, when the caller already walked the paths. `shard` (I, N): check only
     the I-th of N disjoint parts of the files (`--shard`); the project analysis still reads them all."""
     trace = trace or TraceOptions()
+    targets_module.new_run()  # project files are read afresh, once per directory
     files, errors, skipped = collected or collect_files(paths, config)
     report = Report(
         errors=list(errors), skipped=list(skipped), passes=("static", "trace") if trace.enabled else ("static",)
@@ -173,6 +175,7 @@ def check_paths(
             traces=report.traces,
             project=project,
             tree=shared[1] if shared else None,
+            targets=report.targets,
         )
         if notebook is not None:
             diagnostics, error = notebook.map_results(shown, path, diagnostics, error, report.traces[traced_before:])
@@ -189,6 +192,29 @@ def check_paths(
 
         report.notes += forkserver.notes()
     return report
+
+
+def file_targets(paths: Iterable[Path], config: Config) -> tuple[list[tuple[str, object]], list[FileError]]:
+    """(display path, resolved target) of every file `check` would check, for `check --show-target`."""
+    targets_module.new_run()
+    files, errors, _skipped = collect_files(paths, config)
+    found = []
+    for path in files:
+        shown = display_path(path)
+        try:
+            text = read_notebook(path).source if is_notebook(path) else read_source(path)
+        except NotebookError as exc:
+            errors.append(FileError(shown, str(exc), kind="io"))
+            continue
+        except (OSError, UnicodeDecodeError, SyntaxError) as exc:
+            errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
+            continue
+        tree, error = parse_source(text, shown)
+        if tree is None:
+            errors.append(error)
+            continue
+        found.append((shown, targets_module.target_for(str(path), tree, text, settings_for(config).overrides)))
+    return found, errors
 
 
 def in_shard(shown: str, index: int, count: int) -> bool:
@@ -248,17 +274,23 @@ def check_source(
     run_from: str | None = None,
     project: FileContexts | None = None,
     tree: ast.Module | None = None,
+    targets: dict | None = None,
 ) -> tuple[list[Diagnostic], FileError | None]:
     """Static (and, when enabled, trace) pass over one file: diagnostics after selection and suppression, or a
     parse error. A file that does not parse is never run. `run_from`: a file holding `text` that the trace runs
     as if it were `path` (to verify a fix before writing it). `project`: the policy contexts entry points elsewhere
-    in the project call this file's code under; `tree`: `text` already parsed."""
+    in the project call this file's code under; `tree`: `text` already parsed. `targets`: receives the file's
+    resolved TensorFlow/Keras target under `shown`."""
     if tree is None:
         tree, error = parse_source(text, shown)
         if tree is None:
             return [], error
-    settings = Settings(keras_version=config.keras_version, assumed_policy=config.assume_policy, project=project)
+    settings = replace(settings_for(config), project=project)
     raw, internal = _static_diagnostics(text, shown, tree, config, path, settings)
+    if settings.target is None:  # no static check built a context (that resolves it from its own walk)
+        settings.target = targets_module.target_for(path or shown, tree, text, settings.overrides)
+    if targets is not None:
+        targets[shown] = settings.target
     if project is not None and project.low_precision and raw:
         # The file on its own, for the codes found only: which findings exist only under the project's contexts
         alone, _ = _static_diagnostics(text, shown, tree, config, path, settings.alone(), {d.code for d in raw})
@@ -276,6 +308,16 @@ def check_source(
         raw = merge_passes(static_after_trace(raw, verdicts), traced)
         passes = "ST"
     return finish(raw, text, shown, config, ran_passes=passes), internal
+
+
+def settings_for(config: Config) -> Settings:
+    return Settings(
+        keras_version=config.keras_version,
+        assumed_policy=config.assume_policy,
+        target_tensorflow=config.target_tensorflow,
+        target_origin=config.target_tensorflow_origin,
+        keras_origin=config.keras_version_origin,
+    )
 
 
 def _static_diagnostics(

@@ -99,6 +99,17 @@ def add_parser(sub) -> None:
         help="assume this Keras (default: from the file, TF_USE_LEGACY_KERAS and the installed TensorFlow)",
     )
     check.add_argument(
+        "--target-tensorflow",
+        metavar="SPEC",
+        help='judge the code against this TensorFlow, e.g. ">=2.12,<2.16" or 2.15 (default: from the project\'s '
+        "declared dependencies, the file, then the installed TensorFlow)",
+    )
+    check.add_argument(
+        "--show-target",
+        action="store_true",
+        help="print the TensorFlow/Keras target resolved for each file and where it came from, then exit",
+    )
+    check.add_argument(
         "--assume-policy",
         metavar="POLICY",
         help="global dtype policy to assume when a file sets none (e.g. mixed_float16)",
@@ -185,11 +196,15 @@ def run_check(args) -> int:
             ignore=_split(args.ignore),
             fail_on=args.fail_on,
             keras_version=args.keras_version,
+            target_tensorflow=args.target_tensorflow,
             assume_policy=args.assume_policy,
             trace_memory=args.trace_memory,
         )
     except ConfigError as exc:
         return _error(str(exc))
+
+    if args.show_target:
+        return _show_targets(paths, config)
 
     from mpdoctor.engine import TraceOptions
     from mpdoctor.trace.runner import tensorflow_available
@@ -323,6 +338,19 @@ def deliver(report, args, config, refuse=()) -> int:
     threshold = config.fail_on.rank
     failing = any(d.severity.rank >= threshold for d in report.diagnostics)
     return EXIT_FINDINGS if failing else EXIT_OK
+
+
+def _show_targets(paths: list[Path], config) -> int:
+    """`check --show-target`: like `ruff check --show-settings`, what each file is judged against and why."""
+    from mpdoctor.engine import file_targets
+
+    found, errors = file_targets(paths, config)
+    for shown, target in found:
+        print(shown)
+        print("\n".join(target.describe()))
+    for error in errors:
+        print(error.render(), file=sys.stderr)
+    return EXIT_ERROR if errors else EXIT_OK
 
 
 def show_contexts(paths: list[Path], config, *, verbose: bool = False, stream=None) -> int:
