@@ -54,6 +54,7 @@ KNOWN_KEYS = {
     "sample-seed",
     "sample-range",
     "trace-memory",
+    "jobs",
 }
 
 
@@ -100,6 +101,7 @@ class Config:
     baseline: Path | None = None  # findings listed there do not fail the run (relative to the pyproject.toml)
     numerics: NumericsConfig = field(default_factory=lambda: NumericsConfig())
     trace_memory: float | None = None  # MiB of resident memory for the trace child; None: no limit
+    jobs: int | None = None  # trace children at once; None: the number of usable cores
     root: Path = field(default_factory=Path.cwd)  # directory of the pyproject.toml, or cwd
     source: Path | None = None  # the pyproject.toml read, if any
 
@@ -245,6 +247,7 @@ def apply_overrides(
     sample_seed=None,
     sample_range=None,
     trace_memory=None,
+    jobs=None,
 ) -> None:
     if select is not None:  # a later layer's select starts afresh, dropping earlier ignores (ruff semantics)
         config.select = _selectors(select, f"{where} select")
@@ -301,6 +304,10 @@ def apply_overrides(
         if not _positive(trace_memory):
             raise ConfigError(f"{where} trace-memory: expected a positive number of MiB, got {trace_memory!r}")
         config.trace_memory = float(trace_memory)
+    if jobs is not None:
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise ConfigError(f"{where} jobs: expected a positive integer, got {jobs!r}")
+        config.jobs = jobs
 
 
 def _origin(where: str, option: str, key: str) -> str:

@@ -14,7 +14,7 @@ import os
 import re
 import stat
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -118,6 +118,7 @@ class TraceOptions:
     numerics: dict | None = None  # float16 vs float32 per layer: options for the child (mpdoctor.config)
     memory_limit_mb: float | None = None  # --trace-memory: the child is killed beyond this resident memory
     plan: dict | None = None  # `mpdoctor plan`: the plan request for the child (mpdoctor/plan.py)
+    jobs: int = 1  # trace children at once (--jobs)
 
 
 def check_paths(
@@ -144,10 +145,9 @@ def check_paths(
         files = [path for path in files if in_shard(display_path(path), *shard)]
         report.errors = [error for error in report.errors if in_shard(error.path, *shard)]
         report.skipped = [skip for skip in report.skipped if in_shard(skip.path, *shard)]
-    for index, path in enumerate(files, start=1):
+    checks = []  # (shown, source, notebook, arguments of check_source), in the report's order
+    for path in files:
         shown = display_path(path)
-        if progress is not None:
-            progress(index, len(files), shown)
         notebook = shared = None
         try:
             if is_notebook(path):
@@ -162,23 +162,28 @@ def check_paths(
         except (OSError, UnicodeDecodeError, SyntaxError) as exc:
             report.errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
             continue
-        traced_before = len(report.traces)
         project = projects.contexts_for(path) if notebook is None else None
         if project is not None:
             report.contexts[shown] = project
+        options = {"project": project, "tree": shared[1] if shared else None, "targets": report.targets}
+        checks.append((shown, source, notebook, options))
+
+    def check(index: int, shown: str, source: SourceText, notebook, options: dict):
+        if progress is not None:
+            progress(index, len(checks), shown)
+        traces: list = []
         diagnostics, error = check_source(
-            source.text,
-            shown,
-            config,
-            path=str(path),
-            trace=trace,
-            traces=report.traces,
-            project=project,
-            tree=shared[1] if shared else None,
-            targets=report.targets,
+            source.text, shown, config, path=str(source.path), trace=trace, traces=traces, **options
         )
         if notebook is not None:
-            diagnostics, error = notebook.map_results(shown, path, diagnostics, error, report.traces[traced_before:])
+            diagnostics, error = notebook.map_results(shown, source.path, diagnostics, error, traces)
+        return diagnostics, error, traces
+
+    jobs = trace.jobs if trace.enabled else 1  # the static pass alone is quicker in one thread
+    for (shown, source, _notebook, _options), (diagnostics, error, traces) in zip(
+        checks, in_order(check, [(i, *c) for i, c in enumerate(checks, start=1)], jobs), strict=True
+    ):
+        report.traces += traces
         if error is None or error.kind != "syntax":  # a file that does not parse was not checked
             report.files_checked += 1
         if diagnostics:
@@ -192,6 +197,36 @@ def check_paths(
 
         report.notes += forkserver.notes()
     return report
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def in_order(function: Callable, arguments: list[tuple], jobs: int) -> Iterator:
+    """`function(*a)` for each tuple of `arguments`, yielded in their order, `jobs` at a time in threads (the work
+    that runs in parallel is the trace children's; the threads wait for them). Ctrl-C or SIGTERM ends every child
+    still running before it propagates."""
+    if jobs <= 1 or len(arguments) <= 1:
+        yield from (function(*a) for a in arguments)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mpdoctor.trace.processes import end_all
+
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="mpdoctor-check")
+    try:
+        futures = [pool.submit(function, *a) for a in arguments]
+        for future in futures:
+            yield future.result()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        end_all()
+        raise
+    pool.shutdown(wait=True)
 
 
 def file_targets(paths: Iterable[Path], config: Config) -> tuple[list[tuple[str, object]], list[FileError]]:

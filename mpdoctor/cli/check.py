@@ -115,6 +115,13 @@ def add_parser(sub) -> None:
         help="global dtype policy to assume when a file sets none (e.g. mixed_float16)",
     )
     check.add_argument(
+        "-j",
+        "--jobs",
+        type=_positive_integer,
+        metavar="N",
+        help="trace N files at once (default: the number of usable cores; the output does not depend on it)",
+    )
+    check.add_argument(
         "--shard",
         type=_shard,
         metavar="I/N",
@@ -141,6 +148,12 @@ def add_parser(sub) -> None:
     check.add_argument("--diff", action="store_true", help="print the fixes as unified diffs, write nothing")
 
     check.set_defaults(handler=run_check)
+
+
+def _positive_integer(text: str) -> int:
+    if not (text.isdigit() and int(text) >= 1):
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
 
 
 def _shard(value: str) -> tuple[int, int]:
@@ -199,6 +212,7 @@ def run_check(args) -> int:
             target_tensorflow=args.target_tensorflow,
             assume_policy=args.assume_policy,
             trace_memory=args.trace_memory,
+            jobs=args.jobs,
         )
     except ConfigError as exc:
         return _error(str(exc))
@@ -206,7 +220,7 @@ def run_check(args) -> int:
     if args.show_target:
         return _show_targets(paths, config)
 
-    from mpdoctor.engine import TraceOptions
+    from mpdoctor.engine import TraceOptions, usable_cores
     from mpdoctor.trace.runner import tensorflow_available
 
     if args.no_trace:
@@ -246,6 +260,7 @@ def run_check(args) -> int:
         checkpoints=tuple(args.checkpoint),
         numerics=config.numerics.request(),
         memory_limit_mb=config.trace_memory,
+        jobs=config.jobs or usable_cores(),
     )
     if args.show_contexts:
         return show_contexts(paths, config, verbose=args.verbose)
