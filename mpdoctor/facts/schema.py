@@ -332,10 +332,22 @@ class GraphInput(FactsRecord):
 @dataclass
 class GraphOutput(FactsRecord):
     node: str | None = None
-    dtype: str | None = None
+    dtype: str | None = None  # declared: the dtype of the model's symbolic output
     shape: list[int | None] | None = None
     predicted_dtype: str | None = None
     output_index: int | None = None
+    # What the model's call on the sample batch returned: it can differ from the declared dtype (a keras-hub causal
+    # LM declares float16 logits but its tied reverse embedding returns float32). ABSENT when the call did not run.
+    observed_dtype: str | None = ABSENT
+
+    @property
+    def observed(self) -> bool:
+        return self.observed_dtype is not ABSENT and self.observed_dtype is not None
+
+    @property
+    def actual_dtype(self) -> str | None:
+        """The dtype the model really returns: observed on the sample call, else the declared one."""
+        return self.observed_dtype if self.observed else self.dtype
 
 
 @dataclass
@@ -394,6 +406,7 @@ class NumericsRow(FactsRecord):
     max_abs: float | None = None
     max_abs_reference: float | None = None
     relative_error: float | None = None
+    empty_reference: bool = ABSENT  # the float32 output has no elements: nothing to judge (a too-small sample)
 
 
 @dataclass
@@ -449,6 +462,8 @@ class NumericsRecord(FactsRecord):
     user_layers: list[UserLayerScan] = field(default_factory=list)
     loss: LossRecord | None = None
     threshold: float | None = None
+    open_size: int | None = ABSENT  # the size given to dimensions the model leaves open (None in its input shape)
+    open_size_how: str | None = ABSENT  # declared | shape inference | fallback
 
 
 # ------------------------------------------------------------------------------------------ models, facts

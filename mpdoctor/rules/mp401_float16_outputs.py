@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from mpdoctor.diagnostics import Diagnostic, Fix
+from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import compute_dtype, low_precision
 from mpdoctor.facts.keras_semantics import risky_activation
 from mpdoctor.facts.schema import Facts, LayerRecord
@@ -188,12 +188,15 @@ def _explicit_float32(ctx: StaticContext, layer: LayerRecord) -> bool:
 
 def _consequence(dtype: str, activation: str) -> str:
     """What goes wrong, as measured on TF 2.21 (see the MP401 docs)."""
-    if dtype == "bfloat16":
-        return (
-            "so with ~3 significant digits probabilities round to exactly 0 or 1 (bfloat16 sigmoid(6) is 1.0)"
-            if activation != "exp"
-            else "so the result keeps only ~3 significant digits"
-        )
+    if dtype == "bfloat16":  # float32's range, but an 8-bit mantissa: nothing overflows, results round coarsely
+        return {
+            "softmax": "so with ~3 significant digits the top probability rounds to exactly 1.0 once the others sum "
+            "below ~0.002 (bfloat16 softmax([0, 6]) is [0.0025, 1.0])",
+            "log_softmax": "so log-probabilities keep only ~3 significant digits",
+            "sigmoid": "so with ~3 significant digits it returns exactly 1.0 for logits from about 6 (bfloat16 "
+            "sigmoid(6) is 1.0)",
+            "exp": "so the result keeps only ~3 significant digits",
+        }[activation]
     return {
         "softmax": "so logits beyond 65504 give NaN and probabilities below 6e-8 flush to 0",
         "log_softmax": "so logits beyond 65504 give NaN and log-probabilities keep only ~3 significant digits",
@@ -309,9 +312,12 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
     by_loss = {(id(model), node.id) for model, _, _, node in float16_loss_outputs(facts)}
     for model, graph in facts.graphs():
         for node, output in graph.output_nodes():
-            dtype = output.dtype
+            # Judge what the model returns on its sample call; the declared dtype only when the call did not run.
+            dtype = output.actual_dtype
             if not low_precision(dtype):
                 continue
+            confidence = Confidence.HIGH if output.observed else Confidence.MEDIUM
+            declared = "" if output.observed else " (its declared dtype: the model could not be called to observe it)"
             activation = risky_activation(node.class_name, node.activation)
             if (id(model), node.id) in by_loss and not activation:
                 continue
@@ -322,10 +328,11 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
                         "MP401",
                         node.created_at,
                         f"output `{node.id}` of model `{model.name}` is a "
-                        f'{activation} computed in {dtype} (policy "{node.policy}"): logits beyond 65504 '
-                        f'give NaN and probabilities below 6e-8 flush to 0; set dtype="float32" on this layer',
+                        f'{activation} computed in {dtype} (policy "{node.policy}"){declared}, '
+                        f'{_consequence(dtype, activation)}; set dtype="float32" on this layer',
                         layer=node.id,
                         fix=fix,
+                        confidence=confidence,
                     )
                 )
             else:
@@ -333,11 +340,12 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
                     ctx.diagnostic(
                         "MP402",
                         node.created_at,
-                        f"output `{node.id}` of model `{model.name}` is {dtype}: "
+                        f"output `{node.id}` of model `{model.name}` is {dtype}{declared}: "
                         f"the loss and metrics are then computed in {dtype}; end the model with "
                         f'Activation("linear", dtype="float32") or give this layer dtype="float32"',
                         layer=node.id,
                         fix=fix,
+                        confidence=confidence,
                     )
                 )
     return found

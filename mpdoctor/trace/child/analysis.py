@@ -8,7 +8,7 @@ import os
 import re
 import traceback
 
-from mpdoctor.facts.dtypes import compute_dtype
+from mpdoctor.facts.dtypes import compute_dtype, dtype_name
 from mpdoctor.facts.keras_semantics import (
     autocast_flag,
     flavour_of,
@@ -31,7 +31,7 @@ from mpdoctor.facts.schema import (
     new_facts,
 )
 from mpdoctor.trace.child import graph as graph_module
-from mpdoctor.trace.child import numerics
+from mpdoctor.trace.child import numerics, samples
 from mpdoctor.trace.child.keras_adapter import model_classes, policy_now
 
 LIVE_HOW = "live object"
@@ -103,11 +103,13 @@ def analyse_model(name: str, how: str, model, recorder, facts: Facts, numerics_r
     except BaseException as exc:
         session = None
         record.numerics = numerics.failed(options, exc)
+    outputs = None
     try:
         if session is not None and session.ready:
             session.call()  # the one call on a sample batch, instrumented for the float16 statistics
+            outputs = session.outputs
         else:
-            _call_once(model)
+            outputs = _call_once(model, options)
     except BaseException as exc:
         record.error = describe(exc, "call", recorder)
         if facts.exception is None:
@@ -115,6 +117,8 @@ def analyse_model(name: str, how: str, model, recorder, facts: Facts, numerics_r
             facts.status = "exception"
     try:
         record.graph = graph_module.model_graph(model, recorder.layers)
+        if outputs is not None:
+            _observe_outputs(record.graph, outputs)
     except BaseException as exc:
         record.graph_error = f"{type(exc).__name__}: {exc}"
     if session is not None:
@@ -125,12 +129,24 @@ def analyse_model(name: str, how: str, model, recorder, facts: Facts, numerics_r
     return record
 
 
-def _call_once(model) -> None:
-    """Run the model on a small deterministic batch built from its input specs (catches failures that only
-    happen when the model runs, like a Keras 3 TFSMLayer fed float16)."""
-    batch = numerics.sample_inputs(model)
-    if batch is not None:
-        model(batch, training=False)
+def _observe_outputs(graph, outputs) -> None:
+    """The dtypes the model's call returned, on the graph's outputs (same flattening: dicts by sorted key)."""
+    flat = graph_module.flatten(outputs, [])
+    if len(flat) != len(graph.outputs):
+        return  # a model whose call returns another structure than it declares: nothing to pair safely
+    for output, value in zip(graph.outputs, flat, strict=True):
+        dtype = getattr(value, "dtype", None)
+        if dtype is not None:
+            output.observed_dtype = dtype_name(dtype)
+
+
+def _call_once(model, options: dict):
+    """Run the model on a small deterministic batch that matches its inputs (catches failures that only happen
+    when the model runs, like a Keras 3 TFSMLayer fed float16); its outputs, or None without a batch."""
+    sample = samples.sample_batch(model, options)
+    if sample is not None:
+        return model(sample.value, training=False)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------- the run
