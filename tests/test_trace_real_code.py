@@ -197,3 +197,58 @@ def test_item11_layers_holding_float16_constants_get_a_float32_reference(keras):
     record = numerics_of(facts, "model")
     assert record.skipped is None, record.skipped
     assert [row.id for row in record.layers] == ["normalization", "dense", "dense_1"]
+
+
+# ------------------------------------------------------------------------------------- 4. per-layer range audits
+
+
+@pytest.mark.parametrize("keras", KERAS)
+def test_item04_checkpoint_values_are_judged_by_the_layer_that_uses_them(keras):
+    path = fixture(f"item04_float32_head_checkpoint_{keras}.py")
+    ground = run_fixture(path, "finite", "overflowing")
+    assert ground == {"finite": "True", "overflowing": "False"}, ground
+    diagnostics, facts = traced(path)
+    assert_expected(path, diagnostics)
+    [mp302] = [d for d in diagnostics if d.code == "MP302"]
+    assert "layer `overflowing_hidden` computes in float16" in mp302.message, mp302.message
+    overflowing = {
+        row.layer: row.compute_dtype
+        for restore in facts.restores
+        if restore.audit
+        for row in restore.audit.variables
+        if row.status == "overflow"
+    }
+    # both 1e5 biases are audited; only the one used in float16 is reported
+    assert overflowing == {"finite_head": "float32", "overflowing_hidden": "float16"}, overflowing
+
+
+@pytest.mark.parametrize("keras", KERAS)
+def test_item04_a_float32_model_under_a_mixed_policy_is_not_audited_as_float16(keras):
+    path = fixture(f"item04_float32_model_{keras}.py")
+    diagnostics, facts = traced(path)
+    assert_expected(path, diagnostics)
+    [restore] = facts.restores
+    assert restore.error is None and restore.audit is None
+
+
+# ------------------------------------------------------------------------------------- 5. hand-written restores
+
+
+@pytest.mark.parametrize("keras", KERAS)
+def test_item05_hand_written_restores_are_audited_and_matched(keras):
+    path = fixture(f"item05_hand_written_restore_{keras}.py")
+    ground = run_fixture(path, "finite")
+    assert ground == {"finite": "False"}, ground  # the restored 1e5 is inf in the float16 model
+    diagnostics, facts = traced(path)
+    assert_expected(path, diagnostics)
+    by_api = {restore.api: restore for restore in facts.restores}
+    assert set(by_api) == {"tf.train.load_checkpoint", "np.load"}, by_api
+    from_checkpoint = by_api["tf.train.load_checkpoint"]
+    assert from_checkpoint.unmatched.kind == "values"
+    assert from_checkpoint.unmatched.unused_value_names == ["w3/.ATTRIBUTES/VARIABLE_VALUE"]
+    # the .npz holds the same values but went whole into the second model: paired with its own reads
+    from_npz = by_api["np.load"]
+    assert from_npz.unmatched.variables_without_value == 0 and from_npz.unmatched.unused_values == 0
+    [overflow] = [row for row in from_npz.audit.variables if row.status == "overflow"]
+    assert (overflow.key, overflow.compute_dtype) == ("w0", "float16")
+    assert {row.key for row in from_npz.audit.variables} == {"w0", "w1", "w2", "w3"}

@@ -14,6 +14,7 @@ from typing import Any
 
 from mpdoctor.facts import codec
 from mpdoctor.facts.codec import ABSENT, NOT_JSON, key
+from mpdoctor.facts.dtypes import LOW_PRECISION
 
 FACTS_VERSION = 1
 
@@ -207,6 +208,15 @@ class AuditRow(FactsRecord):
     max_relative_error: float = ABSENT  # bfloat16 targets
     mean_relative_error: float = ABSENT
     status: str = "ok"  # ok | overflow | underflow | nonfinite
+    # Trace: the innermost layer that owns the variable the value was restored into, and the dtype the value is used
+    # in there (its compute dtype, or the variable's own when that is float16). ABSENT when it cannot be told.
+    layer: str | None = ABSENT
+    compute_dtype: str | None = ABSENT
+
+    @property
+    def used_in_low_precision(self) -> bool:
+        """Whether the value meets float16/bfloat16 (unknown owner: assumed, as the run computes in float16)."""
+        return self.compute_dtype is ABSENT or self.compute_dtype is None or self.compute_dtype in LOW_PRECISION
 
 
 @dataclass
@@ -228,7 +238,7 @@ class CheckpointAudit(FactsRecord):
 class Unmatched(FactsRecord):
     """What a completed restore left unmatched (MP304)."""
 
-    kind: str = "object"  # object (TF2, object graph) | name (TF1 Saver)
+    kind: str = "object"  # object (TF2, object graph) | name (TF1 Saver) | values (hand-written: read and assigned)
     expect_partial: bool = False
     unused_values: int = 0
     unused_value_names: list[str] = field(default_factory=list)
