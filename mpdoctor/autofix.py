@@ -11,18 +11,26 @@ import ast
 import difflib
 import io
 import os
-import stat
+import re
 import tempfile
 import tokenize
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from mpdoctor import writes
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.fixes import apply_edits, edit_spans, overlaps
+from mpdoctor.printable import escape_controls
+from mpdoctor.reads import read_bytes
 
 MAX_ROUNDS = 10
 MAX_TRACE_ROUNDS = 3  # verified rounds: each re-traces the file
+# Syntax-tree depth beyond which a file is not fixed: libcst (the round-trip check) needs a Python frame or two per
+# level and parses such code in super-linear time (a 2,500-term sum: 10 s, then a RecursionError). Measured:
+# depth 300 parses in 0.1 s; the checks themselves handle any depth Python's parser accepts.
+MAX_FIX_DEPTH = 300
+TOO_DEEP = "too deeply nested"
 VERIFIED = "verified"
 UNVERIFIED = "unverified (no trace pass)"
 
@@ -48,12 +56,13 @@ class FileFix:
     def diff(self) -> str:
         if not self.changed:
             return ""
+        shown = escape_controls(self.shown)  # the file's lines are its own business; its name is printed as text
         return "".join(
             difflib.unified_diff(
                 self.original.splitlines(keepends=True),
                 self.fixed.splitlines(keepends=True),
-                f"a/{self.shown}",
-                f"b/{self.shown}",
+                f"a/{shown}",
+                f"b/{shown}",
             )
         )
 
@@ -114,7 +123,7 @@ def plan_fixes(
         taken = _compatible(text, candidates, refused)
         if not taken:
             break
-        new_text = apply_edits(text, [e for d in taken for e in d.fix.edits])
+        new_text = same_line_endings(text, apply_edits(text, [e for d in taken for e in d.fix.edits]))
         if new_text == text:
             break
         mapped = line_mapper(text, new_text)
@@ -139,6 +148,32 @@ def plan_fixes(
             if wanted(d, unsafe):
                 refused.setdefault(_key(d), (d, f"fixes did not converge after {MAX_ROUNDS} rounds"))
     return text, applied, list(refused.values()), current
+
+
+def same_line_endings(original: str, fixed: str) -> str:
+    """`fixed` with the line endings of `original` when it uses CRLF throughout: the lines a fix inserts (written
+    with LF) get CRLF too. A file that mixes both is left as the fix made it."""
+    crlf = original.count("\r\n")
+    if not crlf or crlf != original.count("\n"):
+        return fixed
+    return re.sub(r"(?<!\r)\n", "\r\n", fixed)
+
+
+def nesting_depth(tree: ast.AST) -> int:
+    """The depth of a syntax tree (iterative: the tree may be deeper than the recursion limit)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _too_deep(text: str) -> bool:
+    try:
+        return nesting_depth(ast.parse(text)) > MAX_FIX_DEPTH
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
 
 
 def _compatible(text: str, candidates: list[Diagnostic], refused: dict) -> list[Diagnostic]:
@@ -233,17 +268,40 @@ def verification_problems(
 
 
 def fix_file(
-    path: Path, shown: str, text: str, diagnostics: list[Diagnostic], config: Config, trace, unsafe: bool
+    path: Path,
+    shown: str,
+    text: str,
+    diagnostics: list[Diagnostic],
+    config: Config,
+    trace,
+    unsafe: bool,
+    project=None,
 ) -> FileFix:
     """Plan and verify the fixes of one file (nothing is written here). With the trace pass, a verified result can
     show new trace-only findings with fixes (a float16 output once the policy is mixed): they get another verified
-    round, so that a second --fix has nothing left to do."""
+    round, so that a second --fix has nothing left to do. `project`: the policy contexts the file was checked with
+    (its project's entry points), kept for every re-check."""
+    if _too_deep(text):
+        result = FileFix(shown, text, text, remaining=diagnostics)
+        result.not_applied = [(d, TOO_DEEP) for d in diagnostics if wanted(d, unsafe)]
+        return result
+    try:
+        return _fix_file(path, shown, text, diagnostics, config, trace, unsafe, project)
+    except (RecursionError, MemoryError):  # a fix made the code deeper than the depth check saw
+        result = FileFix(shown, text, text, remaining=diagnostics)
+        result.not_applied = [(d, TOO_DEEP) for d in diagnostics if wanted(d, unsafe)]
+        return result
+
+
+def _fix_file(
+    path: Path, shown: str, text: str, diagnostics: list[Diagnostic], config: Config, trace, unsafe: bool, project
+) -> FileFix:
     from mpdoctor.engine import TraceOptions, check_source
 
     static_only = TraceOptions(enabled=False)
 
     def recheck(candidate: str) -> list[Diagnostic]:
-        found, _error = check_source(candidate, shown, config, path=str(path), trace=static_only)
+        found, _error = check_source(candidate, shown, config, path=str(path), trace=static_only, project=project)
         # A static re-check cannot see what suppressions the trace pass used: never "fix" those away.
         return [d for d in found if not (trace.enabled and d.code == "MP002")]
 
@@ -262,7 +320,7 @@ def fix_file(
         verification, after, culprits = UNVERIFIED, remaining, []
         if problem is None and trace.enabled:
             problem, verification, after, culprits = _verify_by_trace(
-                path, shown, current, fixed, before, applied, config, trace
+                path, shown, current, fixed, before, applied, config, trace, project
             )
         if problem and culprits and len(culprits) < len(applied) and not retried:
             # Cheap fallback (one more trace): the other fixes of the round without those that did not work.
@@ -283,7 +341,7 @@ def fix_file(
 
 
 def _verify_by_trace(
-    path, shown, original, fixed, before, applied, config, trace
+    path, shown, original, fixed, before, applied, config, trace, project=None
 ) -> tuple[str | None, str, list[Diagnostic], list[Diagnostic]]:
     """Trace the fixed text from a temporary file outside the user's tree, as if it were `path`: (problem,
     verification, diagnostics of the fixed text, the applied fixes to drop when they alone are the problem)."""
@@ -293,7 +351,9 @@ def _verify_by_trace(
         candidate = os.path.join(workdir, os.path.basename(path))
         with open(candidate, "wb") as handle:
             handle.write(fixed.encode(_declared_encoding(fixed)))
-        after, error = check_source(fixed, shown, config, path=str(path), trace=trace, run_from=candidate)
+        after, error = check_source(
+            fixed, shown, config, path=str(path), trace=trace, run_from=candidate, project=project
+        )
     if error is not None:
         return f"the fixed file cannot be checked: {error.message}", UNVERIFIED, before, []
     problems = verification_problems(original, fixed, before, applied, after)
@@ -326,34 +386,30 @@ class StaleFile(Exception):
     """The file changed on disk since it was analysed."""
 
 
+class ReadOnly(Exception):
+    """The user cannot write the file (its permissions say so): --fix leaves it alone."""
+
+
 def _decode(data: bytes) -> tuple[str, str]:
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return data.decode(encoding), encoding
 
 
 def write_atomic(path: Path, analysed: str, new_text: str) -> None:
-    """Replace the file's text by `new_text` if it still holds `analysed`: a temporary file in the same directory,
-    fsync, rename over the original (the file mode is kept). On any failure the original is intact."""
+    """Replace the file's text by `new_text` if it still holds `analysed`, through mpdoctor.writes (temporary file,
+    fsync, rename; mode, owner, group, extended attributes and hard links kept). On any failure the original is
+    intact. A file the user may not write is refused (ReadOnly), even when the folder would allow the rename."""
     target = Path(os.path.realpath(path))  # a symlink keeps pointing at the fixed file
-    data = target.read_bytes()
+    data = read_bytes(target)
     current, encoding = _decode(data)
     if current != analysed:
         raise StaleFile(f"{path} changed since it was analysed; not touched (run mpdoctor again)")
-    mode = stat.S_IMODE(os.stat(target).st_mode)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".mpdoctor", dir=target.parent)
+    if not os.access(target, os.W_OK):
+        raise ReadOnly("read-only: not fixed")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(new_text.encode(encoding))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        if target.read_bytes() != data:  # a last look right before the rename
-            raise StaleFile(f"{path} changed since it was analysed; not touched (run mpdoctor again)")
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        writes.write_atomic(target, new_text.encode(encoding), expect=data)
+    except writes.FileChanged:  # a last look right before the rename
+        raise StaleFile(f"{path} changed since it was analysed; not touched (run mpdoctor again)") from None
 
 
 # ------------------------------------------------------------------------------------------------ report level
@@ -373,13 +429,13 @@ def fix_report(report, config: Config, trace, *, unsafe: bool, write: bool) -> N
             remaining += diagnostics
             continue
         path, text = source.path, source.text
-        result = fix_file(path, shown, text, diagnostics, config, trace, unsafe)
+        result = fix_file(path, shown, text, diagnostics, config, trace, unsafe, report.contexts.get(shown))
         if write and result.changed:
             try:
                 write_atomic(path, text, result.fixed)
                 result.written = True
                 report.sources[shown] = replace(source, text=result.fixed)
-            except StaleFile as exc:
+            except (StaleFile, ReadOnly) as exc:
                 result.error = str(exc)
             except OSError as exc:
                 result.error = f"{shown}: cannot write: {exc.strerror or exc}; the original is unchanged"
@@ -405,7 +461,8 @@ def write_diffs(report, stream, errors, *, unsafe: bool) -> int:
             stream.write(diff if diff.endswith("\n") else diff + "\n")
             count += len(result.applied)
         for d, reason in result.not_applied:
-            errors.write(f"{d.location.path}:{d.location.line}: {d.code} fix not applied: {reason}\n")
+            where = escape_controls(d.location.path)
+            errors.write(f"{where}:{d.location.line}: {d.code} fix not applied: {escape_controls(reason)}\n")
     hidden = 0 if unsafe else sum(1 for d in report.diagnostics if d.fix and d.fix.applicability == "unsafe")
     summary = f"Would fix {count} problem{'' if count == 1 else 's'}." if count else "No fixes available."
     if hidden:

@@ -7,8 +7,12 @@ findings, which crashes it explains) comes from the rule's own hooks in mpdoctor
 from __future__ import annotations
 
 import ast
+import errno
+import functools
+import hashlib
 import os
 import re
+import stat
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -19,6 +23,8 @@ from mpdoctor.diagnostics import Confidence, Diagnostic, FileError, Report
 from mpdoctor.facts.dtypes import is_float16_compute
 from mpdoctor.notebook import SUFFIX as NOTEBOOK_SUFFIX
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
+from mpdoctor.printable import readable_name
+from mpdoctor.reads import not_regular
 from mpdoctor.registry import get_rule, hooks, implemented_codes, static_checks
 from mpdoctor.rules.mp001_run import (
     TRACE_FAILED,  # FIXME
@@ -27,6 +33,7 @@ from mpdoctor.rules.mp001_run import (
 )
 from mpdoctor.sources import SourceText, read_source
 from mpdoctor.static.context import Settings, StaticContext
+from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts, PolicyContext
 from mpdoctor.suppress import find_suppressions, is_suppressed
 
 # A file that mentions none of these cannot hold a finding: skip the rules (ruff/torchfix-style cheap path).
@@ -36,39 +43,69 @@ _MAY_SUPPRESS = re.compile(r"noqa\s*:[^\n]*MP\d|mpdoctor\s*:", re.IGNORECASE)
 
 
 def display_path(path: Path) -> str:
-    """Relative to cwd when inside it (like ruff/mypy), else as given."""
+    """Relative to cwd when inside it (like ruff/mypy), else as given; bytes of a non-UTF-8 name as `\\xNN`, so
+    every output format can encode it."""
     try:
-        return os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+        shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
     except ValueError:
-        return str(path)
+        shown = str(path)
+    return readable_name(shown)
 
 
-def collect_files(paths: Iterable[Path], config: Config) -> tuple[list[Path], list[FileError]]:
+def collect_files(paths: Iterable[Path], config: Config) -> tuple[list[Path], list[FileError], list[FileError]]:
+    """(files to check, errors, skipped). Only regular files are read: a FIFO, device or socket named on the command
+    line is an error, one found in a walk is skipped with a note; unreadable directories and symlink loops are
+    errors for that path, and the other files are still checked."""
     files: list[Path] = []
     errors: list[FileError] = []
-    seen: set[Path] = set()
+    skipped: list[FileError] = []
+    seen: set[tuple[int, int]] = set()
+
+    def add(candidate: Path, explicit: bool) -> None:
+        try:
+            info = candidate.stat()
+        except OSError as exc:
+            errors.append(FileError(display_path(candidate), _stat_problem(exc), kind="io"))
+            return
+        problem = not_regular(info.st_mode)
+        if problem:
+            (errors if explicit else skipped).append(FileError(display_path(candidate), problem, kind="io"))
+            return
+        if (info.st_dev, info.st_ino) not in seen:  # the same file through two paths or links: once
+            seen.add((info.st_dev, info.st_ino))
+            files.append(candidate)
+
     for path in paths:
-        if not path.exists():
-            errors.append(FileError(str(path), "no such file or directory", kind="io"))
+        try:
+            info = path.stat()
+        except OSError as exc:
+            errors.append(FileError(display_path(path), _stat_problem(exc), kind="io"))
             continue
-        if path.is_file():
-            candidates = [path]  # named explicitly: always checked, like ruff without --force-exclude
-        else:
-            candidates = []
-            for root, dirs, names in os.walk(path):
-                root_path = Path(root)
-                dirs[:] = sorted(d for d in dirs if not config.is_excluded(root_path / d))
-                candidates += [
-                    root_path / n
-                    for n in sorted(names)
-                    if n.endswith((".py", NOTEBOOK_SUFFIX)) and not config.is_excluded(root_path / n)
-                ]
-        for candidate in candidates:
-            key = candidate.resolve()
-            if key not in seen:
-                seen.add(key)
-                files.append(candidate)
-    return files, errors
+        if not stat.S_ISDIR(info.st_mode):
+            add(path, explicit=True)  # named explicitly: always checked, like ruff without --force-exclude
+            continue
+        from mpdoctor.static.project_files import Excluder
+
+        excluded = Excluder(config.root, config.exclude)  # Config.is_excluded on strings: pathlib is slow
+        for root, dirs, names in os.walk(path, onerror=lambda exc, top=path: _unreadable_directory(exc, top, errors)):
+            dirs[:] = sorted(d for d in dirs if not excluded(os.path.join(root, d)))
+            for name in sorted(names):
+                if name.endswith((".py", NOTEBOOK_SUFFIX)) and not excluded(os.path.join(root, name)):
+                    add(Path(root, name), explicit=False)
+    return files, errors, skipped
+
+
+def _unreadable_directory(exc: OSError, top: Path, errors: list[FileError]) -> None:
+    where = Path(exc.filename) if exc.filename else top
+    errors.append(FileError(display_path(where), f"cannot read directory: {_reason(exc)}", kind="io"))
+
+
+def _stat_problem(exc: OSError) -> str:
+    if exc.errno == errno.ENOENT:
+        return "no such file or directory"
+    if exc.errno == errno.ELOOP:
+        return "symlink loop"
+    return f"cannot read: {_reason(exc)}"
 
 
 @dataclass(frozen=True)
@@ -79,6 +116,7 @@ class TraceOptions:
     checkpoints: tuple[str, ...] = ()  # --checkpoint: audited against the model's compute dtype
     numerics: dict | None = None  # float16 vs float32 per layer: options for the child (mpdoctor.config)
     memory_limit_mb: float | None = None  # --trace-memory: the child is killed beyond this resident memory
+    plan: dict | None = None  # `mpdoctor plan`: the plan request for the child (mpdoctor/plan.py)
 
 
 def check_paths(
@@ -86,23 +124,36 @@ def check_paths(
     config: Config,
     trace: TraceOptions | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    collected: tuple[list[Path], list[FileError], list[FileError]] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> Report:
     """`progress(index, total, shown)` is called before each file (the CLI draws it on a terminal). The report keeps
-    the text of every file that has findings (`Report.sources`), for the renderers and --fix."""
+    the text of every file that has findings (`Report.sources`), for the renderers and --fix. `collected`: what
+    `collect_files(paths, config)` returned, when the caller already walked the paths. `shard` (I, N): check only
+    the I-th of N disjoint parts of the files (`--shard`); the project analysis still reads them all."""
     trace = trace or TraceOptions()
-    files, errors = collect_files(paths, config)
-    report = Report(errors=errors, passes=("static", "trace") if trace.enabled else ("static",))
+    files, errors, skipped = collected or collect_files(paths, config)
+    report = Report(
+        errors=list(errors), skipped=list(skipped), passes=("static", "trace") if trace.enabled else ("static",)
+    )
+    projects = analyse_projects(list(paths), files, config)
+    report.notes += projects.notes
+    if shard is not None:
+        files = [path for path in files if in_shard(display_path(path), *shard)]
+        report.errors = [error for error in report.errors if in_shard(error.path, *shard)]
+        report.skipped = [skip for skip in report.skipped if in_shard(skip.path, *shard)]
     for index, path in enumerate(files, start=1):
         shown = display_path(path)
         if progress is not None:
             progress(index, len(files), shown)
-        notebook = None
+        notebook = shared = None
         try:
             if is_notebook(path):
                 notebook = read_notebook(path)
                 source = SourceText(path, notebook.source, notebook.cell_lines)
             else:
-                source = SourceText(path, read_source(path))
+                shared = projects.take_source(path)  # parsed by the project analysis: parse once
+                source = SourceText(path, shared[0] if shared else read_source(path))
         except NotebookError as exc:
             report.errors.append(FileError(shown, str(exc), kind="io"))
             continue
@@ -110,10 +161,23 @@ def check_paths(
             report.errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
             continue
         traced_before = len(report.traces)
-        diagnostics, error = check_source(source.text, shown, config, path=str(path), trace=trace, traces=report.traces)
+        project = projects.contexts_for(path) if notebook is None else None
+        if project is not None:
+            report.contexts[shown] = project
+        diagnostics, error = check_source(
+            source.text,
+            shown,
+            config,
+            path=str(path),
+            trace=trace,
+            traces=report.traces,
+            project=project,
+            tree=shared[1] if shared else None,
+        )
         if notebook is not None:
             diagnostics, error = notebook.map_results(shown, path, diagnostics, error, report.traces[traced_before:])
-        report.files_checked += 1
+        if error is None or error.kind != "syntax":  # a file that does not parse was not checked
+            report.files_checked += 1
         if diagnostics:
             report.sources[shown] = source
         report.diagnostics += diagnostics
@@ -121,6 +185,22 @@ def check_paths(
             report.errors.append(error)
     report.diagnostics.sort(key=Diagnostic.sort_key)
     return report
+
+
+def in_shard(shown: str, index: int, count: int) -> bool:
+    """Shard I of N (from 1) holds the files whose path hashes to it: stable when other files come and go."""
+    digest = hashlib.sha256(shown.replace(os.sep, "/").encode("utf-8", "surrogateescape")).digest()
+    return int.from_bytes(digest[:8], "big") % count == index - 1
+
+
+def analyse_projects(paths: list[Path], files: list[Path], config: Config):
+    """The policy contexts entry points elsewhere in each project put the checked files' code under (issue 21)."""
+    from mpdoctor.static.project_files import Excluder
+    from mpdoctor.static.projects import analyse_projects as analyse
+
+    return analyse(
+        paths, files, Excluder(config.root, config.exclude), functools.cache(lambda p: display_path(Path(p)))
+    )
 
 
 def _reason(exc: BaseException) -> str:
@@ -133,9 +213,25 @@ def parse_source(text: str, shown: str) -> tuple[ast.Module | None, FileError | 
             warnings.simplefilter("ignore")  # invalid escape sequences in user code are not our business
             return ast.parse(text, filename=shown), None
     except SyntaxError as exc:
-        return None, FileError(shown, f"syntax error: {exc.msg}", exc.lineno or 1, exc.offset or 1, kind="syntax")
-    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, pathological nesting
-        return None, FileError(shown, f"cannot parse: {exc}", kind="syntax")
+        line, column = exc.lineno or 1, exc.offset or 1
+        if "\0" in text and "null bytes" in str(exc.msg):  # the parser says line 1: point at the byte itself
+            line, column = _first_nul(text)
+        return None, FileError(shown, f"syntax error: {exc.msg}", line, column, kind="syntax")
+    except ValueError as exc:  # null bytes, in the Python versions that raise ValueError for them
+        line, column = _first_nul(text)
+        return None, FileError(shown, f"cannot parse: {exc}", line, column, kind="syntax")
+    except (RecursionError, MemoryError) as exc:  # Python's parser gives up on pathological nesting
+        reason = str(exc) or "too deeply nested or too large"
+        return None, FileError(shown, f"cannot parse: {reason} ({type(exc).__name__})", kind="syntax")
+
+
+def _first_nul(text: str) -> tuple[int | None, int | None]:
+    """Line and column (from 1) of the first NUL character, where the parser refused the file."""
+    at = text.find("\0")
+    if at < 0:
+        return None, None
+    line_start = text.rfind("\n", 0, at) + 1
+    return text.count("\n", 0, at) + 1, at - line_start + 1
 
 
 def check_source(
@@ -146,39 +242,61 @@ def check_source(
     trace: TraceOptions | None = None,
     traces: list | None = None,
     run_from: str | None = None,
+    project: FileContexts | None = None,
+    tree: ast.Module | None = None,
 ) -> tuple[list[Diagnostic], FileError | None]:
     """Static (and, when enabled, trace) pass over one file: diagnostics after selection and suppression, or a
     parse error. A file that does not parse is never run. `run_from`: a file holding `text` that the trace runs
-    as if it were `path` (to verify a fix before writing it)."""
-    tree, error = parse_source(text, shown)
+    as if it were `path` (to verify a fix before writing it). `project`: the policy contexts entry points elsewhere
+    in the project call this file's code under; `tree`: `text` already parsed."""
     if tree is None:
-        return [], error
-    settings = Settings(keras_version=config.keras_version, assumed_policy=config.assume_policy)
+        tree, error = parse_source(text, shown)
+        if tree is None:
+            return [], error
+    settings = Settings(keras_version=config.keras_version, assumed_policy=config.assume_policy, project=project)
     raw, internal = _static_diagnostics(text, shown, tree, config, path, settings)
+    if project is not None and project.low_precision and raw:
+        # The file on its own, for the codes found only: which findings exist only under the project's contexts
+        alone, _ = _static_diagnostics(text, shown, tree, config, path, settings.alone(), {d.code for d in raw})
+        raw = _in_context(raw, alone, project, tree)
     passes = "S"
     if trace is not None and trace.enabled and _MARKER.search(text):
         from mpdoctor.trace.checks import trace_diagnostics
 
+        context = project.trace_context() if project is not None else None
         traced, verdicts = trace_diagnostics(
-            path or shown, shown, text, tree, config, settings, trace, traces, run_from=run_from
+            path or shown, shown, text, tree, config, settings, trace, traces, run_from=run_from, context=context
         )
+        if context is not None:  # everything the run saw, it saw under the project's policy
+            traced = [_named(d, context) for d in traced]
         raw = merge_passes(static_after_trace(raw, verdicts), traced)
         passes = "ST"
     return finish(raw, text, shown, config, ran_passes=passes), internal
 
 
 def _static_diagnostics(
-    text: str, shown: str, tree: ast.Module, config: Config, path: str | None, settings: Settings
+    text: str,
+    shown: str,
+    tree: ast.Module,
+    config: Config,
+    path: str | None,
+    settings: Settings,
+    only: set[str] | None = None,
 ) -> tuple[list[Diagnostic], FileError | None]:
+    """`only`: run just the checks that can raise one of these codes."""
     raw: list[Diagnostic] = []
     internal: FileError | None = None
     if not _MARKER.search(text):
         return raw, internal
     ctx = None  # built only for a file some check may fire on: most files of a big tree need none
-    float16_assumed = is_float16_compute(config.assume_policy)
+    float16_assumed = is_float16_compute(config.assume_policy) or (
+        settings.project is not None and settings.project.low_precision
+    )
     seen: dict[str, bool] = {}
     for check in static_checks():
         if not any(config.enabled(c, shown) for c in check.codes) or not check.may_fire(text, float16_assumed, seen):
+            continue
+        if only is not None and not only.intersection(check.codes):
             continue
         ctx = ctx or StaticContext(path or shown, shown, text, tree, settings)
         name = check.fn.__name__
@@ -189,6 +307,52 @@ def _static_diagnostics(
         except Exception as exc:  # a bug in one rule must not hide the others' findings
             internal = FileError(shown, f"internal error in {name}: {type(exc).__name__}: {exc}", kind="internal")
     return raw, internal
+
+
+def _in_context(
+    found: list[Diagnostic], alone: list[Diagnostic], project: FileContexts, tree: ast.Module
+) -> list[Diagnostic]:
+    """The findings that exist only under the project's policy contexts (not in the file checked `alone`) name the
+    context they were found in: the one of the innermost function or class around them that has one."""
+    before = {(d.code, d.location.line, d.location.column) for d in alone}
+    result = []
+    for d in found:
+        if (d.code, d.location.line, d.location.column) in before:
+            result.append(d)
+            continue
+        context = project.context_for(scopes_at(tree, d.location.line), d.message)
+        result.append(_named(d, context) if context is not None else d)
+    return result
+
+
+def _named(d: Diagnostic, context: PolicyContext) -> Diagnostic:
+    """`d` with its policy context named once in the message and carried in full."""
+    if d.context is not None:
+        return d
+    return replace(d, message=f"{d.message} ({context.describe()})", context=context.for_diagnostic())
+
+
+def scopes_at(tree: ast.Module, line: int) -> list[str]:
+    """Qualnames of the functions and classes around `line`, innermost first, then the module's (MODULE_SCOPE)."""
+    found: list[str] = []
+    body, prefix = tree.body, ""
+    while True:
+        inner = next(
+            (
+                n
+                for n in body
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and n.lineno <= line <= (n.end_lineno or n.lineno)
+            ),
+            None,
+        )
+        if inner is None:
+            break
+        name = prefix + inner.name
+        found.append(name)
+        body = inner.body
+        prefix = f"{name}." if isinstance(inner, ast.ClassDef) else f"{name}.<locals>."
+    return [*reversed(found), MODULE_SCOPE]
 
 
 def static_after_trace(static: list[Diagnostic], verdicts: dict) -> list[Diagnostic]:
@@ -241,6 +405,7 @@ def merge_passes(static: list[Diagnostic], traced: list[Diagnostic]) -> list[Dia
             confidence=Confidence.HIGH,
             fix=t.fix or s.fix,
             notes=tuple(dict.fromkeys(t.notes + s.notes)),
+            context=t.context or s.context,
         )
     return merged
 

@@ -164,7 +164,7 @@ def test_inspect_savedmodel_signatures_and_variable_audit(tf, tmp_path, capfd):
 
 def test_convert_prints_audit_writes_verifies_and_refuses_to_overwrite(ckpt, tmp_path, capfd):
     out_prefix = tmp_path / "half"
-    code, out, err = run_cli(["convert-checkpoint", ckpt, out_prefix, "--dtype", "float16"], capfd)
+    code, out, err = run_cli(["convert-checkpoint", ckpt, out_prefix, "--dtype", "float16", "--allow-inf"], capfd)
     assert code == 0, err
     assert err == ""
     assert "cast 1 float entry to float16, copied 3 entries untouched" in out
@@ -196,7 +196,7 @@ def test_convert_only_matching_nothing_is_an_error(ckpt, tmp_path, capfd):
 
 def test_convert_json(ckpt, tmp_path, capfd):
     code, out, err = run_cli(
-        ["convert-checkpoint", ckpt, tmp_path / "j", "--dtype", "float16", "--format", "json"], capfd
+        ["convert-checkpoint", ckpt, tmp_path / "j", "--dtype", "float16", "--allow-inf", "--format", "json"], capfd
     )
     assert code == 0, err
     conversion = json.loads(out)["conversion"]
@@ -311,7 +311,7 @@ def test_bad_input_in_a_real_process_has_no_tensorflow_noise(request, tmp_path):
 
 
 def test_successful_conversion_in_a_real_process_prints_nothing_on_stderr(ckpt, tmp_path):
-    result = run_process(["convert-checkpoint", ckpt, tmp_path / "half", "--dtype", "float16"], tmp_path)
+    result = run_process(["convert-checkpoint", ckpt, tmp_path / "half", "--dtype", "float16", "--allow-inf"], tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert "verified by reading it back" in result.stdout

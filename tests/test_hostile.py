@@ -161,7 +161,7 @@ def test_trace_memory_option_and_config_are_validated(tmp_path):
     assert (
         bad.returncode == 2
         and bad.stderr.strip()
-        == "mpdoctor: error: command line trace-memory: expected a positive number of MiB, got -5.0"
+        == "mpdoctor: error: argument --trace-memory: expected a positive number of MiB, got '-5'"
     )
     (tmp_path / "pyproject.toml").write_text("[tool.mpdoctor]\ntrace-memory = 'lots'\n")
     bad = run_cli("check", "m.py", cwd=tmp_path)

@@ -17,6 +17,7 @@ from urllib.parse import quote
 from mpdoctor._version import __version__
 from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.fingerprints import fingerprint, fingerprint_materials, posix_path
+from mpdoctor.printable import name_bytes
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -41,8 +42,9 @@ def cell_prefix(loc) -> str:
 
 def artifact_location(path: str) -> dict:
     if os.path.isabs(path):  # outside the working directory: an absolute file URI, no base
-        return {"uri": Path(path).as_uri()}
-    return {"uri": quote(posix_path(path), safe="/"), "uriBaseId": SRCROOT}
+        return {"uri": Path(os.fsdecode(name_bytes(path))).as_uri()}
+    # A non-UTF-8 name is shown as `bad\\xff.py`: its URI percent-encodes the real byte (bad%FF.py).
+    return {"uri": quote(name_bytes(posix_path(path)), safe="/"), "uriBaseId": SRCROOT}
 
 
 def _region(line: int, column: int, end_line: int | None, end_column: int | None) -> dict:
@@ -140,6 +142,8 @@ def _result(d: Diagnostic, rule_index: dict[str, int], material: str) -> dict:
         properties["cell"] = loc.cell
     if d.notes:
         properties["notes"] = list(d.notes)
+    if d.context is not None:
+        properties["policyContext"] = d.context.to_dict()
     result["properties"] = properties
     return result
 

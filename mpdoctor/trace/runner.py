@@ -15,15 +15,16 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass
 
 from mpdoctor.facts.codec import SchemaError
 from mpdoctor.facts.schema import Facts
+from mpdoctor.reads import not_regular
+from mpdoctor.trace.processes import ProcessTree
 
 DEFAULT_TIMEOUT = 300.0
+FACTS_LIMIT = 512 * 2**20  # the facts of a huge model with numerics are tens of MiB
 _OUTPUT_TAIL = 4000
-_POLL = 0.05  # seconds between checks of the child's exit and memory
 
 
 @dataclass
@@ -48,11 +49,16 @@ def run_trace(
     run_from: str | None = None,
     numerics: dict | None = None,
     memory_limit_mb: float | None = None,
+    policy: str | None = None,
+    search_path: tuple[str, ...] = (),
+    plan: dict | None = None,
 ) -> TraceOutcome:
     """`run_from`: a file whose text is run as if it were `path` (same `__file__`, code filename and sys.path), so a
     fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
     notebook's cells), written to the temporary directory; the child then also runs in the file's directory (as
-    Jupyter does)."""
+    Jupyter does). `policy`: the global dtype policy set before the file is imported (a library module that an
+    entry point of its project runs under that policy); `search_path`: directories the module's imports are found
+    from besides its own (the entry point's, as `python train.py` has it)."""
     with tempfile.TemporaryDirectory(prefix="mpdoctor-trace-") as workdir:
         request_path = os.path.join(workdir, "request.json")
         result_path = os.path.join(workdir, "facts.json")
@@ -72,70 +78,84 @@ def run_trace(
                     "scratch": os.path.join(workdir, "scratch"),
                     "source_file": run_from and os.path.abspath(run_from),
                     "checkpoints": [os.path.abspath(c) for c in checkpoints],
+                    "policy": policy,
+                    "plan": plan,  # `mpdoctor plan` (mpdoctor/plan.py): None for `check`
                 },
                 handle,
             )
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         child_env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in the user's tree
-        child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), child_env.get("PYTHONPATH")]))
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mpdoctor.trace.child", request_path, result_path],
+        child_env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [_package_root(), *search_path, child_env.get("PYTHONPATH")])
+        )
+        # Its own session and process group; whatever it starts is ended with it (mpdoctor.trace.processes).
+        with ProcessTree(
+            child_command(request_path, result_path),
+            env=child_env,
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env=child_env,
-            cwd=cwd,
-            start_new_session=True,
-        )  # its own process group: a timeout kills everything it started
-        output = _TailReader(process.stdout)
-        failure = _supervise(process, timeout, memory_limit_mb)
+        ) as tree:
+            output = _TailReader(tree.process.stdout)
+            ending = tree.supervise(timeout, memory_limit_mb, result_written=lambda: os.path.exists(result_path))
         tail = output.finish()
+        failure = ending.failure
+        if failure is None and ending.returncode and not ending.after_result:
+            failure = _exit_reason(ending.returncode)
         facts = None
-        if os.path.exists(result_path):
+        if os.path.lexists(result_path):
             try:
-                with open(result_path, encoding="utf-8") as handle:
-                    facts = Facts.from_json(json.load(handle))
+                facts = read_facts(result_path)
             except SchemaError as exc:
                 failure = failure or f"the trace produced unreadable facts ({exc})"
-            except (OSError, ValueError, RecursionError) as exc:
-                failure = failure or f"the trace child wrote unreadable facts ({exc})"
         elif failure is None:
             failure = "the trace child exited without reporting (the model code may have called os._exit)"
         return TraceOutcome(facts, failure, tail)
 
 
-def _supervise(process: subprocess.Popen, timeout: float, memory_limit_mb: float | None) -> str | None:
-    """Wait for the child; kill its process group on timeout or when its resident memory exceeds the limit.
-    Returns why the run failed, or None."""
-    deadline = time.monotonic() + timeout
-    limit = int(memory_limit_mb * 2**20) if memory_limit_mb else None
-    while True:
-        try:
-            returncode = process.wait(timeout=_POLL)
-        except subprocess.TimeoutExpired:
-            pass
-        else:
-            _kill_group(process)  # whatever the model code started and left behind
-            return _exit_reason(returncode) if returncode != 0 else None
-        if limit is not None and (_resident_bytes(process.pid) or 0) > limit:
-            _kill_group(process)
-            return f"the model code exceeded the memory limit of {memory_limit_mb:g} MiB (--trace-memory)"
-        if time.monotonic() >= deadline:
-            _kill_group(process)
-            return f"the model code did not finish within {timeout:g} s (--trace-timeout)"
+def child_command(request_path: str, result_path: str) -> list[str]:
+    """The trace child's command line (tests replace it with a child that writes forged facts)."""
+    return [sys.executable, "-m", "mpdoctor.trace.child", request_path, result_path]
 
 
-def _resident_bytes(pid: int) -> int | None:
-    """The process's resident set size (Linux /proc; None elsewhere, where the limit is not enforced)."""
+def read_facts(path: str) -> Facts:
+    """The child's facts: untrusted (the child ran user code, which can overwrite or replace the file), so read
+    like any hostile input: a regular file (never a FIFO or a link to a device), capped in size, JSON bounded in
+    depth, then the schema. Anything else is a SchemaError."""
     try:
-        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise SchemaError(f"cannot open the facts file: {exc.strerror or exc}") from None
+    try:
+        problem = not_regular(os.fstat(fd).st_mode)
+        if problem:
+            raise SchemaError(f"the facts file is {problem}")
+        chunks, size = [], 0
+        while size <= FACTS_LIMIT and (chunk := os.read(fd, 1 << 20)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise SchemaError(f"cannot read the facts file: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > FACTS_LIMIT:
+        raise SchemaError(f"the facts file is larger than {FACTS_LIMIT // 2**20} MiB")
+    try:
+        document = json.loads(b"".join(chunks))
+    except RecursionError:
+        raise SchemaError("JSON nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # also integers of more digits than Python converts
+        raise SchemaError(f"invalid JSON: {exc}") from None
+    try:
+        return Facts.from_json(document)
+    except SchemaError:
+        raise
+    except RecursionError:
+        raise SchemaError("nested too deeply") from None
+    except Exception as exc:  # the schema's own checks missed a shape: still unreadable facts, never a crash
+        raise SchemaError(f"{type(exc).__name__}: {exc}") from None
 
 
 class _TailReader:
@@ -172,12 +192,3 @@ def _exit_reason(returncode: int) -> str:
         hint = " (out of memory?)" if name == "SIGKILL" else ""
         return f"the trace child was killed by {name}{hint}"
     return f"the trace child exited with code {returncode}"
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        if process.returncode is None:
-            process.kill()
-    process.wait()

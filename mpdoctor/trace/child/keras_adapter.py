@@ -48,6 +48,19 @@ def honour_legacy_request(tree: ast.AST) -> None:
         os.environ.setdefault(LEGACY_KERAS_ENV, "1")
 
 
+def set_global_policy(policy: str, wanted: set[str]) -> None:
+    """Set the global dtype policy of each Keras line in `wanted` (the policy a project's entry point sets before
+    it reaches the module traced)."""
+    if "keras" in wanted:
+        import keras
+
+        keras.mixed_precision.set_global_policy(policy)
+    if "tf_keras" in wanted:
+        import tf_keras
+
+        tf_keras.mixed_precision.set_global_policy(policy)
+
+
 def install(hooks: Hooks, wanted: set[str]) -> None:
     """Every hook for TensorFlow and the Keras lines in `wanted`, then the re-exported functions replaced."""
     hooks.install_tensorflow()
@@ -121,3 +134,30 @@ def policy_now() -> str | None:
             with contextlib.suppress(Exception):
                 policy = dtype_name(module.mixed_precision.global_policy())
     return policy
+
+
+# ---------------------------------------------------------------------------------------------- per-layer policies
+
+
+def set_layer_policy(layer, policy: str) -> tuple:
+    """Switch one built layer's dtype policy in place (what it computes in from its next call on; its variables stay
+    as they are, float32 under every `mixed_*` policy); returns what `restore_layer_policy` needs.
+    tf_keras caches the compute dtype object next to the policy (`_set_dtype_policy` sets both); Keras 3 reads the
+    policy on every call. The Keras 3 setter is not used: on a layer holding a DTypePolicyMap it would edit the
+    map, which other layers share."""
+    if hasattr(layer, "_set_dtype_policy"):  # tf_keras
+        saved = (layer, layer._dtype_policy, layer.__dict__.get("_compute_dtype_object"))
+        layer._set_dtype_policy(policy)
+        return saved
+    from keras.src import dtype_policies
+
+    saved = (layer, layer._dtype_policy, None)
+    layer._dtype_policy = dtype_policies.get(policy)
+    return saved
+
+
+def restore_layer_policy(saved: tuple) -> None:
+    layer, policy, compute_object = saved
+    layer._dtype_policy = policy
+    if hasattr(layer, "_set_dtype_policy"):
+        layer._compute_dtype_object = compute_object

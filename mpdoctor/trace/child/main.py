@@ -46,6 +46,15 @@ def main(argv: list[str]) -> int:
         for name, how, model in models:
             facts.models.append(analyse_model(name, how, model, recorder, facts, request.get("numerics")))
             recorder.analysed_models.append(model)
+            if (request.get("numerics") or {}).get("enabled", True):  # MP504: a model the file trains
+                from mpdoctor.trace.child.gradients import gradient_record
+
+                facts.models[-1].gradients = gradient_record(model, facts.models[-1], module, request.get("numerics"))
+            if request.get("plan") is not None:  # `mpdoctor plan`: after the model's analysis, on the same objects
+                from mpdoctor.trace.child.plan import plan_model
+
+                record = facts.models[-1]
+                record.plan = plan_model(model, record, recorder, request["plan"], request.get("numerics"))
     except BaseException as exc:
         if facts.exception is None:
             facts.exception = describe(exc, "internal", recorder)
@@ -70,7 +79,10 @@ def _prepare(request: dict, facts: Facts):
     import tensorflow  # noqa: F401 - before the hooks, which wrap its APIs
 
     recorder = hooks.Recorder(request["file"], request.get("scratch"))
-    keras_adapter.install(hooks.Hooks(recorder), keras_adapter.flavours(tree))
+    wanted = keras_adapter.flavours(tree)
+    if request.get("policy"):  # before the hooks: the project's entry point set it, not this file
+        keras_adapter.set_global_policy(request["policy"], wanted)
+    keras_adapter.install(hooks.Hooks(recorder), wanted)
     more = hooks.Hooks(recorder)
     manual_restores.install(recorder, more)
     more.patch()
