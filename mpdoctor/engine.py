@@ -162,8 +162,8 @@ def check_source(
         traced, verdicts = trace_diagnostics(
             path or shown, shown, text, tree, config, settings, trace, traces, run_from=run_from
         )
-        raw = merge_passes(static_after_trace(raw, verdicts), traced)
-        passes = "ST"
+        raw = merge_passes(static_after_trace(raw, verdicts or {}), traced)
+        passes = "S" if verdicts is None else "ST"  # no trace rule ran: their suppressions may be needed later
     return finish(raw, text, shown, config, ran_passes=passes), internal
 
 

@@ -103,6 +103,9 @@ def add_parser(sub) -> None:
     check.add_argument("--config", type=Path, metavar="FILE", help="read [tool.mpdoctor] from this pyproject.toml")
     check.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     check.add_argument(
+        "-v", "--verbose", action="store_true", help="text output: each finding's notes (and mpdoctor's own errors)"
+    )
+    check.add_argument(
         "--fix", action="store_true", help="apply the safe fixes (verified by re-tracing when the trace pass runs)"
     )
     check.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff: also the unsafe fixes")
@@ -245,6 +248,7 @@ def run_check(args) -> int:
         colour=_use_colour(args.color, target) if not buffer else False,
         statistics=args.statistics,
         quiet=args.quiet,
+        verbose=args.verbose,
     )
     written = [(args.output, buffer)] if buffer is not None else []
     if args.html:

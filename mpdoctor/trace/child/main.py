@@ -3,6 +3,10 @@
 Imports TensorFlow, installs the hooks, imports the user's file as a module (never as `__main__`, so a training
 block under `if __name__ == "__main__":` does not run), finds its models, builds and calls them once, and writes
 the facts (mpdoctor.facts.schema, version 1) to RESULT.json. Whatever happens, it tries to write what it recorded.
+
+An exception of mpdoctor's own (installing the hooks on a Keras the adapters do not fit, a hook, the child's
+analysis) becomes `facts.tool_failure`, never the user's exception: the parent reports that mpdoctor cannot trace
+here and keeps the static findings.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import os
 import sys
 
 from mpdoctor.facts.schema import ExceptionRecord, Facts, new_facts
-from mpdoctor.trace.child import keras_adapter
+from mpdoctor.trace.child import hooks, keras_adapter
 from mpdoctor.trace.child.analysis import (
     analyse_model,
     collect,
@@ -23,6 +27,7 @@ from mpdoctor.trace.child.analysis import (
     environment,
     user_frame,
 )
+from mpdoctor.trace.child.discovery import EntryNotFound, discover
 
 
 def main(argv: list[str]) -> int:
@@ -30,36 +35,24 @@ def main(argv: list[str]) -> int:
     with open(request_path, encoding="utf-8") as handle:
         request = json.load(handle)
     facts = new_facts()
-    recorder = None
+    recorder = hooks.Recorder(request["file"], request.get("scratch"))
     try:
-        recorder = _prepare(request, facts)
-        recorder.extra_checkpoints = request.get("checkpoints") or []
-        if request.get("notebook"):
-            _notebook_builtins()
-        module = _import_user_file(request["file"], facts, recorder, request.get("source_file"))
-        facts.layers_created_on_import = len(recorder.layers)
-        from mpdoctor.trace.child.discovery import discover
-
-        models = discover(
-            module, request.get("entry"), recorder, facts, lambda exc, phase: describe(exc, phase, recorder)
-        )
-        for name, how, model in models:
-            facts.models.append(analyse_model(name, how, model, recorder, facts, request.get("numerics")))
-            recorder.analysed_models.append(model)
+        _prepare(request, facts, recorder)
     except BaseException as exc:
-        if facts.exception is None:
-            facts.exception = describe(exc, "internal", recorder)
-            facts.status = "exception"
-    finally:
-        if recorder is not None:
-            collect(recorder, facts)
-        _write(result_path, facts)
+        recorder.failed("hooks", "installing the hooks", exc)
+    else:
+        _run(request, facts, recorder)
+        keras_adapter.check_unhooked(recorder)
+    try:
+        collect(recorder, facts)
+    except BaseException as exc:
+        recorder.failed("child", "collecting the facts", exc)
+    facts.tool_failure = recorder.tool_failure
+    _write(result_path, facts)
     return 0
 
 
-def _prepare(request: dict, facts: Facts):
-    from mpdoctor.trace.child import hooks
-
+def _prepare(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
     with open(request.get("source_file") or request["file"], encoding="utf-8", errors="replace") as handle:
         source = handle.read()
     try:
@@ -67,12 +60,33 @@ def _prepare(request: dict, facts: Facts):
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = ast.Module(body=[], type_ignores=[])  # the parent parsed it; a file changed since gets defaults
     keras_adapter.honour_legacy_request(tree)
-    import tensorflow  # noqa: F401 - before the hooks, which wrap its APIs
+    import tensorflow  # before the hooks, which wrap its APIs
 
-    recorder = hooks.Recorder(request["file"], request.get("scratch"))
-    keras_adapter.install(hooks.Hooks(recorder), keras_adapter.flavours(tree))
-    facts.environment = environment()
-    return recorder
+    facts.environment = environment()  # first: a failure to install the hooks is reported with it
+    keras_adapter.install(hooks.Hooks(recorder), keras_adapter.flavours(tree, getattr(tensorflow, "__version__", None)))
+
+
+def _run(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
+    """Import the user's file, find its models and analyse each. The user's exceptions become facts.exception;
+    any other exception reaching here is mpdoctor's own."""
+    try:
+        recorder.extra_checkpoints = request.get("checkpoints") or []
+        if request.get("notebook"):
+            _notebook_builtins()
+        module = _import_user_file(request["file"], facts, recorder, request.get("source_file"))
+        facts.layers_created_on_import = len(recorder.layers)
+        models = discover(
+            module, request.get("entry"), recorder, facts, lambda exc, phase: describe(exc, phase, recorder)
+        )
+        for name, how, model in models:
+            facts.models.append(analyse_model(name, how, model, recorder, facts, request.get("numerics")))
+            recorder.analysed_models.append(model)
+    except EntryNotFound as exc:  # the command line named what the file does not define: the user's to fix
+        if facts.exception is None:
+            facts.exception = describe(exc, "internal", recorder)
+            facts.status = "exception"
+    except BaseException as exc:
+        recorder.failed("child", None, exc)
 
 
 def _notebook_builtins() -> None:

@@ -276,27 +276,16 @@ def _compute(layer) -> str | None:
 
 
 def _swap_to_float32(layers) -> list:
-    """Set every low-precision layer's policy to float32; returns what `_restore_policies` needs."""
-    saved = []
-    for layer in layers:
-        if _compute(layer) not in LOW_PRECISION:
-            continue
-        if hasattr(layer, "_set_dtype_policy"):  # tf_keras
-            saved.append((layer, layer._dtype_policy, layer.__dict__.get("_compute_dtype_object", MISSING)))
-            layer._set_dtype_policy("float32")
-        else:  # Keras 3
-            from keras.src import dtype_policies
+    """Set every low-precision layer's policy to float32 (through its Keras line's adapter: the policy lives in
+    private attributes); returns what `_restore_policies` needs."""
+    from mpdoctor.trace.child.keras_adapter import float32_swap
 
-            saved.append((layer, layer._dtype_policy, MISSING))
-            layer._dtype_policy = dtype_policies.get("float32")
-    return saved
+    return [float32_swap(layer) for layer in layers if _compute(layer) in LOW_PRECISION]
 
 
 def _restore_policies(saved) -> None:
-    for layer, policy, compute_object in saved:
-        layer._dtype_policy = policy
-        if compute_object is not MISSING:
-            layer._compute_dtype_object = compute_object
+    for undo in saved:
+        undo()
 
 
 def _node_layers(model) -> list:
