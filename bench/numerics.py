@@ -45,7 +45,7 @@ MEASURE = textwrap.dedent("""\
 
     repeat = int(sys.argv[2])
     float16 = min(forward() for _ in range(repeat))
-    saved = numerics._swap_to_float32(numerics._all_layers(model))
+    saved = numerics._swap_to_float32(numerics._node_layers(model))
     model(batch, training=False)
     float32 = min(forward() for _ in range(repeat))
     numerics._restore_policies(saved)
@@ -58,12 +58,12 @@ MEASURE = textwrap.dedent("""\
         record = session.finish(graph)
         times.append(time.perf_counter() - start)
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    errors = [row["relative_error"] for row in record["layers"] if row["relative_error"] is not None]
-    normal = [row["relative_error"] for row in record["layers"] if row["relative_error"] is not None
-              and (row["max_abs_reference"] or 0) >= 6.103515625e-05]  # what MP405 judges
+    errors = [row.relative_error for row in record.layers if row.relative_error is not None]
+    normal = [row.relative_error for row in record.layers if row.relative_error is not None
+              and (row.max_abs_reference or 0) >= 6.103515625e-05]  # what MP405 judges
     print(json.dumps({"numerics": min(times), "float16": float16, "float32": float32, "rss_before": rss_before,
-                      "rss_after": rss_after, "layers": len(record["layers"]), "skipped": record["skipped"],
-                      "finite": all(row["finite"] for row in record["layers"]),
+                      "rss_after": rss_after, "layers": len(record.layers), "skipped": record.skipped,
+                      "finite": all(row.finite for row in record.layers),
                       "max_error": max(errors), "median_error": float(np.median(errors)),
                       "max_normal_error": max(normal), "underflow_layers": len(errors) - len(normal),
                       "output_error": errors[-1]}))

@@ -233,17 +233,25 @@ def verification_problems(
 
 
 def fix_file(
-    path: Path, shown: str, text: str, diagnostics: list[Diagnostic], config: Config, trace, unsafe: bool
+    path: Path,
+    shown: str,
+    text: str,
+    diagnostics: list[Diagnostic],
+    config: Config,
+    trace,
+    unsafe: bool,
+    project=None,
 ) -> FileFix:
     """Plan and verify the fixes of one file (nothing is written here). With the trace pass, a verified result can
     show new trace-only findings with fixes (a float16 output once the policy is mixed): they get another verified
-    round, so that a second --fix has nothing left to do."""
+    round, so that a second --fix has nothing left to do. `project`: the policy contexts the file was checked with
+    (its project's entry points), kept for every re-check."""
     from mpdoctor.engine import TraceOptions, check_source
 
     static_only = TraceOptions(enabled=False)
 
     def recheck(candidate: str) -> list[Diagnostic]:
-        found, _error = check_source(candidate, shown, config, path=str(path), trace=static_only)
+        found, _error = check_source(candidate, shown, config, path=str(path), trace=static_only, project=project)
         # A static re-check cannot see what suppressions the trace pass used: never "fix" those away.
         return [d for d in found if not (trace.enabled and d.code == "MP002")]
 
@@ -262,7 +270,7 @@ def fix_file(
         verification, after, culprits = UNVERIFIED, remaining, []
         if problem is None and trace.enabled:
             problem, verification, after, culprits = _verify_by_trace(
-                path, shown, current, fixed, before, applied, config, trace
+                path, shown, current, fixed, before, applied, config, trace, project
             )
         if problem and culprits and len(culprits) < len(applied) and not retried:
             # Cheap fallback (one more trace): the other fixes of the round without those that did not work.
@@ -283,7 +291,7 @@ def fix_file(
 
 
 def _verify_by_trace(
-    path, shown, original, fixed, before, applied, config, trace
+    path, shown, original, fixed, before, applied, config, trace, project=None
 ) -> tuple[str | None, str, list[Diagnostic], list[Diagnostic]]:
     """Trace the fixed text from a temporary file outside the user's tree, as if it were `path`: (problem,
     verification, diagnostics of the fixed text, the applied fixes to drop when they alone are the problem)."""
@@ -293,7 +301,9 @@ def _verify_by_trace(
         candidate = os.path.join(workdir, os.path.basename(path))
         with open(candidate, "wb") as handle:
             handle.write(fixed.encode(_declared_encoding(fixed)))
-        after, error = check_source(fixed, shown, config, path=str(path), trace=trace, run_from=candidate)
+        after, error = check_source(
+            fixed, shown, config, path=str(path), trace=trace, run_from=candidate, project=project
+        )
     if error is not None:
         return f"the fixed file cannot be checked: {error.message}", UNVERIFIED, before, []
     problems = verification_problems(original, fixed, before, applied, after)
@@ -373,7 +383,7 @@ def fix_report(report, config: Config, trace, *, unsafe: bool, write: bool) -> N
             remaining += diagnostics
             continue
         path, text = source.path, source.text
-        result = fix_file(path, shown, text, diagnostics, config, trace, unsafe)
+        result = fix_file(path, shown, text, diagnostics, config, trace, unsafe, report.contexts.get(shown))
         if write and result.changed:
             try:
                 write_atomic(path, text, result.fixed)

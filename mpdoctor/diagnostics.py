@@ -63,6 +63,20 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class DiagnosticContext:
+    """The policy context a finding exists in when the project analysis found it (mpdoctor.static.policy_context):
+    the policy, where and when it is set, and the calls from there to the finding's function."""
+
+    policy: str | None
+    set_at: str | None  # `train.py:14`; None: no policy set (Keras's default)
+    condition: str | None  # `when --amp is given`
+    path: tuple[str, ...] = ()  # `train.py:14 set_global_policy("mixed_float16")`, `train.py:16 build_classifier()`
+
+    def to_dict(self) -> dict:
+        return {"policy": self.policy, "set_at": self.set_at, "condition": self.condition, "path": list(self.path)}
+
+
+@dataclass(frozen=True)
 class Diagnostic:
     code: str
     message: str
@@ -72,6 +86,7 @@ class Diagnostic:
     confidence: Confidence = Confidence.HIGH
     fix: Fix | None = None
     notes: tuple[str, ...] = field(default=())
+    context: DiagnosticContext | None = None  # set when only a project's policy context makes this a finding
 
     def sort_key(self) -> tuple:
         loc = self.location
@@ -109,6 +124,10 @@ class Report:
     baselined: int = 0  # findings left out because the --baseline file lists them
     fixes: list | None = None  # --fix/--diff: one mpdoctor.autofix.FileFix per file with fixes
     sources: dict[str, SourceText] = field(default_factory=dict)  # display path -> the text analysed
+    notes: list[str] = field(default_factory=list)  # how the run went, for --verbose (project analysis, fallbacks)
+    # display path -> the policy contexts (mpdoctor.static.policy_context.FileContexts) the file was checked with,
+    # for files a project's entry points reach: --fix re-checks a fixed text with the same contexts
+    contexts: dict[str, object] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Severity}

@@ -7,6 +7,7 @@ findings, which crashes it explains) comes from the rule's own hooks in mpdoctor
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import warnings
@@ -27,6 +28,7 @@ from mpdoctor.rules.mp001_run import (
 )
 from mpdoctor.sources import SourceText, read_source
 from mpdoctor.static.context import Settings, StaticContext
+from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts, PolicyContext
 from mpdoctor.suppress import find_suppressions, is_suppressed
 
 # A file that mentions none of these cannot hold a finding: skip the rules (ruff/torchfix-style cheap path).
@@ -54,14 +56,16 @@ def collect_files(paths: Iterable[Path], config: Config) -> tuple[list[Path], li
         if path.is_file():
             candidates = [path]  # named explicitly: always checked, like ruff without --force-exclude
         else:
+            from mpdoctor.static.project_files import Excluder
+
+            excluded = Excluder(config.root, config.exclude)  # Config.is_excluded on strings: pathlib is slow
             candidates = []
             for root, dirs, names in os.walk(path):
-                root_path = Path(root)
-                dirs[:] = sorted(d for d in dirs if not config.is_excluded(root_path / d))
+                dirs[:] = sorted(d for d in dirs if not excluded(os.path.join(root, d)))
                 candidates += [
-                    root_path / n
+                    Path(root, n)
                     for n in sorted(names)
-                    if n.endswith((".py", NOTEBOOK_SUFFIX)) and not config.is_excluded(root_path / n)
+                    if n.endswith((".py", NOTEBOOK_SUFFIX)) and not excluded(os.path.join(root, n))
                 ]
         for candidate in candidates:
             key = candidate.resolve()
@@ -79,6 +83,7 @@ class TraceOptions:
     checkpoints: tuple[str, ...] = ()  # --checkpoint: audited against the model's compute dtype
     numerics: dict | None = None  # float16 vs float32 per layer: options for the child (mpdoctor.config)
     memory_limit_mb: float | None = None  # --trace-memory: the child is killed beyond this resident memory
+    plan: dict | None = None  # `mpdoctor plan`: the plan request for the child (mpdoctor/plan.py)
 
 
 def check_paths(
@@ -92,17 +97,20 @@ def check_paths(
     trace = trace or TraceOptions()
     files, errors = collect_files(paths, config)
     report = Report(errors=errors, passes=("static", "trace") if trace.enabled else ("static",))
+    projects = analyse_projects(list(paths), files, config)
+    report.notes += projects.notes
     for index, path in enumerate(files, start=1):
         shown = display_path(path)
         if progress is not None:
             progress(index, len(files), shown)
-        notebook = None
+        notebook = shared = None
         try:
             if is_notebook(path):
                 notebook = read_notebook(path)
                 source = SourceText(path, notebook.source, notebook.cell_lines)
             else:
-                source = SourceText(path, read_source(path))
+                shared = projects.take_source(path)  # parsed by the project analysis: parse once
+                source = SourceText(path, shared[0] if shared else read_source(path))
         except NotebookError as exc:
             report.errors.append(FileError(shown, str(exc), kind="io"))
             continue
@@ -110,7 +118,19 @@ def check_paths(
             report.errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
             continue
         traced_before = len(report.traces)
-        diagnostics, error = check_source(source.text, shown, config, path=str(path), trace=trace, traces=report.traces)
+        project = projects.contexts_for(path) if notebook is None else None
+        if project is not None:
+            report.contexts[shown] = project
+        diagnostics, error = check_source(
+            source.text,
+            shown,
+            config,
+            path=str(path),
+            trace=trace,
+            traces=report.traces,
+            project=project,
+            tree=shared[1] if shared else None,
+        )
         if notebook is not None:
             diagnostics, error = notebook.map_results(shown, path, diagnostics, error, report.traces[traced_before:])
         report.files_checked += 1
@@ -121,6 +141,16 @@ def check_paths(
             report.errors.append(error)
     report.diagnostics.sort(key=Diagnostic.sort_key)
     return report
+
+
+def analyse_projects(paths: list[Path], files: list[Path], config: Config):
+    """The policy contexts entry points elsewhere in each project put the checked files' code under (issue 21)."""
+    from mpdoctor.static.project_files import Excluder
+    from mpdoctor.static.projects import analyse_projects as analyse
+
+    return analyse(
+        paths, files, Excluder(config.root, config.exclude), functools.cache(lambda p: display_path(Path(p)))
+    )
 
 
 def _reason(exc: BaseException) -> str:
@@ -146,39 +176,61 @@ def check_source(
     trace: TraceOptions | None = None,
     traces: list | None = None,
     run_from: str | None = None,
+    project: FileContexts | None = None,
+    tree: ast.Module | None = None,
 ) -> tuple[list[Diagnostic], FileError | None]:
     """Static (and, when enabled, trace) pass over one file: diagnostics after selection and suppression, or a
     parse error. A file that does not parse is never run. `run_from`: a file holding `text` that the trace runs
-    as if it were `path` (to verify a fix before writing it)."""
-    tree, error = parse_source(text, shown)
+    as if it were `path` (to verify a fix before writing it). `project`: the policy contexts entry points elsewhere
+    in the project call this file's code under; `tree`: `text` already parsed."""
     if tree is None:
-        return [], error
-    settings = Settings(keras_version=config.keras_version, assumed_policy=config.assume_policy)
+        tree, error = parse_source(text, shown)
+        if tree is None:
+            return [], error
+    settings = Settings(keras_version=config.keras_version, assumed_policy=config.assume_policy, project=project)
     raw, internal = _static_diagnostics(text, shown, tree, config, path, settings)
+    if project is not None and project.low_precision and raw:
+        # The file on its own, for the codes found only: which findings exist only under the project's contexts
+        alone, _ = _static_diagnostics(text, shown, tree, config, path, settings.alone(), {d.code for d in raw})
+        raw = _in_context(raw, alone, project, tree)
     passes = "S"
     if trace is not None and trace.enabled and _MARKER.search(text):
         from mpdoctor.trace.checks import trace_diagnostics
 
+        context = project.trace_context() if project is not None else None
         traced, verdicts = trace_diagnostics(
-            path or shown, shown, text, tree, config, settings, trace, traces, run_from=run_from
+            path or shown, shown, text, tree, config, settings, trace, traces, run_from=run_from, context=context
         )
+        if context is not None:  # everything the run saw, it saw under the project's policy
+            traced = [_named(d, context) for d in traced]
         raw = merge_passes(static_after_trace(raw, verdicts or {}), traced)
         passes = "S" if verdicts is None else "ST"  # no trace rule ran: their suppressions may be needed later
     return finish(raw, text, shown, config, ran_passes=passes), internal
 
 
 def _static_diagnostics(
-    text: str, shown: str, tree: ast.Module, config: Config, path: str | None, settings: Settings
+    text: str,
+    shown: str,
+    tree: ast.Module,
+    config: Config,
+    path: str | None,
+    settings: Settings,
+    only: set[str] | None = None,
 ) -> tuple[list[Diagnostic], FileError | None]:
+    """`only`: run just the checks that can raise one of these codes."""
     raw: list[Diagnostic] = []
     internal: FileError | None = None
     if not _MARKER.search(text):
         return raw, internal
     ctx = None  # built only for a file some check may fire on: most files of a big tree need none
-    float16_assumed = is_float16_compute(config.assume_policy)
+    float16_assumed = is_float16_compute(config.assume_policy) or (
+        settings.project is not None and settings.project.low_precision
+    )
     seen: dict[str, bool] = {}
     for check in static_checks():
         if not any(config.enabled(c, shown) for c in check.codes) or not check.may_fire(text, float16_assumed, seen):
+            continue
+        if only is not None and not only.intersection(check.codes):
             continue
         ctx = ctx or StaticContext(path or shown, shown, text, tree, settings)
         name = check.fn.__name__
@@ -189,6 +241,52 @@ def _static_diagnostics(
         except Exception as exc:  # a bug in one rule must not hide the others' findings
             internal = FileError(shown, f"internal error in {name}: {type(exc).__name__}: {exc}", kind="internal")
     return raw, internal
+
+
+def _in_context(
+    found: list[Diagnostic], alone: list[Diagnostic], project: FileContexts, tree: ast.Module
+) -> list[Diagnostic]:
+    """The findings that exist only under the project's policy contexts (not in the file checked `alone`) name the
+    context they were found in: the one of the innermost function or class around them that has one."""
+    before = {(d.code, d.location.line, d.location.column) for d in alone}
+    result = []
+    for d in found:
+        if (d.code, d.location.line, d.location.column) in before:
+            result.append(d)
+            continue
+        context = project.context_for(scopes_at(tree, d.location.line), d.message)
+        result.append(_named(d, context) if context is not None else d)
+    return result
+
+
+def _named(d: Diagnostic, context: PolicyContext) -> Diagnostic:
+    """`d` with its policy context named once in the message and carried in full."""
+    if d.context is not None:
+        return d
+    return replace(d, message=f"{d.message} ({context.describe()})", context=context.for_diagnostic())
+
+
+def scopes_at(tree: ast.Module, line: int) -> list[str]:
+    """Qualnames of the functions and classes around `line`, innermost first, then the module's (MODULE_SCOPE)."""
+    found: list[str] = []
+    body, prefix = tree.body, ""
+    while True:
+        inner = next(
+            (
+                n
+                for n in body
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and n.lineno <= line <= (n.end_lineno or n.lineno)
+            ),
+            None,
+        )
+        if inner is None:
+            break
+        name = prefix + inner.name
+        found.append(name)
+        body = inner.body
+        prefix = f"{name}." if isinstance(inner, ast.ClassDef) else f"{name}.<locals>."
+    return [*reversed(found), MODULE_SCOPE]
 
 
 def static_after_trace(static: list[Diagnostic], verdicts: dict) -> list[Diagnostic]:
@@ -241,6 +339,7 @@ def merge_passes(static: list[Diagnostic], traced: list[Diagnostic]) -> list[Dia
             confidence=Confidence.HIGH,
             fix=t.fix or s.fix,
             notes=tuple(dict.fromkeys(t.notes + s.notes)),
+            context=t.context or s.context,
         )
     return merged
 

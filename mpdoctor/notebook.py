@@ -2,14 +2,19 @@
 
 The code cells are joined in order into one source that the static pass parses and the trace child runs. IPython
 syntax that is not Python becomes a placeholder of the same line count: line magics (`%pip install x`), shell lines
-(`!ls`), help lines (`model.fit?`) become `pass` (an assignment `x = !ls` keeps its target: `x = None`); a cell
-magic's cell (`%%bash`) becomes blank lines, except the magics whose body is Python (`%%time`, `%%capture`...),
-where only the magic line is blanked. Cells are numbered from 1 over all cells of the file (markdown included), as
-they are listed in the notebook; lines from 1 within the cell. Reading is plain JSON: nbformat is not needed.
+(`!ls`, with their `\\` continuation lines), help lines (`model.fit?`) become `pass` (an assignment `x = !ls` keeps
+its target: `x = None`), the lines they continue onto become blank; a cell magic's cell (`%%bash`) becomes blank
+lines, except the magics whose body is Python (`%%time`, `%%capture`...), where only the magic line is blanked.
+What is IPython syntax is decided by IPython's own input transformer (`IPython.core.inputtransformer2`) when
+IPython is installed, by a faithful reading of the same rules otherwise. Cells are numbered from 1 over all cells of
+the file (markdown included), as they are listed in the notebook; lines from 1 within the cell. Reading is plain
+JSON: nbformat is not needed. Messages that name a line of the combined program ("line 93") are rewritten to name
+the cell and its line ("cell 5, line 3"), like the locations.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -29,6 +34,9 @@ _ASSIGNED_MAGIC = re.compile(r"^(\s*)([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*
 _MAGIC = re.compile(r"^(\s*)(?:%[A-Za-z_%]|!(?!=)|\?)")
 _HELP = re.compile(r"^(\s*)[\w.]+(?:\(\))?\?{1,2}\s*$")
 _CELL_MAGIC = re.compile(r"^\s*%%(\w+)")
+# "line 93" / "lines 93" in a message, not the `File "x.py", line 93` of a traceback.
+_LINE_REFERENCE = re.compile(r'(?<!", )(?<!",)\bline (\d+)\b')
+_TRANSFORM_LIMIT = 500  # IPython's own bound on rewriting one cell
 
 
 class NotebookError(ValueError):
@@ -68,10 +76,24 @@ class Notebook:
         combined source, not of the .ipynb file, and applying them would corrupt the JSON."""
         if d.location.path != shown:
             return d
-        notes = d.notes
+        notes = tuple(self.map_text(note) for note in d.notes)
         if d.fix is not None:
-            notes += (f"fix available but not applied to notebooks: {d.fix.description}",)
-        return replace(d, location=self.map_location(d.location), fix=None, notes=notes)
+            notes += (f"fix available but not applied to notebooks: {self.map_text(d.fix.description)}",)
+        location = self.map_location(d.location)
+        return replace(d, message=self.map_text(d.message), location=location, fix=None, notes=notes)
+
+    def map_text(self, text: str) -> str:
+        """ "line 93" of the combined program, in a message, as "cell 5, line 3". Lines of tracebacks
+        (`File "x.py", line 93`) belong to other files and are left alone."""
+
+        def cell_line(match: re.Match) -> str:
+            line = int(match.group(1))
+            if not 1 <= line <= len(self.line_map):
+                return match.group(0)
+            cell, in_cell = self.line_map[line - 1]
+            return f"cell {cell}, line {in_cell}"
+
+        return _LINE_REFERENCE.sub(cell_line, text)
 
     def map_results(self, shown: str, path: Path, diagnostics: list[Diagnostic], error, traces: list):
         """The engine's results for the combined source, located in cells: diagnostics, a syntax error, and the
@@ -140,15 +162,109 @@ def python_lines(cell: list[str]) -> list[str]:
             if magic.group(1) in PYTHON_BODY_MAGICS:
                 return [""] + python_lines(cell[1:])
             return [""] * len(cell)  # %%bash, %%writefile, %%html...: not Python
+    lines = _ipython_lines(cell)
+    return lines if lines is not None else _fallback_lines(cell)
+
+
+@functools.cache
+def _ipython():
+    """IPython's input transformer and its tokenizer, or None when IPython is not installed."""
+    try:
+        from IPython.core.inputtransformer2 import TokenTransformBase, TransformerManager, make_tokens_by_line
+    except Exception:  # not installed, or an IPython that cannot be imported here
+        return None
+    return TransformerManager(), make_tokens_by_line, TokenTransformBase.sortby
+
+
+def _ipython_lines(cell: list[str]) -> list[str] | None:
+    """IPython's own reading of the cell, one piece of special syntax at a time (as
+    `TransformerManager.do_one_token_transform` does), each replaced by a placeholder where IPython would put its
+    `get_ipython()` call, and the lines it continued onto left blank. None without IPython or when its rewriting
+    does not keep to the cell's lines."""
+    found = _ipython()
+    if found is None:
+        return None
+    manager, tokens_of, sortby = found
+    lines = [line + "\n" for line in cell]
+    try:
+        for cleanup in manager.cleanup_transforms:
+            if getattr(cleanup, "__name__", "") == "leading_empty_lines":
+                continue  # it drops lines; the placeholders keep them
+            cleaned = cleanup(lines)
+            if len(cleaned) == len(lines):  # prompts (`>>> `) and a common indent are stripped in place
+                lines = cleaned
+        for _ in range(_TRANSFORM_LIMIT):
+            tokens = tokens_of(lines)
+            candidates = [found for cls in manager.token_transformers if (found := cls.find(tokens))]
+            step = None
+            for transformer in sorted(candidates, key=sortby):
+                try:
+                    step = transformer, transformer.transform(lines)
+                    break
+                except SyntaxError:
+                    continue
+            if step is None:
+                break
+            transformer, rewritten = step
+            start, consumed = transformer.start_line, len(lines) - len(rewritten) + 1
+            if consumed < 1 or not 0 <= start < len(lines):
+                return None
+            prefix = lines[start][: transformer.start_col]
+            placeholder = prefix + ("None" if prefix.strip() else "pass") + "\n"  # `x = !ls` keeps its target
+            lines = lines[:start] + [placeholder] + ["\n"] * (consumed - 1) + lines[start + consumed :]
+    except Exception:  # IPython's tokenizer on text it was not written for: use the fallback
+        return None
+    if len(lines) != len(cell):
+        return None
+    return [line[:-1] if line.endswith("\n") else line for line in lines]
+
+
+# IPython's cleanup of pasted code: a common leading indent, `>>> ` / `... ` and `In [1]: ` / `...: ` prompts.
+_INDENT = re.compile(r"^[ \t]+")
+_PROMPTS = (
+    (re.compile(r"^>>>( |$)"), re.compile(r"^(>>>|\.\.\.)( |$)")),
+    (re.compile(r"^In \[\d+\]: "), re.compile(r"^(In \[\d+\]: |\s*\.{3,}: ?)")),
+)
+
+
+def _strip_leading_indent(cell: list[str]) -> list[str]:
+    indent = _INDENT.match(cell[0]) if cell else None
+    if indent is None:
+        return cell
+    space = indent.group(0)
+    return [line[len(space) :] if line.startswith(space) else line for line in cell]
+
+
+def _strip_prompts(cell: list[str]) -> list[str]:
+    for initial, prompt in _PROMPTS:
+        if cell and (initial.match(cell[0]) or (len(cell) > 1 and prompt.match(cell[1]))):
+            cell = [prompt.sub("", line, count=1) for line in cell]
+    return cell
+
+
+def _fallback_lines(cell: list[str]) -> list[str]:
+    """The same placeholders without IPython: a line starting with IPython syntax (outside a continued Python
+    line), and the lines a trailing backslash continues it onto."""
+    cell = _strip_prompts(_strip_leading_indent(cell))
     out = []
-    continued = False  # a line after a backslash continuation is never a magic
+    continued = False  # a line after a backslash continuation of Python is never a magic
+    magic_continues = False  # a line after a backslash-continued magic is part of that magic
     for line in cell:
+        if magic_continues:
+            magic_continues = line.rstrip().endswith("\\")
+            out.append("")
+            continue
         if not continued:
             assigned = _ASSIGNED_MAGIC.match(line)
+            placeholder = None
             if assigned:
-                line = f"{assigned.group(1)}{assigned.group(2)} = None"
+                placeholder = f"{assigned.group(1)}{assigned.group(2)} = None"
             elif _MAGIC.match(line) or _HELP.match(line):
-                line = line[: len(line) - len(line.lstrip())] + "pass"
+                placeholder = line[: len(line) - len(line.lstrip())] + "pass"
+            if placeholder is not None:
+                magic_continues = line.rstrip().endswith("\\")
+                out.append(placeholder)
+                continue
         out.append(line)
         continued = line.rstrip().endswith("\\")
     return out

@@ -351,7 +351,7 @@ def test_verification_drops_only_the_fix_the_rerun_still_reports(tmp_path, monke
     real = engine.check_source
     runs = []
 
-    def traced(text, shown, config, path=None, trace=None, traces=None, run_from=None):
+    def traced(text, shown, config, path=None, trace=None, traces=None, run_from=None, project=None):
         found, error = real(text, shown, config, path=path)
         if trace is not None and trace.enabled:  # a stand-in trace: the hub layer still fails whatever its dtype
             runs.append(text)

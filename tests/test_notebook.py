@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from test_cli import mpdoctor
 
+from mpdoctor import notebook as notebook_module
 from mpdoctor.config import Config
 from mpdoctor.engine import TraceOptions, check_paths
 from mpdoctor.notebook import NotebookError, parse_notebook, python_lines, read_notebook
@@ -113,6 +114,72 @@ def test_ipython_syntax_becomes_placeholders_of_the_same_line_count():
         "    != 3)",
     ]
     compile("\n".join(out), "cell", "exec")
+
+
+IPYTHON_CELLS = [
+    ["!pip install -q tf-models-official \\", "    tensorflow-text", "import keras"],
+    ["if True:", "    !wget -q https://example.com/x.tgz \\", "        -O /tmp/x.tgz", "    y = 1"],
+    ["files = !ls \\", "  -la", "x = 1"],
+    ["%env A=1", "y = 7 \\", "%2", "model.fit?"],
+    [">>> import keras", ">>> x = 1"],
+    ["s = '!not a magic'", 't = "%d" % 3', "u = (1", "     != 2)"],
+]
+
+
+@pytest.mark.parametrize("cell", IPYTHON_CELLS, ids=range(len(IPYTHON_CELLS)))
+def test_ipython_and_the_fallback_read_a_cell_alike(cell, monkeypatch):
+    with_ipython = python_lines(cell)
+    monkeypatch.setattr(notebook_module, "_ipython", lambda: None)
+    assert python_lines(cell) == with_ipython
+    assert len(with_ipython) == len(cell)
+    compile("\n".join(with_ipython), "cell", "exec")
+
+
+def test_a_shell_line_continued_on_an_indented_line_is_one_command():
+    # IPython joins `!cmd \` and its indented continuation into one shell command; read as Python, the
+    # continuation was an unexpected indent and the whole notebook a syntax error.
+    assert python_lines(["!pip install a \\", "    b", "import keras"]) == ["pass", "", "import keras"]
+
+
+@pytest.mark.parametrize("ipython", [True, False], ids=["ipython", "fallback"])
+def test_a_notebook_with_a_continued_shell_line_is_checked(tmp_path, monkeypatch, ipython):
+    if not ipython:
+        monkeypatch.setattr(notebook_module, "_ipython", lambda: None)
+    data = softmax_notebook()
+    data["cells"][1]["source"] = ["!pip install -q keras \\\n", "    tensorflow\n"] + data["cells"][1]["source"]
+    nb = parse_notebook(data)
+    compile(nb.source, "nb", "exec")
+    report = check_paths([write(tmp_path / "demo.ipynb", data)], Config())
+    assert not report.errors
+    assert [(d.code, d.location.cell, d.location.line) for d in report.diagnostics] == [("MP401", 3, 5)]
+
+
+def test_messages_name_the_cell_and_line_of_what_they_cite(tmp_path):
+    data = notebook(
+        code("""
+            import keras
+            from keras import layers
+            """),
+        markdown("Build the model, then switch on mixed precision (too late)."),
+        code("""
+            model = keras.Sequential([keras.Input((4,)), layers.Dense(8), layers.Dense(2, dtype="float32")])
+            """),
+        code("""
+            keras.mixed_precision.set_global_policy("mixed_float16")
+            """),
+    )
+    report = check_paths([write(tmp_path / "late.ipynb", data)], Config())
+    [d] = [d for d in report.diagnostics if d.code == "MP101"]
+    assert (d.location.cell, d.location.line) == (4, 1)
+    assert "Dense (cell 3, line 1)" in d.message, d.message
+    assert "line 3)" not in d.message
+
+
+def test_traceback_lines_of_other_files_are_not_rewritten():
+    nb = parse_notebook(softmax_notebook())
+    assert nb.map_text('File "/usr/lib/x.py", line 3, in f') == 'File "/usr/lib/x.py", line 3, in f'
+    assert nb.map_text("built at line 1") == "built at cell 2, line 1"
+    assert nb.map_text("line 9999 is past the end") == "line 9999 is past the end"
 
 
 def test_cell_magics():

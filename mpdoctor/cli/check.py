@@ -103,7 +103,17 @@ def add_parser(sub) -> None:
     check.add_argument("--config", type=Path, metavar="FILE", help="read [tool.mpdoctor] from this pyproject.toml")
     check.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     check.add_argument(
-        "-v", "--verbose", action="store_true", help="text output: each finding's notes (and mpdoctor's own errors)"
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="say on stderr how the run went (the project analysis, where it fell back to file-by-file checks); "
+        "text output: each finding's notes (why the trace confirmed it, mpdoctor's own errors)",
+    )
+    check.add_argument(
+        "--show-contexts",
+        action="store_true",
+        help="print each model builder with the dtype policy contexts its project's entry points run it under, and "
+        "how they were found; check nothing",
     )
     check.add_argument(
         "--fix", action="store_true", help="apply the safe fixes (verified by re-tracing when the trace pass runs)"
@@ -199,6 +209,8 @@ def run_check(args) -> int:
     if options.timeout <= 0:
         print("mpdoctor: error: --trace-timeout must be positive", file=sys.stderr)
         return EXIT_ERROR
+    if args.show_contexts:
+        return show_contexts(paths, config, verbose=args.verbose)
     from mpdoctor.baseline import BaselineError, load_baseline, split, write_baseline
     from mpdoctor.progress import Progress
 
@@ -226,6 +238,9 @@ def run_check(args) -> int:
             f"mpdoctor: {args.write_baseline}: baseline of {count} finding{'' if count == 1 else 's'} written",
             file=sys.stderr,
         )
+    if args.verbose:
+        for note in report.notes:
+            print(f"mpdoctor: {note}", file=sys.stderr)
     for error in report.errors:
         print(error.render(), file=sys.stderr)
     if args.fix or args.diff:
@@ -269,6 +284,31 @@ def run_check(args) -> int:
     threshold = config.fail_on.rank
     failing = any(d.severity.rank >= threshold for d in report.diagnostics)
     return EXIT_FINDINGS if failing else EXIT_OK
+
+
+def show_contexts(paths: list[Path], config, *, verbose: bool = False, stream=None) -> int:
+    """`check --show-contexts`: every model builder the project analysis reached, with its policy contexts."""
+    from mpdoctor.engine import analyse_projects, collect_files
+
+    stream = stream or sys.stdout
+    files, errors = collect_files(paths, config)
+    for error in errors:
+        print(error.render(), file=sys.stderr)
+    projects = analyse_projects(list(paths), files, config)
+    if verbose:
+        for note in projects.notes:
+            print(f"mpdoctor: {note}", file=sys.stderr)
+    builders = projects.builders
+    for builder in builders:
+        where = "called from another module" if builder.across_modules else "called in its own module"
+        stream.write(f"{builder.shown}:{builder.line} {builder.qualname} ({where})\n")
+        width = max(len(c.policy or "unknown") for c in builder.contexts)
+        for context in builder.contexts:
+            how = context.describe().split(", ", 1)[-1] if context.origin else "no policy set"
+            stream.write(f"    {(context.policy or 'unknown').ljust(width)}  {how}: {context.route()}\n")
+    if not builders:
+        stream.write("No model builder is reached from an entry point that sets a dtype policy.\n")
+    return EXIT_ERROR if errors else EXIT_OK
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -102,6 +102,33 @@ BASE_MODELS = (
     "keras.engine.training.Model",
 )
 SAVEDMODEL_LAYERS = ("hub.KerasLayer", "keras.layers.TFSMLayer")
+
+# Calls that make a whole model without a Keras constructor in the user's code. `built`: its layers are created by
+# this call under the global policy then in force (transformers TF models from `from_pretrained` or from a config,
+# keras-hub / keras-nlp / keras-cv presets); `loaded`: restored with the dtypes it was saved with (a Keras model
+# file, a SavedModel), so no later global policy reaches it either.
+_LOADERS = ("keras.models.load_model", "keras.saving.load_model", "tf.saved_model.load")
+_PRESET_PACKAGES = ("keras_hub.", "keras_nlp.", "keras_cv.")
+
+
+def model_factory(name: str | None) -> str | None:
+    """'built', 'loaded' or None for the canonical name of a call (`transformers.TFAutoModel.from_pretrained`)."""
+    if not name:
+        return None
+    if name in _LOADERS:
+        return "loaded"
+    module, _, last = name.rpartition(".")
+    receiver = module.rpartition(".")[2]
+    if name.startswith("transformers."):
+        if last == "from_pretrained" and receiver.startswith("TF"):
+            return "built"
+        if last.startswith("TF") and (last.endswith("Model") or "For" in last):  # `TFBertModel(config)`
+            return "built"
+    if name.startswith(_PRESET_PACKAGES) and last == "from_preset" and receiver[:1].isupper():
+        return "built"
+    return None
+
+
 LAMBDA = "keras.layers.Lambda"
 
 
@@ -255,3 +282,37 @@ def risky_activation(class_name: str, activation: str | None) -> str | None:
     if ACTIVATION_LAYERS.get(class_name) == "softmax":
         return "softmax"
     return None
+
+
+# ------------------------------------------------------------------------------------ per-layer policy, as code
+
+
+def keep_float32_snippet(flavour: str, model: str, paths: list[list[str]], keras_module: str, indent: str) -> str:
+    """Source lines that switch already-built layers of `model` (reached by their `get_layer` name paths) to
+    float32 compute, for the Keras line `flavour`; "" when it cannot be written. Keras 3: assigning `dtype_policy`
+    to a built layer takes effect at its next call, for the layer and each of its sublayers (a block keeps its own
+    sublayers' policies). tf_keras has no public policy setter: the model is rebuilt by `clone_model` with a
+    `clone_function` giving those layers `dtype="float32"` (top-level layers only), and the weights are copied
+    over (`mixed_*` variables are float32 either way)."""
+    lines = [f"{indent}# mpdoctor plan: keep these layers in float32"]
+    if flavour == "keras":
+        for path in paths:
+            chain = "".join(f".get_layer({name!r})" for name in path)
+            lines.append(f"{indent}for _layer in {model}{chain}._flatten_layers():")
+            lines.append(f'{indent}    _layer.dtype_policy = "float32"')
+        return "\n".join(lines) + "\n"
+    if flavour == "tf_keras" and all(len(path) == 1 for path in paths):
+        names = ", ".join(repr(path[0]) for path in paths)
+        lines += [
+            f"{indent}_weights = {model}.get_weights()",
+            f"{indent}{model} = {keras_module}.models.clone_model(",
+            f"{indent}    {model},",
+            f"{indent}    clone_function=lambda layer: layer.__class__.from_config(",
+            f'{indent}        {{**layer.get_config(), "dtype": "float32"}} if layer.name in ({names},) else '
+            "layer.get_config()",
+            f"{indent}    ),",
+            f"{indent})",
+            f"{indent}{model}.set_weights(_weights)",
+        ]
+        return "\n".join(lines) + "\n"
+    return ""

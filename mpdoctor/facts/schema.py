@@ -438,17 +438,132 @@ class LossRecord(FactsRecord):
 
 
 @dataclass
-class NumericsRecord(FactsRecord):
+class NumericsTable(FactsRecord):
+    """The per-layer float16 vs float32 table of one model: what a report keeps of its numerics."""
+
     dtype: str | None = None
     reference_dtype: str = "float32"
     batch_size: int = 2
     seed: int = 0
     skipped: str | None = None
     layers: list[NumericsRow] = field(default_factory=list)
+
+
+@dataclass
+class NumericsRecord(NumericsTable):
+    """The numerics of one model: the table, and what the rules read besides it."""
+
     first_non_finite: FirstNonFinite | None = None
     user_layers: list[UserLayerScan] = field(default_factory=list)
     loss: LossRecord | None = None
     threshold: float | None = None
+
+    def table(self) -> NumericsTable:
+        return NumericsTable(**{f.name: getattr(self, f.name) for f in fields(NumericsTable)})
+
+
+# ---------------------------------------------------------------------------------------------- gradients
+
+
+@dataclass
+class VariableGradient(FactsRecord):
+    """One variable's gradient, float32 vs the policy, on one training step of the sample batch."""
+
+    name: str = ""
+    layer: str | None = None  # graph node id of the layer holding it
+    values: int = 0
+    nonzero_reference: int = 0  # nonzero in float32
+    flushed: int = 0  # of those: zero under the policy
+    nonfinite: int = 0  # non-finite under the policy
+    max_abs_reference: float = 0.0
+
+
+@dataclass
+class GradientRecord(FactsRecord):
+    """Gradients of one training step (loss on the sample batch), float32 vs the policy with the loss scaling the
+    script uses (MP504)."""
+
+    policy: str = ""
+    loss: str = ""  # what was differentiated: the compiled loss, or a loss object of the file
+    loss_scaling: str = "none"  # none | LossScaleOptimizer (automatic or the script's) with its scale
+    optimizer: str = ""  # where the optimizer comes from: "compile()" or the name of the file's module attribute
+    loss_scale: float = 1.0
+    loss_value: float | None = None  # under the policy
+    loss_finite: bool = True
+    skipped: str | None = None
+    variables: list[VariableGradient] = field(default_factory=list)
+
+    @property
+    def nonzero_reference(self) -> int:
+        return sum(v.nonzero_reference for v in self.variables)
+
+    @property
+    def flushed(self) -> int:
+        return sum(v.flushed for v in self.variables)
+
+    @property
+    def flushed_share(self) -> float:
+        return self.flushed / self.nonzero_reference if self.nonzero_reference else 0.0
+
+
+# ------------------------------------------------------------------------------------------------- plan
+
+
+@dataclass
+class PlanLayer(FactsRecord):
+    """A layer the plan keeps in float32 (`mpdoctor plan`), and why."""
+
+    id: str  # graph node id
+    name: str = ""
+    class_name: str = field(default="", metadata=key("class"))
+    reason: str = ""  # output-activation | constant | non-finite | error | gradient (what made it a member)
+    detail: str = ""  # what was seen: "softmax output", "-1e9 constant (line 12)", "max relative error 3.2%"
+    op: str | None = None  # the op that produced the first inf/NaN, when named
+    relative_error: float | None = None  # of the model outputs when this layer alone went back to low precision
+    flops: float = 0.0  # estimated multiply-adds of one call on the sample batch
+    created_at: SourceRef | None = None
+    path: list[str] = field(default_factory=list)  # layer names from the model down (get_layer chain)
+    user_code: bool = False  # created in the checked file (fixable by dtype="float32" there)
+    created_with: int = 1  # layers that source line created in the run (a loop): a dtype= there moves them all
+
+
+@dataclass
+class PlanCheck(FactsRecord):
+    """One configuration run on the sample batch: are the model outputs finite and within rtol of float32?"""
+
+    policy: str = ""
+    float32_layers: int = 0
+    finite: bool = True
+    max_relative_error: float | None = None
+    passed: bool = False
+    gradients: GradientRecord | None = None  # training files: one training step under this configuration
+
+
+@dataclass
+class PlanRecord(FactsRecord):
+    """`mpdoctor plan` for one model: the smallest verified set of layers to keep in float32 under `policy`."""
+
+    policy: str = ""
+    rtol: float = 0.01
+    skipped: str | None = None
+    mode: str = "plan"  # plan | verify (the plan applied: the file as it is, checked once)
+    candidates: int = 0  # layers computing in low precision under the policy
+    layers: list[PlanLayer] = field(default_factory=list)
+    initial: PlanCheck | None = None  # nothing kept in float32
+    final: PlanCheck | None = None  # the plan applied (its verification)
+    bfloat16: PlanCheck | None = None  # the alternative: mixed_bfloat16 with nothing kept in float32
+    forward_passes: int = 0  # model runs spent (the float32 reference included)
+    naive_passes: int = 0  # what the one-layer-at-a-time sweep needs for the same answer
+    total_flops: float = 0.0
+    low_precision_flops: float = 0.0  # what still computes in low precision with the plan applied
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    model_location: SourceRef | None = None  # where the model was built (the plan's snippet goes after it)
+    flavour: str | None = None  # keras | tf_keras
+
+    @property
+    def low_precision_share(self) -> float | None:
+        return self.low_precision_flops / self.total_flops if self.total_flops else None
 
 
 # ------------------------------------------------------------------------------------------ models, facts
@@ -489,6 +604,8 @@ class ModelRecord(FactsRecord):
     error: ExceptionRecord | None = None
     graph_error: str | None = None
     numerics: NumericsRecord | None = None
+    plan: PlanRecord | None = None  # `mpdoctor plan` only
+    gradients: GradientRecord | None = None  # training files: float32 vs the policy, one training step (MP504)
 
 
 @dataclass
@@ -556,23 +673,12 @@ def new_facts(**values) -> Facts:
 
 
 @dataclass
-class NumericsTable(FactsRecord):
-    """The report's per-layer numerics table of one model (float16 vs float32)."""
-
-    dtype: str | None = None
-    reference_dtype: str = "float32"
-    batch_size: int = 2
-    seed: int = 0
-    skipped: str | None = None
-    layers: list[NumericsRow] = field(default_factory=list)
-
-
-@dataclass
 class ModelSummary(FactsRecord):
     name: str | None = None
     how: str = ""
     graph: ModelGraph | None = None
     numerics: NumericsTable | None = None
+    plan: PlanRecord | None = None  # `mpdoctor plan` only
 
 
 @dataclass
@@ -627,21 +733,7 @@ class TraceSummary(FactsRecord):
             failure=failure,
             environment=facts.environment,
             models=[
-                ModelSummary(
-                    m.name,
-                    m.how,
-                    m.graph,
-                    NumericsTable(
-                        m.numerics.dtype,
-                        m.numerics.reference_dtype,
-                        m.numerics.batch_size,
-                        m.numerics.seed,
-                        m.numerics.skipped,
-                        m.numerics.layers,
-                    )
-                    if m.numerics
-                    else None,
-                )
+                ModelSummary(m.name, m.how, m.graph, m.numerics.table() if m.numerics else None, m.plan)
                 for m in facts.models
             ],
             checkpoints=[

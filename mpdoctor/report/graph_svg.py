@@ -34,6 +34,7 @@ class Box:
     members: list[GraphNode] = field(default_factory=list)
     savedmodel: bool = False
     finding: bool = False
+    float32_plan: bool = False  # a layer `mpdoctor plan` keeps in float32
     is_output: bool = False
     x: float = 0.0
     y: float = 0.0
@@ -47,8 +48,9 @@ class Figure:
     boxes: int
 
 
-def model_figures(graph: ModelGraph, finding_layers: set[str]) -> list[Figure]:
-    """The model's figure, then one figure per folded nested model (folded again inside when big)."""
+def model_figures(graph: ModelGraph, finding_layers: set[str], float32_plan: set[str] = frozenset()) -> list[Figure]:
+    """The model's figure, then one figure per folded nested model (folded again inside when big). Layers of
+    `float32_plan` (node ids `mpdoctor plan` keeps in float32) are never folded and are drawn outlined."""
     nodes = {n.id: n for n in graph.nodes}
     ancestors = {node_id: _ancestors(node, nodes) for node_id, node in nodes.items()}
     inner_layers: dict[str, int] = {}
@@ -56,7 +58,7 @@ def model_figures(graph: ModelGraph, finding_layers: set[str]) -> list[Figure]:
         for model_id in chain:
             inner_layers[model_id] = inner_layers.get(model_id, 0) + (not nodes[node_id].is_model)
     folded = {m for m, count in inner_layers.items() if nodes[m].is_model and count > NESTED_INLINE_LIMIT}
-    layout = _Scope(nodes, ancestors, inner_layers, folded, finding_layers)
+    layout = _Scope(nodes, ancestors, inner_layers, folded, finding_layers, set(float32_plan))
     figures = [layout.figure(graph.model or "model", None, nodes, graph.edges)]
     for model_id in (m for m in nodes if m in folded):
         inner = {i: n for i, n in nodes.items() if model_id in ancestors[i]}
@@ -81,6 +83,7 @@ class _Scope:
     inner_layers: dict[str, int]
     folded: set[str]
     finding_layers: set[str]
+    float32_plan: set[str]
 
     def figure(self, title: str, scope: str | None, nodes: dict[str, GraphNode], edges: list[GraphEdge]) -> Figure:
         import networkx as nx
@@ -107,7 +110,10 @@ class _Scope:
             for node_id, rep in represent.items()
             if node_id in self.finding_layers or nodes[node_id].name in self.finding_layers
         }
-        boxes, owner = _fold_chains(digraph, nodes, finding_ids, self.inner_layers, self.folded)
+        kept = {rep for node_id, rep in represent.items() if node_id in self.float32_plan}
+        boxes, owner = _fold_chains(digraph, nodes, finding_ids | kept, self.inner_layers, self.folded)
+        for box in boxes.values():
+            box.finding, box.float32_plan = box.id in finding_ids, box.id in kept
         for box in boxes.values():  # a layer of an unfolded nested model shows as model/layer
             if not box.id.startswith("chain:"):
                 box.label = box.id[len(scope) + 1 :] if scope and box.id.startswith(scope + "/") else box.id
@@ -277,6 +283,7 @@ def _draw(boxes: dict[str, Box], layered, edge_info: dict, owner: dict) -> str:
         classes = (
             ["node"]
             + (["finding"] if box.finding else [])
+            + (["float32-plan"] if box.float32_plan else [])
             + (["savedmodel"] if box.savedmodel else [])
             + (["chain"] if box.id.startswith("chain:") else [])
         )
@@ -284,7 +291,9 @@ def _draw(boxes: dict[str, Box], layered, edge_info: dict, owner: dict) -> str:
         if len(box.members) > 40:
             tooltip += f"\n… {len(box.members) - 40} more"
         fill = DTYPE_FILL.get(box.dtype or "", OTHER_FILL)
-        badge = "SavedModel" if box.savedmodel else ("output" if box.is_output else "")
+        badge = (
+            "SavedModel" if box.savedmodel else ("float32" if box.float32_plan else ("output" if box.is_output else ""))
+        )
         parts.append(
             f'<g class="{" ".join(classes)}" data-layer="{escape(box.id)}" transform="translate({box.x:.0f},'
             f'{box.y:.0f})"><title>{escape(tooltip)}</title>'

@@ -146,7 +146,8 @@ def _models(traces: list[TraceSummary], finding_layers: dict[str, set[str]]) -> 
             graph, numerics = model.graph, model.numerics
             figures = []
             if graph is not None:
-                for figure in model_figures(graph, finding_layers.get(trace.path, set())):
+                plan = {layer.id for layer in model.plan.layers} if model.plan is not None else set()
+                for figure in model_figures(graph, finding_layers.get(trace.path, set()), plan):
                     figures.append(
                         {
                             "title": figure.title,

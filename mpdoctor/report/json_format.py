@@ -46,6 +46,9 @@ def diagnostic_to_dict(d: Diagnostic) -> dict:
                 for e in d.fix.edits
             ],
         },
+        # Only on findings that exist under a policy context of the project (issue 21): the policy, where and when
+        # it is set, and the calls from there to the finding's function.
+        **({"context": d.context.to_dict()} if d.context is not None else {}),
     }
 
 

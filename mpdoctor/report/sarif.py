@@ -140,6 +140,8 @@ def _result(d: Diagnostic, rule_index: dict[str, int], material: str) -> dict:
         properties["cell"] = loc.cell
     if d.notes:
         properties["notes"] = list(d.notes)
+    if d.context is not None:
+        properties["policyContext"] = d.context.to_dict()
     result["properties"] = properties
     return result
 

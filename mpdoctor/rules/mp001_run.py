@@ -36,11 +36,20 @@ define_rule(
         never an exception of your code, and the static findings are reported as usual.
         """,
     bad="""
-        model = tf.keras.Sequential([tf.keras.layers.Dense(10, input_shape=(None,))])
-        model.build((None, 3, 4, 5))   # raises while building
+        import keras
+
+        inputs = keras.Input((4,))
+        x = keras.layers.Reshape((3, 2))(inputs)   # raises: 4 values cannot become 3 x 2
+        outputs = keras.layers.Dense(10)(keras.layers.Flatten()(x))
+        model = keras.Model(inputs, outputs)
         """,
     good="""
-        model = tf.keras.Sequential([tf.keras.layers.Input((4,)), tf.keras.layers.Dense(10)])
+        import keras
+
+        inputs = keras.Input((4,))
+        x = keras.layers.Reshape((2, 2))(inputs)
+        outputs = keras.layers.Dense(10)(keras.layers.Flatten()(x))
+        model = keras.Model(inputs, outputs)
         """,
     fix="No autofix: the message names the exception and the line to look at.",
 )
@@ -63,10 +72,24 @@ define_rule(
         nobody is told.
         """,
     bad="""
-        out = tf.keras.layers.Dense(10, activation="softmax", dtype="float32")(x)  # noqa: MP401
+        import keras
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([
+            keras.Input((784,)),
+            keras.layers.Dense(256, activation="relu"),
+            keras.layers.Dense(10, activation="softmax", dtype="float32"),  # noqa: MP401
+        ])
         """,
     good="""
-        out = tf.keras.layers.Dense(10, activation="softmax", dtype="float32")(x)
+        import keras
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([
+            keras.Input((784,)),
+            keras.layers.Dense(256, activation="relu"),
+            keras.layers.Dense(10, activation="softmax", dtype="float32"),
+        ])
         """,
     fix="Removes the comment when it holds only unused MP codes and nothing else (safe).",
 )

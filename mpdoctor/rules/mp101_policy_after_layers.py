@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.dtypes import is_float16_compute
+from mpdoctor.facts.keras_semantics import SAVEDMODEL_LAYERS, model_factory
 from mpdoctor.facts.schema import Facts, LayerRecord, PolicyEvent
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import position
@@ -27,8 +28,11 @@ define_rule(
         policy call (`set_global_policy`, `set_dtype_policy`, `set_floatx`) that switches to a float16/bfloat16
         compute policy AFTER layers or models were already built earlier in the same run: lexically earlier in
         the same scope, or inside a local function called earlier in that scope (`model = build_model()` before
-        the policy call). `keras.applications` models and local Layer/Model subclasses count. The message names
-        the first such layer and its line.
+        the policy call). `keras.applications` models and local Layer/Model subclasses count, and so do models
+        made without a Keras constructor: transformers `TFAutoModel*.from_pretrained(...)` and `TF*Model(config)`,
+        keras-hub / keras-nlp / keras-cv `*.from_preset(...)`, and loaded models (`keras.models.load_model`,
+        `tf.saved_model.load`, `hub.load`), which keep the dtypes they were saved with. The message names the
+        first such layer and its line.
 
         Not reported: layers built inside a function that is only called after the policy call; layers with an
         explicit `dtype=`; `Input`/`InputLayer` and preprocessing layers (Rescaling, Random*, Normalization...);
@@ -44,16 +48,22 @@ define_rule(
         under a float16 head), with none of the expected speed or memory savings.
         """,
     bad="""
+        import keras
+
         base = keras.applications.ResNet50(include_top=False, weights=None, input_shape=(224, 224, 3))
         keras.mixed_precision.set_global_policy("mixed_float16")   # too late: ResNet50 stays float32
         x = keras.layers.GlobalAveragePooling2D()(base.output)
         outputs = keras.layers.Dense(10, activation="softmax", dtype="float32")(x)
+        model = keras.Model(base.input, outputs)
         """,
     good="""
+        import keras
+
         keras.mixed_precision.set_global_policy("mixed_float16")   # first, before building anything
         base = keras.applications.ResNet50(include_top=False, weights=None, input_shape=(224, 224, 3))
         x = keras.layers.GlobalAveragePooling2D()(base.output)
         outputs = keras.layers.Dense(10, activation="softmax", dtype="float32")(x)
+        model = keras.Model(base.input, outputs)
         """,
     fix="No autofix: move the policy call above the code that builds the model (usually right after the imports).",
 )
@@ -106,17 +116,25 @@ def check_policy_after_layers(ctx: StaticContext) -> Iterable[Diagnostic]:
         (site, layer, via), *others = found
         old = ctx.policies_at(site)
         old_text = "/".join(sorted(p or "an unknown policy" for p in old))
-        built = f"{layer.kind} (line {layer.node.lineno})"
+        factory = model_factory(ctx.call_name(layer.node))
+        shown = f"{_callee_text(ctx, layer.node)}()" if factory else layer.kind
+        built = f"{shown} (line {layer.node.lineno})"
         if via is not None:
             built = f"{via.func.id}() (line {via.lineno}) built {built}"  # type: ignore[attr-defined]
         else:
-            built = f"{built} was built"
+            built = f"{built} was {'loaded' if factory == 'loaded' else 'built'}"
         more = f" (and {len(others)} more construction{'s' if len(others) > 1 else ''})" if others else ""
-        message = (
-            f"{_setter_text(ctx, event)} sets {event.policy!r} only after {built}{more}: layers keep the "
-            f"policy in force when they are created, so {'these' if others else 'it'} still compute"
-            f"{'' if others else 's'} in {old_text}; set the policy before building the model"
-        )
+        if factory == "loaded" and not others:
+            consequence = (
+                f"a loaded model keeps the dtypes it was saved with, so it still computes in {old_text}; build the "
+                "model in code after setting the policy and load only its weights"
+            )
+        else:
+            consequence = (
+                f"layers keep the policy in force when they are created, so {'these' if others else 'it'} still "
+                f"compute{'' if others else 's'} in {old_text}; set the policy before building the model"
+            )
+        message = f"{_setter_text(ctx, event)} sets {event.policy!r} only after {built}{more}: {consequence}"
         yield ctx.diagnostic(
             "MP101", event.node, message, confidence=Confidence.MEDIUM if None in old else Confidence.HIGH
         )
@@ -152,13 +170,31 @@ def _built_before(ctx: StaticContext, event: PolicyEvent) -> list[tuple[ast.Call
 
 def _construction(ctx: StaticContext, call: ast.Call) -> LayerRecord | None:
     """A layer/model constructor call that takes the global policy: no explicit dtype, not an input or
-    preprocessing layer; `keras.applications` models included."""
+    preprocessing layer; `keras.applications` models and the model factories of keras_semantics (pretrained
+    models, presets, loaded models) included."""
     layer = ctx.layer_call(call)
-    if layer is None and is_application(ctx, call):
+    factory = model_factory(ctx.call_name(call))
+    if factory == "loaded" and _wrapped_in_savedmodel_layer(ctx, call):
+        return None  # `hub.KerasLayer(tf.saved_model.load(path))`: the layer made later takes the policy
+    if layer is None and (is_application(ctx, call) or factory):
         layer = ctx.layer_record(call, ctx.call_name(call))
     if layer is None or layer.kind in _NEUTRAL_LAYERS or dtype_keyword(call) is not None:
         return None
     return layer
+
+
+def _wrapped_in_savedmodel_layer(ctx: StaticContext, call: ast.Call) -> bool:
+    """A loaded SavedModel handed to `hub.KerasLayer` / `TFSMLayer`, directly or through the name it is bound to."""
+    parent = ctx.parents.get(call)
+    names = (
+        {parent.targets[0].id} if isinstance(parent, ast.Assign) and isinstance(parent.targets[0], ast.Name) else set()
+    )
+    for layer in ctx.layer_calls:
+        if layer.qualname in SAVEDMODEL_LAYERS and layer.node.args:
+            handle = layer.node.args[0]
+            if handle is call or (isinstance(handle, ast.Name) and handle.id in names):
+                return True
+    return False
 
 
 def _first_construction_in(ctx: StaticContext, function: ast.AST, visiting: frozenset) -> LayerRecord | None:
@@ -217,6 +253,11 @@ def _arms(ctx: StaticContext, node: ast.AST) -> Iterator[tuple[ast.AST, object]]
         child, parent = parent, ctx.parents.get(parent)
 
 
+def _callee_text(ctx: StaticContext, call: ast.Call) -> str:
+    text = ctx.segment(call.func)
+    return text if len(text) <= 60 else text.rsplit(".", 1)[-1]
+
+
 def _setter_text(ctx: StaticContext, event: PolicyEvent) -> str:
     text = ctx.segment(event.node.func)
     return f"{text}()" if len(text) <= 60 else "the policy call"
@@ -238,7 +279,7 @@ def trace_policy_after_layers(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
         stale = [
             record
             for record in before
-            if record.explicit_dtype is None
+            if (record.explicit_dtype is None or _made_by_factory(ctx, record))
             and record.policy != event.policy
             and record.class_name != "InputLayer"
             and not record.is_model
@@ -247,17 +288,30 @@ def trace_policy_after_layers(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
         if not stale:
             continue
         first = stale[0]
+        advice = "set the policy before building the model"
+        if all(_made_by_factory(ctx, record) == "loaded" for record in stale):
+            advice = "a loaded model keeps the dtypes it was saved with: build it in code after setting the policy"
+            advice += " and load only its weights"
         found.append(
             ctx.diagnostic(
                 "MP101",
                 event.location,
                 f'the policy becomes "{event.policy}" after {len(stale)} layer(s) '
                 f'were created under "{first.policy}" (first: {first.class_name} `{first.name}` at '
-                f'line {_line(first) or "?"}); they keep "{first.policy}": set the policy before building '
-                f"the model",
+                f'line {_line(first) or "?"}); they keep "{first.policy}": {advice}',
             )
         )
     return found
+
+
+def _made_by_factory(ctx: TraceContext, record: LayerRecord) -> str | None:
+    """'loaded' / 'built' for a layer created by a call of a model factory in this file
+    (`tf_keras.models.load_model(...)`): an explicit `dtype` there came from the saved config, not from the user,
+    so the global policy set later still does not reach the layer."""
+    if ctx.static is None or record.created_at is None or ctx.shown(record.created_at.file) != ctx.display_path:
+        return None
+    call = ctx.call_at(record.created_at.line)
+    return model_factory(ctx.static.call_name(call)) if call is not None else None
 
 
 def _line(record: LayerRecord) -> int | None:

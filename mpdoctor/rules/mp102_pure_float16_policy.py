@@ -37,16 +37,36 @@ define_rule(
         script trains under `mixed_float16`.
         """,
     bad="""
+        import keras
+        import numpy as np
+
         keras.mixed_precision.set_global_policy("float16")
-        model = build_model()
+        model = keras.Sequential([
+            keras.Input((20,)),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10, activation="softmax", dtype="float32"),
+        ])
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-        model.fit(x_train, y_train, epochs=5)
+
+        if __name__ == "__main__":
+            x_train, y_train = np.random.rand(1024, 20).astype("float32"), np.random.randint(0, 10, 1024)
+            model.fit(x_train, y_train, epochs=5)
         """,
     good="""
+        import keras
+        import numpy as np
+
         keras.mixed_precision.set_global_policy("mixed_float16")   # float16 math, float32 variables
-        model = build_model()
+        model = keras.Sequential([
+            keras.Input((20,)),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10, activation="softmax", dtype="float32"),
+        ])
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-        model.fit(x_train, y_train, epochs=5)
+
+        if __name__ == "__main__":
+            x_train, y_train = np.random.rand(1024, 20).astype("float32"), np.random.randint(0, 10, 1024)
+            model.fit(x_train, y_train, epochs=5)
         """,
     fix="""
         Replaces the policy string literal (`"float16"` -> `"mixed_float16"`, `"bfloat16"` -> `"mixed_bfloat16"`),

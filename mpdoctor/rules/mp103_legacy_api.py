@@ -30,6 +30,8 @@ define_rule(
         - `tf.compat.v1.mixed_precision.*` / `tf.compat.v1.train.experimental.enable_mixed_precision_graph_rewrite`:
           still importable, but the rewrite raises ValueError for Keras optimizers (Keras 3, tf_keras) and
           refuses a mixed Keras policy; reported with low confidence in TF1 graph-mode code, where it still runs;
+        - `tf.contrib.mixed_precision.*` (TF1's `LossScaleOptimizer`, `ExponentialUpdateLossScaleManager`,
+          `FixedLossScaleManager`), imported or used: `tf.contrib` is gone from TensorFlow 2;
         - under Keras 3, `optimizer.get_scaled_loss(...)` / `optimizer.get_unscaled_gradients(...)` (the tf_keras
           `LossScaleOptimizer` API; valid, and not reported, with tf_keras).
         Compatibility shims are not reported: code in a `try` whose handler catches ImportError / AttributeError,
@@ -40,14 +42,22 @@ define_rule(
         TF1 rewrite, silently does nothing in eager TF2 code.
         """,
     bad="""
-        from tensorflow.keras.mixed_precision import experimental as mixed_precision
+        import tensorflow as tf
+        from tensorflow.keras.mixed_precision import experimental as mixed_precision   # removed in TF 2.9
+
         mixed_precision.set_policy("mixed_float16")
+        model = tf.keras.Sequential([tf.keras.Input((20,)), tf.keras.layers.Dense(1, dtype="float32")])
         opt = mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam(), "dynamic")
+        model.compile(optimizer=opt, loss="mse")
         """,
     good="""
+        import tensorflow as tf
         from tensorflow.keras import mixed_precision
+
         mixed_precision.set_global_policy("mixed_float16")
+        model = tf.keras.Sequential([tf.keras.Input((20,)), tf.keras.layers.Dense(1, dtype="float32")])
         opt = mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam())   # dynamic loss scaling by default
+        model.compile(optimizer=opt, loss="mse")
         """,
     fix="""
         Mechanical rewrites spelled the way the file spells them: the `experimental` import becomes
@@ -151,7 +161,11 @@ def _legacy_imports(ctx: StaticContext) -> Iterator[Diagnostic]:
     for node in ctx.nodes:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             full = [canonical(f"{node.module}.{a.name}") for a in node.names]
-            if any(_is_experimental(n) for n in full):
+            if any(_is_contrib(n) for n in full):
+                yield ctx.diagnostic(
+                    "MP103", node, f"this import of {_CONTRIB} {_CONTRIB_GONE}", confidence=_contrib_confidence()
+                )
+            elif any(_is_experimental(n) for n in full):
                 yield ctx.diagnostic(
                     "MP103",
                     node,
@@ -162,7 +176,11 @@ def _legacy_imports(ctx: StaticContext) -> Iterator[Diagnostic]:
                 )
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if _is_experimental(canonical(alias.name)):
+                if _is_contrib(canonical(alias.name)):
+                    yield ctx.diagnostic(
+                        "MP103", node, f"this import of {_CONTRIB} {_CONTRIB_GONE}", confidence=_contrib_confidence()
+                    )
+                elif _is_experimental(canonical(alias.name)):
                     yield ctx.diagnostic(
                         "MP103",
                         node,
@@ -170,6 +188,23 @@ def _legacy_imports(ctx: StaticContext) -> Iterator[Diagnostic]:
                         confidence=_experimental_confidence(),
                         fix=_import_fix(ctx, node),
                     )
+
+
+_CONTRIB = "tf.contrib.mixed_precision"
+_CONTRIB_GONE = (
+    "is TF1's loss scaling: tf.contrib was removed in TensorFlow 2 (ImportError / AttributeError); use "
+    'keras.mixed_precision.set_global_policy("mixed_float16") and keras.mixed_precision.LossScaleOptimizer '
+    "(dynamic loss scaling by default)"
+)
+
+
+def _is_contrib(name: str) -> bool:
+    return name == _CONTRIB or name.startswith(_CONTRIB + ".")
+
+
+def _contrib_confidence() -> Confidence:
+    tf = environment.tensorflow_version()
+    return Confidence.LOW if tf is not None and tf < (2, 0) else Confidence.HIGH
 
 
 def _is_experimental(name: str) -> bool:
@@ -237,6 +272,11 @@ def _legacy_reference(ctx: StaticContext, node: ast.AST, name: str) -> Iterator[
         return
     shown = ctx.segment(node) or name
     member = name.rsplit(".", 1)[-1]
+    if _is_contrib(name):
+        if isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)):
+            return  # `LossScaleOptimizer = None` in a shim's fallback binds the name, it does not use TF1
+        yield ctx.diagnostic("MP103", target, f"{shown} {_CONTRIB_GONE}", confidence=_contrib_confidence())
+        return
     if name.startswith(_COMPAT_V1):
         rest = name.split(".compat.v1.", 1)[1]
         if rest.startswith("mixed_precision") or (

@@ -42,24 +42,40 @@ define_rule(
         """,
     bad="""
         import keras
+        import tensorflow as tf
         import tensorflow_hub as hub
+
+        class Features(tf.Module):   # a float32 SavedModel, like most TF Hub models
+            @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32)])
+            def __call__(self, x):
+                return tf.nn.relu(x)
+
+        tf.saved_model.save(Features(), "features")
         model = keras.Sequential([
-            keras.Input((224, 224, 3)),
-            hub.KerasLayer("https://tfhub.dev/google/imagenet/resnet_v1_50/feature_vector/5"),
+            keras.Input((8,)),
+            hub.KerasLayer("features"),   # a tf_keras layer in a Keras 3 model
             keras.layers.Dense(2),
         ])
         """,
     good="""
         import os
-        os.environ["TF_USE_LEGACY_KERAS"] = "1"     # before importing tensorflow; needs `pip install tf_keras`
+
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"   # before importing tensorflow; needs `pip install tf_keras`
         import tensorflow as tf
         import tensorflow_hub as hub
+
+        class Features(tf.Module):   # a float32 SavedModel, like most TF Hub models
+            @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32)])
+            def __call__(self, x):
+                return tf.nn.relu(x)
+
+        tf.saved_model.save(Features(), "features")
         model = tf.keras.Sequential([
-            tf.keras.layers.InputLayer(input_shape=(224, 224, 3)),
-            hub.KerasLayer("https://tfhub.dev/google/imagenet/resnet_v1_50/feature_vector/5"),
+            tf.keras.layers.InputLayer(input_shape=(8,)),
+            hub.KerasLayer("features"),
             tf.keras.layers.Dense(2),
         ])
-        # or, staying on Keras 3: keras.layers.TFSMLayer(local_savedmodel_dir, call_endpoint="serving_default")
+        # or, staying on Keras 3: keras.layers.TFSMLayer("features", call_endpoint="serving_default")
         """,
     fix="""
         No autofix (the choice is a dependency decision): use tf_keras with `TF_USE_LEGACY_KERAS=1` set before

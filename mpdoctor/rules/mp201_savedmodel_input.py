@@ -7,8 +7,9 @@ import re
 from collections.abc import Iterable
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
-from mpdoctor.facts.dtypes import compute_dtype, low_precision
-from mpdoctor.facts.schema import Facts, SavedModelLoad, SourceRef
+from mpdoctor.facts.dtypes import compute_dtype, is_float, low_precision
+from mpdoctor.facts.keras_semantics import INPUT_LAYERS
+from mpdoctor.facts.schema import Facts, LayerRecord, SavedModelLoad, SourceRef
 from mpdoctor.registry import (
     FLOAT16_TEXT,
     define_rule,
@@ -17,7 +18,7 @@ from mpdoctor.registry import (
     trace_check,
     verdict_of,
 )
-from mpdoctor.static.astutil import has_star_kwargs
+from mpdoctor.static.astutil import has_star_kwargs, keyword_value
 from mpdoctor.static.context import SAVEDMODEL_LAYERS, StaticContext
 from mpdoctor.static.policies import dtype_keyword
 from mpdoctor.tf_messages import (
@@ -48,9 +49,13 @@ define_rule(
         The static pass reports such a layer under a float16/bfloat16 policy that has no `dtype="float32"`. It
         cannot read the SavedModel, so it reports with medium confidence; the trace and artifact passes confirm
         it by reading the signatures when the handle is a readable local path. Layers whose `dtype=` is not a
-        float (`dtype=tf.string` text encoders) and handles that look like text models (string or token-id
-        inputs, which autocast never touches) are not reported. A SavedModel layer created inside a custom
-        layer's `__init__` takes the global policy, whatever `dtype=` the outer layer was given.
+        float (`dtype=tf.string` text encoders), handles that look like text models, and layers the static pass
+        sees fed strings or integer ids (an `Input(dtype=tf.string)` or `dtype="int32"`, the dict of ids a text
+        preprocessor returns, lookup layers) are not reported: autocast casts floating inputs only, so no float16
+        reaches their SavedModel. When what the layer is fed cannot be told, it is reported at low confidence
+        ("if it is fed floats"); the trace does not report a SavedModel that accepts no floating input. A
+        SavedModel layer created inside a custom layer's `__init__` takes the global policy, whatever `dtype=` the
+        outer layer was given.
         """,
     why="""
         With tf_keras, `hub.KerasLayer` fails when the model is built ("Could not find matching concrete function
@@ -63,22 +68,46 @@ define_rule(
         (see MP207). The layer itself has to compute in float32; the rest of the model keeps its mixed policy.
         """,
     bad="""
+        import os
+
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"   # hub.KerasLayer needs tf_keras
+        import tensorflow as tf
+        import tensorflow_hub as hub
+
+        class Features(tf.Module):   # a float32 SavedModel, like most TF Hub models
+            @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32)])
+            def __call__(self, x):
+                return tf.nn.relu(x)
+
+        tf.saved_model.save(Features(), "features")
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
         model = tf.keras.Sequential([
-            tf.keras.layers.InputLayer(input_shape=(224, 224, 3)),
+            tf.keras.layers.InputLayer(input_shape=(8,)),
             tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32)),   # does not help (MP207)
-            hub.KerasLayer("https://tfhub.dev/google/imagenet/resnet_v1_50/feature_vector/5"),
+            hub.KerasLayer("features"),   # autocasts to float16: no function of the SavedModel takes it
             tf.keras.layers.Dense(2, dtype="float32"),
         ])
         """,
     good="""
+        import os
+
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"   # hub.KerasLayer needs tf_keras
+        import tensorflow as tf
+        import tensorflow_hub as hub
+
+        class Features(tf.Module):   # a float32 SavedModel, like most TF Hub models
+            @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32)])
+            def __call__(self, x):
+                return tf.nn.relu(x)
+
+        tf.saved_model.save(Features(), "features")
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
         model = tf.keras.Sequential([
-            tf.keras.layers.InputLayer(input_shape=(224, 224, 3)),
-            hub.KerasLayer("https://tfhub.dev/google/imagenet/resnet_v1_50/feature_vector/5", dtype="float32"),
+            tf.keras.layers.InputLayer(input_shape=(8,)),
+            hub.KerasLayer("features", dtype="float32"),   # computes in float32
             tf.keras.layers.Dense(2, dtype="float32"),
         ])
-        # Keras 3: keras.layers.TFSMLayer(path, call_endpoint="serving_default", dtype="float32")
+        # Keras 3: keras.layers.TFSMLayer("features", call_endpoint="serving_default", dtype="float32")
         """,
     fix="""
         Adds `dtype="float32"` to the SavedModel layer's constructor (or replaces its float16 `dtype=`). The layer
@@ -104,6 +133,9 @@ def check_savedmodel_input_dtype(ctx: StaticContext) -> Iterable[Diagnostic]:
         policy = ctx.float16_policy(ctx.layer_policies(layer))
         if policy is None or _text_input_layer(ctx, layer.node):
             continue
+        fed = _fed(ctx, layer)
+        if fed == _OTHER:
+            continue  # strings or integer ids: autocast casts floating inputs only, no float16 reaches the model
         compute = compute_dtype(policy)
         explicit = dtype_keyword(layer.node) is not None
         where = f'its own dtype policy "{policy}"' if explicit else f'global policy "{policy}"'
@@ -114,8 +146,11 @@ def check_savedmodel_input_dtype(ctx: StaticContext) -> Iterable[Diagnostic]:
         else:
             outcome = "the model builds but predict/fit fail"
         label = layer.label
+        casts = (
+            f"casts its input to {compute}" if fed == _FLOAT else f"casts its input to {compute} if it is fed floats"
+        )
         message = (
-            f"{label} computes in {compute} ({where}) and casts its input to {compute} before calling its "
+            f"{label} computes in {compute} ({where}) and {casts} before calling its "
             f"SavedModel, but a SavedModel exported in float32 (most TF Hub models) has no {compute} "
             f'concrete function, so {outcome}: pass dtype="float32" to {label}'
         )
@@ -124,19 +159,139 @@ def check_savedmodel_input_dtype(ctx: StaticContext) -> Iterable[Diagnostic]:
             fix = ctx.add_keyword_fix(
                 layer.node, "dtype", '"float32"', f'compute {layer.kind} in float32 (dtype="float32")'
             )
+        notes = (
+            f"A Lambda or tf.cast to float32 before {layer.kind} does not help: the layer casts its input "
+            f"back to {compute} (MP207).",
+            "Static check: the SavedModel's signatures were not read; a SavedModel exported in "
+            f"{compute} would accept these inputs.",
+        )
+        if fed is None:
+            notes += ("What this layer is fed could not be told: strings or integer ids are never autocast.",)
         yield ctx.diagnostic(
             "MP201",
             layer.node,
             message,
-            confidence=Confidence.MEDIUM,
+            confidence=Confidence.MEDIUM if fed == _FLOAT else Confidence.LOW,
             fix=fix,
-            notes=(
-                f"A Lambda or tf.cast to float32 before {layer.kind} does not help: the layer casts its input "
-                f"back to {compute} (MP207).",
-                "Static check: the SavedModel's signatures were not read; a SavedModel exported in "
-                f"{compute} would accept these inputs.",
-            ),
+            notes=notes,
         )
+
+
+# What a SavedModel layer is fed, as far as autocast is concerned.
+_FLOAT, _OTHER = "float", "other"
+# Layers whose output is integer ids or strings, never autocast downstream.
+_NON_FLOAT_OUTPUT_LAYERS = frozenset(
+    {"StringLookup", "IntegerLookup", "TextVectorization", "Hashing", "HashedCrossing"}
+)
+_PREPROCESSOR_HANDLE = re.compile(r"preprocess|tokeni[sz]")
+
+
+def _fed(ctx: StaticContext, layer: LayerRecord) -> str | None:
+    """_FLOAT, _OTHER (strings, integer ids: autocast leaves them alone) or None (unknown) for what the layer is
+    fed: its own `input_shape=` (a float32 Input is made for it), the layer before it in a `Sequential([...])`,
+    or the tensors it is called on. A float anywhere makes it float."""
+    if _declares_input_shape(layer.node):
+        return _FLOAT
+    kinds = {_tensor_kind(ctx, arg, 0) for arg in _applied_to(ctx, layer)}
+    previous = _previous_element(ctx, layer)
+    if previous is not None:
+        kinds.add(_layer_output_kind(ctx, previous, 0))
+    if _FLOAT in kinds:
+        return _FLOAT
+    return _OTHER if kinds == {_OTHER} else None
+
+
+def _declares_input_shape(call: ast.Call) -> bool:
+    shape = keyword_value(call, "input_shape")
+    return isinstance(shape, (ast.List, ast.Tuple)) and bool(shape.elts)
+
+
+def _previous_element(ctx: StaticContext, layer: LayerRecord) -> LayerRecord | None:
+    """The layer before this one in a `Sequential([...])` list."""
+    parent = ctx.parents.get(layer.node)
+    if not isinstance(parent, (ast.List, ast.Tuple)):
+        return None
+    index = next(i for i, e in enumerate(parent.elts) if e is layer.node)
+    if index == 0:
+        return None
+    previous = parent.elts[index - 1]
+    name = ctx.call_name(previous) if isinstance(previous, ast.Call) else None
+    if name in INPUT_LAYERS:  # `keras.Input(shape=...)` as the first element
+        return ctx.layer_record(previous, name)
+    return ctx.layer_instance(previous)
+
+
+def _applied_to(ctx: StaticContext, layer: LayerRecord) -> list[ast.AST]:
+    """The first argument of each call of the layer: `hub.KerasLayer(...)(x)`, or `enc = hub.KerasLayer(...)` then
+    `enc(x)` in the same scope."""
+    node = layer.node
+    parent = ctx.parents.get(node)
+    if isinstance(parent, ast.Call) and parent.func is node:
+        return parent.args[:1]
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        name = parent.targets[0].id
+        scope = ctx.enclosing_function(node) or ctx.tree
+        return [
+            use.args[0]
+            for use in ctx.walk_scope(scope)
+            if isinstance(use, ast.Call) and isinstance(use.func, ast.Name) and use.func.id == name and use.args
+        ]
+    return []
+
+
+def _layer_output_kind(ctx: StaticContext, producer: LayerRecord, depth: int) -> str | None:
+    """What a layer outputs, as far as autocast is concerned."""
+    if producer.custom:
+        return None
+    if producer.qualname in INPUT_LAYERS:
+        dtype_expr = keyword_value(producer.node, "dtype")
+        if dtype_expr is None:
+            return _FLOAT  # inputs default to float32
+        dtype = _dtype_text(ctx, dtype_expr)
+        return None if dtype is None else (_FLOAT if is_float(dtype) else _OTHER)
+    if producer.qualname in SAVEDMODEL_LAYERS:
+        # A text preprocessor (named so, or itself fed strings) returns a dict of int32 ids for the encoder after
+        # it; other SavedModels may return anything.
+        handle = _string_value(ctx, _handle_argument(producer.node), producer.node)
+        if handle and _PREPROCESSOR_HANDLE.search(handle.lower()):
+            return _OTHER
+        return _OTHER if depth < 8 and _fed(ctx, producer) == _OTHER else None
+    return _OTHER if producer.kind in _NON_FLOAT_OUTPUT_LAYERS else _FLOAT
+
+
+def _tensor_kind(ctx: StaticContext, expr: ast.AST | None, depth: int) -> str | None:
+    if expr is None or depth > 8:
+        return None
+    if isinstance(expr, ast.Name):
+        return _tensor_kind(ctx, ctx.last_assignment(expr.id, expr), depth + 1)
+    if isinstance(expr, ast.Subscript):  # `preprocessed["input_word_ids"]`: an item of what produced the dict
+        return _tensor_kind(ctx, expr.value, depth + 1)
+    if isinstance(expr, ast.Dict):
+        kinds = {_tensor_kind(ctx, v, depth + 1) for v in expr.values}
+        return _FLOAT if _FLOAT in kinds else (_OTHER if kinds == {_OTHER} else None)
+    if not isinstance(expr, ast.Call):
+        return None
+    name = ctx.call_name(expr)
+    if name in INPUT_LAYERS:
+        return _layer_output_kind(ctx, ctx.layer_record(expr, name), depth)
+    producer = ctx.producer(expr)
+    return None if producer is None else _layer_output_kind(ctx, producer, depth + 1)
+
+
+def _dtype_text(ctx: StaticContext, expr: ast.AST | None) -> str | None:
+    """`"int32"`, `tf.string`, `np.int64`... -> the dtype's name; None when it cannot be told."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return dtype_name(expr.value)
+    name = ctx.resolve(expr) if expr is not None else None
+    if name and name.startswith(("tf.", "np.", "keras.")) and name.count(".") == 1:
+        return dtype_name(name.rsplit(".", 1)[-1])
+    return None
+
+
+def _handle_argument(call: ast.Call) -> ast.AST | None:
+    return (
+        call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in ("handle", "filepath")), None)
+    )
 
 
 def _text_input_layer(ctx: StaticContext, call: ast.Call) -> bool:
@@ -144,10 +299,7 @@ def _text_input_layer(ctx: StaticContext, call: ast.Call) -> bool:
     for kw in call.keywords:
         if kw.arg == "input_shape" and isinstance(kw.value, (ast.List, ast.Tuple)) and not kw.value.elts:
             return True  # `input_shape=[]`: one string per example
-    handle = (
-        call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in ("handle", "filepath")), None)
-    )
-    text = _string_value(ctx, handle, call)
+    text = _string_value(ctx, _handle_argument(call), call)
     return bool(text and _TEXT_HANDLE.search(text.lower()))
 
 
@@ -165,7 +317,12 @@ def _string_value(ctx: StaticContext, expr: ast.AST | None, at: ast.AST, depth: 
     if isinstance(expr, ast.Name):
         value = ctx.last_assignment(expr.id, at) or ctx.module_constants.get(expr.id)
         return _string_value(ctx, value, at, depth + 1)
+    if isinstance(expr, ast.Call) and ctx.call_name(expr) in _LOADS:  # `hub.KerasLayer(hub.load(path))`
+        return _string_value(ctx, expr.args[0] if expr.args else None, at, depth + 1)
     return None
+
+
+_LOADS = ("hub.load", "tf.saved_model.load", "tf.compat.v2.saved_model.load")
 
 
 def _dtype_fix(ctx: TraceContext, where: SourceRef | None) -> Fix | None:
@@ -189,6 +346,8 @@ def trace_savedmodel_input_dtype(facts: Facts, ctx: TraceContext) -> Iterable[Di
         received = record.compute_dtype
         if not record.autocast or not low_precision(received) or received in accepted:
             continue
+        if not any(is_float(dtype) for dtype in accepted):
+            continue  # strings or integer ids only: autocast leaves them alone, no float16 reaches the SavedModel
         observed = (
             f"; the run failed with: {first_message_line(exception.message)}"
             if exception is not None and exception.layer_uid == load.layer_uid

@@ -29,11 +29,36 @@ define_rule(
         built on this machine.
         """,
     bad="""
-        layer = hub.KerasLayer("/models/resnet50_feature_vector")   # directory does not exist here
+        import os
+
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"   # hub.KerasLayer needs tf_keras
+        import tensorflow as tf
+        import tensorflow_hub as hub
+
+        model = tf.keras.Sequential([
+            tf.keras.layers.InputLayer(input_shape=(8,)),
+            hub.KerasLayer("models/features"),   # directory does not exist here
+            tf.keras.layers.Dense(2),
+        ])
         """,
     good="""
-        # Download once, then point at the local copy (or set TFHUB_CACHE_DIR to a populated cache):
-        layer = hub.KerasLayer("/data/tfhub_cache/resnet50_feature_vector")
+        import os
+
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"   # hub.KerasLayer needs tf_keras
+        import tensorflow as tf
+        import tensorflow_hub as hub
+
+        class Features(tf.Module):   # stands for the model: download it once, or set TFHUB_CACHE_DIR
+            @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32)])
+            def __call__(self, x):
+                return tf.nn.relu(x)
+
+        tf.saved_model.save(Features(), "models/features")   # make the SavedModel available locally
+        model = tf.keras.Sequential([
+            tf.keras.layers.InputLayer(input_shape=(8,)),
+            hub.KerasLayer("models/features"),
+            tf.keras.layers.Dense(2),
+        ])
         """,
     fix="No autofix: make the SavedModel available (path, cache or network) and run mpdoctor again.",
 )

@@ -29,17 +29,25 @@ define_rule(
         precision and overflow to inf above 65504.
         """,
     bad="""
+        import keras
+
         keras.mixed_precision.set_global_policy("mixed_float16")
         inputs = keras.Input((128,))
-        outputs = keras.layers.Dense(10)(keras.layers.Dense(64, activation="relu")(inputs))   # float16 output
-        keras.Model(inputs, outputs).export("/tmp/serving")
+        x = keras.layers.Dense(64, activation="relu")(inputs)
+        outputs = keras.layers.Dense(10)(x)   # float16 output
+        model = keras.Model(inputs, outputs)
+        model.export("serving")   # serving signature: float16 output
         """,
     good="""
+        import keras
+
         keras.mixed_precision.set_global_policy("mixed_float16")
         inputs = keras.Input((128,))
-        x = keras.layers.Dense(10)(keras.layers.Dense(64, activation="relu")(inputs))
+        x = keras.layers.Dense(64, activation="relu")(inputs)
+        x = keras.layers.Dense(10)(x)
         outputs = keras.layers.Activation("linear", dtype="float32")(x)   # float32 output
-        keras.Model(inputs, outputs).export("/tmp/serving")
+        model = keras.Model(inputs, outputs)
+        model.export("serving")
         """,
     fix="""
         Adds a float32 output layer (`Activation("linear", dtype="float32")`) before export, or an explicit

@@ -46,18 +46,24 @@ define_rule(
         `dtype="float32"`, which makes it cast its inputs to float32 itself.
         """,
     bad="""
-        tf.keras.mixed_precision.set_global_policy("mixed_float16")
-        model = tf.keras.Sequential([
-            tf.keras.layers.InputLayer(input_shape=(224, 224, 3)),
-            tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32)),   # undone by the next layer
-            hub.KerasLayer(handle),
+        import keras
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([
+            keras.Input((20,)),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Lambda(lambda x: keras.ops.cast(x, "float32")),   # undone by the next layer
+            keras.layers.Dense(1),                                          # casts its input back to float16
         ])
         """,
     good="""
-        tf.keras.mixed_precision.set_global_policy("mixed_float16")
-        model = tf.keras.Sequential([
-            tf.keras.layers.InputLayer(input_shape=(224, 224, 3)),
-            hub.KerasLayer(handle, dtype="float32"),   # computes in float32, casts its own input
+        import keras
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([
+            keras.Input((20,)),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(1, dtype="float32"),   # computes in float32, casts its own input
         ])
         """,
     fix="""

@@ -58,25 +58,31 @@ define_rule(
         float32 checkpoint.
         """,
     bad="""
-        tf.compat.v1.reset_default_graph()
-        A = tf.compat.v1.get_variable("foo", shape=[3, 3], dtype=tf.float16)
-        dense = tf.compat.v1.layers.dense(inputs=A, units=3)
-        saver = tf.compat.v1.train.Saver()
-        with tf.compat.v1.Session() as sess:
-            saver.restore(sess, "float32.ckpt")     # expected dtype half does not equal original dtype float
+        import keras
+        import tensorflow as tf
 
-        keras.mixed_precision.set_global_policy("float16")
+        def build_model():
+            return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+
+        tf.train.Checkpoint(model=build_model()).write("pretrained/ckpt")   # float32 values
+
+        keras.mixed_precision.set_global_policy("float16")   # float16 variables
         model = build_model()
-        tf.train.Checkpoint(model=model).restore("float32_ckpt/ckpt-1")
+        tf.train.Checkpoint(model=model).read("pretrained/ckpt")   # fails: float32 values into float16 variables
         """,
     good="""
-        # TF1: restore float32 values and cast them (see `mpdoctor explain MP301` fix)
-        saver = tf.compat.v1.train.Saver(builder=CastFromFloat32SaverBuilder())
+        import keras
+        import tensorflow as tf
 
-        # TF2: keep float32 variables (mixed precision) ...
-        keras.mixed_precision.set_global_policy("mixed_float16")
-        # ... or convert the checkpoint once:
-        # mpdoctor convert-checkpoint float32_ckpt/ckpt-1 ckpt16/ckpt --dtype float16
+        def build_model():
+            return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+
+        tf.train.Checkpoint(model=build_model()).write("pretrained/ckpt")   # float32 values
+
+        keras.mixed_precision.set_global_policy("mixed_float16")   # float32 variables, float16 compute
+        model = build_model()
+        tf.train.Checkpoint(model=model).read("pretrained/ckpt")
+        # or convert the checkpoint once: mpdoctor convert-checkpoint pretrained/ckpt ckpt16/ckpt --dtype float16
         """,
     fix="""
         TF1 `Saver`: `--fix` adds a `CastOnRestoreSaverBuilder` class (a `BaseSaverBuilder` whose `bulk_restore`

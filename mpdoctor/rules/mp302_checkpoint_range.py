@@ -28,12 +28,34 @@ define_rule(
         this without any error.
         """,
     bad="""
-        # a float32 checkpoint holding an embedding table scaled to 1e5, loaded into a float16 model
+        import keras
+        import numpy as np
+
+        def build_model(dtype=None):
+            return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, dtype=dtype)])
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        pretrained = build_model(dtype="float32")   # stands for float32 weights trained elsewhere
+        pretrained.layers[0].kernel.assign(np.full((4, 2), 1e5))   # beyond float16's 65504
+        pretrained.save_weights("pretrained.weights.h5")
+
+        model = build_model()   # computes in float16: 1e5 becomes inf
         model.load_weights("pretrained.weights.h5")
         """,
     good="""
-        # keep such variables float32: mixed_float16 stores variables in float32 and casts per op
-        keras.mixed_precision.set_global_policy("mixed_float16")
+        import keras
+        import numpy as np
+
+        def build_model(dtype=None):
+            return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, dtype=dtype)])
+
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")   # float32's range: 1e5 stays finite
+        pretrained = build_model(dtype="float32")   # stands for float32 weights trained elsewhere
+        pretrained.layers[0].kernel.assign(np.full((4, 2), 1e5))   # beyond float16's 65504
+        pretrained.save_weights("pretrained.weights.h5")
+
+        model = build_model()
+        model.load_weights("pretrained.weights.h5")
         """,
     fix="No autofix: rescale the weights, keep the variable in float32, or use bfloat16.",
 )
@@ -56,11 +78,34 @@ define_rule(
         or lose precision in float16 and the restored model no longer reproduces the float32 one.
         """,
     bad="""
+        import keras
+        import numpy as np
+
+        def build_model(dtype=None):
+            return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, dtype=dtype)])
+
         keras.mixed_precision.set_global_policy("float16")
-        model.load_weights("float32.weights.h5")   # 30% of a layer's weights are < 6.1e-5
+        pretrained = build_model(dtype="float32")   # stands for float32 weights trained elsewhere
+        pretrained.layers[0].kernel.assign(np.full((4, 2), 1e-6))   # below float16's smallest normal, 6.1e-5
+        pretrained.save_weights("pretrained.weights.h5")
+
+        model = build_model()   # float16 variables: 1e-6 becomes subnormal, below 6e-8 would be 0
+        model.load_weights("pretrained.weights.h5")
         """,
     good="""
-        keras.mixed_precision.set_global_policy("mixed_float16")   # float32 variables, float16 compute
+        import keras
+        import numpy as np
+
+        def build_model(dtype=None):
+            return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, dtype=dtype)])
+
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")   # float32's range, float32 variables
+        pretrained = build_model(dtype="float32")   # stands for float32 weights trained elsewhere
+        pretrained.layers[0].kernel.assign(np.full((4, 2), 1e-6))   # below float16's smallest normal, 6.1e-5
+        pretrained.save_weights("pretrained.weights.h5")
+
+        model = build_model()
+        model.load_weights("pretrained.weights.h5")
         """,
     fix="No autofix: keep those variables in float32 (mixed precision) or use bfloat16.",
 )

@@ -29,12 +29,28 @@ define_rule(
         scopes) easily changes checkpoint keys; the unmatched variables then keep their random initial values.
         """,
     bad="""
-        ckpt = tf.train.Checkpoint(net=model)    # saved as model=...
-        ckpt.restore(path).expect_partial()      # nothing restored, no error
+        import keras
+        import tensorflow as tf
+
+        def build_model():
+            return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+
+        tf.train.Checkpoint(model=build_model()).write("pretrained/ckpt")   # saved as model=...
+
+        model = build_model()
+        tf.train.Checkpoint(net=model).read("pretrained/ckpt").expect_partial()   # nothing restored, no error
         """,
     good="""
-        ckpt = tf.train.Checkpoint(model=model)
-        ckpt.restore(path).assert_existing_objects_matched()
+        import keras
+        import tensorflow as tf
+
+        def build_model():
+            return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+
+        tf.train.Checkpoint(model=build_model()).write("pretrained/ckpt")   # saved as model=...
+
+        model = build_model()
+        tf.train.Checkpoint(model=model).read("pretrained/ckpt").assert_existing_objects_matched()
         """,
     fix="No autofix: align the checkpoint keys (object names, scopes) with the model.",
 )

@@ -16,6 +16,7 @@ from mpdoctor.static.topology import (
     activation_op,
     activation_value,
     layer_activation,
+    layer_inputs,
     model_output_layers,
     tensor_sources,
 )
@@ -42,9 +43,10 @@ define_rule(
         of a `keras.Model` subclass returns, the inner layer of `TimeDistributed(...)`, and nested models used as
         the last block. Softmax in hidden layers and in models used as blocks of another model (attention
         weights, squeeze-and-excitation gates) is not reported, nor are activations passed as variables whose
-        value the static pass cannot see. It does not look through a cast or `Activation("linear",
-        dtype="float32")` placed after a float16 softmax (the damage is already done there; the trace pass sees
-        the values).
+        value the static pass cannot see. An `Activation("linear", dtype="float32")` placed after a float16
+        softmax (a common misreading of the guide) does not save it: it only casts probabilities that were
+        already computed in float16, so the softmax layer before it is reported (both passes), and the fix moves
+        the activation into the float32 layer.
         """,
     why="""
         Under a float16 policy the last Dense computes its logits AND its activation in float16: logits whose
@@ -57,6 +59,8 @@ define_rule(
         guide asks for the output softmax in float32 for this reason.
         """,
     bad="""
+        import keras
+
         keras.mixed_precision.set_global_policy("mixed_float16")
         model = keras.Sequential([
             keras.Input((784,)),
@@ -65,6 +69,8 @@ define_rule(
         ])
         """,
     good="""
+        import keras
+
         keras.mixed_precision.set_global_policy("mixed_float16")
         model = keras.Sequential([
             keras.Input((784,)),
@@ -103,6 +109,8 @@ define_rule(
         (see MP203). The mixed precision guide recommends float32 model outputs.
         """,
     bad="""
+        import keras
+
         keras.mixed_precision.set_global_policy("mixed_float16")
         inputs = keras.Input((64,))
         x = keras.layers.Dense(128, activation="relu")(inputs)
@@ -110,6 +118,8 @@ define_rule(
         model = keras.Model(inputs, outputs)
         """,
     good="""
+        import keras
+
         keras.mixed_precision.set_global_policy("mixed_float16")
         inputs = keras.Input((64,))
         x = keras.layers.Dense(128, activation="relu")(inputs)
@@ -157,6 +167,7 @@ def _check_output_layer(ctx: StaticContext, layer: LayerRecord, how: str) -> Ite
     target = inner or layer
     activation = layer_activation(ctx, target)
     if activation is None:
+        yield from _check_behind_float32_cast(ctx, layer, how)
         return
     # A wrapper (`TimeDistributed(Dense(..., activation="softmax"))`): measured on TF 2.21, Keras 3 computes the
     # inner layer under the WRAPPER's dtype (inner dtype="float32" alone still gives float16 NaN), tf_keras under
@@ -179,6 +190,68 @@ def _check_output_layer(ctx: StaticContext, layer: LayerRecord, how: str) -> Ite
         + ("both layers" if inner is not None else "it"),
         confidence=policy_confidence(policies),
         fix=Fix(f"compute the output {where} in float32", tuple(sorted(edits, key=lambda e: (e.line, e.column)))),
+    )
+
+
+_LINEAR = frozenset({"keras.activations.linear", "tf.keras.activations.linear", "tf_keras.activations.linear"})
+
+
+def _linear_argument(ctx: StaticContext, layer: LayerRecord) -> ast.AST | None:
+    """The activation argument of `Activation("linear")` (or `Activation(keras.activations.linear)`): a layer that
+    computes nothing and only casts to its own dtype. None for any other layer."""
+    if layer.custom or layer.kind != "Activation":
+        return None
+    call = layer.node
+    arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "activation"), None)
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.lower() == "linear":
+        return arg
+    if arg is not None and ctx.resolve(arg) in _LINEAR:
+        return arg
+    return None
+
+
+def _check_behind_float32_cast(ctx: StaticContext, cast: LayerRecord, how: str) -> Iterable[Diagnostic]:
+    """`Dense(n, activation="softmax")` followed by `Activation("linear", dtype="float32")` as the output: the
+    softmax still runs in float16 (NaN and flushed probabilities are only cast to float32 afterwards)."""
+    linear = _linear_argument(ctx, cast)
+    if linear is None or not _explicit_float32(ctx, cast):
+        return
+    producers = layer_inputs(ctx, cast)
+    if len(producers) != 1 or _wrapped_layer(ctx, producers[0]) is not None:
+        return
+    producer = producers[0]
+    activation = layer_activation(ctx, producer)
+    policies = ctx.layer_policies(producer)
+    policy = ctx.float16_policy(policies)
+    if activation is None or policy is None:
+        return
+    dtype = compute_dtype(policy)
+    yield ctx.diagnostic(
+        "MP401",
+        producer.node,
+        f"{producer.kind} computes {activation} in {dtype} under {policy} before the model output ({how}), "
+        f'{_consequence(dtype, activation)}; the {ctx.segment(cast.node.func)}("linear", dtype=float32) on line '
+        f"{cast.node.lineno} only casts the result: move the activation into that float32 layer",
+        confidence=policy_confidence(policies),
+        fix=_move_activation_fix(ctx, producer, cast, linear),
+    )
+
+
+def _move_activation_fix(ctx: StaticContext, producer: LayerRecord, cast: LayerRecord, linear: ast.AST) -> Fix | None:
+    """`Dense(n, activation="softmax")` + `Activation("linear", dtype="float32")` ->
+    `Dense(n)` + `Activation("softmax", dtype="float32")`."""
+    call = producer.node
+    if producer.kind == "Softmax" or producer.kind == "Activation":
+        return None  # the producer is the activation itself: nothing is left of it once moved
+    value = next((k.value for k in call.keywords if k.arg == "activation"), None)
+    if value is None and producer.kind == "Dense" and len(call.args) >= 2:
+        value = call.args[1]
+    removal = ctx.remove_argument(call, value) if value is not None else None
+    if removal is None:
+        return None
+    return Fix(
+        f"move the {ctx.segment(value)} activation into the float32 {cast.kind}",
+        tuple(sorted((removal, ctx.edit(linear, ctx.segment(value))), key=lambda e: (e.line, e.column))),
     )
 
 
@@ -340,4 +413,35 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
                         fix=fix,
                     )
                 )
+    return found
+
+
+@trace_check("MP401")
+def trace_softmax_behind_float32_cast(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """A float32 output that is only `Activation("linear", dtype="float32")` cast of a softmax (sigmoid...) the
+    run saw computed in float16: the output dtype is right, the probabilities were already damaged."""
+    found = []
+    for model, graph in facts.graphs():
+        for node, output in graph.output_nodes():
+            if node.class_name != "Activation" or node.activation != "linear" or low_precision(output.dtype):
+                continue
+            edges = [e for e in graph.edges if e.target == node.id]
+            source = graph.node(edges[0].source) if len(edges) == 1 else None
+            if source is None:
+                continue
+            activation = risky_activation(source.class_name, source.activation)
+            dtype = edges[0].dtype or next(iter(source.output_dtypes), None)
+            if activation is None or not low_precision(dtype):
+                continue
+            found.append(
+                ctx.diagnostic(
+                    "MP401",
+                    source.created_at,
+                    f"`{source.id}` of model `{model.name}` computes {activation} in {dtype} "
+                    f'(policy "{source.policy}"); the float32 `{node.id}` after it only casts the result, so the '
+                    f"output is float32 but {_consequence(dtype, activation).removeprefix('so ')}: move the "
+                    f"activation into that float32 layer",
+                    layer=source.id,
+                )
+            )
     return found

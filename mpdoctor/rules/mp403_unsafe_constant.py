@@ -45,10 +45,10 @@ define_rule(
     summary="A literal that float16 cannot represent (-1e9, 1e-12) is used in float16 user code.",
     what="""
         A float literal that float16 cannot hold is used in the float16 computation of your own code: the `call`
-        of a custom Layer/Model (and the `self.` helper methods it calls) or a function given to
-        `keras.layers.Lambda`, when that layer computes in float16 (`mixed_float16` or `float16`, globally or via
-        `dtype=`). Float16 overflows above 65504 (`-1e9`, `1e10`, `-1e5` become -inf/inf) and flushes nonzero
-        values below 5.96e-8 to zero (`1e-9`, `1e-12` become 0).
+        of a custom Layer/Model (and the `self.` helper methods and module-level functions it calls) or a function
+        given to `keras.layers.Lambda` (and the functions it calls), when that layer computes in float16
+        (`mixed_float16` or `float16`, globally or via `dtype=`). Float16 overflows above 65504 (`-1e9`, `1e10`,
+        `-1e5` become -inf/inf) and flushes nonzero values below 5.96e-8 to zero (`1e-9`, `1e-12` become 0).
 
         Flagged: the literal as an operand of arithmetic with a float16 tensor (`scores + (1.0 - mask) * -1e9`),
         or as an argument of TensorFlow / `keras.ops` math on one (`tf.where(m, x, -1e9)`,
@@ -71,8 +71,9 @@ define_rule(
 
         Trace form: the layers of the model that compute in float16 and are defined in your file are traced into
         a graph with the float16 inputs they received on the sample batch. A finding whose use line holds the
-        value as -inf/inf/0 in that graph is confirmed (passes static+trace); one whose use lines all compute in
-        float32 there (e.g. after a cast the static pass could not see) is downgraded to info, with the reason.
+        value (or the name of a module constant holding it) as -inf/inf/0 in that graph is confirmed (passes
+        static+trace); one whose use lines all compute in float32 there (e.g. after a cast the static pass could
+        not see) is downgraded to info, with the reason.
         A literal on a line of that graph that becomes inf/0 in float16 and that the static pass did not follow is
         reported by the trace alone.
         """,
@@ -85,29 +86,32 @@ define_rule(
         the normalized output is NaN, while the built-in `LayerNormalization(epsilon=1e-12)` stays finite.
         """,
     bad="""
-        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+        import keras
 
-        class MaskedSoftmax(tf.keras.layers.Layer):
+        keras.mixed_precision.set_global_policy("mixed_float16")
+
+        class MaskedSoftmax(keras.layers.Layer):
             def call(self, scores, mask):
-                scores += (1.0 - tf.cast(mask, scores.dtype)) * -1e9   # -inf in float16 -> NaN
-                return tf.nn.softmax(scores)
+                scores += (1.0 - mask) * -1e9   # -inf in float16, and 0 * -inf is NaN
+                return keras.ops.softmax(scores)
 
-        class RMSNorm(tf.keras.layers.Layer):
-            def call(self, x):
-                var = tf.reduce_mean(tf.square(x), axis=-1, keepdims=True)
-                return x * tf.math.rsqrt(var + 1e-12)                    # 1e-12 is 0 in float16
+        scores, mask = keras.Input((16,)), keras.Input((16,))
+        weights = MaskedSoftmax()(scores, mask)
+        model = keras.Model([scores, mask], keras.layers.Activation("linear", dtype="float32")(weights))
         """,
     good="""
-        class MaskedSoftmax(tf.keras.layers.Layer):
-            def call(self, scores, mask):
-                scores += (1.0 - tf.cast(mask, scores.dtype)) * -1e4   # finite in float16, exp() is still 0
-                return tf.nn.softmax(scores)
+        import keras
 
-        class RMSNorm(tf.keras.layers.Layer):
-            def call(self, x):
-                x32 = tf.cast(x, tf.float32)                            # or: compute the statistics in float32
-                var = tf.reduce_mean(tf.square(x32), axis=-1, keepdims=True)
-                return tf.cast(x32 * tf.math.rsqrt(var + 1e-12), x.dtype)
+        keras.mixed_precision.set_global_policy("mixed_float16")
+
+        class MaskedSoftmax(keras.layers.Layer):
+            def call(self, scores, mask):
+                scores += (1.0 - mask) * -1e4   # finite in float16, exp() is still 0
+                return keras.ops.softmax(scores)
+
+        scores, mask = keras.Input((16,)), keras.Input((16,))
+        weights = MaskedSoftmax()(scores, mask)
+        model = keras.Model([scores, mask], keras.layers.Activation("linear", dtype="float32")(weights))
         """,
     fix="""
         Replaces a large negative literal by `-1e4` (finite in float16 with room for the scores it is added to,

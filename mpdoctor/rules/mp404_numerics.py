@@ -45,15 +45,24 @@ define_rule(
         The first layer that breaks is the one to fix; everything after it is collateral.
         """,
     bad="""
+        import keras
+        from keras import ops
+
         keras.mixed_precision.set_global_policy("mixed_float16")
-        x = keras.layers.Dense(4096)(inputs)                     # activations around 1e3
-        x = keras.layers.Lambda(lambda t: tf.reduce_sum(t * t, axis=-1, keepdims=True))(x)   # inf in float16
+        inputs = keras.Input((1024,))
+        x = keras.layers.Rescaling(255.0)(inputs)   # pixel values 0..255
+        energy = keras.layers.Lambda(lambda t: ops.sum(t * t, axis=-1, keepdims=True))(x)   # inf in float16
+        model = keras.Model(inputs, keras.layers.Dense(1, dtype="float32")(energy))
         """,
     good="""
+        import keras
+        from keras import ops
+
         keras.mixed_precision.set_global_policy("mixed_float16")
-        x = keras.layers.Dense(4096)(inputs)
-        x = keras.layers.Lambda(lambda t: tf.reduce_sum(tf.square(tf.cast(t, tf.float32)), axis=-1, keepdims=True),
-                                dtype="float32")(x)
+        inputs = keras.Input((1024,))
+        x = keras.layers.Rescaling(255.0)(inputs)   # pixel values 0..255
+        energy = keras.layers.Lambda(lambda t: ops.sum(t * t, axis=-1, keepdims=True), dtype="float32")(x)
+        model = keras.Model(inputs, keras.layers.Dense(1, dtype="float32")(energy))
         """,
     fix="""
         No autofix: give the named layer `dtype="float32"`, compute the overflowing op in float32, or rescale its
@@ -92,13 +101,30 @@ define_rule(
         float32.
         """,
     bad="""
+        import keras
+        from keras import ops
+
         keras.mixed_precision.set_global_policy("mixed_float16")
-        # hand-written variance: E[x^2] - E[x]^2 cancels catastrophically in float16
-        var = keras.layers.Lambda(lambda t: tf.reduce_mean(t * t, -1) - tf.square(tf.reduce_mean(t, -1)))(x)
+
+        def variance(t):   # hand-written E[x^2] - E[x]^2: cancels catastrophically in float16
+            return ops.mean(t * t, axis=-1) - ops.square(ops.mean(t, axis=-1))
+
+        inputs = keras.Input((64,))
+        x = keras.layers.Rescaling(1.0, offset=100.0)(inputs)   # readings around 100
+        model = keras.Model(inputs, keras.layers.Lambda(variance)(x))
         """,
     good="""
+        import keras
+        from keras import ops
+
         keras.mixed_precision.set_global_policy("mixed_float16")
-        x = keras.layers.LayerNormalization()(x)   # Keras computes the statistics in float32
+
+        def variance(t):   # hand-written E[x^2] - E[x]^2: cancels catastrophically in float16
+            return ops.mean(t * t, axis=-1) - ops.square(ops.mean(t, axis=-1))
+
+        inputs = keras.Input((64,))
+        x = keras.layers.Rescaling(1.0, offset=100.0)(inputs)   # readings around 100
+        model = keras.Model(inputs, keras.layers.Lambda(variance, dtype="float32")(x))   # computed in float32
         """,
     fix="""
         No autofix: set `dtype="float32"` on the named layer, or use a numerically stable formulation (built-in

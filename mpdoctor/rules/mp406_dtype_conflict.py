@@ -81,22 +81,34 @@ define_rule(
         float32 (measured).
         """,
     bad="""
-        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+        import keras
+        import tensorflow as tf
 
-        class NoisyScale(tf.keras.layers.Layer):
-            def build(self, input_shape):
-                self.scale = tf.Variable(tf.ones(input_shape[-1:]))              # raw float32 variable
+        keras.mixed_precision.set_global_policy("mixed_float16")
+
+        class Noise(keras.layers.Layer):
             def call(self, inputs):
-                noise = tf.random.normal(tf.shape(inputs))                      # float32 by default
-                return (inputs + noise) * self.scale * tf.constant(0.5, dtype=tf.float32)
+                noise = tf.random.normal(tf.shape(inputs))   # float32 by default
+                return inputs + noise                        # float16 + float32: fails
+
+        inputs = keras.Input((16,))
+        x = Noise()(keras.layers.Dense(16)(inputs))
+        model = keras.Model(inputs, keras.layers.Dense(1, dtype="float32")(x))
         """,
     good="""
-        class NoisyScale(tf.keras.layers.Layer):
-            def build(self, input_shape):
-                self.scale = self.add_weight(name="scale", shape=input_shape[-1:], initializer="ones")
+        import keras
+        import tensorflow as tf
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+
+        class Noise(keras.layers.Layer):
             def call(self, inputs):
-                noise = tf.random.normal(tf.shape(inputs), dtype=inputs.dtype)
-                return (inputs + noise) * self.scale * tf.constant(0.5, dtype=self.compute_dtype)
+                noise = tf.random.normal(tf.shape(inputs), dtype=self.compute_dtype)
+                return inputs + noise
+
+        inputs = keras.Input((16,))
+        x = Noise()(keras.layers.Dense(16)(inputs))
+        model = keras.Model(inputs, keras.layers.Dense(1, dtype="float32")(x))
         """,
     fix="""
         Sets the dtype of the float32 value to the layer's compute dtype: `dtype=self.compute_dtype` in layer

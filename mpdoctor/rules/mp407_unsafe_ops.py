@@ -69,17 +69,33 @@ define_rule(
         subtraction or division. The full model may train for hours before an input large enough comes along.
         """,
     bad="""
-        class GatedPool(tf.keras.layers.Layer):
+        import keras
+        from keras import ops
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+
+        class GatedPool(keras.layers.Layer):
             def call(self, x):
-                weights = tf.exp(x)                                   # inf once x > 11
-                return tf.reduce_sum(x * weights, axis=1) / tf.reduce_sum(weights, axis=1)
+                weights = ops.exp(x)   # inf once x > 11
+                return ops.sum(x * weights, axis=1) / ops.sum(weights, axis=1)
+
+        inputs = keras.Input((32, 16))
+        model = keras.Model(inputs, keras.layers.Dense(1, dtype="float32")(GatedPool()(inputs)))
         """,
     good="""
-        class GatedPool(tf.keras.layers.Layer):
+        import keras
+        from keras import ops
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+
+        class GatedPool(keras.layers.Layer):
             def call(self, x):
-                x32 = tf.cast(x, tf.float32)                          # run the sensitive part in float32
-                weights = tf.nn.softmax(x32, axis=1)
-                return tf.cast(tf.reduce_sum(x32 * weights, axis=1), x.dtype)
+                x32 = ops.cast(x, "float32")   # run the sensitive part in float32
+                weights = ops.softmax(x32, axis=1)
+                return ops.cast(ops.sum(x32 * weights, axis=1), x.dtype)
+
+        inputs = keras.Input((32, 16))
+        model = keras.Model(inputs, keras.layers.Dense(1, dtype="float32")(GatedPool()(inputs)))
         """,
     fix="""
         No autofix: cast the operand to float32 for the sensitive op and cast the result back to the compute dtype

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix
 from mpdoctor.registry import define_rule, static_check
@@ -41,8 +41,13 @@ define_rule(
         then divides them again in float32 before the update.
         """,
     bad="""
-        tf.keras.mixed_precision.set_global_policy("mixed_float16")
-        optimizer = tf.keras.optimizers.Adam()
+        import keras
+        import tensorflow as tf
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(10)])
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        optimizer = keras.optimizers.Adam()
 
         @tf.function
         def train_step(x, y):
@@ -52,21 +57,22 @@ define_rule(
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
         """,
     good="""
-        # Keras 3
-        optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-            scaled_loss = optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled_loss, model.trainable_variables)
-        optimizer.apply(grads, model.trainable_variables)          # divides by the loss scale
+        import keras
+        import tensorflow as tf
 
-        # tf_keras (Keras 2)
-        optimizer = tf_keras.mixed_precision.LossScaleOptimizer(tf_keras.optimizers.Adam())
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-            scaled_loss = optimizer.get_scaled_loss(loss)
-        grads = optimizer.get_unscaled_gradients(tape.gradient(scaled_loss, model.trainable_variables))
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(10)])
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())
+
+        # tf_keras instead: optimizer.get_scaled_loss(loss), then optimizer.get_unscaled_gradients(grads)
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+                scaled_loss = optimizer.scale_loss(loss)
+            grads = tape.gradient(scaled_loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))   # divides by the loss scale
         """,
     fix="""
         When the loss is a name assigned inside the `with GradientTape()` block, the optimizer is constructed in
@@ -106,29 +112,38 @@ define_rule(
         "No gradients provided for any variable".
         """,
     bad="""
-        # Keras 3: apply() divides by the loss scale, but the loss was never multiplied by it
-        optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply(grads, model.trainable_variables)
+        import keras
+        import tensorflow as tf
 
-        # tf_keras: scaled but never unscaled
-        with tf.GradientTape() as tape:
-            scaled_loss = optimizer.get_scaled_loss(loss_fn(y, model(x)))
-        grads = tape.gradient(scaled_loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(10)])
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())
+
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))   # never multiplied by the loss scale
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))   # but divided by it here
         """,
     good="""
-        # Keras 3
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-            scaled_loss = optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled_loss, model.trainable_variables)
-        optimizer.apply(grads, model.trainable_variables)
+        import keras
+        import tensorflow as tf
 
-        # tf_keras
-        grads = optimizer.get_unscaled_gradients(tape.gradient(scaled_loss, model.trainable_variables))
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(10)])
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam())
+
+        # tf_keras instead: optimizer.get_scaled_loss(loss), then optimizer.get_unscaled_gradients(grads)
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+                scaled_loss = optimizer.scale_loss(loss)
+            grads = tape.gradient(scaled_loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))   # divides by the loss scale
         """,
     fix="""
         Mechanical cases only: differentiate the scaled loss instead of the unscaled one; add the missing
@@ -288,11 +303,14 @@ def _loops(ctx: StaticContext) -> list[_Loop]:
 
 
 def _module_assignments(ctx: StaticContext, name: str) -> list[ast.AST]:
-    values = []
-    for stmt in ctx.tree.body:
-        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
-            values.append(stmt.value)
-    return values
+    """Values assigned to `name` at module level, in source order, those under an `if`/`try`/`with` included
+    (`if use_fp16: optimizer = LossScaleOptimizer(optimizer)`: the last one is what a mixed run uses)."""
+    assigns = [
+        stmt
+        for stmt in ctx.walk_scope(ctx.tree)
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+    ]
+    return [stmt.value for stmt in sorted(assigns, key=lambda s: (s.lineno, s.col_offset))]
 
 
 def _binding(ctx: StaticContext, expr: ast.AST) -> ast.AST | None:
@@ -521,6 +539,7 @@ def check_loss_scaling(ctx: StaticContext) -> Iterable[Diagnostic]:
     found: list[Diagnostic] = []
     loops = _loops(ctx)
     keras3 = ctx.is_keras3
+    loops = [branch for loop in loops if (branch := _on_its_branch(ctx, loop)) is not None]
     for loop in loops:
         methods = {c.func.attr for c in [*loop.scale_calls, *loop.unscale_calls]}  # type: ignore[attr-defined]
         if keras3 and methods & {"get_scaled_loss", "get_unscaled_gradients"}:
@@ -636,6 +655,44 @@ def check_loss_scaling(ctx: StaticContext) -> Iterable[Diagnostic]:
     return _dedupe(found)
 
 
+def _on_its_branch(ctx: StaticContext, loop: _Loop) -> _Loop | None:
+    """The loop with only the scaling calls that can run together with its gradient call. None for the plain
+    branch of a loop that scales only `if use_float16:` (every scaling call is in the other branch): that branch
+    runs without a float16 policy's loss scaling on purpose, there is nothing to pair or to miss."""
+    scale = [c for c in loop.scale_calls if not _exclusive(ctx, c, loop.gradient)]
+    unscale = [c for c in loop.unscale_calls if not _exclusive(ctx, c, loop.gradient)]
+    if (loop.scale_calls or loop.unscale_calls) and not (scale or unscale):
+        return None
+    return replace(loop, scale_calls=scale, unscale_calls=unscale)
+
+
+def _exclusive(ctx: StaticContext, a: ast.AST, b: ast.AST) -> bool:
+    """Whether `a` and `b` never run in the same pass: the two arms of one `if`, or opposite arms of two `if`s on
+    the same condition (`if use_fp16:` scale inside the tape ... `if use_fp16: ... else:` differentiate)."""
+    arms_a, arms_b = _branch_arms(ctx, a), _branch_arms(ctx, b)
+    for node, arm, condition in arms_a:
+        for other_node, other_arm, other_condition in arms_b:
+            if (node is other_node or condition == other_condition) and arm != other_arm:
+                return True
+    return False
+
+
+def _branch_arms(ctx: StaticContext, node: ast.AST) -> list[tuple[ast.If, bool, str]]:
+    """(if statement, True for its body / False for its else, the condition as text with `not` folded into the
+    arm) for every `if` that encloses `node` within its function."""
+    arms = []
+    child, parent = node, ctx.parents.get(node)
+    while parent is not None and not isinstance(parent, FUNCTION_NODES):
+        if isinstance(parent, ast.If) and child is not parent.test:
+            arm = child in parent.body
+            test = parent.test
+            while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test, arm = test.operand, not arm
+            arms.append((parent, arm, ast.dump(test)))
+        child, parent = parent, ctx.parents.get(parent)
+    return arms
+
+
 def _scaled_names(ctx: StaticContext, loop: _Loop) -> list[tuple[str, ast.stmt]]:
     names = []
     for call in loop.scale_calls:
@@ -681,11 +738,7 @@ def _unscale_missing(ctx: StaticContext, loop: _Loop, scale_call: ast.Call, opt_
 def _unpaired_tf_keras_calls(ctx: StaticContext, loops: list[_Loop]) -> list[Diagnostic]:
     """tf_keras get_unscaled_gradients without get_scaled_loss in a training loop's function."""
     found = []
-    seen: set[ast.AST] = set()
     for loop in loops:
-        if loop.scope in seen:
-            continue
-        seen.add(loop.scope)
         scaled = [c for c in loop.scale_calls if c.func.attr == "get_scaled_loss"]  # type: ignore[attr-defined]
         if loop.unscale_calls and not scaled and not _scaled_by_hand(ctx, loop.target, loop.gradient):
             for call in loop.unscale_calls:

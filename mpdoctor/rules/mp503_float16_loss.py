@@ -36,13 +36,31 @@ define_rule(
         predictions. Keras computes the loss in the dtype it receives.
         """,
     bad="""
+        import os
+
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"   # tf_keras losses compute in the dtype of the predictions
+        import tensorflow as tf
+
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
-        outputs = tf.keras.layers.Dense(10)(x)                    # float16 logits
-        model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        inputs = tf.keras.Input((20,))
+        x = tf.keras.layers.Dense(64, activation="relu")(inputs)
+        outputs = tf.keras.layers.Dense(10)(x)   # float16 logits
+        model = tf.keras.Model(inputs, outputs)
+        model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         """,
     good="""
+        import os
+
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"   # tf_keras losses compute in the dtype of the predictions
+        import tensorflow as tf
+
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+        inputs = tf.keras.Input((20,))
+        x = tf.keras.layers.Dense(64, activation="relu")(inputs)
         x = tf.keras.layers.Dense(10)(x)
-        outputs = tf.keras.layers.Activation("linear", dtype="float32")(x)   # loss sees float32
+        outputs = tf.keras.layers.Activation("linear", dtype="float32")(x)   # the loss sees float32
+        model = tf.keras.Model(inputs, outputs)
+        model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         """,
     fix="""
         Adds `Activation("linear", dtype="float32")` on the model output, or casts the labels to float32 in the

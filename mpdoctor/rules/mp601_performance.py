@@ -46,6 +46,9 @@ define_rule(
         model is correct either way, and on CPUs it makes no difference.
         """,
     bad="""
+        import keras
+        import numpy as np
+
         keras.mixed_precision.set_global_policy("mixed_float16")
         model = keras.Sequential([
             keras.Input((784,)),
@@ -53,9 +56,16 @@ define_rule(
             keras.layers.Dense(10),
             keras.layers.Activation("softmax", dtype="float32"),
         ])
-        model.fit(x, y, batch_size=100)                    # neither is 100
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+
+        if __name__ == "__main__":
+            x, y = np.random.rand(1000, 784).astype("float32"), np.random.randint(0, 10, 1000)
+            model.fit(x, y, batch_size=100)                # neither is 100
         """,
     good="""
+        import keras
+        import numpy as np
+
         keras.mixed_precision.set_global_policy("mixed_float16")
         model = keras.Sequential([
             keras.Input((784,)),
@@ -63,7 +73,11 @@ define_rule(
             keras.layers.Dense(10),
             keras.layers.Activation("softmax", dtype="float32"),
         ])
-        model.fit(x, y, batch_size=128)
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+
+        if __name__ == "__main__":
+            x, y = np.random.rand(1000, 784).astype("float32"), np.random.randint(0, 10, 1000)
+            model.fit(x, y, batch_size=128)
         """,
     fix="""
         No autofix: changing a layer size changes the model (and its checkpoints). Round the size up to the
@@ -88,12 +102,30 @@ define_rule(
         is free; converting every step is not.
         """,
     bad="""
-        x = np.random.rand(10000, 32)             # float64
-        model.fit(x, y, batch_size=256)
+        import keras
+        import numpy as np
+
+        x = np.random.rand(1000, 32)   # float64, the numpy default
+        y = np.random.randint(0, 10, 1000)
+        inputs = keras.Input((32,), dtype=x.dtype)   # a float64 model input: every step casts it
+        model = keras.Model(inputs, keras.layers.Dense(10)(inputs))
+        model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+        if __name__ == "__main__":
+            model.fit(x, y, batch_size=256)
         """,
     good="""
-        x = np.random.rand(10000, 32).astype("float32")
-        model.fit(x, y, batch_size=256)
+        import keras
+        import numpy as np
+
+        x = np.random.rand(1000, 32).astype("float32")   # cast once, where the data is made
+        y = np.random.randint(0, 10, 1000)
+        inputs = keras.Input((32,), dtype=x.dtype)
+        model = keras.Model(inputs, keras.layers.Dense(10)(inputs))
+        model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+        if __name__ == "__main__":
+            model.fit(x, y, batch_size=256)
         """,
     fix='No autofix: cast the data once where it is loaded (`.astype("float32")`, `tf.data` `map(tf.cast)`).',
 )
@@ -116,14 +148,29 @@ define_rule(
         itself warns "The dtype policy mixed_float16 may run slowly because this machine does not have a GPU".
         """,
     bad="""
-        # on a CPU-only machine or a GPU older than Volta (e.g. K80, P100)
-        keras.mixed_precision.set_global_policy("mixed_float16")
+        import keras
+
+        keras.mixed_precision.set_global_policy("mixed_float16")   # slower than float32 without a Tensor Core GPU
+        model = keras.Sequential([
+            keras.Input((784,)),
+            keras.layers.Dense(256, activation="relu"),
+            keras.layers.Dense(10),
+            keras.layers.Activation("softmax", dtype="float32"),
+        ])
         """,
     good="""
+        import keras
         import tensorflow as tf
+
         gpus = tf.config.list_physical_devices("GPU")
         if gpus and tf.config.experimental.get_device_details(gpus[0]).get("compute_capability", (0, 0)) >= (7, 0):
-            keras.mixed_precision.set_global_policy("mixed_float16")
+            keras.mixed_precision.set_global_policy("mixed_float16")   # only where float16 is fast
+        model = keras.Sequential([
+            keras.Input((784,)),
+            keras.layers.Dense(256, activation="relu"),
+            keras.layers.Dense(10),
+            keras.layers.Activation("softmax", dtype="float32"),
+        ])
         """,
     fix="No autofix: enable the policy only where the hardware supports it.",
 )

@@ -23,6 +23,7 @@ from mpdoctor.static import environment
 from mpdoctor.static.environment import KerasVersion
 from mpdoctor.static.names import FLAVOUR_KERAS2, FLAVOUR_KERAS3, ImportMap
 from mpdoctor.static.policies import POLICY_SETTERS, dtype_keyword, policy_from_expr
+from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts
 
 DEFAULT_POLICY = "float32"
 _LINE_BREAK = re.compile(r"\r\n?|\n")
@@ -44,6 +45,21 @@ def source_lines(text: str) -> list[str]:
 class Settings:
     keras_version: int | None = None  # forced by config/CLI
     assumed_policy: str | None = None  # the global policy when the file sets none (set by another module)
+    project: FileContexts | None = None  # policies other modules of the project call this file's code under
+
+    def alone(self) -> Settings:
+        """The same settings for the file checked on its own (without the project's contexts)."""
+        return Settings(self.keras_version, self.assumed_policy)
+
+
+def _assigned_name(ctx: StaticContext, node: ast.AST) -> str | None:
+    """`name` in `name = <node>` (one plain target), else None."""
+    parent = ctx.parents.get(node)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        return parent.targets[0].id
+    if isinstance(parent, ast.AnnAssign) and isinstance(parent.target, ast.Name):
+        return parent.target.id
+    return None
 
 
 class StaticContext:
@@ -359,28 +375,98 @@ class StaticContext:
         if before:
             return frozenset({before[-1].policy})
         if scope is None:
-            return frozenset({self.settings.assumed_policy or DEFAULT_POLICY})
+            return frozenset({self.settings.assumed_policy or DEFAULT_POLICY}) | self._project_policies(self.tree)
         return self._policies_on_entry(scope, visiting)
 
     def _policies_on_entry(self, function: ast.AST, visiting: frozenset) -> frozenset[str | None]:
+        """The callers in this file decide, and so do other modules of the project that call it (project
+        analysis): both add up."""
         if function in visiting:
             return self.file_policies
         visiting = visiting | {function}
+        from_project = self._project_policies(function)
         cls = self.enclosing_class(function)
         if cls is not None and cls.name in self.custom_layer_classes and self.enclosing_function(cls) is None:
             # The global policy when a method runs is the one at the instance's construction; the instance's own
             # `dtype=` is its compute dtype (class_policies), which sublayers built in __init__ do not inherit.
+            from_project |= self._project_policies(cls)
             sites = self._construction_sites(cls.name)
             if not sites:
-                return self.file_policies
-            return frozenset().union(*(self._policies_at(site.node, visiting) for site in sites))
+                return self.file_policies | from_project
+            return frozenset().union(*(self._policies_at(site.node, visiting) for site in sites)) | from_project
+        if cls is not None and self.enclosing_function(cls) is None:
+            sites = self._method_run_sites(cls, function.name)  # type: ignore[attr-defined]
+            if not sites:
+                return self.file_policies | from_project
+            return frozenset().union(*(self._policies_at(site, visiting) for site in sites)) | from_project
         sites = self.calls_to(function.name)  # type: ignore[attr-defined]
         if not sites:
-            return self.file_policies
-        result: set[str | None] = set()
+            return self.file_policies | from_project
+        result: set[str | None] = set(from_project)
         for site in sites:
             result |= self._policies_at(site, visiting)
         return frozenset(result)
+
+    def _project_policies(self, scope: ast.AST) -> frozenset[str | None]:
+        """The policies entry points elsewhere in the project run `scope` (a def, a class, the module) under."""
+        if self.settings.project is None:
+            return frozenset()
+        return self.settings.project.policies(self.qualname(scope))
+
+    def qualname(self, scope: ast.AST) -> str:
+        """`build`, `Net.call`, `main.<locals>.build`, or MODULE_SCOPE for the module: how the project analysis
+        names a scope."""
+        if scope is self.tree:
+            return MODULE_SCOPE
+        parts = [scope.name]  # type: ignore[attr-defined]
+        parent = self.parents.get(scope)
+        while parent is not None and parent is not self.tree:
+            if isinstance(parent, FUNCTION_NODES):
+                parts += ["<locals>", parent.name]
+            elif isinstance(parent, ast.ClassDef):
+                parts.append(parent.name)
+            parent = self.parents.get(parent)
+        return ".".join(reversed(parts))
+
+    def _method_run_sites(self, cls: ast.ClassDef, method: str) -> list[ast.AST]:
+        """Where a method of a module-level class (not a layer) may run: `obj.method(...)` / `Cls.method(...)`, and,
+        for an instance handed to something that calls it later (a KerasTuner `HyperModel` given to a tuner), the
+        call it is handed to and every method call on what that call returned (`tuner.search(...)`). Empty when
+        the class is never used in this file (its callers are elsewhere)."""
+        memo = self.memo("method_run_sites")
+        if (cls, method) not in memo:
+            memo[(cls, method)] = self._find_method_run_sites(cls, method)
+        return memo[(cls, method)]
+
+    def _find_method_run_sites(self, cls: ast.ClassDef, method: str) -> list[ast.AST]:
+        instances: set[str] = set()  # names bound to an instance
+        holders: set[str] = set()  # names bound to what an instance was handed to
+        sites: list[ast.AST] = []
+        for construction in self.calls_to(cls.name):
+            target = _assigned_name(self, construction)
+            parent = self.parents.get(construction)
+            if target is not None:
+                instances.add(target)
+            elif isinstance(parent, (ast.Call, ast.keyword)):  # `kt.RandomSearch(MyHyperModel(), ...)`
+                outer = parent if isinstance(parent, ast.Call) else self.parents.get(parent)
+                sites.append(construction)
+                holder = _assigned_name(self, outer) if isinstance(outer, ast.Call) else None
+                if holder is not None:
+                    holders.add(holder)
+        for call in self.calls:  # source order: a holder is bound before its methods are called
+            func = call.func
+            receiver = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else None
+            called = receiver in instances | {cls.name} and func.attr == method  # type: ignore[union-attr]
+            if receiver is not None and (called or receiver in holders):
+                sites.append(call)
+            elif any(
+                isinstance(a, ast.Name) and a.id in instances for a in [*call.args, *(k.value for k in call.keywords)]
+            ):
+                sites.append(call)  # the instance handed over: it may run from here on
+                holder = _assigned_name(self, call)
+                if holder is not None:
+                    holders.add(holder)
+        return sites
 
     @functools.cached_property
     def file_policies(self) -> frozenset[str | None]:
@@ -392,11 +478,14 @@ class StaticContext:
         return frozenset(result)
 
     def class_policies(self, class_name: str, visiting: frozenset = frozenset()) -> frozenset[str | None]:
-        """Policies instances of a local layer class compute under (their `dtype=` or the global policy)."""
+        """Policies instances of a local layer class compute under (their `dtype=` or the global policy), also where
+        other modules of the project construct them."""
+        cls = self.classes.get(class_name)
+        from_project = self._project_policies(cls) if cls is not None else frozenset()
         sites = self._construction_sites(class_name)
         if not sites:
-            return self.file_policies
-        result: set[str | None] = set()
+            return self.file_policies | from_project
+        result: set[str | None] = set(from_project)
         for site in sites:
             result |= self.layer_policies(site, visiting)
         return frozenset(result)
@@ -458,6 +547,8 @@ class StaticContext:
         if any(is_float16_compute(e.policy) for e in self.policy_events):
             return True
         if is_float16_compute(self.settings.assumed_policy):
+            return True
+        if self.settings.project is not None and self.settings.project.low_precision:
             return True
         return any(
             is_float16_compute(policy_from_expr(dtype_keyword(lc.node), self.imports, self.module_constants))
@@ -567,6 +658,29 @@ class StaticContext:
             line, col = end_line, end_col
         col = self.column(line, col)
         return Fix(description, (Edit(self.display_path, line, col, line, col, text),))
+
+    def remove_argument(self, call: ast.Call, value: ast.AST) -> Edit | None:
+        """An edit deleting the argument of `call` whose value is `value` (`activation="softmax"` or a positional
+        one) with the comma that separates it from its neighbour; None when it cannot be told where it is."""
+        elements = sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))
+        index = next((i for i, e in enumerate(elements) if e is value or getattr(e, "value", None) is value), None)
+        if index is None or any(isinstance(e, ast.Starred) for e in elements):
+            return None
+        element = elements[index]
+        if index > 0:  # from the end of the previous argument: `Dense(10, activation="softmax")` -> `Dense(10)`
+            start, end = elements[index - 1], element
+            line, col, end_line, end_col = start.end_lineno, start.end_col_offset, end.end_lineno, end.end_col_offset
+        elif len(elements) > 1:  # the first of several: up to the next one
+            line, col = element.lineno, element.col_offset
+            end_line, end_col = elements[1].lineno, elements[1].col_offset
+        else:
+            line, col, end_line, end_col = (
+                element.lineno,
+                element.col_offset,
+                element.end_lineno,
+                element.end_col_offset,
+            )
+        return Edit(self.display_path, line, self.column(line, col), end_line, self.column(end_line, end_col), "")
 
     def _text_before(self, line: int, col: int) -> str:
         """The few source lines before (line, byte offset), the last one cut at that offset."""

@@ -261,6 +261,7 @@ def float16_regions(ctx: StaticContext) -> list[Region]:
                     and node.func.attr not in ("call", "build", "__init__")
                 ):
                     todo.append((methods[node.func.attr], "helper"))
+            _add_plain_helpers(ctx, fn, owner, policies, regions, keras_major)
     for lc in ctx.layer_calls:
         if lc.qualname != "keras.layers.Lambda":
             continue
@@ -276,12 +277,44 @@ def float16_regions(ctx: StaticContext) -> list[Region]:
         if fn in regions:
             regions[fn].policies = regions[fn].policies | policies
             continue
-        region = Region(fn, None, f"the function of the Lambda layer on line {lc.node.lineno}", "lambda", policies)
+        owner = f"the function of the Lambda layer on line {lc.node.lineno}"
+        region = Region(fn, None, owner, "lambda", policies)
         region.params = _param_kinds(fn, skip_self=False, role="lambda", keras_major=keras_major)
         regions[fn] = region
+        _add_plain_helpers(ctx, fn, owner, policies, regions, keras_major)
     result = list(regions.values())
     memo["regions"] = result
     return result
+
+
+def _add_plain_helpers(
+    ctx: StaticContext, caller: ast.AST, owner: str, policies: frozenset, regions: dict, keras_major: int
+) -> None:
+    """Module-level functions of this file that float16 code calls by name (`masked_fill(scores, mask)` in a
+    layer's `call`, a Lambda's function), and the ones they call: they run in float16 too. Their parameters
+    arrive with an unknown dtype (findings there get medium confidence)."""
+    todo = [caller]
+    while todo:
+        fn = todo.pop()
+        for node in ctx.walk_scope(fn):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                continue
+            helper = _module_function(ctx, node.func.id)
+            if helper is None or helper is caller:
+                continue
+            if helper in regions:
+                regions[helper].policies = regions[helper].policies | policies
+                continue
+            region = Region(helper, None, owner, "helper", policies)
+            region.params = _param_kinds(helper, skip_self=False, role="helper", keras_major=keras_major)
+            regions[helper] = region
+            todo.append(helper)
+
+
+def _module_function(ctx: StaticContext, name: str) -> ast.FunctionDef | None:
+    """The function `name` defined once at module level of this file, else None."""
+    found = [s for s in ctx.tree.body if isinstance(s, FUNCTION_NODES) and s.name == name]
+    return found[0] if len(found) == 1 else None  # type: ignore[return-value]
 
 
 def _function_of(ctx: StaticContext, expr: ast.AST | None) -> ast.AST | None:

@@ -12,6 +12,7 @@ the one trace finding is MP001 at info severity, "mpdoctor cannot trace on Tenso
 from __future__ import annotations
 
 import ast
+import os
 
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic
@@ -21,6 +22,7 @@ from mpdoctor.registry import hooks, verdict_of
 from mpdoctor.rules.mp001_run import cannot_trace, internal_error, trace_failed, unexplained_exception
 from mpdoctor.sources import read_source
 from mpdoctor.static.context import Settings
+from mpdoctor.static.policy_context import PolicyContext
 from mpdoctor.trace.context import TraceContext
 from mpdoctor.trace.runner import run_trace
 
@@ -35,10 +37,12 @@ def trace_diagnostics(
     options,
     summaries: list | None = None,
     run_from: str | None = None,
+    context: PolicyContext | None = None,
 ) -> tuple[list[Diagnostic], dict | None]:
     """Trace diagnostics, and the trace's verdicts on static findings (mpdoctor.engine.static_after_trace; None:
     mpdoctor could not trace, the trace rules did not run).
-    `run_from`: a file holding `text` (a candidate fix) that the child runs as if it were `path`."""
+    `run_from`: a file holding `text` (a candidate fix) that the child runs as if it were `path`. `context`: the
+    project's policy context this module is run under (its policy is set before the module is imported)."""
     outcome = run_trace(
         path,
         entry=options.entry,
@@ -48,6 +52,9 @@ def trace_diagnostics(
         run_from=run_from,
         numerics=getattr(options, "numerics", None),
         memory_limit_mb=options.memory_limit_mb,
+        policy=context.policy if context is not None else None,
+        search_path=(os.path.dirname(context.entry),) if context is not None and context.entry else (),
+        plan=getattr(options, "plan", None),
     )
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts

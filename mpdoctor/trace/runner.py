@@ -48,11 +48,16 @@ def run_trace(
     run_from: str | None = None,
     numerics: dict | None = None,
     memory_limit_mb: float | None = None,
+    policy: str | None = None,
+    search_path: tuple[str, ...] = (),
+    plan: dict | None = None,
 ) -> TraceOutcome:
     """`run_from`: a file whose text is run as if it were `path` (same `__file__`, code filename and sys.path), so a
     fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
     notebook's cells), written to the temporary directory; the child then also runs in the file's directory (as
-    Jupyter does)."""
+    Jupyter does). `policy`: the global dtype policy set before the file is imported (a library module that an
+    entry point of its project runs under that policy); `search_path`: directories the module's imports are found
+    from besides its own (the entry point's, as `python train.py` has it)."""
     with tempfile.TemporaryDirectory(prefix="mpdoctor-trace-") as workdir:
         request_path = os.path.join(workdir, "request.json")
         result_path = os.path.join(workdir, "facts.json")
@@ -72,13 +77,17 @@ def run_trace(
                     "scratch": os.path.join(workdir, "scratch"),
                     "source_file": run_from and os.path.abspath(run_from),
                     "checkpoints": [os.path.abspath(c) for c in checkpoints],
+                    "policy": policy,
+                    "plan": plan,  # `mpdoctor plan` (mpdoctor/plan.py): None for `check`
                 },
                 handle,
             )
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         child_env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in the user's tree
-        child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), child_env.get("PYTHONPATH")]))
+        child_env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [_package_root(), *search_path, child_env.get("PYTHONPATH")])
+        )
         process = subprocess.Popen(
             [sys.executable, "-m", "mpdoctor.trace.child", request_path, result_path],
             stdin=subprocess.DEVNULL,

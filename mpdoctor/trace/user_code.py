@@ -7,10 +7,11 @@ from __future__ import annotations
 import re
 
 from mpdoctor.facts.schema import Facts, LineConstant, LineOp, UserLayerScan
-from mpdoctor.static.dataflow import float16_problem
+from mpdoctor.static.dataflow import float16_problem, number
 from mpdoctor.trace.context import TraceContext
 
 _LITERAL = re.compile(r"(?<![\w.])\d+\.?\d*[eE][-+]?\d+|(?<![\w.])\d+\.\d+")
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 
 
 def user_layers(facts: Facts) -> list[UserLayerScan]:
@@ -18,10 +19,18 @@ def user_layers(facts: Facts) -> list[UserLayerScan]:
 
 
 def _line_has_literal(ctx: TraceContext, line: int, problem: str) -> bool:
-    """Whether the source line holds a float literal float16 cannot represent (`problem`: overflow/underflow)."""
+    """Whether the source line holds a float literal float16 cannot represent (`problem`: overflow/underflow), or
+    the name of a module constant bound to one (`tf.where(mask, logits, NEG_INF)` in a helper function)."""
     if ctx.static is None or not 0 < line <= len(ctx.static.lines):
         return False
-    return any(float16_problem(float(text)) == problem for text in _LITERAL.findall(ctx.static.lines[line - 1]))
+    text = ctx.static.lines[line - 1]
+    if any(float16_problem(float(literal)) == problem for literal in _LITERAL.findall(text)):
+        return True
+    constants = ctx.static.module_constants
+    return any(
+        name in constants and (value := number(constants[name])) is not None and float16_problem(value) == problem
+        for name in _NAME.findall(text)
+    )
 
 
 def constant_problem(constant: LineConstant) -> str:

@@ -86,6 +86,7 @@ import networkx as nx
 from mpdoctor.facts.dtypes import dtype_name as _dt
 from mpdoctor.facts.dtypes import is_float as _is_float
 from mpdoctor.facts.keras_semantics import (
+    ACTIVATION_LAYERS,
     KERAS3,
     autocast_flag,
     autocasts_argument,
@@ -98,15 +99,6 @@ from mpdoctor.facts.schema import ModelGraph
 STRICT_KINDS = frozenset({"input", "model", "builtin"})
 # Built-in layers that produce floats from integer inputs.
 FLOAT_PRODUCERS = frozenset({"Embedding", "CategoryEncoding", "ReversibleEmbedding"})
-# Layer classes that are activations in themselves.
-ACTIVATION_LAYERS = {
-    "Softmax": "softmax",
-    "ReLU": "relu",
-    "LeakyReLU": "leaky_relu",
-    "ELU": "elu",
-    "PReLU": "prelu",
-    "ThresholdedReLU": "thresholded_relu",
-}
 TF_OP_LAYERS = frozenset(
     {
         "TFOpLambda",

@@ -54,6 +54,19 @@ def honour_legacy_request(tree: ast.AST) -> None:
         os.environ.setdefault(LEGACY_KERAS_ENV, "1")
 
 
+def set_global_policy(policy: str, wanted: set[str]) -> None:
+    """Set the global dtype policy of each Keras line in `wanted` (the policy a project's entry point sets before
+    it reaches the module traced)."""
+    if "keras" in wanted:
+        import keras
+
+        keras.mixed_precision.set_global_policy(policy)
+    if "tf_keras" in wanted:
+        import tf_keras
+
+        tf_keras.mixed_precision.set_global_policy(policy)
+
+
 def install(hooks: Hooks, wanted: set[str]) -> dict[str, str]:
     """Every hook for TensorFlow and the packages in `wanted`, then the re-exported functions replaced. Returns the
     adapter used for each Keras package ({"keras": "Keras 2"}, also kept by the recorder). A wanted package that
@@ -107,13 +120,6 @@ def model_classes() -> tuple[type, ...]:
     return tuple(classes)
 
 
-def float32_swap(layer) -> Callable[[], None]:
-    """Give a layer the float32 policy in place, through its Keras line's adapter (the numerics' float32 reference
-    run); returns the undo."""
-    package = sys.modules["tf_keras" if flavour_of(layer) == TF_KERAS else "keras"]
-    return adapter_for(package).float32_swap(layer, package)
-
-
 def policy_now() -> str | None:
     """The global dtype policy in force (tf_keras' when both lines are loaded, as before)."""
     policy = None
@@ -123,3 +129,19 @@ def policy_now() -> str | None:
             with contextlib.suppress(Exception):
                 policy = dtype_name(module.mixed_precision.global_policy())
     return policy
+
+
+# ---------------------------------------------------------------------------------------------- per-layer policies
+
+
+def set_layer_policy(layer, policy: str) -> Callable[[], None]:
+    """Switch one built layer's dtype policy in place (what it computes in from its next call on; its variables stay
+    as they are, float32 under every `mixed_*` policy), through its Keras line's adapter (the policy lives in
+    private attributes); returns the undo, for `restore_layer_policy`. Used by the numerics' float32 reference run,
+    MP504's float32 step and `mpdoctor plan`."""
+    package = sys.modules["tf_keras" if flavour_of(layer) == TF_KERAS else "keras"]
+    return adapter_for(package).set_policy(layer, package, policy)
+
+
+def restore_layer_policy(undo: Callable[[], None]) -> None:
+    undo()

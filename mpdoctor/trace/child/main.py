@@ -63,7 +63,10 @@ def _prepare(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
     import tensorflow  # before the hooks, which wrap its APIs
 
     facts.environment = environment()  # first: a failure to install the hooks is reported with it
-    keras_adapter.install(hooks.Hooks(recorder), keras_adapter.flavours(tree, getattr(tensorflow, "__version__", None)))
+    wanted = keras_adapter.flavours(tree, getattr(tensorflow, "__version__", None))
+    if request.get("policy"):  # before the hooks: the project's entry point set it, not this file
+        keras_adapter.set_global_policy(request["policy"], wanted)
+    keras_adapter.install(hooks.Hooks(recorder), wanted)
 
 
 def _run(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
@@ -81,6 +84,15 @@ def _run(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
         for name, how, model in models:
             facts.models.append(analyse_model(name, how, model, recorder, facts, request.get("numerics")))
             recorder.analysed_models.append(model)
+            if (request.get("numerics") or {}).get("enabled", True):  # MP504: a model the file trains
+                from mpdoctor.trace.child.gradients import gradient_record
+
+                facts.models[-1].gradients = gradient_record(model, facts.models[-1], module, request.get("numerics"))
+            if request.get("plan") is not None:  # `mpdoctor plan`: after the model's analysis, on the same objects
+                from mpdoctor.trace.child.plan import plan_model
+
+                record = facts.models[-1]
+                record.plan = plan_model(model, record, recorder, request["plan"], request.get("numerics"))
     except EntryNotFound as exc:  # the command line named what the file does not define: the user's to fix
         if facts.exception is None:
             facts.exception = describe(exc, "internal", recorder)

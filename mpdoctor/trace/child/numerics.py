@@ -278,9 +278,9 @@ def _compute(layer) -> str | None:
 def _swap_to_float32(layers) -> list:
     """Set every low-precision layer's policy to float32 (through its Keras line's adapter: the policy lives in
     private attributes); returns what `_restore_policies` needs."""
-    from mpdoctor.trace.child.keras_adapter import float32_swap
+    from mpdoctor.trace.child.keras_adapter import set_layer_policy
 
-    return [float32_swap(layer) for layer in layers if _compute(layer) in LOW_PRECISION]
+    return [set_layer_policy(layer, "float32") for layer in layers if _compute(layer) in LOW_PRECISION]
 
 
 def _restore_policies(saved) -> None:

@@ -8,8 +8,8 @@ Each adapter module has:
 - `handles(package) -> bool`: whether the imported package is of its line;
 - `install(hooks, package)`: the hooks of mpdoctor.trace.child.hooks.Hooks on that package's APIs;
 - `model_class(package)`: the Model base class;
-- `float32_swap(layer, package)`: give a layer the float32 policy in place, returning the undo (the numerics'
-  float32 reference run).
+- `set_policy(layer, package, policy)`: give a layer another dtype policy in place, returning the undo (the
+  numerics' float32 reference run, MP504's float32 step, `mpdoctor plan`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ PACKAGE = "keras"
 PRIVATE_NAMES = (
     "keras.src.engine.base_layer.Layer",
     "keras.src.engine.training.Model",
-    "Layer._set_dtype_policy",  # the numerics' reference run, with the two below
+    "Layer._set_dtype_policy",  # per-layer policies (numerics, MP504, plan), with the two below
     "Layer._dtype_policy",
     "Layer._compute_dtype_object",
 )
@@ -54,15 +54,18 @@ def model_class(package: types.ModuleType) -> type:
     return importlib.import_module(f"{package.__name__}.src.engine.training").Model
 
 
-def float32_swap(layer, package: types.ModuleType) -> Callable[[], None]:
-    """Give a layer the float32 policy in place (the numerics' float32 reference run); returns the undo."""
-    policy = layer._dtype_policy
+def set_policy(layer, package: types.ModuleType, policy: str) -> Callable[[], None]:
+    """Give a layer another dtype policy in place; returns the undo. `_set_dtype_policy` sets the policy and the
+    compute dtype object Keras 2 caches beside it; the undo puts both back."""
+    saved_policy = layer._dtype_policy
     compute_object = layer.__dict__.get("_compute_dtype_object", _MISSING)
-    layer._set_dtype_policy("float32")
+    layer._set_dtype_policy(policy)
 
     def undo() -> None:
-        layer._dtype_policy = policy
-        if compute_object is not _MISSING:
+        layer._dtype_policy = saved_policy
+        if compute_object is _MISSING:
+            layer.__dict__.pop("_compute_dtype_object", None)
+        else:
             layer._compute_dtype_object = compute_object
 
     return undo

@@ -18,7 +18,7 @@ PACKAGE = "keras"
 PRIVATE_NAMES = (
     "keras.src.layers.layer.Layer",
     "keras.src.models.model.Model",
-    "keras.src.dtype_policies.get",  # the numerics' reference run: else the public keras.mixed_precision.DTypePolicy
+    "keras.src.dtype_policies.get",  # per-layer policies (numerics, MP504, plan); else mixed_precision.DTypePolicy
     "Layer._dtype_policy",  # ditto; Keras 3.0 keeps the policy in the attribute `dtype_policy` itself
 )
 
@@ -50,17 +50,19 @@ def model_class(package: types.ModuleType) -> type:
     return Model
 
 
-def float32_policy(package: types.ModuleType):
+def policy_object(package: types.ModuleType, policy: str):
     try:
         policies = importlib.import_module("keras.src.dtype_policies")
     except ImportError:
-        return package.mixed_precision.DTypePolicy("float32")
-    return policies.get("float32")
+        return package.mixed_precision.DTypePolicy(policy)
+    return policies.get(policy)
 
 
-def float32_swap(layer, package: types.ModuleType) -> Callable[[], None]:
-    """Give a layer the float32 policy in place (the numerics' float32 reference run); returns the undo."""
+def set_policy(layer, package: types.ModuleType, policy: str) -> Callable[[], None]:
+    """Give a layer another dtype policy in place; returns the undo. Keras 3 reads the policy on every call. The
+    public setter is not used: on a layer holding a DTypePolicyMap it would edit the map, which other layers
+    share."""
     attribute = "_dtype_policy" if hasattr(layer, "_dtype_policy") else "dtype_policy"
-    policy = getattr(layer, attribute)
-    setattr(layer, attribute, float32_policy(package))
-    return lambda: setattr(layer, attribute, policy)
+    saved = getattr(layer, attribute)
+    setattr(layer, attribute, policy_object(package, policy))
+    return lambda: setattr(layer, attribute, saved)

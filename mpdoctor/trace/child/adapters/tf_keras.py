@@ -14,7 +14,7 @@ PACKAGE = "tf_keras"
 PRIVATE_NAMES = (
     "tf_keras.src.engine.base_layer.Layer",
     "tf_keras.src.engine.training.Model",
-    "Layer._set_dtype_policy",  # the numerics' reference run, with the two below
+    "Layer._set_dtype_policy",  # per-layer policies (numerics, MP504, plan), with the two below
     "Layer._dtype_policy",
     "Layer._compute_dtype_object",
 )
@@ -32,4 +32,4 @@ def model_class(package: types.ModuleType) -> type:
     return keras2.model_class(package)
 
 
-float32_swap = keras2.float32_swap
+set_policy = keras2.set_policy

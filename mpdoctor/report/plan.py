@@ -1,0 +1,127 @@
+"""Renderers of `mpdoctor plan`: the plans held by the report's traces (and the plan's fix), as text or JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from mpdoctor._version import __version__
+from mpdoctor.facts.dtypes import compute_dtype
+from mpdoctor.facts.schema import PlanCheck, PlanRecord
+
+SCHEMA_VERSION = 1
+
+
+def render_text(result, stream: TextIO) -> None:
+    trace = result.trace
+    if trace is not None and trace.failure:
+        stream.write(f"{result.shown}: the trace failed: {trace.failure}\n")
+    plans = result.plans()
+    if not plans:
+        stream.write(f"{result.shown}: no model to plan (the trace found none)\n")
+    for name, plan in plans:
+        stream.write(_model_text(result.shown, name, plan, trace.environment if trace else None))
+    fix = result.fix
+    if fix is not None:
+        for line in fix.not_applied:
+            stream.write(f"  not applied: {line}\n")
+        if fix.error:
+            stream.write(f"{result.shown}: plan not applied: {fix.error}\n")
+        elif fix.changed:
+            state = "written" if fix.written else "not written (--diff)"
+            stream.write(f"{result.shown}: plan applied as code, {state}; {fix.verification}\n")
+
+
+def _model_text(shown: str, name: str | None, plan: PlanRecord, environment) -> str:
+    head = f"{shown}: model `{name}`"
+    if plan.skipped:
+        return f"{head}: no plan: {plan.skipped}\n"
+    lines = []
+    if plan.mode == "verify":
+        check = plan.final
+        return f"{head} under {plan.policy}: {_state(check, plan.rtol)}\n"
+    kept = len(plan.layers)
+    lines.append(
+        f"{head} under {plan.policy} (rtol {plan.rtol:g}): keep {kept} of {plan.candidates} layer"
+        f"{'s' if plan.candidates != 1 else ''} in float32" + (":" if kept else "")
+    )
+    for layer in plan.layers:
+        where = f", line {layer.created_at.line}" if layer.created_at and layer.created_at.line else ""
+        share = f"; {layer.flops / plan.total_flops:.1%} of the multiply-adds" if plan.total_flops else ""
+        lines.append(f"  {layer.id} ({layer.class_name}{where}): {layer.detail}{share}")
+    if plan.low_precision_share is not None:
+        lines.append(
+            f"  still in {compute_dtype(plan.policy)}: {plan.low_precision_share:.1%} of the model's multiply-adds "
+            "(estimated per layer)"
+        )
+    if plan.initial is not None:
+        lines.append(f"  with nothing in float32: {_state(plan.initial, plan.rtol)}")
+    if plan.final is not None:
+        lines.append(f"  with the plan: {_state(plan.final, plan.rtol)}")
+    lines.append(
+        f"  forward passes: {plan.forward_passes} (a one-layer-at-a-time sweep: {plan.naive_passes}); "
+        f"{plan.seconds:.1f} s"
+    )
+    alternative = plan.bfloat16
+    if alternative is not None:
+        if alternative.passed:
+            hardware = _bfloat16_hardware(environment)
+            lines.append(
+                "  alternative: mixed_bfloat16 passes with no layer in float32 (max relative error "
+                f"{_percent(alternative.max_relative_error)}); {hardware}"
+            )
+        else:
+            lines.append(f"  mixed_bfloat16 with no layer in float32: {_state(alternative, plan.rtol)}")
+    lines += [f"  note: {note}" for note in dict.fromkeys(plan.notes)]
+    return "\n".join(lines) + "\n"
+
+
+def _state(check: PlanCheck | None, rtol: float) -> str:
+    if check is None:
+        return "not checked"
+    if not check.finite:
+        return "outputs non-finite"
+    if check.passed:
+        return f"verified: outputs finite, max relative error {_percent(check.max_relative_error)}"
+    return f"outputs finite, max relative error {_percent(check.max_relative_error)} above rtol {rtol:.2%}"
+
+
+def _bfloat16_hardware(environment) -> str:
+    """Whether this machine computes bfloat16 natively (the trace's environment)."""
+    if environment is not None and environment.cpu_bf16:
+        return "this CPU has bfloat16 instructions (AVX512-BF16/AMX)"
+    gpus = [g for g in (environment.gpus if environment else []) if g.compute_capability]
+    if any(g.compute_capability[0] >= 8 for g in gpus):
+        return "this machine's GPU computes bfloat16 natively (compute capability >= 8.0)"
+    return "fast only on hardware with bfloat16 (TPUs, GPUs of compute capability >= 8.0, CPUs with AVX512-BF16/AMX)"
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2%}"
+
+
+def render_json(result, stream: TextIO) -> None:
+    trace = result.trace
+    models = []
+    for model in trace.models if trace else []:
+        if model.plan is None:
+            continue
+        models.append(
+            {
+                "name": model.name,
+                "plan": model.plan.to_json(),
+                "low_precision_share": model.plan.low_precision_share,
+                "numerics": model.numerics.to_json() if model.numerics else None,
+            }
+        )
+    document = {
+        "version": SCHEMA_VERSION,
+        "tool": {"name": "mpdoctor", "version": __version__},
+        "path": result.shown,
+        "failure": trace.failure if trace else None,
+        "environment": trace.environment.to_json() if trace and trace.environment else None,
+        "models": models,
+        "fix": result.fix.to_dict() if result.fix else None,
+    }
+    json.dump(document, stream, indent=2, default=str)
+    stream.write("\n")

@@ -1,0 +1,123 @@
+"""Policy contexts: under which dtype policy a function of a project runs, and how the project analysis knows it.
+
+A context is one global policy in force when some entry point of the project reaches a function: where it was set
+(`train.py:14`), under which condition (`when --amp is given`), and the calls that lead from there to the function.
+The project analysis (mpdoctor.static.project) finds them; the static pass of each file (StaticContext) uses their
+policies; findings that exist only because of them name the context once and carry its path in the JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mpdoctor.diagnostics import DiagnosticContext
+from mpdoctor.facts.dtypes import is_float16_compute
+
+MODULE_SCOPE = "<module>"  # the qualname of a module's top-level code
+_MAX_PATH = 24  # steps kept in a context's path (a longer chain keeps its beginning and its end)
+
+# Which low-precision policy the trace runs a module under when several contexts reach it: float16 first (its range
+# is the narrow one), then bfloat16; pure policies after the mixed ones they are usually a mistake of (MP102).
+TRACE_PREFERENCE = ("mixed_float16", "float16", "mixed_bfloat16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One place on a context's path: where the policy was set, or a call on the way to the function."""
+
+    file: str  # display path
+    line: int
+    what: str  # `set_global_policy("mixed_float16")`, `build_classifier()`, `entry point`
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} {self.what}"
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    policy: str | None  # None: set to a value the static pass cannot know
+    origin: Step | None  # the call that set it; None: nothing was set (Keras's default, float32)
+    condition: str = ""  # "when --amp is given" ("" when unconditional)
+    path: tuple[Step, ...] = field(default=(), compare=False)  # from the origin (or the entry) to the function
+    origin_steps: int = field(default=0, compare=False)  # leading steps of `path` that lead to the origin
+    entry: str = field(default="", compare=False)  # the entry point's file (absolute): where the program starts
+
+    @property
+    def key(self) -> tuple:
+        return (self.policy, self.origin, self.condition)
+
+    @property
+    def low_precision(self) -> bool:
+        return is_float16_compute(self.policy)
+
+    def then(self, step: Step) -> PolicyContext:
+        """This context one call further."""
+        path = self.path + (step,)
+        if len(path) > _MAX_PATH:
+            path = path[: _MAX_PATH // 2] + path[-_MAX_PATH // 2 :]
+        return PolicyContext(self.policy, self.origin, self.condition, path, self.origin_steps, self.entry)
+
+    def returned_through(self, step: Step) -> PolicyContext:
+        """A context set inside a called function, back in the caller after `step` (the call) returned: the calls
+        made inside after the policy was set do not lead to what the caller does next."""
+        route = self.path[: self.origin_steps] + (step,)
+        return PolicyContext(self.policy, self.origin, self.condition, route, len(route), self.entry)
+
+    def describe(self) -> str:
+        """`under mixed_float16, set in train.py:14 when --amp is given` (what a finding's message names)."""
+        if self.origin is None:
+            return f"under {self.policy or 'float32'} (no policy set)"
+        where = f"{self.origin.file}:{self.origin.line}"
+        policy = self.policy or "a policy whose value is not known statically"
+        return f"under {policy}, set in {where}" + (f" {self.condition}" if self.condition else "")
+
+    def route(self) -> str:
+        """`train.py:14 set_global_policy("mixed_float16") -> train.py:16 build_classifier()`."""
+        return " -> ".join(str(step) for step in self.path)
+
+    def for_diagnostic(self) -> DiagnosticContext:
+        return DiagnosticContext(
+            policy=self.policy,
+            set_at=f"{self.origin.file}:{self.origin.line}" if self.origin else None,
+            condition=self.condition or None,
+            path=tuple(str(step) for step in self.path),
+        )
+
+
+def trace_order(policy: str | None) -> int:
+    return TRACE_PREFERENCE.index(policy) if policy in TRACE_PREFERENCE else len(TRACE_PREFERENCE)
+
+
+@dataclass
+class FileContexts:
+    """The contexts the project analysis found for the scopes of one file, by qualname (`build_classifier`, `Net`,
+    `Net.call`, `main.<locals>.build`, MODULE_SCOPE). A scope missing here was not reached from any entry point:
+    the per-file analysis alone decides its policy."""
+
+    scopes: dict[str, tuple[PolicyContext, ...]] = field(default_factory=dict)
+    sets_policy: bool = False  # the file sets a policy itself (the trace then runs it as it is)
+
+    def policies(self, qualname: str) -> frozenset[str | None]:
+        return frozenset(c.policy for c in self.scopes.get(qualname, ()))
+
+    @property
+    def low_precision(self) -> bool:
+        return any(c.low_precision for contexts in self.scopes.values() for c in contexts)
+
+    def context_for(self, qualnames: list[str], message: str) -> PolicyContext | None:
+        """The low-precision context a finding inside the innermost of `qualnames` (innermost first) is reported
+        under: the one whose policy its message names, else the first in trace order."""
+        for qualname in qualnames:
+            low = [c for c in self.scopes.get(qualname, ()) if c.low_precision]
+            if low:
+                named = [c for c in low if c.policy and c.policy in message]
+                return min(named or low, key=lambda c: (trace_order(c.policy), c.origin is None))
+        return None
+
+    def trace_context(self) -> PolicyContext | None:
+        """The context the trace runs this module under: a library module (it sets no policy itself) whose code some
+        entry point reaches under a low-precision policy."""
+        if self.sets_policy:
+            return None
+        low = [c for contexts in self.scopes.values() for c in contexts if c.low_precision]
+        return min(low, key=lambda c: trace_order(c.policy)) if low else None

@@ -1,0 +1,192 @@
+"""`mpdoctor plan` through the real CLI and trace child, Keras 3 and tf_keras: the float32 set it finds, its
+verification, the plan applied as code (run for real afterwards: finite outputs within rtol), and real models."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from trace_support import run_python
+
+from mpdoctor.cli import main
+
+KERAS = [False, True]
+IDS = ["keras3", "tf_keras"]
+
+# A chain with a hazard only the sample shows (a naive log-sum-exp: exp overflows float16), a -1e9 mask constant
+# (MP403 seeds it), a softmax head (MP401 seeds it) and exact benign layers. Run as a script it prints whether the
+# float16 model's outputs are finite and their relative error against the same weights in float32.
+HAZARDS = """\
+    import sys
+
+    import numpy as np
+    import tensorflow as tf
+    import KERAS
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+
+
+    class LogSumExp(keras.layers.Layer):
+        def call(self, x):
+            return x + 0.01 * tf.math.log(tf.reduce_sum(tf.exp(x * 20.0), -1, keepdims=True))
+
+
+    class MaskedSoftmax(keras.layers.Layer):
+        def call(self, x):
+            mask = tf.cast(x > 0.5, x.dtype)
+            return tf.nn.softmax(x + (1.0 - mask) * -1e9) * 16.0
+
+
+    def build_model():
+        inputs = keras.Input((16,))
+        x = keras.layers.Dense(16, kernel_initializer="identity", name="first")(inputs)
+        x = LogSumExp(name="lse")(x)
+        x = keras.layers.Dense(16, kernel_initializer="identity", name="middle")(x)
+        x = MaskedSoftmax(name="mask")(x)
+        x = keras.layers.Dense(16, kernel_initializer="identity", name="last")(x)
+        outputs = keras.layers.Dense(4, activation="softmax", name="head")(x)
+        return keras.Model(inputs, outputs)
+
+
+    if __name__ == "__main__":
+        model = build_model()
+        x = np.random.default_rng(0).random((2, 16)).astype("float32")
+        low = np.asarray(model(x), dtype="float32")
+        keras.mixed_precision.set_global_policy("float32")  # the same weights, every layer in float32
+        reference = build_model()
+        reference.set_weights(model.get_weights())
+        high = np.asarray(reference(x), dtype="float32")
+        error = float(np.max(np.abs(low - high)) / np.max(np.abs(high)))
+        print("finite", bool(np.isfinite(low).all()), "error", error)
+    """
+
+
+def _write(tmp_path, body: str, legacy: bool, name: str = "model.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body).replace("KERAS", "tf_keras as keras" if legacy else "keras"))
+    return path
+
+
+def _plan(monkeypatch, capsys, legacy: bool, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1" if legacy else "0")
+    code = main(["plan", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _ground_truth(path, legacy: bool) -> tuple[bool, float]:
+    done = run_python(path, legacy=legacy)
+    assert done.returncode == 0, done.stderr[-3000:]
+    words = done.stdout.split()
+    return words[words.index("finite") + 1] == "True", float(words[words.index("error") + 1])
+
+
+@pytest.mark.parametrize("legacy", KERAS, ids=IDS)
+def test_plan_finds_the_hazards_and_the_fixed_file_runs_finite(tmp_path, monkeypatch, capsys, legacy):
+    path = _write(tmp_path, HAZARDS, legacy)
+    finite, _ = _ground_truth(path, legacy)
+    assert not finite  # the file as it is breaks under mixed_float16
+
+    code, out, err = _plan(monkeypatch, capsys, legacy, "--format", "json", str(path))
+    assert code == 1, err
+    plan = json.loads(out)["models"][0]["plan"]
+    members = {layer["name"]: layer for layer in plan["layers"]}
+    assert set(members) == {"lse", "mask", "head"}, plan
+    assert members["lse"]["reason"] == "non-finite" and members["lse"]["op"] == "Exp", members["lse"]
+    assert members["mask"]["reason"] == "constant" and members["head"]["reason"] == "output-activation"
+    assert plan["final"]["passed"] and not plan["initial"]["finite"]
+    n = plan["candidates"]
+    assert plan["forward_passes"] <= 2 * 3 * (n.bit_length()) + 3 + 2 + 1  # the bound, with the bfloat16 pass
+
+    code, out, err = _plan(monkeypatch, capsys, legacy, "--fix", str(path))
+    assert code == 0, out + err
+    assert "verified: outputs finite" in out, out
+    text = path.read_text()
+    assert 'LogSumExp(name="lse", dtype="float32")' in text and 'name="head", dtype="float32"' in text, text
+    finite, error = _ground_truth(path, legacy)
+    assert finite and error <= 0.01, error  # the applied plan, run for real
+
+
+@pytest.mark.parametrize("legacy", KERAS, ids=IDS)
+def test_a_clean_model_keeps_nothing_in_float32(tmp_path, monkeypatch, capsys, legacy):
+    path = _write(
+        tmp_path,
+        """\
+        import KERAS
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        inputs = keras.Input((16,))
+        x = keras.layers.Dense(16, activation="relu")(inputs)
+        model = keras.Model(inputs, keras.layers.Dense(4, dtype="float32")(x))
+        """,
+        legacy,
+    )
+    code, out, err = _plan(monkeypatch, capsys, legacy, str(path))
+    assert code == 0, out + err
+    assert "keep 0 of 1 layer in float32" in out and "verified: outputs finite" in out, out
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["plan", str(tmp_path / "missing.py")]) == 2
+    assert capsys.readouterr().err.strip() == f"mpdoctor: error: {tmp_path / 'missing.py'}: no such file"
+    broken = tmp_path / "broken.py"
+    broken.write_text("import keras\ndef (:\n")
+    assert main(["plan", str(broken)]) == 2
+    assert "syntax error" in capsys.readouterr().err
+
+
+RESNET = """\
+    import KERAS
+
+    keras.mixed_precision.set_global_policy("POLICY")
+    model = keras.applications.ResNet50(weights=None)
+    """
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("legacy", KERAS, ids=IDS)
+def test_resnet50_keeps_exactly_its_softmax_head(tmp_path, monkeypatch, capsys, legacy, policy):
+    path = _write(tmp_path, RESNET.replace("POLICY", policy), legacy)
+    _code, out, _err = _plan(monkeypatch, capsys, legacy, "--format", "json", str(path))
+    plan = json.loads(out)["models"][0]["plan"]
+    assert [(layer["name"], layer["reason"]) for layer in plan["layers"]] == [("predictions", "output-activation")]
+    assert plan["final"]["passed"], plan
+    assert plan["low_precision_flops"] / plan["total_flops"] > 0.99
+
+
+BERT = """\
+    import keras
+    import keras_hub
+
+    keras.mixed_precision.set_global_policy("POLICY")
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=100, num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64, max_sequence_length=16
+    )
+    classifier = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None, activation="softmax")
+    """
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_keras_hub_bert_classifier_keeps_nothing_beyond_its_softmax_head(tmp_path, monkeypatch, capsys, policy):
+    pytest.importorskip("keras_hub")
+    import numpy as np
+
+    path = _write(tmp_path, BERT.replace("POLICY", policy), False)
+    sample = tmp_path / "sample.npz"
+    rng = np.random.default_rng(0)
+    np.savez(
+        sample,
+        token_ids=rng.integers(1, 100, (2, 16)).astype("int32"),
+        segment_ids=np.zeros((2, 16), "int32"),
+        padding_mask=np.ones((2, 16), "int32"),
+    )
+    _code, out, _err = _plan(monkeypatch, capsys, False, "--format", "json", "--sample", str(sample), str(path))
+    plan = json.loads(out)["models"][0]["plan"]
+    assert plan["final"]["passed"], plan
+    assert [layer["reason"] for layer in plan["layers"]] == ["output-activation"], plan["layers"]

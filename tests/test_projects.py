@@ -1,0 +1,497 @@
+"""Projects, not files (issue 21): the dtype policy an entry point sets reaches the modules that build the model.
+
+The fixture projects live in tests/fixtures/projects/ (README there); lines marked `# expect: MP401` / `MP403` must
+be reported when the whole project is checked, and nowhere else. The tests that run TensorFlow show the ground
+truth: each entry point, run with its low-precision option, breaks the head the static pass reports.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from mpdoctor.config import Config
+from mpdoctor.engine import check_paths
+
+PROJECTS = Path(__file__).parent / "fixtures" / "projects"
+NAMES = ("two_files", "flag_choices", "registry", "unreached", "keras_spellings")
+CODES = {"MP401", "MP403"}
+_EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>MP\d{3}(?:\s*,\s*MP\d{3})*)")
+
+
+def expected(project: Path) -> set[tuple[str, int, str]]:
+    found = set()
+    for path in sorted(project.rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if m := _EXPECT.search(line):
+                found |= {(path.relative_to(project).as_posix(), number, c.strip()) for c in m["codes"].split(",")}
+    return found
+
+
+def reported(project: Path, report) -> set[tuple[str, int, str]]:
+    return {
+        (Path(d.location.path).resolve().relative_to(project.resolve()).as_posix(), d.location.line, d.code)
+        for d in report.diagnostics
+        if d.code in CODES
+    }
+
+
+def check(*paths: Path, **config):
+    cfg = Config()
+    for key, value in config.items():
+        setattr(cfg, key, value)
+    report = check_paths(list(paths), cfg)
+    assert not report.errors, [e.render() for e in report.errors]
+    return report
+
+
+@pytest.mark.parametrize("legacy", ["0", "1"], ids=["keras3-env", "tf_keras-env"])
+@pytest.mark.parametrize("name", NAMES)
+def test_fixture_project_findings_match_the_markers(name, legacy, monkeypatch):
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", legacy)
+    project = PROJECTS / name
+    assert reported(project, check(project)) == expected(project)
+
+
+def test_each_library_file_checked_alone_gets_its_projects_contexts():
+    """`mpdoctor check models/net.py` (a pre-commit hook passes single files) finds the same as the directory run."""
+    project = PROJECTS / "two_files"
+    report = check(project / "models" / "net.py")
+    assert reported(project, report) == expected(project)
+
+
+def test_the_message_names_the_context_once_and_the_json_carries_its_path():
+    project = PROJECTS / "two_files"
+    [d] = [d for d in check(project).diagnostics if d.code == "MP401"]
+    assert d.message.count("train.py:20") == 1 and d.message.endswith("when --amp is given)")
+    assert d.context.policy == "mixed_float16"
+    assert d.context.set_at.endswith("two_files/train.py:20")
+    assert d.context.condition == "when --amp is given"
+    assert [step.rsplit("/", 1)[-1] for step in d.context.path] == [
+        "train.py:20 set_global_policy('mixed_float16') in main()",
+        "train.py:21 build_classifier()",
+    ]
+    from mpdoctor.report.json_format import diagnostic_to_dict
+
+    as_json = diagnostic_to_dict(d)
+    assert as_json["context"]["condition"] == "when --amp is given" and len(as_json["context"]["path"]) == 2
+    # a finding that the file has on its own carries no context (and no "context" key in the JSON)
+    alone = check(PROJECTS / "registry" / "models" / "legacy.py", assume_policy="mixed_float16")
+    assert alone.diagnostics and all(x.context is None for x in alone.diagnostics)
+    assert "context" not in diagnostic_to_dict(alone.diagnostics[0])
+
+
+def test_a_policy_set_where_the_model_module_is_never_reached_invents_nothing():
+    project = PROJECTS / "unreached"
+    report = check(project)
+    assert not [d for d in report.diagnostics if d.location.path.endswith("models/net.py")]
+
+
+def test_tests_are_entry_points_only_when_tests_are_checked():
+    project = PROJECTS / "unreached"
+    report = check(project / "tests", project / "models")
+    assert ("models/net.py", 7, "MP401") in reported(project, report)
+    [d] = [d for d in report.diagnostics if d.code == "MP401"]
+    assert "tests/mixed_precision_check.py:10" in d.message
+
+
+def test_a_file_outside_any_project_is_checked_alone(tmp_path):
+    """No pyproject.toml, setup.cfg, setup.py or .git above a named file: per-file behaviour, said with --verbose."""
+    target = tmp_path / "net.py"
+    shutil.copy(PROJECTS / "two_files" / "models" / "net.py", target)
+    report = check(target)
+    assert not [d for d in report.diagnostics if d.code == "MP401"]
+    assert any("not inside a project" in note for note in report.notes)
+
+
+def write_project(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+HEAD = """
+    from tensorflow import keras
+
+
+    def build():
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
+    """
+
+
+def mp401_files(report) -> list[str]:
+    return sorted(Path(d.location.path).name for d in report.diagnostics if d.code == "MP401")
+
+
+@pytest.mark.parametrize(
+    "train, policy",
+    [
+        # a variable from a conditional expression on a flag
+        (
+            """
+            import argparse
+            from tensorflow import keras
+            from net import build
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--fp16", action="store_true")
+            args = parser.parse_args()
+            policy = "mixed_float16" if args.fp16 else "float32"
+            keras.mixed_precision.set_global_policy(policy)
+            model = build()
+            """,
+            "mixed_float16",
+        ),
+        # set in a helper of another module, which returns before the model is built
+        (
+            """
+            from amp import enable_mixed_precision
+            from net import build
+
+            def main():
+                enable_mixed_precision("bf16")
+                return build()
+
+            if __name__ == "__main__":
+                main()
+            """,
+            "mixed_bfloat16",
+        ),
+        # an absl string flag whose default is a policy; app.run(main)
+        (
+            """
+            from absl import app, flags
+            import tensorflow as tf
+            from net import build
+
+            flags.DEFINE_string("policy", "mixed_float16", "dtype policy")
+            FLAGS = flags.FLAGS
+
+            def main(_):
+                tf.keras.mixed_precision.set_global_policy(tf.keras.mixed_precision.Policy(FLAGS.policy))
+                build()
+
+            if __name__ == "__main__":
+                app.run(main)
+            """,
+            "mixed_float16",
+        ),
+        # a dict from a flag to policies; a package import of the builder module
+        (
+            """
+            import argparse
+            from tensorflow import keras
+            import net as models
+
+            POLICIES = {"fp16": "mixed_float16", "fp32": "float32"}
+
+            def main():
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--precision", default="fp32")
+                args = parser.parse_args()
+                keras.mixed_precision.set_global_policy(POLICIES[args.precision])
+                models.build()
+
+            main()
+            """,
+            "mixed_float16",
+        ),
+        # the policy is set before the builder module is imported: its module-level model is built under it
+        (
+            """
+            from tensorflow import keras
+            keras.mixed_precision.set_global_policy("mixed_float16")
+            import headless
+            """,
+            "mixed_float16",
+        ),
+    ],
+    ids=["ifexp-flag", "helper-sets-policy", "absl-default", "dict-of-policies", "import-after-set"],
+)
+def test_policy_values_are_followed(tmp_path, train, policy):
+    project = write_project(
+        tmp_path,
+        {
+            "train.py": train,
+            "net.py": HEAD,
+            "headless.py": """
+                from tensorflow import keras
+
+                MODEL = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
+                """,
+            "amp.py": """
+                from tensorflow import keras
+
+                def enable_mixed_precision(kind):
+                    if kind == "bf16":
+                        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+                """,
+        },
+    )
+    report = check(project)
+    [d] = [d for d in report.diagnostics if d.code == "MP401"]
+    assert d.context is not None and d.context.policy == policy, d.message
+
+
+def test_a_policy_whose_value_cannot_be_known_is_not_a_low_precision_one(tmp_path):
+    project = write_project(
+        tmp_path,
+        {
+            "train.py": """
+                import yaml
+                from tensorflow import keras
+                from net import build
+
+                config = yaml.safe_load(open("config.yaml"))
+                keras.mixed_precision.set_global_policy(config["policy"])
+                build()
+                """,
+            "net.py": HEAD,
+        },
+    )
+    assert mp401_files(check(project)) == []
+    from mpdoctor.cli.check import show_contexts
+
+    out = io.StringIO()
+    show_contexts([project], Config(), stream=out)
+    assert "unknown" in out.getvalue() and "set_global_policy(config['policy'])" in out.getvalue()
+
+
+def test_a_factory_resolved_at_run_time_falls_back_to_the_file_and_says_so(tmp_path):
+    project = write_project(
+        tmp_path,
+        {
+            "train.py": """
+                import sys
+                from tensorflow import keras
+                import zoo
+
+                keras.mixed_precision.set_global_policy("mixed_float16")
+                model = getattr(zoo, sys.argv[1])()
+                """,
+            "zoo.py": HEAD,
+        },
+    )
+    report = check(project)
+    assert mp401_files(report) == []
+    assert any("train.py:7: `getattr(zoo, sys.argv[1])()` is resolved at run time" in n for n in report.notes)
+
+
+def test_recursion_and_cycles_between_modules_terminate(tmp_path):
+    project = write_project(
+        tmp_path,
+        {
+            "a.py": """
+                from tensorflow import keras
+                import b
+
+                def ping(n):
+                    return b.pong(n - 1) if n else b.build()
+
+                keras.mixed_precision.set_global_policy("mixed_float16")
+                ping(3)
+                """,
+            "b.py": """
+                import a
+                from tensorflow import keras
+
+                def pong(n):
+                    return a.ping(n)
+
+                def build():
+                    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
+                """,
+        },
+    )
+    assert mp401_files(check(project)) == ["b.py"]
+
+
+def test_cli_show_contexts_and_verbose(capsys):
+    from mpdoctor.cli import main
+
+    project = PROJECTS / "registry"
+    assert main(["check", "--show-contexts", str(project)]) == 0
+    out = capsys.readouterr().out
+    assert "models/cnn.py:4 build_cnn (called from another module)" in out
+    assert "mixed_float16  set in" in out and "when --fp16 is given" in out
+    assert "MODELS[args.model]()" in out
+    assert "legacy" not in out  # never reached
+    code = main(["check", "--no-trace", "-v", "--select", "MP401", str(project)])
+    captured = capsys.readouterr()
+    assert code == 1 and "1 entry point(s) that set a policy" in captured.err
+
+
+def test_fix_keeps_the_project_context(tmp_path):
+    project = shutil.copytree(PROJECTS / "two_files", tmp_path / "two_files")
+    from mpdoctor.cli import main
+
+    out = io.StringIO()
+    with redirect_stdout(out), redirect_stderr(io.StringIO()):
+        main(["check", "--no-trace", "--diff", "--select", "MP401", str(project)])
+    assert '+    outputs = keras.layers.Dense(num_classes, activation="softmax", kernel_initializer="ones", dtype=' in (
+        out.getvalue()
+    )
+
+
+# ------------------------------------------------------------------------------------------------ ground truth
+
+tf_needed = pytest.mark.skipif(__import__("importlib").util.find_spec("tensorflow") is None, reason="needs tensorflow")
+
+
+def run_entry(project: Path, *args: str, legacy: bool = False) -> list:
+    """Run an entry point of a fixture project for real (as `python train.py ...` from its directory) and return
+    what its --probe printed."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONDONTWRITEBYTECODE="1")
+    env["TF_USE_LEGACY_KERAS"] = "1" if legacy else "0"
+    result = subprocess.run(
+        [sys.executable, *args, "--probe"], cwd=project, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1].replace("nan", "NaN"))
+
+
+def has_nan(values) -> bool:
+    return any(v != v for row in values for v in row)
+
+
+@tf_needed
+def test_ground_truth_two_files_breaks_only_with_amp_and_the_fix_repairs_it(tmp_path):
+    project = PROJECTS / "two_files"
+    assert has_nan(run_entry(project, "train.py", "--amp"))
+    assert not has_nan(run_entry(project, "train.py"))
+    fixed = shutil.copytree(project, tmp_path / "two_files")
+    from mpdoctor.cli import main
+
+    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+        main(["check", "--no-trace", "--fix", "--select", "MP401", str(fixed)])
+    assert 'dtype="float32"' in (fixed / "models" / "net.py").read_text()
+    assert not has_nan(run_entry(fixed, "train.py", "--amp"))
+
+
+@tf_needed
+def test_ground_truth_flag_choices_and_registry_break_in_float16():
+    assert has_nan(run_entry(PROJECTS / "flag_choices", "train.py", "--dtype=mixed_float16"))
+    assert not has_nan(run_entry(PROJECTS / "flag_choices", "train.py", "--dtype=float32"))
+    for model in ("mlp", "cnn"):
+        assert has_nan(run_entry(PROJECTS / "registry", "train.py", "--model", model, "--fp16"))
+    assert not has_nan(run_entry(PROJECTS / "registry", "train.py", "--model", "cnn"))
+    assert not has_nan(run_entry(PROJECTS / "unreached", "train.py"))
+
+
+@tf_needed
+def test_ground_truth_keras_spellings():
+    project = PROJECTS / "keras_spellings"
+    assert has_nan(run_entry(project, "train_keras3.py", "--amp"))
+    assert [row[0] for row in run_entry(project, "train_keras2.py", "--fp16", legacy=True)] == [1.0, 1.0]
+    assert all(row[0] < 1.0 for row in run_entry(project, "train_keras2.py", legacy=True))
+
+
+# ------------------------------------------------------------------------------------------------ the trace
+
+
+def traced(path: Path, legacy: bool):
+    from mpdoctor.engine import TraceOptions
+
+    previous = os.environ.get("TF_USE_LEGACY_KERAS")
+    os.environ["TF_USE_LEGACY_KERAS"] = "1" if legacy else "0"
+    try:
+        report = check_paths([path], Config(), TraceOptions(enabled=True, timeout=300, numerics={"enabled": False}))
+    finally:
+        if previous is None:
+            os.environ.pop("TF_USE_LEGACY_KERAS", None)
+        else:
+            os.environ["TF_USE_LEGACY_KERAS"] = previous
+    assert not report.errors, [e.render() for e in report.errors]
+    return report
+
+
+@tf_needed
+@pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
+def test_trace_builds_the_library_builder_under_the_entry_points_policy(legacy):
+    project = PROJECTS / "two_files"
+    report = traced(project / "models" / "net.py", legacy)
+    [d] = [d for d in report.diagnostics if d.code == "MP401"]
+    assert (d.location.line, d.passes) == (10, ("static", "trace"))
+    assert "float16" in d.message and "when --amp is given" in d.message
+    assert d.context is not None and d.context.condition == "when --amp is given"
+    [summary] = report.traces
+    assert summary.environment.global_policy == "mixed_float16"
+
+
+@tf_needed
+def test_trace_of_a_tf_keras_library_module():
+    report = traced(PROJECTS / "keras_spellings" / "nets" / "keras2_net.py", legacy=False)
+    [d] = [d for d in report.diagnostics if d.code == "MP401"]
+    assert d.passes == ("static", "trace") and "sigmoid" in d.message and "train_keras2.py:24" in d.message
+
+
+# ------------------------------------------------------------------------------------------------ real projects
+
+REAL = Path(__file__).parent / "data" / "projects"
+
+
+@pytest.mark.parametrize(
+    "name, builder, policy, set_at, condition",
+    [
+        ("nvidia-dle-unet-medical", "model/unet.py:9 Unet", "mixed_float16", "main.py:15", "when --use_amp is given"),
+        (
+            "nvidia-dle-wide-and-deep",
+            "trainer/model/widedeep.py:7 wide_deep_model",
+            "mixed_float16",
+            "trainer/utils/setup.py:9",
+            "when --amp is given",
+        ),
+        (
+            "google-automl-efficientdet",
+            "efficientdet/tf2/train_lib.py:5 EfficientDetNetTrain",
+            "mixed_bfloat16",
+            "efficientdet/tf2/train.py:24",
+            "when `mixed_precision` and `strategy == 'tpu'` and as get_precision() returns it",
+        ),
+        (
+            "tf-models-resnet",
+            "official/legacy/image_classification/resnet/resnet_model.py:8 resnet50",
+            "mixed_float16",
+            "official/modeling/performance.py:10",
+            "when --dtype fp16 is given",
+        ),
+    ],
+)
+def test_real_projects_builders_get_the_policy_context_of_their_entry_point(name, builder, policy, set_at, condition):
+    from mpdoctor.engine import analyse_projects, collect_files
+
+    root = REAL / name
+    files, _ = collect_files([root], Config())
+    projects = analyse_projects([root], files, Config())
+    found = {
+        f"{Path(b.shown).resolve().relative_to(root.resolve()).as_posix()}:{b.line} {b.qualname}": b
+        for b in projects.builders
+    }
+    assert builder in found, sorted(found)
+    contexts = {(c.policy, c.origin and c.origin.line, c.condition) for c in found[builder].contexts}
+    assert (policy, int(set_at.rsplit(":", 1)[1]), condition) in contexts, contexts
+    assert found[builder].across_modules
+
+
+def test_a_real_project_with_a_dynamic_model_import_falls_back_and_says_so():
+    report = check(REAL / "nvidia-dle-convnets")
+    assert any("runtime/runner.py:9: `import_module(" in note for note in report.notes)
+    assert not [d for d in report.diagnostics if d.code == "MP401"]
+
+
+@pytest.mark.parametrize("name", ["nvidia-dle-unet-medical", "google-automl-efficientdet", "tf-models-resnet"])
+def test_real_projects_have_no_false_float16_output_findings(name):
+    """Their heads are float32 already (model garden, EfficientNet) or have no saturating activation."""
+    assert not [d for d in check(REAL / name).diagnostics if d.code in CODES]
