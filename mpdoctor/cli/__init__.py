@@ -1,4 +1,4 @@
-"""Command line: `mpdoctor check`, `plan`, `rules`, `explain`, `inspect`, `convert-checkpoint`. Each subcommand
+"""Command line: `mpdoctor check`, `merge`, `plan`, `rules`, `explain`, `inspect`, `convert-checkpoint`. Each subcommand
 module adds its parser and sets its handler (`args.handler(args) -> exit code`); the exit codes are in
 exit_codes.py. Nothing here imports TensorFlow: `mpdoctor --help` and the static pass stay fast."""
 
@@ -18,7 +18,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from mpdoctor.cli import artifacts, check, plan, rules
+    from mpdoctor.cli import artifacts, check, merge, plan, rules
 
     parser = Parser(
         prog="mpdoctor",
@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mpdoctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     check.add_parser(sub)
+    merge.add_parser(sub)
     plan.add_parser(sub)
     rules.add_parsers(sub)
     artifacts.add_inspect_parser(sub)

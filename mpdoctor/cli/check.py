@@ -100,6 +100,12 @@ def add_parser(sub) -> None:
         metavar="POLICY",
         help="global dtype policy to assume when a file sets none (e.g. mixed_float16)",
     )
+    check.add_argument(
+        "--shard",
+        type=_shard,
+        metavar="I/N",
+        help="check only part I of N (CI matrix jobs; combine their --format json reports with `mpdoctor merge`)",
+    )
     check.add_argument("--config", type=Path, metavar="FILE", help="read [tool.mpdoctor] from this pyproject.toml")
     check.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     check.add_argument(
@@ -124,6 +130,13 @@ def add_parser(sub) -> None:
     check.set_defaults(handler=run_check)
 
 
+def _shard(value: str) -> tuple[int, int]:
+    index, _, count = value.partition("/")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        raise argparse.ArgumentTypeError(f"expected I/N with 1 <= I <= N, got {value!r}")
+    return int(index), int(count)
+
+
 def _split(value: str | None) -> list[str] | None:
     return None if value is None else [v for v in value.replace(" ", ",").split(",") if v]
 
@@ -143,7 +156,6 @@ def _use_colour(choice: str, stream) -> bool:
 def run_check(args) -> int:
     from mpdoctor.config import ConfigError, apply_overrides, load_config
     from mpdoctor.engine import check_paths
-    from mpdoctor.report import write_report
 
     paths = args.paths or [Path(".")]
     try:
@@ -221,7 +233,7 @@ def run_check(args) -> int:
         print(f"mpdoctor: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     progress = Progress.for_stream(sys.stderr, tracing)
-    report = check_paths(paths, config, options, progress=progress)
+    report = check_paths(paths, config, options, progress=progress, shard=args.shard)
     if progress is not None:
         progress.clear()
     if baseline_keys is not None:
@@ -251,6 +263,13 @@ def run_check(args) -> int:
             count = write_diffs(report, sys.stdout, sys.stderr, unsafe=args.unsafe_fixes)
             return EXIT_ERROR if report.errors else (EXIT_FINDINGS if count else EXIT_OK)
 
+    return deliver(report, args, config)
+
+
+def deliver(report, args, config) -> int:
+    """Write the report as --format/--output/--html ask (also for `mpdoctor merge`), and the exit code."""
+    from mpdoctor.report import write_report
+
     target = sys.stdout
     buffer = None
     if args.output:
@@ -263,7 +282,7 @@ def run_check(args) -> int:
         colour=_use_colour(args.color, target) if not buffer else False,
         statistics=args.statistics,
         quiet=args.quiet,
-        verbose=args.verbose,
+        verbose=getattr(args, "verbose", False),  # `mpdoctor merge` has no --verbose
     )
     written = [(args.output, buffer)] if buffer is not None else []
     if args.html:
@@ -279,7 +298,7 @@ def run_check(args) -> int:
 
     if report.errors:
         return EXIT_ERROR
-    if args.exit_zero or args.write_baseline:
+    if args.exit_zero or getattr(args, "write_baseline", None):
         return EXIT_OK
     threshold = config.fail_on.rank
     failing = any(d.severity.rank >= threshold for d in report.diagnostics)
