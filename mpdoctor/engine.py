@@ -340,8 +340,8 @@ def check_source(
         )
         if context is not None:  # everything the run saw, it saw under the project's policy
             traced = [_named(d, context) for d in traced]
-        raw = merge_passes(static_after_trace(raw, verdicts), traced)
-        passes = "ST"
+        raw = merge_passes(static_after_trace(raw, verdicts or {}), traced)
+        passes = "S" if verdicts is None else "ST"  # no trace rule ran: their suppressions may be needed later
     return finish(raw, text, shown, config, ran_passes=passes), internal
 
 

@@ -1,16 +1,23 @@
 """The facts every static rule relies on: name resolution, Keras version, the policy in force at a point."""
 
 import ast
+import functools
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from mpdoctor.static.context import Settings, StaticContext
 
 
-def ctx_of(source: str, **settings) -> StaticContext:
+def _ctx_of(source: str, directory: Path = Path(__file__).parent, **settings) -> StaticContext:
+    """`directory`: where the file is; by default the tests folder, whose requirements.txt the fixtures' target is
+    (not mpdoctor's own [tf] range)."""
     source = textwrap.dedent(source)
-    return StaticContext("m.py", "m.py", source, ast.parse(source), Settings(**settings))
+    return StaticContext(str(directory / "m.py"), "m.py", source, ast.parse(source), Settings(**settings))
+
+
+ctx_of = _ctx_of
 
 
 def call_on_line(ctx: StaticContext, line: int) -> ast.Call:
@@ -60,6 +67,7 @@ def test_keras_version_from_environment(monkeypatch, tmp_path):
     (tmp_path / ".git").mkdir()
     monkeypatch.chdir(tmp_path)
     target.new_run()
+    ctx_of = functools.partial(_ctx_of, directory=tmp_path)
     monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1")
     assert ctx_of("import tensorflow as tf\n").keras_version.major == 2
     monkeypatch.delenv("TF_USE_LEGACY_KERAS")

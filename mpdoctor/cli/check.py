@@ -133,7 +133,8 @@ def add_parser(sub) -> None:
         "-v",
         "--verbose",
         action="store_true",
-        help="say on stderr how the run went: the project analysis, and where it fell back to file-by-file checks",
+        help="say on stderr how the run went (the project analysis, where it fell back to file-by-file checks); "
+        "text output: each finding's notes (why the trace confirmed it, mpdoctor's own errors)",
     )
     check.add_argument(
         "--show-contexts",
@@ -334,6 +335,7 @@ def deliver(report, args, config, refuse=()) -> int:
         colour=_use_colour(args.color, target) if not buffer else False,
         statistics=args.statistics,
         quiet=args.quiet,
+        verbose=getattr(args, "verbose", False),  # `mpdoctor merge` has no --verbose
     )
     written = [(args.output, buffer)] if buffer is not None else []
     if args.html:

@@ -182,17 +182,65 @@ def autocast_flag(layer: object) -> bool:
 
 KERAS3 = "keras3"
 TF_KERAS = "tf_keras"
+KERAS2 = "keras2"  # Keras 2.13-2.15: the `keras` package behind TF 2.13-2.15's tf.keras (tf_keras' codebase)
 
 
 def flavour_of(obj: object) -> str | None:
-    """ "keras3" or "tf_keras" from an object's class hierarchy (the first Keras class found), else None."""
-    for cls in type(obj).__mro__:
+    """ "keras3", "tf_keras" or "keras2" from an object's class hierarchy (the first Keras class found), else None.
+    A `keras.*` class is Keras 2 when its hierarchy holds Keras 2's base layer (`keras.src.engine.base_layer`, the
+    module tf_keras also has): the package name alone does not say which Keras it is."""
+    mro = type(obj).__mro__
+    for cls in mro:
         module = cls.__module__ or ""
         if module == "keras" or module.startswith("keras."):
-            return KERAS3
+            return KERAS2 if any(_is_keras2_base(c.__module__ or "") for c in mro) else KERAS3
         if module == "tf_keras" or module.startswith("tf_keras."):
             return TF_KERAS
     return None
+
+
+def is_keras2_line(flavour: str | None) -> bool:
+    """Whether objects of a flavour follow Keras 2's structure (tf_keras and Keras 2.13-2.15 share one codebase)."""
+    return flavour in (TF_KERAS, KERAS2)
+
+
+def _is_keras2_base(module: str) -> bool:
+    return module.endswith(".engine.base_layer") and module.split(".")[0] == "keras"
+
+
+# Which package `tf.keras` is, as TensorFlow's lazy loader decides on first use (tensorflow/python/util/
+# lazy_loader.py): from TF 2.15, TF_USE_LEGACY_KERAS routes it to tf_keras (when installed); otherwise, and always
+# on TF 2.13-2.14, it is the `keras` package, whose own version says which Keras it is (2.x up to TF 2.15, 3.x from
+# TF 2.16, which requires Keras 3).
+FIRST_TF_HONOURING_LEGACY_KERAS = (2, 15)
+FIRST_TF_WITH_KERAS3 = (2, 16)
+
+
+def tf_keras_package(tensorflow_version: tuple[int, int] | None, legacy: bool, tf_keras_installed: bool = True) -> str:
+    """The package `tf.keras` resolves to: "keras" or "tf_keras"."""
+    honoured = tensorflow_version is None or tensorflow_version >= FIRST_TF_HONOURING_LEGACY_KERAS
+    return "tf_keras" if legacy and honoured and tf_keras_installed else "keras"
+
+
+def tf_keras_major(
+    tensorflow_version: tuple[int, int] | None, legacy: bool, keras_version: str | None, tf_keras_installed: bool = True
+) -> int:
+    """The Keras major version behind `tf.keras` (tf_keras is Keras 2; the keras package says its own)."""
+    if tf_keras_package(tensorflow_version, legacy, tf_keras_installed) == "tf_keras":
+        return 2
+    found = version_tuple(keras_version)
+    if found is not None:
+        return found[0]
+    return 2 if tensorflow_version is not None and tensorflow_version < FIRST_TF_WITH_KERAS3 else 3
+
+
+def version_tuple(version: str | None) -> tuple[int, int] | None:
+    """(major, minor) of a version string ("2.15.1", "2.16.0rc0", "3.0.5"), None when it cannot be read."""
+    parts = (version or "").split(".")
+    try:
+        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
+    except (ValueError, IndexError):
+        return None
 
 
 def sublayers(layer: object, *, recursive: bool, include_self: bool = False) -> list:

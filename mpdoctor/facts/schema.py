@@ -63,8 +63,8 @@ class Environment(FactsRecord):
     keras: str | None = None
     tf_keras: str | None = None
     hub: str | None = None
-    legacy_keras: bool = False
-    keras_major: int | None = None
+    legacy_keras: bool = False  # tf.keras is tf_keras (TF >= 2.15 with TF_USE_LEGACY_KERAS)
+    keras_major: int | None = None  # of the Keras behind tf.keras (2 on TF <= 2.15 unless Keras 3 was installed)
     gpus: list[Gpu] = field(default_factory=list)
     global_policy: str | None = None  # in force when the run ended
 
@@ -607,6 +607,19 @@ class ExceptionRecord(FactsRecord):
 
 
 @dataclass
+class ToolFailure(FactsRecord):
+    """mpdoctor's own failure in the trace child: an adapter that does not fit the installed Keras, a hook that
+    raised while the file ran, an error of the child's own analysis. Never an exception of the user's code (those
+    are ExceptionRecords); the trace's findings are then incomplete, so the parent reports only this."""
+
+    stage: str = "child"  # hooks (installing them: the file did not run) | hook (while the file ran) | child
+    reason: str = ""  # "ModuleNotFoundError: No module named 'keras.src.layers.layer'"
+    where: str | None = None  # the hook or step that failed ("hook layer __init__", "install keras")
+    adapters: dict[str, str] = field(default_factory=dict)  # package -> the adapter installed for it
+    traceback: str = ""  # its tail, for --verbose
+
+
+@dataclass
 class ModelRecord(FactsRecord):
     name: str | None = None
     how: str = ""  # how discovery found it
@@ -638,6 +651,7 @@ class Facts(FactsRecord):
     # the facts back through it (mpdoctor.trace.runner), so messages name the user's `pretrained`, not the scratch
     # directory.
     saved_paths: dict[str, str] = field(default_factory=dict)
+    tool_failure: ToolFailure | None = None  # mpdoctor's own failure (the first): the facts are incomplete
 
     def layer(self, uid: str | None) -> LayerRecord | None:
         return self.layers.get(uid) if uid else None
@@ -718,9 +732,10 @@ class TraceSummary(FactsRecord):
     audits of restored checkpoints and the environment (JSON `traces[]`, the HTML report)."""
 
     path: str
-    status: str = "ok"  # ok | exception | failed
+    status: str = "ok"  # ok | exception | failed | internal (mpdoctor's own failure: `tool_failure`)
     failure: str | None = None
     environment: Environment | None = None
+    tool_failure: ToolFailure | None = ABSENT
     models: list[ModelSummary] = field(default_factory=list)
     checkpoints: list[CheckpointSummary] = field(default_factory=list)
     savedmodels: list[SavedModelSummary] = field(default_factory=list)
@@ -733,6 +748,14 @@ class TraceSummary(FactsRecord):
     @classmethod
     def of(cls, shown: str, facts: Facts | None, failure: str | None) -> TraceSummary:
         facts = facts or new_facts()
+        if failure is None and facts.tool_failure is not None:
+            return cls(
+                path=shown,
+                status="internal",
+                failure=cannot_trace_message(facts.environment, facts.tool_failure),
+                environment=facts.environment,
+                tool_failure=facts.tool_failure,
+            )
         return cls(
             path=shown,
             status="failed" if failure else facts.status,
@@ -749,3 +772,13 @@ class TraceSummary(FactsRecord):
             ],
             savedmodels=[SavedModelSummary(load.api, load.handle, load.savedmodel) for load in facts.savedmodel_loads],
         )
+
+
+def cannot_trace_message(environment: Environment | None, failure: ToolFailure) -> str:
+    """ "mpdoctor cannot trace on TensorFlow 2.15.1 / Keras 2.15.0: <reason>" """
+    env = environment or Environment()
+    if env.legacy_keras and env.tf_keras:
+        keras = f"tf_keras {env.tf_keras}"
+    else:
+        keras = f"Keras {env.keras or 'unknown'}"
+    return f"mpdoctor cannot trace on TensorFlow {env.tensorflow or 'unknown'} / {keras}: {failure.reason}"

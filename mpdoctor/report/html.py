@@ -24,14 +24,17 @@ _AUDIT_ROWS = 200  # rows of one checkpoint's audit table; problems first, the r
 
 
 def _template_dir() -> Path:
-    try:
-        from importlib.resources import files
+    """Where the templates are: the installed `mpdoctor._templates` (a namespace package: no __init__.py, so
+    importlib.resources gives a MultiplexedPath, not a directory name), else the source checkout's."""
+    import importlib.util
 
-        packaged = files("mpdoctor._templates")
-        if packaged.joinpath("report.html.j2").is_file():
-            return Path(str(packaged))
-    except (ImportError, ModuleNotFoundError, TypeError):
-        pass
+    try:
+        spec = importlib.util.find_spec("mpdoctor._templates")
+    except (ImportError, ValueError):
+        spec = None
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(location) / "report.html.j2").is_file():
+            return Path(location)
     return Path(__file__).resolve().parents[2] / "reports" / "templates"  # a source checkout
 
 

@@ -30,7 +30,14 @@ def _plural(n: int, word: str) -> str:
 
 
 def render(
-    report, stream: TextIO, *, colour: bool = False, statistics: bool = False, quiet: bool = False, **_options
+    report,
+    stream: TextIO,
+    *,
+    colour: bool = False,
+    statistics: bool = False,
+    quiet: bool = False,
+    verbose: bool = False,
+    **_options,
 ) -> None:
     for d in report.diagnostics:
         loc = d.location
@@ -38,6 +45,9 @@ def render(
         code = _paint(d.code, "1;" + _SEVERITY_COLOUR[d.severity], colour)
         marker = " [*]" if d.fix is not None and d.fix.applicability == "safe" else ""  # what --fix would do
         stream.write(f"{where} {code}{marker} {_safe(d.message)}\n")
+        if verbose:  # the notes: why the trace confirmed or doubted a finding, mpdoctor's own tracebacks
+            for note in d.notes:
+                stream.write("".join(f"    {_safe(line)}\n" for line in f"note: {note}".splitlines()))
     for result in report.fixes or ():
         from mpdoctor.autofix import fix_location
 

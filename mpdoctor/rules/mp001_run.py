@@ -4,9 +4,10 @@ child fails or the run's exception is explained by no other rule, MP002 after su
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
-from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location
-from mpdoctor.facts.schema import ExceptionRecord
+from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location, Severity
+from mpdoctor.facts.schema import ExceptionRecord, Facts, cannot_trace_message
 from mpdoctor.registry import define_rule, get_rule, raised_by_engine
 from mpdoctor.static.context import source_lines
 from mpdoctor.suppress import ALL
@@ -29,7 +30,10 @@ define_rule(
         """,
     why="""
         A model that cannot be built cannot be checked: every trace-based rule was skipped for it. Static findings
-        for the file are still reported.
+        for the file are still reported. When mpdoctor itself cannot trace in this environment (its hooks do not
+        fit the installed TensorFlow/Keras, or one of them failed), MP001 says so at info severity: "mpdoctor
+        cannot trace on TensorFlow X / Keras Y: <reason>" (`--verbose` prints mpdoctor's traceback); that is
+        never an exception of your code, and the static findings are reported as usual.
         """,
     bad="""
         import keras
@@ -121,6 +125,35 @@ def unexplained_exception(ctx: TraceContext, exception: ExceptionRecord) -> Diag
     if exception.location is None:
         message += " (no frame of this file in the traceback)"
     return ctx.diagnostic("MP001", exception.location, message)
+
+
+def cannot_trace(ctx: TraceContext, facts: Facts) -> Diagnostic:
+    """mpdoctor's own failure in the trace child: an info finding (the user's code is not at fault), with what
+    failed and mpdoctor's traceback as notes (shown by --verbose)."""
+    failure = facts.tool_failure
+    notes = [
+        f"failed while {_STAGES.get(failure.stage, failure.stage)}" + (f" ({failure.where})" if failure.where else "")
+    ]
+    if failure.adapters:
+        notes.append("Keras adapters: " + ", ".join(f"{k} -> {v}" for k, v in sorted(failure.adapters.items())))
+    if failure.traceback:
+        notes.append("mpdoctor's traceback:\n" + failure.traceback.rstrip())
+    diagnostic = ctx.diagnostic(
+        "MP001",
+        None,
+        f"{cannot_trace_message(facts.environment, failure)}; the trace-based rules were skipped (this is not an "
+        "error of your code), static findings are still reported",
+        confidence=Confidence.HIGH,
+        notes=tuple(notes),
+    )
+    return replace(diagnostic, severity=Severity.INFO)
+
+
+_STAGES = {
+    "hooks": "installing its hooks (the file did not run)",
+    "hook": "recording the run in one of its hooks",
+    "child": "analysing the run",
+}
 
 
 def internal_error(ctx: TraceContext, check_name: str, exc: Exception) -> Diagnostic:

@@ -3,6 +3,10 @@
 Every rule's trace check runs on the facts; then MP001 is raised for a failed child, or for an exception of the run
 that no rule explains: a rule explains it when its exception pattern reads the message and the rule reported
 something, or when its own `explains_exception` hook says so (mpdoctor.registry).
+
+When mpdoctor itself failed in the child (`facts.tool_failure`: its hooks do not fit this TensorFlow/Keras, or one
+of them raised), the facts are incomplete: no trace check runs and no static finding is confirmed or withdrawn;
+the one trace finding is MP001 at info severity, "mpdoctor cannot trace on TensorFlow X / Keras Y: <reason>".
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.facts.schema import ExceptionRecord, Facts, TraceSummary
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.registry import hooks, verdict_of
-from mpdoctor.rules.mp001_run import internal_error, trace_failed, unexplained_exception
+from mpdoctor.rules.mp001_run import cannot_trace, internal_error, trace_failed, unexplained_exception
 from mpdoctor.sources import read_source
 from mpdoctor.static.context import Settings
 from mpdoctor.static.policy_context import PolicyContext
@@ -34,8 +38,9 @@ def trace_diagnostics(
     summaries: list | None = None,
     run_from: str | None = None,
     context: PolicyContext | None = None,
-) -> tuple[list[Diagnostic], dict]:
-    """Trace diagnostics, and the trace's verdicts on static findings (mpdoctor.engine.static_after_trace).
+) -> tuple[list[Diagnostic], dict | None]:
+    """Trace diagnostics, and the trace's verdicts on static findings (mpdoctor.engine.static_after_trace; None:
+    mpdoctor could not trace, the trace rules did not run).
     `run_from`: a file holding `text` (a candidate fix) that the child runs as if it were `path`. `context`: the
     project's policy context this module is run under (its policy is set before the module is imported)."""
     outcome = run_trace(
@@ -84,8 +89,11 @@ def child_environment(target) -> dict | None:
     return None
 
 
-def verdicts(facts: Facts | None, ctx: TraceContext, config: Config) -> dict:
-    """What the trace says about the static findings of the enabled rules."""
+def verdicts(facts: Facts | None, ctx: TraceContext, config: Config) -> dict | None:
+    """What the trace says about the static findings of the enabled rules; None when mpdoctor could not trace
+    (`facts.tool_failure`): incomplete facts neither confirm nor withdraw anything, and no trace rule ran."""
+    if facts is not None and facts.tool_failure is not None:
+        return None
     found: dict = {}
     for hook in hooks("verdicts"):
         if facts is not None and any(config.enabled(code, ctx.display_path) for code in hook.codes):
@@ -116,6 +124,8 @@ def diagnose(
     be the batch's fault, not the model's: rules that recognise it report it, it is never MP001."""
     if facts is None:
         return [trace_failed(ctx, failure or "the trace child reported nothing", output_tail)]
+    if facts.tool_failure is not None and not failure:
+        return [cannot_trace(ctx, facts)]
     found = run_checks(facts, ctx, config)
     if failure:
         found.append(trace_failed(ctx, failure, output_tail))

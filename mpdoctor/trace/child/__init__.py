@@ -3,7 +3,8 @@ mpdoctor.trace.child`, main.py) and, for Jupyter, the kernel itself (`live_facts
 and of mpdoctor only `mpdoctor.facts` and the artifact readers; what leaves it is `mpdoctor.facts.schema.Facts`.
 
 - main.py: the child process: run the file under hooks, discover its models, write the facts.
-- hooks.py, keras_adapter.py: what is recorded while the file runs, and the internals of each Keras line.
+- hooks.py, keras_adapter.py, adapters/: what is recorded while the file runs; which Keras each package is and the
+  adapter (one module per Keras line) holding that line's internals.
 - discovery.py, analysis.py: which models, and what is found out about each (its call, graph, numerics).
 - graph.py, numerics.py, matching.py: the dtype graph, float16 vs float32 per layer, checkpoint matching.
 """

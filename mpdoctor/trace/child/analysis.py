@@ -40,9 +40,11 @@ _SAVEDMODEL_APIS = {"KerasLayer": "hub.KerasLayer", "TFSMLayer": "keras.layers.T
 def environment() -> Environment:
     import tensorflow as tf
 
-    from mpdoctor.facts.keras_semantics import legacy_keras_env
+    from mpdoctor.facts.keras_semantics import legacy_keras_env, tf_keras_major, tf_keras_package, version_tuple
 
-    legacy = legacy_keras_env()
+    tf_version = version_tuple(tf.__version__)
+    keras, tf_keras = _version("keras"), _version("tf-keras")
+    legacy = tf_keras_package(tf_version, legacy_keras_env(), tf_keras is not None) == "tf_keras"
     gpus = []
     for device in tf.config.list_physical_devices("GPU"):
         details = tf.config.experimental.get_device_details(device)
@@ -55,11 +57,11 @@ def environment() -> Environment:
     return Environment(
         cpu_bf16=_cpu_has_bf16(),
         tensorflow=tf.__version__,
-        keras=_version("keras"),
-        tf_keras=_version("tf-keras"),
+        keras=keras,
+        tf_keras=tf_keras,
         hub=_version("tensorflow-hub"),
         legacy_keras=legacy,
-        keras_major=2 if legacy else 3,
+        keras_major=tf_keras_major(tf_version, legacy_keras_env(), keras, tf_keras is not None),
         gpus=gpus,
     )
 

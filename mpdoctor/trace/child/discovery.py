@@ -23,6 +23,10 @@ _NOT_A_BUILDER = re.compile(
 )
 
 
+class EntryNotFound(LookupError):
+    """--entry names what the file does not define (the user's mistake, not mpdoctor's failure)."""
+
+
 def discover(module, entry: str | None, recorder, facts: Facts, describe) -> list[tuple[str, str, object]]:
     """(name, how found, model). `describe(exc, phase)` makes the facts' record of a builder that raised."""
     classes = model_classes()
@@ -42,7 +46,7 @@ def discover(module, entry: str | None, recorder, facts: Facts, describe) -> lis
     def call(name):
         target = getattr(module, name, None)
         if target is None:
-            raise LookupError(f"--entry {name}: the file defines no such name")
+            raise EntryNotFound(f"--entry {name}: the file defines no such name")
         if not callable(target) or isinstance(target, classes):
             add(target, name, f"module attribute `{name}`")
             return

@@ -6,6 +6,10 @@ exceptions unchanged: the user's code must behave exactly as without mpdoctor, w
 the known APIs (model.save / save_weights / export, tf.saved_model.save, tf.train.Checkpoint.save / write,
 CheckpointManager, TF1 Saver.save) write into the trace's scratch directory instead of the user's tree, and loads
 of a path saved earlier in the same run read it back from there (Recorder.save_path / load_path).
+
+mpdoctor's own failures never become the user's: what a wrapper does besides calling the original runs under
+`Recorder.own_code`, which records the first failure (`Recorder.tool_failure`) and lets the user's code go on. A
+save whose redirection failed is not made at all (TraceAborted): it would write into the user's tree.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import inspect
 import itertools
 import os
 import sys
+import traceback
 import types
 from collections.abc import Callable
 from typing import Any
@@ -30,9 +35,24 @@ from mpdoctor.facts.schema import (
     Restore,
     SavedModelLoad,
     SourceRef,
+    ToolFailure,
 )
 
 _HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the mpdoctor package
+
+
+class TraceAborted(BaseException):
+    """Raised through the user's code when going on would be wrong (a save that cannot be redirected): a
+    BaseException, so that the user's `except Exception` does not swallow it."""
+
+
+def tool_failure(stage: str, where: str | None, exc: BaseException) -> ToolFailure:
+    return ToolFailure(
+        stage=stage,
+        reason=f"{type(exc).__name__}: {exc}"[:2000],
+        where=where,
+        traceback="".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:],
+    )
 
 
 class Recorder:
@@ -53,6 +73,25 @@ class Recorder:
         self.active_sinks: set[int] = set()  # sinks with a recorded call in progress (see _method_recorder)
         self.exports: list[Export] = []
         self.extra_checkpoints: list[str] = []  # --checkpoint paths, audited like recorded restores
+        self.tool_failure: ToolFailure | None = None  # mpdoctor's own first failure (see own_code)
+        self.adapters: dict[str, str] = {}  # Keras package -> the adapter whose hooks are installed
+        self.unhooked: dict[str, Exception] = {}  # package -> why it could not be imported to hook it
+
+    # ------------------------------------------------------------------ mpdoctor's own failures
+
+    def failed(self, stage: str, where: str | None, exc: BaseException) -> None:
+        """Record mpdoctor's own failure (the first one: later ones are often its consequences)."""
+        if self.tool_failure is None:
+            self.tool_failure = tool_failure(stage, where, exc)
+            self.tool_failure.adapters = dict(self.adapters)
+
+    @contextlib.contextmanager
+    def own_code(self, where: str):
+        """Run mpdoctor's part of a hook: its exception is recorded, never raised into the user's code."""
+        try:
+            yield
+        except Exception as exc:
+            self.failed("hook", where, exc)
 
     # ------------------------------------------------------------------ locations
 
@@ -99,6 +138,19 @@ class Recorder:
             if original == os.path.dirname(saved):
                 return os.path.dirname(target)
         return path
+
+    def redirect(self, args: tuple, kwargs: dict, path: tuple) -> tuple[tuple, dict]:
+        """The call's arguments with its path argument redirected; path: (position, keyword, "save" | "load"). A
+        save that cannot be redirected is not made (it would write into the user's tree); a load that cannot be
+        redirected reads the path as given."""
+        position, keyword, kind = path
+        try:
+            return _rewrite(args, kwargs, position, keyword, self.save_path if kind == "save" else self.load_path)
+        except Exception as exc:
+            self.failed("hook", f"redirecting the path of a {kind}", exc)
+            if kind == "save":
+                raise TraceAborted(f"mpdoctor could not redirect a save out of your tree: {exc}") from exc
+            return args, kwargs
 
 
 def _rewrite(args: tuple, kwargs: dict, position: int, keyword: str, rewrite: Callable) -> tuple[tuple, dict]:
@@ -161,21 +213,23 @@ class Hooks:
         """Replace a module-level function by a recording wrapper (in every module that re-exports it).
         path: (position, keyword, "save" | "load") of a path argument to redirect."""
         recorder = self.recorder
+        hook = f"hook of {getattr(original, '__module__', '')}.{getattr(original, '__qualname__', original)}"
 
         @functools.wraps(original)
         def wrapper(*args, **kwargs):
-            where = recorder.location()
+            where = None
+            with recorder.own_code(hook):
+                where = recorder.location()
             if path is not None:
-                position, keyword, kind = path
-                args, kwargs = _rewrite(
-                    args, kwargs, position, keyword, recorder.save_path if kind == "save" else recorder.load_path
-                )
+                args, kwargs = recorder.redirect(args, kwargs, path)
             try:
                 result = original(*args, **kwargs)
             except BaseException as exc:
-                on_call(args, kwargs, where, exc)
+                with recorder.own_code(hook):
+                    on_call(args, kwargs, where, exc)
                 raise
-            on_call(args, kwargs, where, None)
+            with recorder.own_code(hook):
+                on_call(args, kwargs, where, None)
             return result
 
         self.replacements[id(original)] = wrapper
@@ -297,51 +351,59 @@ def _layer_init_recorder(recorder: Recorder, flavour: str, model_class: type):
     def make(original):
         def __init__(self, *args, **kwargs):
             original(self, *args, **kwargs)
-            uid = str(id(self))
-            if uid in recorder.layers:  # a subclass __init__ calling super().__init__: keep the outermost record
-                recorder.layers[uid].name = getattr(self, "name", None)
-                return
-            policy, compute, variable = layer_policy(self)
-            is_model = isinstance(self, model_class)
-            recorder.layers[uid] = LayerRecord(
-                class_name=type(self).__name__,
-                module=type(self).__module__,
-                name=getattr(self, "name", None),
-                flavour=flavour,
-                policy=policy,
-                compute_dtype=compute,
-                variable_dtype=variable,
-                autocast=autocast_flag(self),
-                explicit_dtype=dtype_name(kwargs.get("dtype")),
-                created_at=recorder.location(2),
-                is_model=is_model,
-            )
-            recorder.layer_objects.append(self)
-            if is_model:
-                recorder.models.append(self)
+            with recorder.own_code(f"hook of {flavour} Layer.__init__"):
+                _record_layer(recorder, self, kwargs, flavour, model_class)
 
         return __init__
 
     return make
 
 
+def _record_layer(recorder: Recorder, layer, kwargs: dict, flavour: str, model_class: type) -> None:
+    uid = str(id(layer))
+    if uid in recorder.layers:  # a subclass __init__ calling super().__init__: keep the outermost record
+        recorder.layers[uid].name = getattr(layer, "name", None)
+        return
+    policy, compute, variable = layer_policy(layer)
+    is_model = isinstance(layer, model_class)
+    recorder.layers[uid] = LayerRecord(
+        class_name=type(layer).__name__,
+        module=type(layer).__module__,
+        name=getattr(layer, "name", None),
+        flavour=flavour,
+        policy=policy,
+        compute_dtype=compute,
+        variable_dtype=variable,
+        autocast=autocast_flag(layer),
+        explicit_dtype=dtype_name(kwargs.get("dtype")),
+        created_at=recorder.location(3),
+        is_model=is_model,
+    )
+    recorder.layer_objects.append(layer)
+    if is_model:
+        recorder.models.append(layer)
+
+
 def _savedmodel_layer_recorder(recorder: Recorder, api: str, handle_arg: str):
     def make(original):
         def __init__(self, *args, **kwargs):
-            args, kwargs = _rewrite(args, kwargs, 0, handle_arg, recorder.load_path)
-            handle = args[0] if args else kwargs.get(handle_arg)
-            entry = SavedModelLoad(
-                api,
-                _safe_str(handle),
-                str(id(self)),
-                recorder.location(2),
-                call_endpoint=_safe_str(kwargs.get("call_endpoint")),
-            )
-            recorder.savedmodel_loads.append(entry)
+            args, kwargs = recorder.redirect(args, kwargs, (0, handle_arg, "load"))
+            entry = None
+            with recorder.own_code(f"hook of {api}"):
+                handle = args[0] if args else kwargs.get(handle_arg)
+                entry = SavedModelLoad(
+                    api,
+                    _safe_str(handle),
+                    str(id(self)),
+                    recorder.location(2),
+                    call_endpoint=_safe_str(kwargs.get("call_endpoint")),
+                )
+                recorder.savedmodel_loads.append(entry)
             try:
                 original(self, *args, **kwargs)
             except BaseException as exc:
-                entry.error = _error(exc)  # the load itself failed (missing handle, no network...)
+                if entry is not None:
+                    entry.error = _error(exc)  # the load itself failed (missing handle, no network...)
                 raise
 
         return __init__
@@ -363,7 +425,8 @@ def _creation_site_recorder(recorder: Recorder):
     def make(original):
         def __init__(self, *args, **kwargs):
             original(self, *args, **kwargs)
-            self._mpdoctor_created_at = recorder.location(2)
+            with recorder.own_code(f"hook of {type(self).__name__}.__init__"):
+                self._mpdoctor_created_at = recorder.location(2)
 
         return __init__
 
@@ -375,7 +438,7 @@ def _redirecting(recorder: Recorder, position: int, keyword: str):
 
     def make(original):
         def method(*args, **kwargs):
-            args, kwargs = _rewrite(args, kwargs, position, keyword, recorder.save_path)
+            args, kwargs = recorder.redirect(args, kwargs, (position, keyword, "save"))
             return original(*args, **kwargs)
 
         return method
@@ -393,29 +456,32 @@ def _method_recorder(recorder: Recorder, sink: list, api: str, path_of: Callable
         def method(*args, **kwargs):
             if id(sink) in recorder.active_sinks:
                 return original(*args, **kwargs)
-            where = recorder.location(2)
-            asked = _safe_str(path_of(args, kwargs))
+            where = asked = None
+            with recorder.own_code(f"hook of {api}"):
+                where = recorder.location(2)
+                asked = _safe_str(path_of(args, kwargs))
             if path is not None:
-                position, keyword, kind = path
-                args, kwargs = _rewrite(
-                    args, kwargs, position, keyword, recorder.save_path if kind == "save" else recorder.load_path
-                )
-            actual = _safe_str(path_of(args, kwargs))
-            created_at = getattr(args[0], "_mpdoctor_created_at", None) if args else None
-            if path and path[2] == "save":
-                entry = Export(api, asked, actual, where, receiver_created_at=created_at)
-            else:
-                entry = Restore(api, actual, where, receiver_created_at=created_at)
+                args, kwargs = recorder.redirect(args, kwargs, path)
+            entry = None
+            with recorder.own_code(f"hook of {api}"):
+                actual = _safe_str(path_of(args, kwargs))
+                created_at = getattr(args[0], "_mpdoctor_created_at", None) if args else None
+                if path and path[2] == "save":
+                    entry = Export(api, asked, actual, where, receiver_created_at=created_at)
+                else:
+                    entry = Restore(api, actual, where, receiver_created_at=created_at)
             recorder.active_sinks.add(id(sink))
             try:
                 result = original(*args, **kwargs)
             except BaseException as exc:
-                entry.error = _error(exc)
+                if entry is not None:
+                    entry.error = _error(exc)
                 raise
             finally:
                 recorder.active_sinks.discard(id(sink))
-                sink.append(entry)
-            if sink is recorder.restores and args:
+                if entry is not None:
+                    sink.append(entry)
+            if entry is not None and sink is recorder.restores and args:
                 recorder.live_restores.append((entry, args[0], result))
             return result
 

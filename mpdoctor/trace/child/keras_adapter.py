@@ -1,38 +1,44 @@
-"""What the trace child needs to know of each Keras line's internals: where its Layer and Model classes live, how to
-read the global policy, and which APIs to hook. Everything version-specific of the child is here.
-
-Private names touched, per line:
-- Keras 3 (`keras`): `keras.src.layers.layer.Layer`, `keras.src.models.model.Model`.
-- tf_keras (Keras 2): `tf_keras.src.engine.base_layer.Layer`, `tf_keras.src.engine.training.Model`.
+"""Which Keras lines the trace child hooks, and through which adapter (mpdoctor/trace/child/adapters/: one module
+per Keras line, each listing the private names it touches). The line of a package is read from the package itself
+at run time: `keras` is Keras 2 on TF 2.13-2.15 and Keras 3 on TF >= 2.16.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import importlib
+import importlib.util
 import os
 import sys
+import types
+from collections.abc import Callable
 
 from mpdoctor.facts.dtypes import dtype_name
 from mpdoctor.facts.keras_semantics import (
     LEGACY_KERAS_ENV,
+    TF_KERAS,
     file_legacy_keras_setting,
+    flavour_of,
     imported_roots,
     legacy_keras_env,
+    tf_keras_package,
+    version_tuple,
 )
-from mpdoctor.trace.child.hooks import Hooks, first
+from mpdoctor.trace.child.adapters import adapter_for
+from mpdoctor.trace.child.hooks import Hooks
+
+KERAS_PACKAGES = ("keras", "tf_keras")
 
 
-def flavours(tree: ast.AST) -> set[str]:
-    """The Keras lines (and tensorflow_hub) a file may use: "keras", "tf_keras", "hub". Only their hooks are
-    installed, so a Keras 3 file never pays for importing tf_keras and the other way round."""
+def flavours(tree: ast.AST, tensorflow_version: str | None = None) -> set[str]:
+    """The packages a file may use Keras through ("keras", "tf_keras") and "hub" for tensorflow_hub: the one
+    `tf.keras` resolves to here, and those the file imports by name. Only their hooks are installed, so a Keras 3
+    file never pays for importing tf_keras and the other way round."""
     roots = imported_roots(tree)
-    legacy = legacy_keras_env()
-    found = {"keras"}
-    if legacy or "tf_keras" in roots:
-        found.add("tf_keras")
-    if legacy and "keras" not in roots:
-        found.discard("keras")
+    installed = importlib.util.find_spec("tf_keras") is not None
+    found = {tf_keras_package(version_tuple(tensorflow_version), legacy_keras_env(), installed)}
+    found |= roots & set(KERAS_PACKAGES)
     if "tensorflow_hub" in roots:
         found.add("hub")
     return found
@@ -61,74 +67,63 @@ def set_global_policy(policy: str, wanted: set[str]) -> None:
         tf_keras.mixed_precision.set_global_policy(policy)
 
 
-def install(hooks: Hooks, wanted: set[str]) -> None:
-    """Every hook for TensorFlow and the Keras lines in `wanted`, then the re-exported functions replaced."""
+def install(hooks: Hooks, wanted: set[str]) -> dict[str, str]:
+    """Every hook for TensorFlow and the packages in `wanted`, then the re-exported functions replaced. Returns the
+    adapter used for each Keras package ({"keras": "Keras 2"}, also kept by the recorder). A wanted package that
+    cannot be imported (not installed, or broken here: tensorflow_hub 0.16 without setuptools' pkg_resources) gets
+    no hooks: the file's own import of it fails the same way, and that is the file's exception
+    (`check_unhooked` tells when the file imported it after all)."""
     hooks.install_tensorflow()
-    if "keras" in wanted:
-        _install_keras3(hooks)
-    if "tf_keras" in wanted:
-        _install_tf_keras(hooks)
+    used = hooks.recorder.adapters  # filled as they are chosen: a failure names the adapter that failed
+    for name in KERAS_PACKAGES:
+        package = _importable(name, hooks.recorder) if name in wanted else None
+        if package is not None:
+            adapter = adapter_for(package)
+            used[name] = adapter.LINE
+            adapter.install(hooks, package)
     if "hub" in wanted:
-        _install_hub(hooks)
+        hub = _importable("tensorflow_hub", hooks.recorder)
+        if hub is not None:
+            _install_hub(hooks, hub)
     hooks.patch()
+    return used
 
 
-def _install_keras3(hooks: Hooks) -> None:
-    import keras
-    from keras.src.layers.layer import Layer
-    from keras.src.models.model import Model
-
-    hooks.function(keras.config.set_dtype_policy, hooks.record_policy("keras.mixed_precision.set_global_policy"))
-    hooks.function(keras.config.set_floatx, hooks.record_policy("keras.config.set_floatx"))
-    hooks.function(
-        keras.saving.load_model, hooks.record_restore("keras.models.load_model", first), (0, "filepath", "load")
-    )
-    hooks.layer_classes(Layer, Model, "keras")
-    hooks.model_io(Model, ("save", "export"))
-    hooks.savedmodel_layer(keras.layers.TFSMLayer, "keras.layers.TFSMLayer", "filepath")
+def _importable(name: str, recorder) -> types.ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:
+        recorder.unhooked[name] = exc
+        return None
 
 
-def _install_tf_keras(hooks: Hooks) -> None:
-    import tf_keras
-    from tf_keras.src.engine.base_layer import Layer
-    from tf_keras.src.engine.training import Model
-
-    hooks.function(
-        tf_keras.mixed_precision.set_global_policy, hooks.record_policy("tf_keras.mixed_precision.set_global_policy")
-    )
-    hooks.function(tf_keras.backend.set_floatx, hooks.record_policy("tf_keras.backend.set_floatx"))
-    hooks.function(
-        tf_keras.models.load_model, hooks.record_restore("tf_keras.models.load_model", first), (0, "filepath", "load")
-    )
-    hooks.layer_classes(Layer, Model, "tf_keras")
-    hooks.model_io(Model, ("save",))
+def check_unhooked(recorder) -> None:
+    """A package that could not be imported to hook it, yet the file ran with it loaded: the run went unrecorded,
+    mpdoctor's failure (a package that stayed unimportable failed the file's own import: the file's exception)."""
+    for name, exc in recorder.unhooked.items():
+        if name in sys.modules:
+            recorder.failed("hooks", f"importing {name} to hook it", exc)
 
 
-def _install_hub(hooks: Hooks) -> None:
-    import tensorflow_hub as hub
-
+def _install_hub(hooks: Hooks, hub: types.ModuleType) -> None:
     hooks.savedmodel_function(hub.load, "hub.load", (0, "handle", "load"))
     hooks.savedmodel_layer(hub.KerasLayer, "hub.KerasLayer", "handle")
 
 
 def model_classes() -> tuple[type, ...]:
-    """The Model base classes of the Keras lines already imported."""
+    """The Model base classes of the Keras packages already imported."""
     classes = []
-    if "keras" in sys.modules:
-        from keras.src.models.model import Model
-
-        classes.append(Model)
-    if "tf_keras" in sys.modules:
-        from tf_keras.src.engine.training import Model as Model2
-
-        classes.append(Model2)
+    for name in KERAS_PACKAGES:
+        package = sys.modules.get(name)
+        if package is not None:
+            classes.append(adapter_for(package).model_class(package))
     return tuple(classes)
 
 
 def policy_now() -> str | None:
     """The global dtype policy in force (tf_keras' when both lines are loaded, as before)."""
     policy = None
-    for name in ("keras", "tf_keras"):
+    for name in KERAS_PACKAGES:
         module = sys.modules.get(name)
         if module is not None:
             with contextlib.suppress(Exception):
@@ -139,25 +134,14 @@ def policy_now() -> str | None:
 # ---------------------------------------------------------------------------------------------- per-layer policies
 
 
-def set_layer_policy(layer, policy: str) -> tuple:
+def set_layer_policy(layer, policy: str) -> Callable[[], None]:
     """Switch one built layer's dtype policy in place (what it computes in from its next call on; its variables stay
-    as they are, float32 under every `mixed_*` policy); returns what `restore_layer_policy` needs.
-    tf_keras caches the compute dtype object next to the policy (`_set_dtype_policy` sets both); Keras 3 reads the
-    policy on every call. The Keras 3 setter is not used: on a layer holding a DTypePolicyMap it would edit the
-    map, which other layers share."""
-    if hasattr(layer, "_set_dtype_policy"):  # tf_keras
-        saved = (layer, layer._dtype_policy, layer.__dict__.get("_compute_dtype_object"))
-        layer._set_dtype_policy(policy)
-        return saved
-    from keras.src import dtype_policies
-
-    saved = (layer, layer._dtype_policy, None)
-    layer._dtype_policy = dtype_policies.get(policy)
-    return saved
+    as they are, float32 under every `mixed_*` policy), through its Keras line's adapter (the policy lives in
+    private attributes); returns the undo, for `restore_layer_policy`. Used by the numerics' float32 reference run,
+    MP504's float32 step and `mpdoctor plan`."""
+    package = sys.modules["tf_keras" if flavour_of(layer) == TF_KERAS else "keras"]
+    return adapter_for(package).set_policy(layer, package, policy)
 
 
-def restore_layer_policy(saved: tuple) -> None:
-    layer, policy, compute_object = saved
-    layer._dtype_policy = policy
-    if hasattr(layer, "_set_dtype_policy"):
-        layer._compute_dtype_object = compute_object
+def restore_layer_policy(undo: Callable[[], None]) -> None:
+    undo()

@@ -3,6 +3,10 @@
 Imports TensorFlow, installs the hooks, imports the user's file as a module (never as `__main__`, so a training
 block under `if __name__ == "__main__":` does not run), finds its models, builds and calls them once, and writes
 the facts (mpdoctor.facts.schema, version 1) to RESULT.json. Whatever happens, it tries to write what it recorded.
+
+An exception of mpdoctor's own (installing the hooks on a Keras the adapters do not fit, a hook, the child's
+analysis) becomes `facts.tool_failure`, never the user's exception: the parent reports that mpdoctor cannot trace
+here and keeps the static findings.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import os
 import sys
 
 from mpdoctor.facts.schema import ExceptionRecord, Facts, new_facts
-from mpdoctor.trace.child import keras_adapter, manual_restores
+from mpdoctor.trace.child import hooks, keras_adapter, manual_restores
 from mpdoctor.trace.child.analysis import (
     analyse_model,
     collect,
@@ -23,6 +27,7 @@ from mpdoctor.trace.child.analysis import (
     environment,
     user_frame,
 )
+from mpdoctor.trace.child.discovery import EntryNotFound, discover
 
 
 def main(argv: list[str]) -> int:
@@ -30,16 +35,52 @@ def main(argv: list[str]) -> int:
     with open(request_path, encoding="utf-8") as handle:
         request = json.load(handle)
     facts = new_facts()
-    recorder = None
+    recorder = hooks.Recorder(request["file"], request.get("scratch"))
     try:
-        recorder = _prepare(request, facts)
+        _prepare(request, facts, recorder)
+    except BaseException as exc:
+        recorder.failed("hooks", "installing the hooks", exc)
+    else:
+        _run(request, facts, recorder)
+        keras_adapter.check_unhooked(recorder)
+    try:
+        collect(recorder, facts)
+    except BaseException as exc:
+        recorder.failed("child", "collecting the facts", exc)
+    facts.tool_failure = recorder.tool_failure
+    _write(result_path, facts)
+    return 0
+
+
+def _prepare(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
+    with open(request.get("source_file") or request["file"], encoding="utf-8", errors="replace") as handle:
+        source = handle.read()
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = ast.Module(body=[], type_ignores=[])  # the parent parsed it; a file changed since gets defaults
+    keras_adapter.honour_legacy_request(tree)
+    import tensorflow  # before the hooks, which wrap its APIs
+
+    facts.environment = environment()  # first: a failure to install the hooks is reported with it
+    wanted = keras_adapter.flavours(tree, getattr(tensorflow, "__version__", None))
+    if request.get("policy"):  # before the hooks: the project's entry point set it, not this file
+        keras_adapter.set_global_policy(request["policy"], wanted)
+    keras_adapter.install(hooks.Hooks(recorder), wanted)
+    more = hooks.Hooks(recorder)  # hand-written restores: arrays assigned to variables (manual_restores)
+    manual_restores.install(recorder, more)
+    more.patch()
+
+
+def _run(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
+    """Import the user's file, find its models and analyse each. The user's exceptions become facts.exception;
+    any other exception reaching here is mpdoctor's own."""
+    try:
         recorder.extra_checkpoints = request.get("checkpoints") or []
         if request.get("notebook"):
             _notebook_builtins()
         module = _import_user_file(request["file"], facts, recorder, request.get("source_file"))
         facts.layers_created_on_import = len(recorder.layers)
-        from mpdoctor.trace.child.discovery import discover
-
         models = discover(
             module, request.get("entry"), recorder, facts, lambda exc, phase: describe(exc, phase, recorder)
         )
@@ -55,41 +96,12 @@ def main(argv: list[str]) -> int:
 
                 record = facts.models[-1]
                 record.plan = plan_model(model, record, recorder, request["plan"], request.get("numerics"))
-    except BaseException as exc:
+    except EntryNotFound as exc:  # the command line named what the file does not define: the user's to fix
         if facts.exception is None:
             facts.exception = describe(exc, "internal", recorder)
             facts.status = "exception"
-    finally:
-        if recorder is not None:
-            collect(recorder, facts)
-        _write(result_path, facts)
-    return 0
-
-
-def _prepare(request: dict, facts: Facts):
-    from mpdoctor.trace.child import hooks
-
-    with open(request.get("source_file") or request["file"], encoding="utf-8", errors="replace") as handle:
-        source = handle.read()
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        tree = ast.Module(body=[], type_ignores=[])  # the parent parsed it; a file changed since gets defaults
-    keras_adapter.honour_legacy_request(tree)
-    import tensorflow  # noqa: F401 - before the hooks, which wrap its APIs
-
-    recorder = hooks.Recorder(request["file"], request.get("scratch"))
-    wanted = keras_adapter.flavours(tree)
-    # Before the hooks: the project's entry point (or --assume-policy) set it, not this file; a policy the file
-    # sets itself still wins.
-    if request.get("policy"):
-        keras_adapter.set_global_policy(request["policy"], wanted)
-    keras_adapter.install(hooks.Hooks(recorder), wanted)
-    more = hooks.Hooks(recorder)
-    manual_restores.install(recorder, more)
-    more.patch()
-    facts.environment = environment()
-    return recorder
+    except BaseException as exc:
+        recorder.failed("child", None, exc)
 
 
 def _notebook_builtins() -> None:

@@ -228,24 +228,21 @@ def _compute(layer) -> str | None:
 
 
 def _swap_to_float32(layers) -> list:
-    """Set every low-precision layer's policy to float32, and cast the low-precision constants such a layer built
-    for its compute dtype (tf_keras `Normalization` keeps its mean and variance as float16 tensors, which a float32
-    call cannot mix with its float32 inputs) to float32: the reference run then uses the same values in float32.
-    Returns what `_restore_policies` needs."""
-    saved = []
+    """Set every low-precision layer's policy to float32 (through its Keras line's adapter: the policy lives in
+    private attributes), and cast the low-precision constants such a layer built for its compute dtype (tf_keras
+    `Normalization` keeps its mean and variance as float16 tensors, which a float32 call cannot mix with its float32
+    inputs) to float32: the reference run then uses the same values in float32. Returns what `_restore_policies`
+    needs: functions that undo each change."""
+    from mpdoctor.trace.child.keras_adapter import set_layer_policy
+
+    undo = []
     for layer in layers:
         if _compute(layer) not in LOW_PRECISION:
             continue
-        saved.append(("constants", layer, _cast_constants(layer)))
-        if hasattr(layer, "_set_dtype_policy"):  # tf_keras
-            saved.append((layer, layer._dtype_policy, layer.__dict__.get("_compute_dtype_object", MISSING)))
-            layer._set_dtype_policy("float32")
-        else:  # Keras 3
-            from keras.src import dtype_policies
-
-            saved.append((layer, layer._dtype_policy, MISSING))
-            layer._dtype_policy = dtype_policies.get("float32")
-    return saved
+        originals = _cast_constants(layer)
+        undo.append(lambda layer=layer, originals=originals: _set_attributes(layer, originals))
+        undo.append(set_layer_policy(layer, "float32"))
+    return undo
 
 
 def _cast_constants(layer) -> dict:
@@ -266,15 +263,13 @@ def _cast_constants(layer) -> dict:
 
 
 def _restore_policies(saved) -> None:
-    for entry in reversed(saved):
-        if isinstance(entry[0], str):  # ("constants", layer, originals)
-            for name, value in entry[2].items():
-                object.__setattr__(entry[1], name, value)
-            continue
-        layer, policy, compute_object = entry
-        layer._dtype_policy = policy
-        if compute_object is not MISSING:
-            layer._compute_dtype_object = compute_object
+    for undo in reversed(saved):
+        undo()
+
+
+def _set_attributes(layer, values: dict) -> None:
+    for name, value in values.items():
+        object.__setattr__(layer, name, value)
 
 
 def _node_layers(model) -> list:
