@@ -20,6 +20,7 @@ from pathlib import Path
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.fixes import apply_edits, edit_spans, overlaps
+from mpdoctor.static.defuse import describe, introduced_undefined_reads
 
 MAX_ROUNDS = 10
 MAX_TRACE_ROUNDS = 3  # verified rounds: each re-traces the file
@@ -114,7 +115,7 @@ def plan_fixes(
         taken = _compatible(text, candidates, refused)
         if not taken:
             break
-        new_text = apply_edits(text, [e for d in taken for e in d.fix.edits])
+        new_text = _apply(text, taken)
         if new_text == text:
             break
         mapped = line_mapper(text, new_text)
@@ -142,34 +143,54 @@ def plan_fixes(
 
 
 def _compatible(text: str, candidates: list[Diagnostic], refused: dict) -> list[Diagnostic]:
-    """The candidates whose edits clash with no earlier one; if their result does not parse, the ones that keep it
-    parsing (one by one: rare, so the common case costs a single parse)."""
+    """The candidates whose edits clash with no earlier one and whose result passes the final checks (it parses, and
+    it reads no name where the original did not have it on every path); when the round's result fails them, the
+    candidates are tried one by one (rare, so the common case costs a single parse)."""
     taken: list[tuple[Diagnostic, list]] = []
     for d in candidates:
         spans = edit_spans(text, d.fix.edits)
         if not any(overlaps(spans, other) for _, other in taken):
             taken.append((d, spans))
-    if _parses(apply_edits(text, [e for d, _ in taken for e in d.fix.edits])):
+    before = _tree(text)
+    if _problem(before, _apply(text, [d for d, _ in taken])) is None:
         return [d for d, _ in taken]
     kept: list[Diagnostic] = []
     for d, _ in taken:
-        if _parses(apply_edits(text, [e for k in kept for e in k.fix.edits] + list(d.fix.edits))):
+        problem = _problem(before, _apply(text, [*kept, d]))
+        if problem is None:
             kept.append(d)
         else:
-            refused[_key(d)] = (d, "the fixed source would not parse")
+            refused[_key(d)] = (d, problem)
     return kept
+
+
+def _apply(text: str, diagnostics: list[Diagnostic]) -> str:
+    return apply_edits(text, [e for d in diagnostics for e in d.fix.edits])
+
+
+def _problem(before: ast.Module | None, fixed: str) -> str | None:
+    """Why a fixed text must not be written: it does not parse, or (the def-use guard) it reads a name on a path
+    where nothing assigned it although the original did not (a fix that rewrites the float32 branch to
+    differentiate `scaled_loss`, which only the float16 branch assigns)."""
+    after = _tree(fixed)
+    if after is None:
+        return "the fixed source would not parse"
+    if before is not None:
+        reads = introduced_undefined_reads(before, after)
+        if reads:
+            return f"the fix would read {describe(reads)}, where it is not assigned on every path reaching it"
+    return None
 
 
 def _key(d: Diagnostic) -> tuple:
     return (d.code, d.location.line, d.location.column, d.fix.description if d.fix else "")
 
 
-def _parses(text: str) -> bool:
+def _tree(text: str) -> ast.Module | None:
     try:
-        ast.parse(text)
+        return ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
+        return None
 
 
 def _must_round_trip(text: str) -> str | None:

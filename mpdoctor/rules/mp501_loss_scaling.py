@@ -663,6 +663,19 @@ def _on_its_branch(ctx: StaticContext, loop: _Loop) -> _Loop | None:
     unscale = [c for c in loop.unscale_calls if not _exclusive(ctx, c, loop.gradient)]
     if (loop.scale_calls or loop.unscale_calls) and not (scale or unscale):
         return None
+    # `if use_float16: ... get_unscaled_gradients(...) else: grads = tape.gradient(loss, ...)`: the other arm of an
+    # `if` around the gradient call does the scaling, so this arm is the float32 path on purpose, even when the
+    # loss is scaled under a differently spelled condition (`if FLAGS.fp16:` in the tape, `if use_fp16:` here).
+    arms = {(node, arm) for node, arm, _ in _branch_arms(ctx, loop.gradient)}
+    scaled = {name for name, _ in _scaled_names(ctx, loop)}
+    scaled_gradients = [  # Keras 3: the other arm differentiates the scaled loss (no unscaling call to see)
+        c
+        for c in _method_calls(ctx, loop.scope, "gradient")
+        if c.args and isinstance(c.args[0], ast.Name) and c.args[0].id in scaled
+    ]
+    for call in [*loop.scale_calls, *loop.unscale_calls, *scaled_gradients]:
+        if any((node, not arm) in arms for node, arm, _ in _branch_arms(ctx, call)):
+            return None
     return replace(loop, scale_calls=scale, unscale_calls=unscale)
 
 
