@@ -376,3 +376,22 @@ def test_verification_drops_only_the_fix_the_rerun_still_reports(tmp_path, monke
     assert 'activation="softmax", dtype="float32")' in result.fixed
     assert len(runs) == 2  # the whole round, then the round without the fix that did not work
     assert target.read_text() == SEED  # planning never writes
+
+
+REFUSED = sorted(FIXES.glob("MP*/*.refused.py"))
+
+
+@pytest.mark.parametrize("source", REFUSED, ids=lambda p: f"{p.parent.name}/{p.name[:-11]}")
+def test_a_fix_that_would_be_wrong_is_refused_with_its_reason(source, tmp_path, capsys):
+    """Issue 19: loss-scaling fixes whose gradients meet something other than the LossScaleOptimizer's apply (a clip,
+    an accumulation, the inner optimizer, an unknown tape wrapper) are not made; the finding says why."""
+    text = source.read_text(encoding="utf-8")
+    reason = re.search(r"# fix-refused: (.*)", text).group(1).strip()
+    _, fixed = _fix(tmp_path, "step.py", text, "--unsafe-fixes")
+    assert fixed == text
+    out = capsys.readouterr().out
+    assert "0 problems fixed" in out
+    assert f"not fixed automatically: {reason}" in " ".join(out.split())
+    diagnostics, _ = check_source(text, "step.py", Config())
+    assert [d for d in diagnostics if d.code == source.parent.name and "not fixed automatically" in d.message]
+    assert not [d for d in diagnostics if d.code == source.parent.name and d.fix is not None]
