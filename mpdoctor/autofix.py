@@ -21,6 +21,7 @@ from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.fixes import apply_edits, edit_spans, overlaps
 from mpdoctor.static.defuse import describe, introduced_undefined_reads
+from mpdoctor.static.simplify import simplify_artifacts
 
 MAX_ROUNDS = 10
 MAX_TRACE_ROUNDS = 3  # verified rounds: each re-traces the file
@@ -152,11 +153,11 @@ def _compatible(text: str, candidates: list[Diagnostic], refused: dict) -> list[
         if not any(overlaps(spans, other) for _, other in taken):
             taken.append((d, spans))
     before = _tree(text)
-    if _problem(before, _apply(text, [d for d, _ in taken])) is None:
+    if _problem(text, before, [d for d, _ in taken]) is None:
         return [d for d, _ in taken]
     kept: list[Diagnostic] = []
     for d, _ in taken:
-        problem = _problem(before, _apply(text, [*kept, d]))
+        problem = _problem(text, before, [*kept, d])
         if problem is None:
             kept.append(d)
         else:
@@ -165,20 +166,29 @@ def _compatible(text: str, candidates: list[Diagnostic], refused: dict) -> list[
 
 
 def _apply(text: str, diagnostics: list[Diagnostic]) -> str:
+    """The text with the fixes' edits, then without the artifacts they leave (`x = x`, `a if c else a`)."""
+    return simplify_artifacts(text, _edited(text, diagnostics))
+
+
+def _edited(text: str, diagnostics: list[Diagnostic]) -> str:
     return apply_edits(text, [e for d in diagnostics for e in d.fix.edits])
 
 
-def _problem(before: ast.Module | None, fixed: str) -> str | None:
-    """Why a fixed text must not be written: it does not parse, or (the def-use guard) it reads a name on a path
-    where nothing assigned it although the original did not (a fix that rewrites the float32 branch to
-    differentiate `scaled_loss`, which only the float16 branch assigns)."""
-    after = _tree(fixed)
-    if after is None:
-        return "the fixed source would not parse"
-    if before is not None:
-        reads = introduced_undefined_reads(before, after)
-        if reads:
-            return f"the fix would read {describe(reads)}, where it is not assigned on every path reaching it"
+def _problem(text: str, before: ast.Module | None, diagnostics: list[Diagnostic]) -> str | None:
+    """Why the fixes must not be applied to `text`: the result does not parse, or (the def-use guard) it reads a
+    name on a path where nothing assigned it although the original did not (a fix that rewrites the float32 branch
+    to differentiate `scaled_loss`, which only the float16 branch assigns). Checked on the edits as made and after
+    their clean-up: merging two arms that became identical leaves one read where there were two, which would hide
+    the new one from a count."""
+    edited = _edited(text, diagnostics)
+    for fixed in dict.fromkeys((edited, simplify_artifacts(text, edited))):
+        after = _tree(fixed)
+        if after is None:
+            return "the fixed source would not parse"
+        if before is not None:
+            reads = introduced_undefined_reads(before, after)
+            if reads:
+                return f"the fix would read {describe(reads)}, where it is not assigned on every path reaching it"
     return None
 
 
