@@ -27,6 +27,7 @@ MAX_ROUNDS = 10
 MAX_TRACE_ROUNDS = 3  # verified rounds: each re-traces the file
 VERIFIED = "verified"
 UNVERIFIED = "unverified (no trace pass)"
+RE_TRACED = "the trace re-ran; the training step was not compared with float32"
 
 
 @dataclass
@@ -318,6 +319,8 @@ def fix_file(
         current, before = fixed, after
         if not trace.enabled or verification != VERIFIED:
             break
+    if result.verification == VERIFIED and any(d.fix and d.fix.changes_training for d in result.applied):
+        result.verification = RE_TRACED  # the file builds and the finding is gone: the training update is unchecked
     return result
 
 

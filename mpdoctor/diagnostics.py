@@ -60,6 +60,9 @@ class Fix:
     description: str
     edits: tuple[Edit, ...]
     applicability: str = "safe"  # "safe" | "unsafe"
+    # Changes what a training step computes (loss scaling): re-tracing the file shows it builds and the finding is
+    # gone, not that the step still trains right, so such a fix is never called "verified" on that ground.
+    changes_training: bool = False
 
 
 @dataclass(frozen=True)

@@ -410,3 +410,26 @@ def test_a_static_savedmodel_fix_says_the_layer_runs_in_float32_and_is_unsafe(tm
     captured = capsys.readouterr()
     assert 'hub.KerasLayer("/models/feature_vector", dtype="float32")' not in captured.out
     assert "Would fix 1 problem. 1 more with --unsafe-fixes." in captured.err
+
+
+def test_a_re_traced_loss_scaling_fix_is_not_called_verified(tmp_path, monkeypatch):
+    """Issue 19: re-tracing shows the fixed file builds and the finding is gone, not that the training step still
+    moves the weights the right way: a loss-scaling fix is reported as re-traced, not "verified"."""
+    from mpdoctor import engine
+
+    real = engine.check_source
+
+    def traced(text, shown, config, path=None, trace=None, traces=None, run_from=None, project=None):
+        return real(text, shown, config, path=path)  # a stand-in trace that finds what the static pass finds
+
+    monkeypatch.setattr(engine, "check_source", traced)
+    text = (FIXES / "MP501" / "custom_loop_keras3.in.py").read_text(encoding="utf-8")
+    target = tmp_path / "loop.py"
+    target.write_text(text)
+    diagnostics, _ = real(text, "loop.py", Config(), path=str(target))
+    result = autofix.fix_file(
+        target, "loop.py", text, diagnostics, Config(), engine.TraceOptions(enabled=True), unsafe=True
+    )
+    assert [d.code for d in result.applied] == ["MP501"]
+    assert result.verification == autofix.RE_TRACED != autofix.VERIFIED
+    assert "verified" not in result.verification

@@ -26,18 +26,27 @@ STEP = textwrap.dedent(
     import json, os, sys
     import numpy as np
 
+    import tensorflow as tf
+
     def run(text, env):
         os.environ.update(env)
+        tf.keras.mixed_precision.set_global_policy("float32")  # no policy left over from the case before
         namespace = {"__name__": "fixture"}
         exec(compile(text, "fixture.py", "exec"), namespace)
         return namespace
 
     def update(namespace, start):
+        # The first applied step: dynamic loss scaling skips a step whose scaled gradients overflow float16 and
+        # halves the scale (tf_keras starts at 2**15 and skips the first step of this model), as it should.
         variables = namespace["model"].trainable_variables
-        for variable, value in zip(variables, start):
-            variable.assign(value)
-        namespace["train_step"](namespace["x_batch"], namespace["y_batch"])
-        return np.concatenate([(v.numpy() - s).ravel() for v, s in zip(variables, start)]).astype("float64")
+        for _ in range(8):
+            for variable, value in zip(variables, start):
+                variable.assign(value)
+            namespace["train_step"](namespace["x_batch"], namespace["y_batch"])
+            delta = np.concatenate([(v.numpy() - s).ravel() for v, s in zip(variables, start)]).astype("float64")
+            if np.any(delta):
+                break
+        return delta
 
     results = {}
     for name, case in json.loads(sys.argv[1]).items():

@@ -474,7 +474,15 @@ def _tf_keras_loss_scale_calls(ctx: StaticContext) -> Iterator[Diagnostic]:
         single = len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred)
         reason = refused.get(call) or refused.get(ctx.enclosing_function(call) or ctx.tree)
         if func.attr == "get_scaled_loss":
-            fix = Fix("use scale_loss", (ctx.edit(func, f"{ctx.segment(func.value)}.scale_loss"),)) if single else None
+            fix = (
+                Fix(
+                    "use scale_loss",
+                    (ctx.edit(func, f"{ctx.segment(func.value)}.scale_loss"),),
+                    changes_training=True,
+                )
+                if single
+                else None
+            )
             message = (
                 f"{ctx.segment(func)}() is the tf_keras LossScaleOptimizer API: Keras 3 optimizers have no "
                 f"get_scaled_loss (AttributeError); use optimizer.scale_loss(loss)"
@@ -484,6 +492,7 @@ def _tf_keras_loss_scale_calls(ctx: StaticContext) -> Iterator[Diagnostic]:
                 Fix(
                     "drop the unscaling: apply_gradients unscales on Keras 3",
                     (ctx.edit(call, ctx.segment(call.args[0])),),
+                    changes_training=True,
                 )
                 if single
                 else None

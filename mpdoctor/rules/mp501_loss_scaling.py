@@ -539,7 +539,12 @@ def _add_scaling_fix(ctx: StaticContext, loop: _Loop, optimizer: _Optimizer, *, 
         )
     if wrap:
         description = "wrap the optimizer in LossScaleOptimizer, " + description
-    return Fix(description, tuple(sorted(edits, key=lambda e: (e.line, e.column))), applicability="unsafe")
+    return Fix(
+        description,
+        tuple(sorted(edits, key=lambda e: (e.line, e.column))),
+        applicability="unsafe",
+        changes_training=True,
+    )
 
 
 @static_check("MP501", "MP502", requires=r"GradientTape")
@@ -599,7 +604,11 @@ def check_loss_scaling(ctx: StaticContext) -> Iterable[Diagnostic]:
                 name, assign = scaled_names[0]
                 fix = None
                 if _in_block(assign, loop.with_node) or _in_block(loop.gradient, loop.with_node):
-                    fix = Fix(f"differentiate {name} instead of {target.id}", (ctx.edit(target, name),))
+                    fix = Fix(
+                        f"differentiate {name} instead of {target.id}",
+                        (ctx.edit(target, name),),
+                        changes_training=True,
+                    )
                 what = "divided by the loss scale in apply" if keras3 else "unscaled by get_unscaled_gradients"
                 found.append(
                     _guarded(
@@ -777,6 +786,7 @@ def _wrap_only_fix(ctx: StaticContext, optimizer: _Optimizer) -> Fix | None:
         "wrap the optimizer in LossScaleOptimizer",
         (ctx.edit(optimizer.constructor, f"{spelling}({ctx.segment(optimizer.constructor)})"),),
         applicability="unsafe",
+        changes_training=True,
     )
 
 
@@ -787,6 +797,7 @@ def _unscale_missing(ctx: StaticContext, loop: _Loop, scale_call: ast.Call, opt_
         fix = Fix(
             f"unscale the gradients with {owner}.get_unscaled_gradients()",
             (ctx.edit(loop.gradient, f"{owner}.get_unscaled_gradients({ctx.segment(loop.gradient)})"),),
+            changes_training=True,
         )
     return ctx.diagnostic(
         "MP502",
