@@ -11,20 +11,28 @@ import ast
 import difflib
 import io
 import os
-import stat
+import re
 import tempfile
 import tokenize
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from mpdoctor import writes
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.fixes import apply_edits, edit_spans, overlaps
+from mpdoctor.printable import escape_controls
+from mpdoctor.reads import read_bytes
 from mpdoctor.static.defuse import describe, introduced_undefined_reads
 from mpdoctor.static.simplify import simplify_artifacts
 
 MAX_ROUNDS = 10
 MAX_TRACE_ROUNDS = 3  # verified rounds: each re-traces the file
+# Syntax-tree depth beyond which a file is not fixed: libcst (the round-trip check) needs a Python frame or two per
+# level and parses such code in super-linear time (a 2,500-term sum: 10 s, then a RecursionError). Measured:
+# depth 300 parses in 0.1 s; the checks themselves handle any depth Python's parser accepts.
+MAX_FIX_DEPTH = 300
+TOO_DEEP = "too deeply nested"
 VERIFIED = "verified"
 UNVERIFIED = "unverified (no trace pass)"
 RE_TRACED = "the trace re-ran; the training step was not compared with float32"
@@ -51,12 +59,13 @@ class FileFix:
     def diff(self) -> str:
         if not self.changed:
             return ""
+        shown = escape_controls(self.shown)  # the file's lines are its own business; its name is printed as text
         return "".join(
             difflib.unified_diff(
                 self.original.splitlines(keepends=True),
                 self.fixed.splitlines(keepends=True),
-                f"a/{self.shown}",
-                f"b/{self.shown}",
+                f"a/{shown}",
+                f"b/{shown}",
             )
         )
 
@@ -77,6 +86,73 @@ class FileFix:
             "applied": [one(d) for d in self.applied],
             "not_applied": [{**one(d), "reason": reason} for d, reason in self.not_applied],
         }
+
+
+NOT_IN_NOTEBOOKS = "fixes are shown but not applied to notebooks: apply the diff to the cell"
+
+
+@dataclass
+class NotebookFix(FileFix):
+    """What --fix/--diff show for a notebook: the cell fixes as diffs of the cells, never written (the edits are
+    lines of cells; the .ipynb file is JSON)."""
+
+    cells: dict[int, tuple[str, str]] = field(default_factory=dict)  # cell -> (its text, the text with the fixes)
+    in_diff: list[Diagnostic] = field(default_factory=list)  # the findings whose cell fixes the diffs hold
+
+    @property
+    def changed(self) -> bool:
+        return any(before != after for before, after in self.cells.values())
+
+    def diff(self) -> str:
+        return "".join(
+            "".join(
+                difflib.unified_diff(
+                    before.splitlines(keepends=True),
+                    after.splitlines(keepends=True),
+                    f"a/{self.shown} (cell {cell})",
+                    f"b/{self.shown} (cell {cell})",
+                )
+            )
+            for cell, (before, after) in sorted(self.cells.items())
+        )
+
+    def to_dict(self) -> dict:
+        data = super().to_dict()
+        data["shown"] = [
+            {"code": d.code, "cell": d.cell_fix.cell, "line": d.location.line, "description": d.cell_fix.description}
+            for d in self.in_diff
+        ]
+        return data
+
+
+def notebook_fix(shown: str, source, diagnostics: list[Diagnostic], unsafe: bool) -> NotebookFix | None:
+    """The cell fixes of a notebook's findings applied to copies of their cells, one round (a fix whose edits clash
+    with an earlier one in the same cell waits: it is listed as not applied)."""
+    candidates = [
+        d
+        for d in diagnostics
+        if d.cell_fix is not None and d.cell_fix.edits and (unsafe or d.cell_fix.applicability == "safe")
+    ]
+    if not candidates:
+        return None
+    result = NotebookFix(shown, "", "", error=NOT_IN_NOTEBOOKS, verification="not applied (notebook)")
+    taken: dict[int, list[tuple[Diagnostic, list]]] = {}
+    for d in sorted(candidates, key=lambda d: (d.cell_fix.cell, d.location.line, d.location.column, d.code)):
+        cell = d.cell_fix.cell
+        text = source.text_of(cell)
+        if text is None:
+            continue
+        text += "\n"
+        spans = edit_spans(text, d.cell_fix.edits)
+        if any(overlaps(spans, other) for _, other in taken.get(cell, [])):
+            result.not_applied.append((d, "clashes with another fix of the cell: apply that one first"))
+            continue
+        taken.setdefault(cell, []).append((d, spans))
+    for cell, fixes in taken.items():
+        before = source.text_of(cell) + "\n"
+        result.cells[cell] = (before, apply_edits(before, [e for d, _ in fixes for e in d.cell_fix.edits]))
+        result.in_diff += [d for d, _ in fixes]
+    return result
 
 
 def wanted(d: Diagnostic, unsafe: bool) -> bool:
@@ -117,7 +193,7 @@ def plan_fixes(
         taken = _compatible(text, candidates, refused)
         if not taken:
             break
-        new_text = _apply(text, taken)
+        new_text = same_line_endings(text, _apply(text, taken))
         if new_text == text:
             break
         mapped = line_mapper(text, new_text)
@@ -142,6 +218,32 @@ def plan_fixes(
             if wanted(d, unsafe):
                 refused.setdefault(_key(d), (d, f"fixes did not converge after {MAX_ROUNDS} rounds"))
     return text, applied, list(refused.values()), current
+
+
+def same_line_endings(original: str, fixed: str) -> str:
+    """`fixed` with the line endings of `original` when it uses CRLF throughout: the lines a fix inserts (written
+    with LF) get CRLF too. A file that mixes both is left as the fix made it."""
+    crlf = original.count("\r\n")
+    if not crlf or crlf != original.count("\n"):
+        return fixed
+    return re.sub(r"(?<!\r)\n", "\r\n", fixed)
+
+
+def nesting_depth(tree: ast.AST) -> int:
+    """The depth of a syntax tree (iterative: the tree may be deeper than the recursion limit)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _too_deep(text: str) -> bool:
+    try:
+        return nesting_depth(ast.parse(text)) > MAX_FIX_DEPTH
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
 
 
 def _compatible(text: str, candidates: list[Diagnostic], refused: dict) -> list[Diagnostic]:
@@ -187,7 +289,10 @@ def _problem(text: str, before: ast.Module | None, diagnostics: list[Diagnostic]
         if after is None:
             return "the fixed source would not parse"
         if before is not None:
-            reads = introduced_undefined_reads(before, after)
+            try:
+                reads = introduced_undefined_reads(before, after)
+            except RecursionError:
+                return "the fixed source is too deeply nested to check its data flow"
             if reads:
                 return f"the fix would read {describe(reads)}, where it is not assigned on every path reaching it"
     return None
@@ -278,6 +383,21 @@ def fix_file(
     show new trace-only findings with fixes (a float16 output once the policy is mixed): they get another verified
     round, so that a second --fix has nothing left to do. `project`: the policy contexts the file was checked with
     (its project's entry points), kept for every re-check."""
+    if _too_deep(text):
+        result = FileFix(shown, text, text, remaining=diagnostics)
+        result.not_applied = [(d, TOO_DEEP) for d in diagnostics if wanted(d, unsafe)]
+        return result
+    try:
+        return _fix_file(path, shown, text, diagnostics, config, trace, unsafe, project)
+    except (RecursionError, MemoryError):  # a fix made the code deeper than the depth check saw
+        result = FileFix(shown, text, text, remaining=diagnostics)
+        result.not_applied = [(d, TOO_DEEP) for d in diagnostics if wanted(d, unsafe)]
+        return result
+
+
+def _fix_file(
+    path: Path, shown: str, text: str, diagnostics: list[Diagnostic], config: Config, trace, unsafe: bool, project
+) -> FileFix:
     from mpdoctor.engine import TraceOptions, check_source
 
     static_only = TraceOptions(enabled=False)
@@ -353,7 +473,10 @@ def _verify_by_trace(
     crashed = [a for a in after if a.code == "MP001"]
     # The run dies before and after the fix for a reason of its own: the fix is no worse, but nothing is proven.
     if crashed:
-        return None, f"unverified (the trace fails before and after the fix: {crashed[0].message[:120]})", after, []
+        from mpdoctor.tf_messages import shorten
+
+        reason = shorten(crashed[0].message, 120)
+        return None, f"unverified (the trace fails before and after the fix: {reason})", after, []
     return None, VERIFIED, after, []
 
 
@@ -370,34 +493,30 @@ class StaleFile(Exception):
     """The file changed on disk since it was analysed."""
 
 
+class ReadOnly(Exception):
+    """The user cannot write the file (its permissions say so): --fix leaves it alone."""
+
+
 def _decode(data: bytes) -> tuple[str, str]:
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return data.decode(encoding), encoding
 
 
 def write_atomic(path: Path, analysed: str, new_text: str) -> None:
-    """Replace the file's text by `new_text` if it still holds `analysed`: a temporary file in the same directory,
-    fsync, rename over the original (the file mode is kept). On any failure the original is intact."""
+    """Replace the file's text by `new_text` if it still holds `analysed`, through mpdoctor.writes (temporary file,
+    fsync, rename; mode, owner, group, extended attributes and hard links kept). On any failure the original is
+    intact. A file the user may not write is refused (ReadOnly), even when the folder would allow the rename."""
     target = Path(os.path.realpath(path))  # a symlink keeps pointing at the fixed file
-    data = target.read_bytes()
+    data = read_bytes(target)
     current, encoding = _decode(data)
     if current != analysed:
         raise StaleFile(f"{path} changed since it was analysed; not touched (run mpdoctor again)")
-    mode = stat.S_IMODE(os.stat(target).st_mode)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".mpdoctor", dir=target.parent)
+    if not os.access(target, os.W_OK):
+        raise ReadOnly("read-only: not fixed")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(new_text.encode(encoding))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        if target.read_bytes() != data:  # a last look right before the rename
-            raise StaleFile(f"{path} changed since it was analysed; not touched (run mpdoctor again)")
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        writes.write_atomic(target, new_text.encode(encoding), expect=data)
+    except writes.FileChanged:  # a last look right before the rename
+        raise StaleFile(f"{path} changed since it was analysed; not touched (run mpdoctor again)") from None
 
 
 # ------------------------------------------------------------------------------------------------ report level
@@ -413,7 +532,13 @@ def fix_report(report, config: Config, trace, *, unsafe: bool, write: bool) -> N
     remaining: list[Diagnostic] = []
     for shown, diagnostics in by_file.items():
         source = report.sources.get(shown)
-        if source is None or source.cells is not None or not any(wanted(d, unsafe) for d in diagnostics):
+        if source is not None and source.cells is not None:  # a notebook: its fixes are shown, never applied
+            shown_fix = notebook_fix(shown, source, diagnostics, unsafe)
+            if shown_fix is not None:
+                results.append(shown_fix)
+            remaining += diagnostics
+            continue
+        if source is None or not any(wanted(d, unsafe) for d in diagnostics):
             remaining += diagnostics
             continue
         path, text = source.path, source.text
@@ -423,7 +548,7 @@ def fix_report(report, config: Config, trace, *, unsafe: bool, write: bool) -> N
                 write_atomic(path, text, result.fixed)
                 result.written = True
                 report.sources[shown] = replace(source, text=result.fixed)
-            except StaleFile as exc:
+            except (StaleFile, ReadOnly) as exc:
                 result.error = str(exc)
             except OSError as exc:
                 result.error = f"{shown}: cannot write: {exc.strerror or exc}; the original is unchanged"
@@ -442,17 +567,40 @@ def fix_report(report, config: Config, trace, *, unsafe: bool, write: bool) -> N
 def write_diffs(report, stream, errors, *, unsafe: bool) -> int:
     """--diff: the unified diff of every file a --fix would change on `stream`, what would not be applied and a
     summary on `errors`; returns how many fixes the diffs hold."""
-    count = 0
+    count = in_cells = 0
     for result in report.fixes or ():
         diff = result.diff()
         if diff:
             stream.write(diff if diff.endswith("\n") else diff + "\n")
-            count += len(result.applied)
+            if isinstance(result, NotebookFix):
+                in_cells += len(result.in_diff)
+                errors.write(f"{result.shown}: {NOT_IN_NOTEBOOKS}\n")
+            else:
+                count += len(result.applied)
         for d, reason in result.not_applied:
-            errors.write(f"{d.location.path}:{d.location.line}: {d.code} fix not applied: {reason}\n")
-    hidden = 0 if unsafe else sum(1 for d in report.diagnostics if d.fix and d.fix.applicability == "unsafe")
-    summary = f"Would fix {count} problem{'' if count == 1 else 's'}." if count else "No fixes available."
+            errors.write(escape_controls(f"{fix_location(d.location)}: {d.code} fix not applied: {reason}") + "\n")
+    hidden = 0 if unsafe else sum(1 for d in report.diagnostics if _unsafe(d))
+    parts = [f"Would fix {_problems(count)}."] if count else []
+    if in_cells:
+        parts.append(f"{_problems(in_cells, 'fix')} for notebook cells shown, not applied.")
+    summary = " ".join(parts) or "No fixes available."
     if hidden:
         summary += f" {hidden} more with --unsafe-fixes."
     errors.write(summary + "\n")
-    return count
+    return count + in_cells
+
+
+def fix_location(location) -> str:
+    """Where a fix that was not applied belongs: `model.py:12`, `demo.ipynb:cell 3:line 5`."""
+    if location.cell is not None:
+        return f"{location.path}:cell {location.cell}:line {location.line}"
+    return f"{location.path}:{location.line}"
+
+
+def _unsafe(d: Diagnostic) -> bool:
+    fix = d.fix or d.cell_fix
+    return fix is not None and fix.applicability == "unsafe"
+
+
+def _problems(count: int, word: str = "problem") -> str:
+    return f"{count} {word}{'' if count == 1 else ('es' if word.endswith('x') else 's')}"

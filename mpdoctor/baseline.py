@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from mpdoctor import reads
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.fingerprints import fingerprint, fingerprint_materials
 from mpdoctor.sources import SourceText
+from mpdoctor.writes import write_atomic
 
 VERSION = 1
 
@@ -55,7 +57,11 @@ def entries(diagnostics: list[Diagnostic], sources: Mapping[str, SourceText], di
     return found
 
 
-def write_baseline(path: Path, diagnostics: list[Diagnostic], sources: Mapping[str, SourceText]) -> int:
+def write_baseline(
+    path: Path, diagnostics: list[Diagnostic], sources: Mapping[str, SourceText], refuse: Iterable = ()
+) -> int:
+    """Write the baseline atomically (an old one survives a full disk); never over one of `refuse` (the files the
+    run checked)."""
     from mpdoctor._version import __version__
 
     data = {
@@ -64,7 +70,7 @@ def write_baseline(path: Path, diagnostics: list[Diagnostic], sources: Mapping[s
         "findings": entries(diagnostics, sources, path.parent),
     }
     try:
-        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        write_atomic(path, json.dumps(data, indent=2) + "\n", refuse=refuse)
     except OSError as exc:
         raise BaselineError(f"{path}: cannot write baseline: {exc.strerror or exc}") from None
     return len(data["findings"])
@@ -73,13 +79,15 @@ def write_baseline(path: Path, diagnostics: list[Diagnostic], sources: Mapping[s
 def load_baseline(path: Path) -> Counter:
     """The (code, path, fingerprint) keys the file lists, with their counts."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(reads.read_text(path, reads.BASELINE_LIMIT, "baseline"))
     except FileNotFoundError:
         raise BaselineError(f"{path}: no such baseline file (create it with --write-baseline)") from None
     except OSError as exc:
         raise BaselineError(f"{path}: cannot read baseline: {exc.strerror or exc}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise BaselineError(f"{path}: not a mpdoctor baseline: invalid JSON ({exc})") from None
+    except RecursionError:
+        raise BaselineError(f"{path}: not a mpdoctor baseline: JSON nested too deeply") from None
     findings = data.get("findings") if isinstance(data, dict) else None
     if not isinstance(findings, list) or data.get("version") != VERSION:
         raise BaselineError(f'{path}: not a mpdoctor baseline (version {VERSION} with a "findings" list)')

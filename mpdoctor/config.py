@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomllib
 
+from mpdoctor import reads
 from mpdoctor.diagnostics import Severity
 from mpdoctor.facts.dtypes import KNOWN_POLICIES
-from mpdoctor.registry import expand_selector
+from mpdoctor.registry import default_selection, expand_selector
 
 DEFAULT_EXCLUDE = (
     ".git",
@@ -82,7 +84,7 @@ class ConfigError(Exception):
 
 @dataclass
 class Config:
-    select: set[str] = field(default_factory=lambda: expand_selector("ALL"))
+    select: set[str] = field(default_factory=default_selection)  # opt-in rules (MP603) need their code
     ignore: set[str] = field(default_factory=set)
     per_file_ignores: dict[str, set[str]] = field(default_factory=dict)
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
@@ -108,10 +110,17 @@ class Config:
 
     def is_excluded(self, path: Path) -> bool:
         try:
-            rel = path.resolve().relative_to(self.root.resolve()).as_posix()
+            rel = _resolved(path).relative_to(_resolved(self.root)).as_posix()
         except ValueError:
             rel = path.as_posix()
         return any(_path_matches(rel, pattern) for pattern in self.exclude)
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: reported by the file walk, matched here as written
+        return Path(os.path.abspath(path))
 
 
 def _path_matches(rel: str, pattern: str) -> bool:
@@ -124,15 +133,27 @@ def _path_matches(rel: str, pattern: str) -> bool:
 
 
 def find_pyproject(start: Path) -> Path | None:
-    start = start.resolve()
-    for directory in [start, *start.parents] if start.is_dir() else [start.parent, *start.parent.parents]:
+    """The nearest pyproject.toml at or above `start`. A folder that cannot be searched (no permission) is passed
+    over: the file walk reports it, and the run still gets the configuration of the folders above."""
+    start = _resolved(start)
+    for directory in [start, *start.parents] if _is_dir(start) else [start.parent, *start.parent.parents]:
         candidate = directory / "pyproject.toml"
-        if candidate.is_file():
-            return candidate
+        try:
+            if candidate.is_file():
+                return candidate
+        except OSError:
+            continue
     return None
 
 
-def _selectors(value, where: str) -> set[str]:
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _selectors(value, where: str, opt_in: bool = False) -> set[str]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -140,7 +161,7 @@ def _selectors(value, where: str) -> set[str]:
     codes: set[str] = set()
     for selector in value:
         try:
-            codes |= expand_selector(selector)
+            codes |= expand_selector(selector, opt_in)
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
     return codes
@@ -160,22 +181,41 @@ def load_config(start: Path, config_file: Path | None = None) -> Config:
         return config
     config.root, config.source = path.parent, path
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
+        data = tomllib.loads(reads.read_text(path, reads.CONFIG_LIMIT, "pyproject.toml"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    section = data.get("tool", {}).get("mpdoctor")
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table, got {_toml_type(tool)}")
+    section = tool.get("mpdoctor")
     if section is None:
         return config
     where = f"{path}: [tool.mpdoctor]"
     if not isinstance(section, dict):
-        raise ConfigError(f"{where} must be a table")
+        raise ConfigError(f"{where} must be a table, got {_toml_type(section)}")
     unknown = sorted(set(section) - KNOWN_KEYS)
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(KNOWN_KEYS))})")
     apply_overrides(config, where, **{k.replace("-", "_"): v for k, v in section.items()})
     return config
+
+
+def _toml_type(value) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _positive(value) -> bool:
+    """A finite positive number (TOML and the command line both spell nan and inf)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
 def apply_overrides(
@@ -207,12 +247,12 @@ def apply_overrides(
     if extend_select is not None:
         config.select |= _selectors(extend_select, f"{where} extend-select")
     if ignore is not None:
-        config.ignore |= _selectors(ignore, f"{where} ignore")
+        config.ignore |= _selectors(ignore, f"{where} ignore", opt_in=True)
     if per_file_ignores is not None:
         if not isinstance(per_file_ignores, dict):
             raise ConfigError(f"{where} per-file-ignores: expected a table of glob = [codes]")
         for pattern, codes in per_file_ignores.items():
-            config.per_file_ignores[pattern] = _selectors(codes, f"{where} per-file-ignores {pattern!r}")
+            config.per_file_ignores[pattern] = _selectors(codes, f"{where} per-file-ignores {pattern!r}", opt_in=True)
     for key, value in (("exclude", exclude), ("extend-exclude", extend_exclude)):
         if value is None:
             continue
@@ -238,7 +278,7 @@ def apply_overrides(
             raise ConfigError(f"{where} entry: expected a Python name, got {entry!r}")
         config.entry = entry
     if trace_timeout is not None:
-        if isinstance(trace_timeout, bool) or not isinstance(trace_timeout, (int, float)) or trace_timeout <= 0:
+        if not _positive(trace_timeout):
             raise ConfigError(f"{where} trace-timeout: expected a positive number of seconds, got {trace_timeout!r}")
         config.trace_timeout = float(trace_timeout)
     if baseline is not None:
@@ -249,7 +289,7 @@ def apply_overrides(
         config.numerics, where, numerics, numerics_threshold, sample_batch_size, sample_seed, sample_range
     )
     if trace_memory is not None:
-        if isinstance(trace_memory, bool) or not isinstance(trace_memory, (int, float)) or trace_memory <= 0:
+        if not _positive(trace_memory):
             raise ConfigError(f"{where} trace-memory: expected a positive number of MiB, got {trace_memory!r}")
         config.trace_memory = float(trace_memory)
 
@@ -262,7 +302,7 @@ def _numerics_overrides(
             raise ConfigError(f"{where} numerics: expected true or false, got {enabled!r}")
         numerics.enabled = enabled
     if threshold is not None:
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or threshold <= 0:
+        if not _positive(threshold):
             raise ConfigError(f"{where} numerics-threshold: expected a positive number, got {threshold!r}")
         numerics.threshold = float(threshold)
     if batch_size is not None:
@@ -277,7 +317,9 @@ def _numerics_overrides(
         if (
             not isinstance(sample_range, (list, tuple))
             or len(sample_range) != 2
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in sample_range)
+            or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in sample_range
+            )
             or not sample_range[0] < sample_range[1]
         ):
             raise ConfigError(f"{where} sample-range: expected [low, high] with low < high, got {sample_range!r}")

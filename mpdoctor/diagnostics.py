@@ -60,6 +60,7 @@ class Fix:
     description: str
     edits: tuple[Edit, ...]
     applicability: str = "safe"  # "safe" | "unsafe"
+    cell: int | None = None  # a fix of a notebook cell: its edits are lines of that cell (see Diagnostic.cell_fix)
     # Changes what a training step computes (loss scaling): re-tracing the file shows it builds and the finding is
     # gone, not that the step still trains right, so such a fix is never called "verified" on that ground.
     changes_training: bool = False
@@ -87,8 +88,11 @@ class Diagnostic:
     severity: Severity
     passes: tuple[str, ...] = ("static",)
     confidence: Confidence = Confidence.HIGH
-    fix: Fix | None = None
+    fix: Fix | None = None  # what --fix applies to the file
     notes: tuple[str, ...] = field(default=())
+    # A fix that is shown (as a diff of the cell), never applied: in a notebook, whose .ipynb JSON the edits of a
+    # cell's lines would corrupt, and in a %%mpdoctor cell. `fix` is then None.
+    cell_fix: Fix | None = None
     context: DiagnosticContext | None = None  # set when only a project's policy context makes this a finding
 
     def sort_key(self) -> tuple:
@@ -121,7 +125,8 @@ class Report:
 
     diagnostics: list[Diagnostic] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
-    files_checked: int = 0
+    skipped: list[FileError] = field(default_factory=list)  # found in a walk, left alone (FIFOs, devices): notes
+    files_checked: int = 0  # files read and parsed
     passes: tuple[str, ...] = ("static",)
     traces: list[TraceSummary] = field(default_factory=list)  # per traced file: graphs, SavedModels, environment
     baselined: int = 0  # findings left out because the --baseline file lists them
@@ -143,6 +148,10 @@ class Report:
         for d in self.diagnostics:
             result[d.code] = result.get(d.code, 0) + 1
         return dict(sorted(result.items()))
+
+    def unchecked(self) -> int:
+        """How many files could not be checked (unreadable, unparsable, not a regular file, an internal error)."""
+        return len({e.path for e in self.errors})
 
     def fixable(self) -> int:
         return sum(1 for d in self.diagnostics if d.fix is not None)

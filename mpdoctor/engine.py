@@ -7,9 +7,12 @@ findings, which crashes it explains) comes from the rule's own hooks in mpdoctor
 from __future__ import annotations
 
 import ast
+import errno
 import functools
+import hashlib
 import os
 import re
+import stat
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -20,6 +23,8 @@ from mpdoctor.diagnostics import Confidence, Diagnostic, FileError, Report
 from mpdoctor.facts.dtypes import is_float16_compute
 from mpdoctor.notebook import SUFFIX as NOTEBOOK_SUFFIX
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
+from mpdoctor.printable import readable_name
+from mpdoctor.reads import not_regular
 from mpdoctor.registry import get_rule, hooks, implemented_codes, static_checks
 from mpdoctor.rules.mp001_run import (
     TRACE_FAILED,  # FIXME
@@ -38,41 +43,69 @@ _MAY_SUPPRESS = re.compile(r"noqa\s*:[^\n]*MP\d|mpdoctor\s*:", re.IGNORECASE)
 
 
 def display_path(path: Path) -> str:
-    """Relative to cwd when inside it (like ruff/mypy), else as given."""
+    """Relative to cwd when inside it (like ruff/mypy), else as given; bytes of a non-UTF-8 name as `\\xNN`, so
+    every output format can encode it."""
     try:
-        return os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+        shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
     except ValueError:
-        return str(path)
+        shown = str(path)
+    return readable_name(shown)
 
 
-def collect_files(paths: Iterable[Path], config: Config) -> tuple[list[Path], list[FileError]]:
+def collect_files(paths: Iterable[Path], config: Config) -> tuple[list[Path], list[FileError], list[FileError]]:
+    """(files to check, errors, skipped). Only regular files are read: a FIFO, device or socket named on the command
+    line is an error, one found in a walk is skipped with a note; unreadable directories and symlink loops are
+    errors for that path, and the other files are still checked."""
     files: list[Path] = []
     errors: list[FileError] = []
-    seen: set[Path] = set()
-    for path in paths:
-        if not path.exists():
-            errors.append(FileError(str(path), "no such file or directory", kind="io"))
-            continue
-        if path.is_file():
-            candidates = [path]  # named explicitly: always checked, like ruff without --force-exclude
-        else:
-            from mpdoctor.static.project_files import Excluder
+    skipped: list[FileError] = []
+    seen: set[tuple[int, int]] = set()
 
-            excluded = Excluder(config.root, config.exclude)  # Config.is_excluded on strings: pathlib is slow
-            candidates = []
-            for root, dirs, names in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not excluded(os.path.join(root, d)))
-                candidates += [
-                    Path(root, n)
-                    for n in sorted(names)
-                    if n.endswith((".py", NOTEBOOK_SUFFIX)) and not excluded(os.path.join(root, n))
-                ]
-        for candidate in candidates:
-            key = candidate.resolve()
-            if key not in seen:
-                seen.add(key)
-                files.append(candidate)
-    return files, errors
+    def add(candidate: Path, explicit: bool) -> None:
+        try:
+            info = candidate.stat()
+        except OSError as exc:
+            errors.append(FileError(display_path(candidate), _stat_problem(exc), kind="io"))
+            return
+        problem = not_regular(info.st_mode)
+        if problem:
+            (errors if explicit else skipped).append(FileError(display_path(candidate), problem, kind="io"))
+            return
+        if (info.st_dev, info.st_ino) not in seen:  # the same file through two paths or links: once
+            seen.add((info.st_dev, info.st_ino))
+            files.append(candidate)
+
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError as exc:
+            errors.append(FileError(display_path(path), _stat_problem(exc), kind="io"))
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            add(path, explicit=True)  # named explicitly: always checked, like ruff without --force-exclude
+            continue
+        from mpdoctor.static.project_files import Excluder
+
+        excluded = Excluder(config.root, config.exclude)  # Config.is_excluded on strings: pathlib is slow
+        for root, dirs, names in os.walk(path, onerror=lambda exc, top=path: _unreadable_directory(exc, top, errors)):
+            dirs[:] = sorted(d for d in dirs if not excluded(os.path.join(root, d)))
+            for name in sorted(names):
+                if name.endswith((".py", NOTEBOOK_SUFFIX)) and not excluded(os.path.join(root, name)):
+                    add(Path(root, name), explicit=False)
+    return files, errors, skipped
+
+
+def _unreadable_directory(exc: OSError, top: Path, errors: list[FileError]) -> None:
+    where = Path(exc.filename) if exc.filename else top
+    errors.append(FileError(display_path(where), f"cannot read directory: {_reason(exc)}", kind="io"))
+
+
+def _stat_problem(exc: OSError) -> str:
+    if exc.errno == errno.ENOENT:
+        return "no such file or directory"
+    if exc.errno == errno.ELOOP:
+        return "symlink loop"
+    return f"cannot read: {_reason(exc)}"
 
 
 @dataclass(frozen=True)
@@ -91,14 +124,24 @@ def check_paths(
     config: Config,
     trace: TraceOptions | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    collected: tuple[list[Path], list[FileError], list[FileError]] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> Report:
     """`progress(index, total, shown)` is called before each file (the CLI draws it on a terminal). The report keeps
-    the text of every file that has findings (`Report.sources`), for the renderers and --fix."""
+    the text of every file that has findings (`Report.sources`), for the renderers and --fix. `collected`: what
+    `collect_files(paths, config)` returned, when the caller already walked the paths. `shard` (I, N): check only
+    the I-th of N disjoint parts of the files (`--shard`); the project analysis still reads them all."""
     trace = trace or TraceOptions()
-    files, errors = collect_files(paths, config)
-    report = Report(errors=errors, passes=("static", "trace") if trace.enabled else ("static",))
+    files, errors, skipped = collected or collect_files(paths, config)
+    report = Report(
+        errors=list(errors), skipped=list(skipped), passes=("static", "trace") if trace.enabled else ("static",)
+    )
     projects = analyse_projects(list(paths), files, config)
     report.notes += projects.notes
+    if shard is not None:
+        files = [path for path in files if in_shard(display_path(path), *shard)]
+        report.errors = [error for error in report.errors if in_shard(error.path, *shard)]
+        report.skipped = [skip for skip in report.skipped if in_shard(skip.path, *shard)]
     for index, path in enumerate(files, start=1):
         shown = display_path(path)
         if progress is not None:
@@ -133,14 +176,25 @@ def check_paths(
         )
         if notebook is not None:
             diagnostics, error = notebook.map_results(shown, path, diagnostics, error, report.traces[traced_before:])
-        report.files_checked += 1
+        if error is None or error.kind != "syntax":  # a file that does not parse was not checked
+            report.files_checked += 1
         if diagnostics:
             report.sources[shown] = source
         report.diagnostics += diagnostics
         if error:
             report.errors.append(error)
     report.diagnostics.sort(key=Diagnostic.sort_key)
+    if trace.enabled:
+        from mpdoctor.trace import forkserver
+
+        report.notes += forkserver.notes()
     return report
+
+
+def in_shard(shown: str, index: int, count: int) -> bool:
+    """Shard I of N (from 1) holds the files whose path hashes to it: stable when other files come and go."""
+    digest = hashlib.sha256(shown.replace(os.sep, "/").encode("utf-8", "surrogateescape")).digest()
+    return int.from_bytes(digest[:8], "big") % count == index - 1
 
 
 def analyse_projects(paths: list[Path], files: list[Path], config: Config):
@@ -163,9 +217,25 @@ def parse_source(text: str, shown: str) -> tuple[ast.Module | None, FileError | 
             warnings.simplefilter("ignore")  # invalid escape sequences in user code are not our business
             return ast.parse(text, filename=shown), None
     except SyntaxError as exc:
-        return None, FileError(shown, f"syntax error: {exc.msg}", exc.lineno or 1, exc.offset or 1, kind="syntax")
-    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, pathological nesting
-        return None, FileError(shown, f"cannot parse: {exc}", kind="syntax")
+        line, column = exc.lineno or 1, exc.offset or 1
+        if "\0" in text and "null bytes" in str(exc.msg):  # the parser says line 1: point at the byte itself
+            line, column = _first_nul(text)
+        return None, FileError(shown, f"syntax error: {exc.msg}", line, column, kind="syntax")
+    except ValueError as exc:  # null bytes, in the Python versions that raise ValueError for them
+        line, column = _first_nul(text)
+        return None, FileError(shown, f"cannot parse: {exc}", line, column, kind="syntax")
+    except (RecursionError, MemoryError) as exc:  # Python's parser gives up on pathological nesting
+        reason = str(exc) or "too deeply nested or too large"
+        return None, FileError(shown, f"cannot parse: {reason} ({type(exc).__name__})", kind="syntax")
+
+
+def _first_nul(text: str) -> tuple[int | None, int | None]:
+    """Line and column (from 1) of the first NUL character, where the parser refused the file."""
+    at = text.find("\0")
+    if at < 0:
+        return None, None
+    line_start = text.rfind("\n", 0, at) + 1
+    return text.count("\n", 0, at) + 1, at - line_start + 1
 
 
 def check_source(

@@ -20,6 +20,7 @@ import io
 import os
 import shlex
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from IPython.core.error import UsageError
@@ -112,7 +113,10 @@ def check_cell(source: str, trace: bool = True) -> CheckResult:
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(source)
         diagnostics, error = check_source(source, "cell.py", config, path=path, trace=options, traces=report.traces)
-    report.diagnostics = diagnostics
+    # No file to run --fix on: the fixes are shown (the HTML report's diffs of the cell), never suggested.
+    report.diagnostics = [
+        replace(d, fix=None, cell_fix=replace(d.fix, cell=1)) if d.fix is not None else d for d in diagnostics
+    ]
     report.errors = [error] if error else []
     return CheckResult(report)
 

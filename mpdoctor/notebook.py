@@ -21,8 +21,9 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mpdoctor.diagnostics import Diagnostic, Location
+from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location
 from mpdoctor.facts.schema import source_refs
+from mpdoctor.reads import read_bytes
 
 SUFFIX = ".ipynb"
 # Cell magics whose body is Python code run by IPython (checked and traced like any cell).
@@ -72,15 +73,31 @@ class Notebook:
         return replace(loc, line=line, end_line=end_line, end_column=end_column, cell=cell)
 
     def map_diagnostic(self, d: Diagnostic, shown: str) -> Diagnostic:
-        """Locations in the cell; a fix is reported (as a note) but never carried: its edits are lines of the
-        combined source, not of the .ipynb file, and applying them would corrupt the JSON."""
+        """Locations in the cell. A fix is never carried as a fix of the file (its edits are lines of the combined
+        source, not of the .ipynb file, and applying them would corrupt the JSON): it becomes the diagnostic's
+        `cell_fix`, its edits in the lines of its cell, which --diff and the HTML report show as a diff of the
+        cell."""
         if d.location.path != shown:
             return d
-        notes = tuple(self.map_text(note) for note in d.notes)
+        notes, cell_fix = tuple(self.map_text(note) for note in d.notes), None
         if d.fix is not None:
-            notes += (f"fix available but not applied to notebooks: {self.map_text(d.fix.description)}",)
+            cell_fix = self.cell_fix(d.fix)
+            shown_as = f"shown as a diff of cell {cell_fix.cell}" if cell_fix else "it spans cells"
+            notes += (f"fix not applied to notebooks ({shown_as}): {self.map_text(d.fix.description)}",)
         location = self.map_location(d.location)
-        return replace(d, message=self.map_text(d.message), location=location, fix=None, notes=notes)
+        return replace(d, message=self.map_text(d.message), location=location, fix=None, notes=notes, cell_fix=cell_fix)
+
+    def cell_fix(self, fix: Fix) -> Fix | None:
+        """The fix with its edits in the lines of the one cell they touch (None when they touch several)."""
+        edits, cells = [], set()
+        for edit in fix.edits:
+            cell, line = self.to_cell(edit.line)
+            end_cell, end_line = self.to_cell(edit.end_line)
+            cells |= {cell, end_cell}
+            edits.append(Edit(edit.path, line, edit.column, end_line, edit.end_column, edit.content))
+        if len(cells) != 1 or None in cells:
+            return None
+        return replace(fix, edits=tuple(edits), cell=cells.pop())
 
     def map_text(self, text: str) -> str:
         """ "line 93" of the combined program, in a message, as "cell 5, line 3". Lines of tracebacks
@@ -112,9 +129,11 @@ class Notebook:
 
 def read_notebook(path: Path) -> Notebook:
     try:
-        data = json.loads(Path(path).read_bytes())
+        data = json.loads(read_bytes(path))
     except ValueError as exc:
         raise NotebookError(f"not a valid notebook: invalid JSON ({exc})") from None
+    except RecursionError:
+        raise NotebookError("not a valid notebook: JSON nested too deeply") from None
     return parse_notebook(data)
 
 
@@ -123,15 +142,18 @@ def parse_notebook(data) -> Notebook:
         version = data.get("nbformat") if isinstance(data, dict) else None
         hint = f" (nbformat {version}: convert with `jupyter nbconvert --to notebook`)" if version else ""
         raise NotebookError(f"not an nbformat 4 notebook{hint}")
+    problem = _malformed(data)
+    if problem:
+        raise NotebookError(f"not a valid notebook: {problem}")
     lines: list[str] = []
     line_map: list[tuple[int, int]] = []
     cell_lines: dict[int, list[str]] = {}
     if _is_python(data.get("metadata")):
         for number, cell in enumerate(data["cells"], start=1):
-            if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            if cell.get("cell_type") != "code":
                 continue
             source = cell.get("source", "")
-            text = "".join(map(str, source)) if isinstance(source, list) else str(source)
+            text = "".join(source) if isinstance(source, list) else source
             original = _LINE_BREAK.split(text)
             if original and original[-1] == "":
                 original.pop()
@@ -139,6 +161,33 @@ def parse_notebook(data) -> Notebook:
             lines += python_lines(original)
             line_map += [(number, i) for i in range(1, len(original) + 1)]
     return Notebook("\n".join(lines) + "\n" if lines else "", tuple(line_map), cell_lines)
+
+
+def _malformed(data: dict) -> str | None:
+    """What makes an nbformat 4 document unusable here (the shapes the nbformat schema requires of what we read),
+    or None."""
+    metadata = data.get("metadata", {})
+    if not isinstance(metadata, dict):
+        return f"metadata is {_json_type(metadata)}, not an object"
+    for key in ("kernelspec", "language_info"):
+        if key in metadata and not isinstance(metadata[key], dict):
+            return f"metadata.{key} is {_json_type(metadata[key])}, not an object"
+    for number, cell in enumerate(data["cells"], start=1):
+        if not isinstance(cell, dict):
+            return f"cell {number} is {_json_type(cell)}, not an object"
+        if not isinstance(cell.get("cell_type"), str):
+            return f"cell {number} has no cell_type"
+        source = cell.get("source", "")
+        if not isinstance(source, str) and not (isinstance(source, list) and all(isinstance(s, str) for s in source)):
+            return f"cell {number}: source is {_json_type(source)}, not a string or a list of strings"
+    return None
+
+
+def _json_type(value) -> str:
+    if isinstance(value, list):
+        return "a list" if not value or not all(isinstance(v, str) for v in value) else "a list of strings"
+    names = {dict: "an object", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 def _is_python(metadata) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from typing import TextIO
 
+from mpdoctor.printable import escape_controls
+
 
 class Progress:
     """Called by the engine before each file; draws when there are several files or a (slow) trace run."""
@@ -21,7 +23,7 @@ class Progress:
     def __call__(self, index: int, total: int, shown: str) -> None:
         if total < 2 and not self.tracing:
             return
-        line = f"[{index}/{total}] {shown}" + (" (trace)" if self.tracing else "")
+        line = f"[{index}/{total}] {escape_controls(shown)}" + (" (trace)" if self.tracing else "")
         width = max(20, shutil.get_terminal_size((80, 24)).columns - 1)
         self.stream.write("\r\x1b[K" + line[:width])
         self.stream.flush()

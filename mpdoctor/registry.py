@@ -48,6 +48,7 @@ class Rule:
     bad: str  # a complete file that raises the rule (tests/test_rule_examples.py checks it)
     good: str  # the same file fixed: the rule stays quiet
     fix: str
+    opt_in: bool = False  # not in the default selection: selected only by its full code (select / extend-select)
 
     @property
     def pass_names(self) -> tuple[str, ...]:
@@ -101,6 +102,7 @@ def define_rule(
     bad: str,
     good: str,
     fix: str,
+    opt_in: bool = False,
 ) -> Rule:
     if not CODE_PATTERN.match(code):
         raise ValueError(f"bad rule code {code!r}")
@@ -122,6 +124,7 @@ def define_rule(
         _dedent(bad),
         _dedent(good),
         _dedent(fix),
+        opt_in,
     )
     _RULES[code] = rule
     return rule
@@ -264,18 +267,26 @@ def rule_name(code: str) -> str | None:
     return rule.name if rule else None
 
 
-def expand_selector(selector: str) -> set[str]:
-    """`MP4` -> every MP4xx code; `MP401` -> itself; `ALL` -> everything. Unknown -> ValueError."""
+def expand_selector(selector: str, opt_in: bool = False) -> set[str]:
+    """`MP4` -> every MP4xx code; `MP401` -> itself; `ALL` -> everything. Unknown -> ValueError.
+
+    Opt-in rules (ruff's "preview" style) are in a prefix or `ALL` only with `opt_in=True` (what `ignore` wants:
+    ignoring `MP6` ignores MP603 too); a full code always selects its rule."""
     load_rules()
     sel = selector.strip().upper()
-    if sel == "ALL":
-        return set(_RULES)
-    if not re.fullmatch(r"MP\d{0,3}", sel):
+    if not (sel == "ALL" or re.fullmatch(r"MP\d{0,3}", sel)):
         raise ValueError(f"unknown rule selector {selector!r} (expected a code such as MP401 or a prefix such as MP4)")
-    matched = {c for c in _RULES if c.startswith(sel)}
+    matched = {c for c in _RULES if sel == "ALL" or c.startswith(sel)}
     if not matched:
         raise ValueError(f"unknown rule selector {selector!r}: no rule code starts with it")
-    return matched
+    if sel in _RULES or opt_in:
+        return matched
+    return {c for c in matched if not _RULES[c].opt_in}
+
+
+def default_selection() -> set[str]:
+    """The codes checked when nothing is selected: every rule except the opt-in ones."""
+    return expand_selector("ALL")
 
 
 def _dedent(text: str) -> str:

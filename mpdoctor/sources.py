@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpdoctor.notebook import is_notebook, read_notebook
+from mpdoctor.reads import read_bytes
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class SourceText:
 
 def read_source(path: Path) -> str:
     """A Python file's text, decoded as its coding cookie (or BOM) says."""
-    data = Path(path).read_bytes()
+    data = read_bytes(path)  # regular files only: a FIFO or device is an OSError, never a hang
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return data.decode(encoding)
 

@@ -58,13 +58,20 @@ def layer_context(message: str) -> dict:
     return {}
 
 
+MESSAGE_LIMIT = 300
+ELLIPSIS = "..."
+# A dtype as TensorFlow and Keras messages name it (`dtype=tf.float16`, "a half tensor", `float32`).
+_DTYPE_WORD = re.compile(r"\b(?:b?float(?:16|32|64)?|half|double)\b")
+_CONTEXT = 40  # characters kept around the dtypes a message names when its middle is left out
+
+
 def first_message_line(message: str) -> str:
     """The line of an exception message that says what went wrong (not Keras' "Exception encountered when
-    calling layer ..." wrapper), at most 300 characters."""
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    calling layer ..." wrapper), without terminal colours, shortened to about 300 characters (see `shorten`)."""
+    lines = [line.strip() for line in strip_ansi(message).strip().splitlines() if line.strip()]
     for line in lines:  # a graph-mode error quotes the real exception inside "in user code:"
         if re.match(r"\w+(Error|Exception): ", line):
-            return line[:300]
+            return shorten(line)
     interesting = [
         line
         for line in lines
@@ -72,4 +79,62 @@ def first_message_line(message: str) -> str:
             ("Exception encountered", "Traceback", "File ", "in user code:", "Call arguments received")
         )
     ]
-    return (interesting or lines or [""])[0][:300]
+    return shorten((interesting or lines or [""])[0])
+
+
+def shorten(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """`text` in at most about `limit` characters, cut between words and marked with "...". What a dtype message
+    is about survives the cut: when the dtypes it names come after the limit, the text keeps its start and the
+    stretch from the first dtype mention to the first mention of the last distinct dtype ("... dtype=tf.float16 ...
+    to TensorSpec(..., dtype=tf.float32 ...")."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    spans = _first_mentions(text)
+    if not spans or spans[-1][1] <= limit - len(ELLIPSIS):
+        return _cut(text, limit - len(ELLIPSIS)) + ELLIPSIS
+    start = _word_start(text, max(0, spans[0][0] - _CONTEXT))
+    end = _word_end(text, min(len(text), spans[-1][1] + _CONTEXT // 2))
+    middle = text[start:end]
+    if len(middle) > limit:  # the dtypes far apart: each with a little context
+        middle = f" {ELLIPSIS} ".join(
+            text[_word_start(text, max(0, a - _CONTEXT)) : _word_end(text, min(len(text), b + _CONTEXT // 2))]
+            for a, b in spans
+        )
+    head = _cut(text, max(0, limit - len(middle) - 2 * len(ELLIPSIS) - 2))
+    if start <= len(head) and len(middle) <= limit:  # the two parts meet: one cut is enough
+        return _cut(text, end) + (ELLIPSIS if end < len(text) else "")
+    head = f"{head} {ELLIPSIS} " if head else ELLIPSIS
+    return f"{head}{middle}" + (ELLIPSIS if end < len(text) else "")
+
+
+def _first_mentions(text: str) -> list[tuple[int, int]]:
+    """The span of the first mention of each distinct dtype, in order."""
+    seen: dict[str, tuple[int, int]] = {}
+    for match in _DTYPE_WORD.finditer(text):
+        seen.setdefault(dtype_name(match.group(0)), match.span())
+    return list(seen.values())
+
+
+def _cut(text: str, limit: int) -> str:
+    """At most `limit` characters, ending at a word boundary (mid-word only for one very long word)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit + 1]
+    space = cut.rfind(" ")
+    cut = cut[:space] if space > limit // 2 else cut[:limit]
+    return cut.rstrip(" ,;:")
+
+
+def _word_start(text: str, index: int) -> int:
+    """`index` moved back to the start of its word."""
+    while 0 < index < len(text) and not text[index - 1].isspace():
+        index -= 1
+    return index
+
+
+def _word_end(text: str, index: int) -> int:
+    """`index` moved forward to the end of its word."""
+    while index < len(text) and not text[index].isspace():
+        index += 1
+    return index

@@ -161,7 +161,7 @@ def test_trace_memory_option_and_config_are_validated(tmp_path):
     assert (
         bad.returncode == 2
         and bad.stderr.strip()
-        == "mpdoctor: error: command line trace-memory: expected a positive number of MiB, got -5.0"
+        == "mpdoctor: error: argument --trace-memory: expected a positive number of MiB, got '-5'"
     )
     (tmp_path / "pyproject.toml").write_text("[tool.mpdoctor]\ntrace-memory = 'lots'\n")
     bad = run_cli("check", "m.py", cwd=tmp_path)
@@ -292,8 +292,13 @@ def test_saves_by_known_apis_never_touch_the_users_tree(tmp_path, monkeypatch, s
         (project / name).write_text(textwrap.dedent(text))
     monkeypatch.chdir(project)  # relative save paths resolve against the caller's working directory
     before = snapshot(project)
-    diagnostics = trace_check(project / script, legacy=legacy)
+    summaries = []
+    diagnostics = trace_check(project / script, legacy=legacy, summaries=summaries)
     assert not [d.message for d in diagnostics if d.code == "MP001"]  # every load found what the run saved
+    # What the report shows names the paths the code gave, never the scratch directory the saves went to.
+    shown = json.dumps([s.to_json() for s in summaries]) + json.dumps([d.message for d in diagnostics])
+    assert "mpdoctor-trace" not in shown and "scratch" not in shown
+    assert "ckpt/run-1" in shown or script == "tf_keras_model.py"  # the restored checkpoint, as the code named it
     after = snapshot(project)
     created = sorted(set(after) - set(before))
     assert created == (["log.txt"] if script == "keras3_model.py" else [])

@@ -150,6 +150,10 @@ def test_a_cell_is_checked_but_not_run_in_the_kernel(shell):
         '<span class="add">+    outputs = keras.layers.Dense(3, activation=&#34;softmax&#34;, name=&#34;probs&#34;, '
         "dtype=&#34;float32&#34;)(hidden)</span>" in page
     )
+    # The cell has no file --fix could write: its fixes are shown, never suggested.
+    text = repr(result)
+    assert "--fix" not in text and "[*]" not in text and "--fix" not in page
+    assert "apply it to the cell" in page and '<span class="fixable">1 fix shown as a diff of the cell</span>' in page
 
 
 def test_usage_errors_are_one_line(shell, tmp_path):

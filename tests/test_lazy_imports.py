@@ -23,6 +23,7 @@ PROBE = textwrap.dedent("""
     "argv",
     [
         ["--help"],
+        ["--version"],
         ["rules"],
         ["explain", "MP201"],
         ["check", "--no-trace", "{model}"],

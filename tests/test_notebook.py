@@ -219,8 +219,64 @@ def test_softmax_head_in_cell_3_is_mp401_at_cell_3_line_5(tmp_path):
     report = json.loads(mpdoctor("check", "--no-trace", "--format", "json", "demo.ipynb", cwd=tmp_path).stdout)
     [d] = report["diagnostics"]
     assert (d["code"], d["cell"], d["line"], d["end_line"]) == ("MP401", 3, 5, 5)
-    assert d["fix"] is None and any("not applied to notebooks" in n for n in d["notes"])
+    assert d["fix"] is None and any("not applied to notebooks (shown as a diff of cell 3)" in n for n in d["notes"])
     assert path.read_bytes() == before
+
+
+CELL_3_DIFF = """\
+--- a/demo.ipynb (cell 3)
++++ b/demo.ipynb (cell 3)
+@@ -2,5 +2,5 @@
+ model = keras.Sequential([
+     keras.Input((8,)),
+     keras.layers.Dense(16, activation="relu"),
+-    keras.layers.Dense(4, activation="softmax"),
++    keras.layers.Dense(4, activation="softmax", dtype="float32"),
+ ])
+"""
+
+
+def test_diff_shows_the_fix_as_a_diff_of_the_cell_and_writes_nothing(tmp_path):
+    path = write(tmp_path / "demo.ipynb", softmax_notebook())
+    before = path.read_bytes()
+    result = mpdoctor("check", "--no-trace", "--diff", "demo.ipynb", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (1, CELL_3_DIFF), result.stderr
+    assert result.stderr.splitlines() == [
+        "demo.ipynb: fixes are shown but not applied to notebooks: apply the diff to the cell",
+        "1 fix for notebook cells shown, not applied.",
+    ]
+    assert path.read_bytes() == before
+    plain = mpdoctor("check", "--no-trace", "demo.ipynb", cwd=tmp_path)
+    assert (
+        plain.stdout.splitlines()[-1]
+        == "Found 1 problem (1 error) in 1 file. 1 fix for notebook cells (--diff shows it)."
+    )
+    assert "[*]" not in plain.stdout  # --fix would not apply it
+
+
+def test_fix_says_the_notebook_is_not_edited_and_shows_the_cell_diff(tmp_path):
+    path = write(tmp_path / "demo.ipynb", softmax_notebook())
+    before = path.read_bytes()
+    result = mpdoctor("check", "--no-trace", "--fix", "demo.ipynb", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "demo.ipynb: 1 fix not applied: fixes are shown but not applied to notebooks" in result.stdout
+    assert CELL_3_DIFF in result.stdout and "No fixes available" not in result.stdout + result.stderr
+    assert path.read_bytes() == before
+    # Applying the shown diff to the cell fixes it.
+    write(path, softmax_notebook(head_dtype=', dtype="float32"'))
+    assert mpdoctor("check", "--no-trace", "--diff", "demo.ipynb", cwd=tmp_path).stderr == "No fixes available.\n"
+
+
+def test_the_html_card_of_a_notebook_finding_shows_the_cell_diff(tmp_path):
+    write(tmp_path / "demo.ipynb", softmax_notebook())
+    mpdoctor("check", "--no-trace", "--html", "report.html", "demo.ipynb", cwd=tmp_path)
+    html = (tmp_path / "report.html").read_text()
+    assert "not applied to notebooks: edit the cell" in html
+    assert '<span class="file">--- a/demo.ipynb (cell 3)</span>' in html
+    assert (
+        '<span class="add">+    keras.layers.Dense(4, activation=&#34;softmax&#34;, dtype=&#34;float32&#34;),</span>'
+        in html
+    )
 
 
 def test_fixed_head_is_clean(tmp_path):

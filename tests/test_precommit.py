@@ -117,8 +117,59 @@ def test_trace_hook_as_a_local_hook_in_this_environment(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     # The trace's own wording: the model was built and run, its output observed in float16.
     assert re.search(
-        r"model\.py:7:5: MP401 \[\*\] output `\w+` of model .* is a softmax computed in float16", result.stdout
+        r"model\.py:7:5: MP401 \[\*\] output `\w+` of model .* computes softmax in float16", result.stdout
     ), result.stdout
+
+
+README = REPO / "README.md"
+PUBLIC_URL = "https://github.com/mpdoctor/mpdoctor"
+
+
+def readme_snippet() -> str:
+    """The `.pre-commit-config.yaml` the README's "pre-commit" section prints (its first yaml block), verbatim."""
+    section = README.read_text().split("\n## pre-commit\n", 1)[1].split("\n## ", 1)[0]
+    return re.search(r"```yaml\n(.*?)```", section, re.DOTALL).group(1)
+
+
+def test_the_readme_snippet_names_the_release_tag_of_this_version():
+    import yaml
+
+    from mpdoctor import __version__
+
+    [repo] = yaml.safe_load(readme_snippet())["repos"]
+    assert repo["repo"] == PUBLIC_URL
+    assert repo["rev"] == f"v{__version__}"  # releases are tagged with the version (CHANGELOG.md says so)
+    assert [hook["id"] for hook in repo["hooks"]] == ["mpdoctor", "mpdoctor-trace"]
+
+
+def test_the_readme_snippet_works_as_written(tmp_path):
+    """The README's snippet, with only the URL replaced by a local clone of this repository (no network): the
+    release tag it names is fetched and the static hook fails on a float16 softmax head. The tag is created in the
+    clone when this repository does not have it yet (releases are tagged when they are cut)."""
+    from mpdoctor import __version__
+
+    clone = tmp_path / "mpdoctor-clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, env=_env(tmp_path))
+    tag = f"v{__version__}"
+    tags = subprocess.run(["git", "tag", "--list", tag], cwd=clone, capture_output=True, text=True).stdout
+    if not tags.strip():
+        subprocess.run(["git", "tag", tag], cwd=clone, check=True, env=_env(tmp_path))
+    snippet = readme_snippet()
+    assert snippet.count(PUBLIC_URL) == 1
+    project = _git_repo(
+        tmp_path / "project",
+        {
+            "model.py": SOFTMAX_HEAD,
+            "clean.py": CLEAN,
+            ".pre-commit-config.yaml": snippet.replace(PUBLIC_URL, str(clone)),
+        },
+    )
+    result = _pre_commit(tmp_path, project, "run", "--all-files")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "mpdoctor (static)" in output and "Failed" in output
+    assert "model.py:7:5: MP401" in output and "clean.py" not in output
+    assert "mpdoctor (trace)" not in output  # manual stage: not run (nor installed) on commit
 
 
 def test_manifest_declares_both_hooks():

@@ -473,7 +473,7 @@ def test_real_projects_builders_get_the_policy_context_of_their_entry_point(name
     from mpdoctor.engine import analyse_projects, collect_files
 
     root = REAL / name
-    files, _ = collect_files([root], Config())
+    files, _, _ = collect_files([root], Config())
     projects = analyse_projects([root], files, Config())
     found = {
         f"{Path(b.shown).resolve().relative_to(root.resolve()).as_posix()}:{b.line} {b.qualname}": b

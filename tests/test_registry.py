@@ -46,6 +46,40 @@ def test_prefix_selection(selector, expected):
     assert expand_selector(selector) == expected
 
 
+def test_an_opt_in_rule_is_selected_only_by_its_code():
+    from mpdoctor.config import Config, apply_overrides
+
+    assert "MP603" not in expand_selector("ALL") and "MP603" not in expand_selector("MP6")
+    assert expand_selector("MP603") == {"MP603"}
+    assert expand_selector("MP6", opt_in=True) == {"MP601", "MP602", "MP603"}  # what ignore uses
+    config = Config()
+    assert not config.enabled("MP603") and config.enabled("MP602")
+    apply_overrides(config, "test", extend_select=["MP603"])
+    assert config.enabled("MP603")
+    apply_overrides(config, "test", ignore=["MP6"])
+    assert not config.enabled("MP603")
+    config = Config()
+    apply_overrides(config, "test", select=["MP603"])
+    assert config.select == {"MP603"}
+
+
+def test_rules_and_explain_say_a_rule_is_opt_in():
+    import subprocess
+    import sys
+
+    table = subprocess.run([sys.executable, "-m", "mpdoctor", "rules"], capture_output=True, text=True).stdout
+    opt_in = {line.split()[0] for line in table.splitlines() if "(opt-in: --extend-select" in line}
+    assert opt_in == {"MP603"}
+    explain = subprocess.run(
+        [sys.executable, "-m", "mpdoctor", "explain", "MP603"], capture_output=True, text=True
+    ).stdout
+    assert "Opt-in: not in the default selection" in explain and "--extend-select MP603" in explain
+    explain = subprocess.run(
+        [sys.executable, "-m", "mpdoctor", "explain", "MP602"], capture_output=True, text=True
+    ).stdout
+    assert "Opt-in" not in explain
+
+
 @pytest.mark.parametrize("selector", ["MP9", "MP999", "E501", "mp-401", ""])
 def test_unknown_selectors_are_rejected(selector):
     with pytest.raises(ValueError):

@@ -43,8 +43,9 @@ def browser():
         yield chromium
 
 
-def check_to_html(model: Path, html: Path, cwd: Path, legacy: bool = False) -> dict:
-    """`mpdoctor check MODEL --format json --html HTML`: the JSON report (the HTML is written to `html`)."""
+def check_to_html(model: Path, html: Path, cwd: Path, legacy: bool = False, fmt: str = "json"):
+    """`mpdoctor check MODEL --format json --html HTML`: the JSON report (the HTML is written to `html`); with
+    `fmt="text"`, the text output."""
     env = dict(
         os.environ,
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
@@ -52,7 +53,7 @@ def check_to_html(model: Path, html: Path, cwd: Path, legacy: bool = False) -> d
         TF_USE_LEGACY_KERAS="1" if legacy else "0",
     )
     result = subprocess.run(
-        [sys.executable, "-m", "mpdoctor", "check", "--trace", "--format", "json", "--html", str(html), str(model)],
+        [sys.executable, "-m", "mpdoctor", "check", "--trace", "--format", fmt, "--html", str(html), str(model)],
         capture_output=True,
         text=True,
         env=env,
@@ -60,13 +61,13 @@ def check_to_html(model: Path, html: Path, cwd: Path, legacy: bool = False) -> d
         timeout=600,
     )
     assert result.returncode == 1, result.stderr  # findings
-    return json.loads(result.stdout)
+    return json.loads(result.stdout) if fmt == "json" else result.stdout
 
 
-def open_in_browser(browser: Chromium, html: Path, name: str):
+def open_in_browser(browser: Chromium, html: Path, name: str, width: int = 1280, evaluate: dict | None = None):
     screenshot = SCREENSHOTS / f"{name}.png"
     screenshot.unlink(missing_ok=True)
-    page = browser.run_page(html, screenshot, evaluate=PAGE_FACTS)
+    page = browser.run_page(html, screenshot, evaluate={**PAGE_FACTS, **(evaluate or {})}, width=width)
     assert screenshot.stat().st_size > 10_000
     assert page.errors == [], page.console
     assert page.requests == [] and page.dialogs == []
@@ -78,8 +79,9 @@ def test_first_seed_report(browser, tmp_path):
     html = tmp_path / "seed.html"
     report = check_to_html(Path("examples") / "hub_seed.py", html, cwd=ROOT, legacy=True)
     page = open_in_browser(browser, html, "hub_seed")
-    codes = [d["code"] for d in report["diagnostics"]]
-    assert "MP201" in codes and page.values["codes"] == codes  # the seed's SavedModel dtype mismatch
+    rank = {"error": 0, "warning": 1, "info": 2}
+    codes = [d["code"] for d in sorted(report["diagnostics"], key=lambda d: rank[d["severity"]])]
+    assert "MP201" in codes and page.values["codes"] == codes  # the seed's SavedModel dtype mismatch, errors first
     graph = report["traces"][0]["models"][0]["graph"]
     assert page.values["graph_nodes"] == len(graph["nodes"]) > 0
     assert "feature_extractor" in page.dom and "serving_default" in page.dom  # the signature table
@@ -137,3 +139,91 @@ def test_hostile_layer_names_render_as_text(browser, tmp_path):
     assert page.values["images"] == 0
     text = browser.run_page(html, evaluate={"text": "document.body.innerText"}).values["text"]
     assert all(name in text for name in hostile)
+
+
+# A report with something in every part a reader looks at: findings of every severity with safe and unsafe fixes, a
+# float32-only model, a model whose float16 run turns non-finite in its first layer (so the relative-error panel
+# has nothing to draw), a layer name too long for its box.
+READER_MODEL = """\
+import keras
+import tensorflow as tf
+
+MASK = -1e9  # a module constant: its MP403 fix is unsafe
+
+reference = keras.Sequential([keras.Input((16,)), keras.layers.Dense(8)], name="reference")  # float32
+
+keras.mixed_precision.set_global_policy("mixed_float16")
+
+
+class Exploding(keras.layers.Layer):
+    def call(self, x):
+        return tf.exp(x * 20.0) + MASK * tf.cast(x < -10.0, x.dtype)
+
+
+model = keras.Sequential(
+    [
+        keras.Input((16,)),
+        Exploding(name="exploding_exp_with_a_very_long_name"),
+        keras.layers.Dense(30, activation="relu"),
+        keras.layers.BatchNormalization(),
+        keras.layers.Dense(10, activation="softmax"),
+    ],
+    name="classifier",
+)
+"""
+
+READER_FACTS = {
+    "severities": "[...document.querySelectorAll('.card[data-severity]')].map(c => c.dataset.severity)",
+    "fixable": "document.querySelector('.counts .fixable').textContent",
+    "chart_widths": "[...document.querySelectorAll('.chart-canvas')].map(c =>"
+    " [c.clientWidth, c.querySelector('svg').getBoundingClientRect().width])",
+    "axis_labels": "document.querySelectorAll('svg.numerics-chart .layer-label').length",
+    "hover_columns": "document.querySelectorAll('svg.numerics-chart rect.column').length",
+    "markers": "document.querySelectorAll('svg.numerics-chart .nonfinite').length",
+    "markers_over_titles": "(() => { const hits = [];"
+    " for (const svg of document.querySelectorAll('svg.numerics-chart'))"
+    " { const titles = [...svg.querySelectorAll('text.title')].map(t => t.getBoundingClientRect());"
+    " for (const mark of svg.querySelectorAll('.nonfinite path')) { const r = mark.getBoundingClientRect();"
+    " for (const t of titles) if (r.left < t.right && t.left < r.right && r.top < t.bottom && t.top < r.bottom)"
+    " hits.push(mark.parentNode.textContent); } } return hits; })()",
+    "empty_notes": "[...document.querySelectorAll('svg.numerics-chart .empty-note')].map(t => t.textContent)",
+    "numerics_headings": "[...document.querySelectorAll('h3')].filter(h => h.textContent.startsWith('Numerics'))"
+    ".map(h => h.textContent)",
+    "box_details": "[...document.querySelectorAll('.graph svg .node')].map(g => [g.querySelector('text.detail')"
+    ".textContent, g.querySelector('text.detail').getBBox().width, g.querySelector('rect').getBBox().width])",
+    "hardware": "[...document.querySelectorAll('td.hardware')].map(t => t.textContent)",
+}
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_the_report_reads_well_at_1400_and_800_px(browser, tmp_path, width):
+    model = tmp_path / "reader.py"
+    model.write_text(READER_MODEL)
+    html = tmp_path / "reader.html"
+    text = check_to_html(model, html, cwd=tmp_path, fmt="text")
+    page = open_in_browser(browser, html, f"report_{width}px", width=width, evaluate=READER_FACTS)
+    facts = page.values
+    # Findings by severity, errors first; the fixable count in the text output's words.
+    rank = {"error": 0, "warning": 1, "info": 2}
+    assert facts["severities"] == sorted(facts["severities"], key=rank.get)
+    assert set(facts["severities"]) == {"error", "warning", "info"}
+    summary = text.splitlines()[-1]
+    assert facts["fixable"] == "1 fixable with --fix, 1 more with --unsafe-fixes"
+    assert summary.endswith("1 fixable with --fix ([*]), 1 more with --unsafe-fixes."), summary
+    # The chart fills its panel, names its layers, keeps markers off the titles, says why a panel is empty.
+    [(panel, chart)] = facts["chart_widths"]  # one chart: the float32 model is not compared
+    assert abs(panel - chart) <= 1 and panel > width * 0.8
+    assert facts["axis_labels"] == facts["hover_columns"] == 4
+    assert facts["markers"] == 4 and facts["markers_over_titles"] == []
+    assert facts["empty_notes"] == [
+        "relative error not shown: the float16 run is non-finite from layer `exploding_exp_with_a_very_long_name`"
+    ]
+    assert [h for h in facts["numerics_headings"] if "None" in h] == []
+    assert any("(not compared)" in h for h in facts["numerics_headings"])
+    assert any("(float16 vs float32" in h for h in facts["numerics_headings"])
+    # Every graph box shows its whole dtype, inside the box.
+    for detail, text_width, box_width in facts["box_details"]:
+        assert detail.rsplit(" · ", 1)[-1] in ("float16", "float32"), detail
+        assert text_width <= box_width - 8, detail
+    assert [d for d, _, _ in facts["box_details"] if d.startswith("Batch")] == ["BatchNormalization · float16"]
+    assert facts["hardware"] and all(h.startswith("float16: ") for h in facts["hardware"])

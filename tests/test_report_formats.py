@@ -287,7 +287,10 @@ def test_sarif_lists_every_registered_rule_with_its_documentation():
             assert part in descriptor["help"]["text"]
             assert part in descriptor["help"]["markdown"]
         assert "```python\n" + rule.bad + "\n```" in descriptor["help"]["markdown"]
-        assert descriptor["defaultConfiguration"] == {"level": levels[rule.severity.value]}
+        assert descriptor["defaultConfiguration"] == {
+            "level": levels[rule.severity.value],
+            "enabled": rule.code != "MP603",  # the one opt-in rule
+        }
         assert descriptor["properties"]["passes"] == list(rule.pass_names)
         assert "mixed-precision" in descriptor["properties"]["tags"]
 

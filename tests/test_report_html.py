@@ -452,3 +452,85 @@ def test_cli_html_flag_writes_the_page_beside_the_chosen_format(tmp_path, capsys
     assert main(["check", "--no-trace", "--html", str(tmp_path / "missing" / "r.html"), str(model)]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("mpdoctor: error: ") and "missing/r.html: cannot write report" in line
+
+
+# ---------------------------------------------------------------- what a reader needs (issue 18)
+
+
+def test_the_numerics_chart_takes_the_panels_width_and_labels_every_layer():
+    svg = _chart(NUMERICS)
+    assert re.match(r'<svg [^>]*width="100%"', svg) and "viewBox" not in svg  # text keeps its size at any width
+    labels = re.findall(r'<svg class="layer-label"[^>]*>.*?</svg>', svg)
+    assert len(labels) == len(NUMERICS["layers"]) and "big&lt;b&gt;" in labels[1]
+    columns = re.findall(r'<rect class="column"[^>]*><title>([^<]*)</title>', svg)
+    assert columns == ["in (InputLayer)", "big&lt;b&gt; (Dense)", "inf (Dense)", "out (Softmax)"]  # hover names
+    # The cross of the non-finite layer sits between the panel's title (baseline y=12) and the panel (y=32).
+    [mark] = re.findall(r'<svg class="nonfinite"[^>]* y="(\d+)"', svg)
+    assert int(mark) > 12 and int(mark) + 8 < 32
+    assert "no relative error from layer `inf` on: the float16 run is non-finite there" in svg
+
+
+def test_a_chart_without_relative_errors_says_why():
+    layers = [{**row, "finite": i == 0, "relative_error": None} for i, row in enumerate(NUMERICS["layers"])]
+    svg = _chart({**NUMERICS, "layers": layers})
+    assert "relative error not shown: the float16 run is non-finite from layer `big&lt;b&gt;`" in svg
+    assert svg.count('class="empty-note') == 1
+
+
+def test_many_layers_get_every_kth_label_and_all_a_hover_name():
+    layers = [{**NUMERICS["layers"][1], "id": f"l{i}", "name": f"l{i}"} for i in range(300)]
+    svg = _chart({**NUMERICS, "layers": layers})
+    labels = svg.count('class="layer-label"')
+    assert 20 < labels < 300 and svg.count('class="column"') == 300
+
+
+def test_a_float32_model_heading_names_no_dtype_pair():
+    float32 = {**NUMERICS, "dtype": None, "layers": [], "skipped": "no layer computes in float16/bfloat16"}
+    trace = {"path": "m.py", "models": [{"name": "m", "how": "x", "graph": None, "numerics": float32}]}
+    html = html_of(Report(files_checked=1, passes=("static", "trace"), traces=[TraceSummary.from_json(trace)]))
+    assert "None vs" not in html and 'Numerics per layer <span class="meta">(not compared)</span>' in html
+    assert "skipped: no layer computes in float16/bfloat16" in html
+
+
+def test_graph_boxes_show_the_whole_dtype():
+    graph = chain_graph(2, dtypes={"d0": "bfloat16"})
+    graph["nodes"][0]["class"] = "SomeVeryLongCustomAttentionLayerClass"
+    [figure] = _figures(graph, set())
+    details = re.findall(r'<text x="8" y="31" class="detail">([^<]*)</text>', figure.svg)
+    assert details[0].endswith(" · bfloat16") and details[0].startswith("SomeVeryLong") and len(details[0]) <= 30
+    assert details[1] == "Dense · float16"
+
+
+def test_cards_are_ordered_by_severity_and_the_fixable_count_reads_as_in_the_text(tmp_path):
+    from mpdoctor.report.text import render as render_text
+
+    source = tmp_path / "model.py"
+    source.write_text("a = 1\nb = 2\nc = 3\n")
+    safe = Fix("safe", (Edit(str(source), 1, 1, 1, 2, "x"),))
+    unsafe = Fix("unsafe", (Edit(str(source), 2, 1, 2, 2, "y"),), applicability="unsafe")
+    diagnostics = [
+        Diagnostic("MP601", "hint", Location(str(source), 1, 1), Severity.INFO, fix=safe),
+        Diagnostic("MP207", "warning", Location(str(source), 2, 1), Severity.WARNING, fix=unsafe),
+        Diagnostic("MP401", "error", Location(str(source), 3, 1), Severity.ERROR),
+    ]
+    report = Report(diagnostics=diagnostics, files_checked=1, sources={str(source): SourceText(source, "a = 1\n")})
+    html = html_of(report)
+    assert re.findall(r'data-severity="(\w+)"', html) == ["error", "warning", "info"]
+    [fixable] = re.findall(r'<span class="fixable">([^<]*)</span>', html)
+    text = io.StringIO()
+    render_text(report, text)
+    assert fixable == "1 fixable with --fix, 1 more with --unsafe-fixes"
+    assert text.getvalue().splitlines()[-1].endswith(" 1 fixable with --fix ([*]), 1 more with --unsafe-fixes.")
+
+
+def test_the_environment_table_says_whether_float16_runs_fast_here():
+    def page(gpus):
+        env = {"global_policy": "mixed_float16", "legacy_keras": False, "gpus": gpus}
+        trace = TraceSummary.from_json({"path": "m.py", "environment": env})
+        return html_of(Report(files_checked=1, passes=("static", "trace"), traces=[trace]))
+
+    cpu = page([])
+    assert 'float16: <span class="slow">no</span> <span class="meta">(no GPU)</span>' in cpu
+    assert "--extend-select MP603" in cpu
+    volta = page([{"name": "V100", "compute_capability": [7, 0]}])
+    assert "float16: yes" in volta and "bfloat16: " in volta and "--extend-select MP603" not in volta

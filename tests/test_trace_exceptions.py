@@ -863,3 +863,45 @@ def test_empty_and_unrelated_messages():
 )
 def test_dtype_name(text, name):
     assert dtype_name(text) == name
+
+
+SEED_MESSAGE = (
+    "TypeError: Binding inputs to tf.function failed due to `Can not cast TensorSpec(shape=(None, 224, 224, 3), "
+    "dtype=tf.float16, name=None) to TensorSpec(shape=(None, 224, 224, 3), dtype=tf.float32, name=None)`. Received "
+    "args: (<tf.Tensor 'keras_layer/Cast:0' shape=(None, 224, 224, 3) dtype=float16>,) and 4 more arguments"
+)
+
+
+def _words(text: str) -> list[str]:
+    return text.replace("...", " ").split()
+
+
+def test_long_messages_are_cut_between_words_with_an_ellipsis():
+    from mpdoctor.tf_messages import first_message_line
+
+    shown = first_message_line("Exception encountered when calling layer 'x'\n" + SEED_MESSAGE)
+    assert len(SEED_MESSAGE) > 300 >= len(shown)
+    assert shown.endswith("...") and shown.startswith("TypeError: Binding inputs")
+    assert set(_words(shown)) <= set(SEED_MESSAGE.split())  # whole words only, nothing cut mid-word
+    assert "dtype=tf.float16" in shown and "dtype=tf.float32" in shown
+
+
+def test_the_part_naming_the_dtypes_survives_the_cut():
+    from mpdoctor.tf_messages import shorten
+
+    message = (
+        "InvalidArgumentError: cannot compute __inference_signature_wrapper_123 as input #0(zero-based) "
+        + "with a very long preamble about graph nodes " * 12
+        + "was expected to be a float tensor but is a half tensor [Op:__inference_signature_wrapper_123]"
+    )
+    shown = shorten(message)
+    assert len(shown) <= 300 and shown.startswith("InvalidArgumentError: cannot compute")
+    assert "was expected to be a float tensor but is a half tensor" in shown
+    assert " ... " in shown and set(_words(shown)) <= set(message.split())
+
+
+def test_short_messages_are_left_alone():
+    from mpdoctor.tf_messages import shorten
+
+    assert shorten("  ValueError: expected half  ") == "ValueError: expected half"
+    assert shorten("x" * 400).endswith("...") and len(shorten("x" * 400)) == 300  # one endless word: cut anyway

@@ -22,9 +22,15 @@ def facts(**overrides) -> Facts:
     return Facts.from_json(base)
 
 
-def run(f: Facts, code: str):
+def run(f: Facts, code: str, config: Config | None = None):
     ctx = TraceContext("m.py", "m.py", "", None)
-    return [d for d in run_checks(f, ctx, Config()) if d.code == code]
+    return [d for d in run_checks(f, ctx, config or Config()) if d.code == code]
+
+
+def with_mp603() -> Config:
+    config = Config()
+    config.select.add("MP603")  # opt-in
+    return config
 
 
 POLICY = {
@@ -44,7 +50,35 @@ POLICY = {
     ],
 )
 def test_mp603_depends_on_the_devices(gpus, expected):
-    assert len(run(facts(policy_events=[POLICY], environment={"gpus": gpus}), "MP603")) == expected
+    assert len(run(facts(policy_events=[POLICY], environment={"gpus": gpus}), "MP603", with_mp603())) == expected
+
+
+def test_mp603_from_a_policy_in_force_from_the_start():  # --assume-policy: no event of the file set it
+    [d] = run(facts(environment={"gpus": [], "global_policy": "mixed_float16"}), "MP603", with_mp603())
+    assert d.message.startswith('global policy "mixed_float16" on a machine with no GPU') and d.location.line == 1
+
+
+def test_mp603_is_opt_in():
+    assert run(facts(policy_events=[POLICY]), "MP603") == []
+
+
+@pytest.mark.parametrize(
+    "dtype,gpus,expected",
+    [
+        ("mixed_float16", [], ['Dense `dense` with dtype="mixed_float16" on a machine with no GPU']),
+        ("float16", [{"name": "K80", "compute_capability": [3, 7]}], ["no GPU of compute capability 7.0 or higher"]),
+        ("mixed_bfloat16", [], ["no bfloat16-capable device"]),
+        ("mixed_float16", [{"name": "T4", "compute_capability": [7, 5]}], []),
+        ("float32", [], []),
+        (None, [], []),
+    ],
+)
+def test_mp603_from_a_layer_dtype_alone(dtype, gpus, expected):
+    layer = {"name": "dense", "class": "Dense", "explicit_dtype": dtype, "created_at": {"file": "m.py", "line": 5}}
+    found = run(facts(layers={"1": layer}, environment={"gpus": gpus}), "MP603", with_mp603())
+    assert len(found) == len(expected)
+    for d, text in zip(found, expected, strict=True):
+        assert text in d.message and d.location.line == 5
 
 
 def savedmodel_load(accepted):
@@ -85,6 +119,19 @@ def test_mp202_reports_an_unreadable_handle():
     load["savedmodel"] = {"error": {"kind": "offline", "message": "https://tfhub.dev/x is not in the TF Hub cache"}}
     [d] = run(facts(savedmodel_loads=[load]), "MP202")
     assert "not in the TF Hub cache" in d.message and d.location.line == 7
+
+
+@pytest.mark.parametrize("handle", ["https://tfhub.dev/google/x/1", "gs://bucket/model", "/no/such/savedmodel"])
+def test_mp202_says_once_that_the_signature_checks_were_skipped(handle, tmp_path, monkeypatch):
+    from mpdoctor.artifacts.savedmodel import read_savedmodel
+
+    monkeypatch.setenv("TFHUB_CACHE_DIR", str(tmp_path))  # an empty cache
+    load = savedmodel_load([])
+    load["handle"] = handle
+    load["savedmodel"] = read_savedmodel(handle)
+    [d] = run(facts(savedmodel_loads=[load]), "MP202")
+    assert d.message.count("signature checks were skipped") == 1, d.message
+    assert d.message.endswith("; its signature checks were skipped")
 
 
 def test_mp402_and_mp401_from_graph_outputs():

@@ -48,6 +48,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mpdoctor import writes
+
 FORMAT_DESCRIPTIONS = {
     "tf2-object": "TF2 object-based checkpoint (tf.train.Checkpoint / Keras 2 save_weights, TF format)",
     "tf1-name": "TF1 name-based checkpoint (tf.compat.v1.train.Saver)",
@@ -66,6 +68,8 @@ LIMITS = {
     "bfloat16": (3.3895313892515355e38, 2.0**-126, 2.0**-133),
     "float32": (3.4028234663852886e38, 2.0**-126, 2.0**-149),
 }
+_LIMIT_TEXT = {"float16": "65504", "bfloat16": "3.39e38", "float32": "3.40e38"}
+OVERFLOW_MODES = ("refuse", "saturate", "allow")  # convert_checkpoint: values beyond the target's range
 # The same thresholds as float32 bit patterns of |x| (sign bit cleared): the fast path compares integers.
 _BITS = {
     "float16": (0x477FE000, 0x38800000, 0x33800000),
@@ -85,6 +89,23 @@ class CheckpointError(Exception):
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+
+
+class WouldOverflow(CheckpointError):
+    """convert_checkpoint(overflow="refuse"): the cast turns finite values into inf; nothing was written.
+    `variables`: {key: how many of its values would become inf}."""
+
+    def __init__(self, path: str, target: str, variables: dict[str, int]):
+        total = sum(variables.values())
+        names = ", ".join(repr(k) for k in list(variables)[:5]) + (", ..." if len(variables) > 5 else "")
+        limit = _LIMIT_TEXT[target]
+        super().__init__(
+            path,
+            f"not written: {total:,} value{'' if total == 1 else 's'} of {len(variables)} "
+            f"variable{'' if len(variables) == 1 else 's'} would become inf in {target} ({names}); "
+            f"--saturate clamps them to +-{limit}, --allow-inf keeps inf",
+        )
+        self.variables = variables
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -340,6 +361,28 @@ def _object_paths(graph_bytes: bytes) -> dict[str, str]:
     return result
 
 
+def _export_mirrors(paths: dict[str, str], dtypes: dict, shapes: dict) -> set[str]:
+    """The keys under `_all_variables/` when they repeat `variables/` one for one.
+
+    Keras 3 `model.export()` (its ExportArchive) tracks the model's variables twice, as `variables/N` and as
+    `_all_variables/N`, and the checkpoint stores both (the same values, in another order). A listing shows them
+    once: these keys are left out of it when both lists exist and hold the same dtypes and shapes. Conversion and
+    restores still see every key."""
+    lists: dict[str, list[str]] = {"variables": [], "_all_variables": []}
+    for key, path in paths.items():
+        head, _, index = path.partition("/")
+        if head in lists and index.isdigit():
+            lists[head].append(key)
+    ours, mirror = lists["variables"], lists["_all_variables"]
+
+    def signature(keys: list[str]) -> list:
+        return sorted((str(dtypes.get(k)), tuple(shapes.get(k) or ())) for k in keys)
+
+    if not ours or len(ours) != len(mirror) or signature(ours) != signature(mirror):
+        return set()
+    return set(mirror)
+
+
 _TABLE_MAGIC = 0xDB4775248B80FB57
 
 
@@ -425,6 +468,89 @@ def _bundle_index(index: str) -> tuple[int, dict[str, _Entry]] | None:
         return None
 
 
+# DataType enum (tensorflow/core/framework/types.proto) -> bytes per element; absent: variable-size (strings...).
+_ITEMSIZE = {1: 4, 2: 8, 3: 4, 4: 1, 5: 2, 6: 1, 8: 8, 9: 8, 10: 1, 11: 1, 12: 1, 13: 4, 14: 2, 15: 2, 16: 2, 17: 2}
+_ITEMSIZE.update({18: 16, 19: 2, 22: 4, 23: 8})
+_DT_STRING = 7
+_MAX_RANK = 254  # TensorShape::MaxDimensions()
+_INT64_MAX = 2**63 - 1
+
+
+def check_bundle_index(index: str) -> None:
+    """Validate what TensorFlow's reader would CHECK-fail on (abort the whole process, exit 134) or allocate without
+    limit before it sees the index: every entry's shape must be a valid TensorShape (known rank of at most 254, no
+    negative dimension, an element count within int64) whose bytes are the bytes the entry records (which
+    _TFSource then finds in the data shard, or reports a truncated shard). Raises CheckpointError "corrupt
+    checkpoint: ..." for a crafted or damaged index."""
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.protobuf import tensor_bundle_pb2
+
+    try:
+        with open(index, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise CheckpointError(index, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        rows = list(_table_entries(data))
+    except (ValueError, IndexError) as exc:  # TF writes uncompressed tables only: a compressed block is damage too
+        raise CheckpointError(index, f"cannot read the checkpoint index: {exc or 'truncated'}") from None
+    for key, value in rows:
+        if key == b"":
+            continue  # the header
+        name = key.decode("utf-8", "backslashreplace")
+        entry = tensor_bundle_pb2.BundleEntryProto()
+        try:
+            entry.ParseFromString(value)
+        except DecodeError:
+            raise CheckpointError(index, f"corrupt checkpoint: the entry of {name!r} does not parse") from None
+        problem = _shape_problem(entry.shape)
+        if problem is None and not entry.slices:
+            problem = _size_problem(entry)
+        if problem:
+            raise CheckpointError(index, f"corrupt checkpoint: tensor {name!r}: {problem}")
+
+
+def check_tf_checkpoint(path: str | os.PathLike) -> None:
+    """`check_bundle_index` for whatever TF checkpoint `path` names (prefix, index, directory); other artifacts
+    pass. For code about to hand `path` to TensorFlow's own reader. Raises CheckpointError."""
+    located = locate(path)
+    if located.kind == "tf":
+        check_bundle_index(located.target + ".index")
+
+
+def _size_problem(entry) -> str | None:
+    """The bytes the shape needs against the bytes the entry records (TF writes exactly the tensor's bytes; a
+    string takes at least its length byte). Whether the data shard holds them is checked with the shards."""
+    elements = _elements(entry.shape)
+    itemsize = _ITEMSIZE.get(entry.dtype)
+    if itemsize and elements * itemsize != entry.size:
+        dims = [d.size for d in entry.shape.dim]
+        return f"its shape {dims} needs {elements * itemsize:,} bytes, the index records {entry.size:,}"
+    if entry.dtype == _DT_STRING and elements > entry.size:
+        return f"its shape holds {elements:,} strings in {entry.size:,} bytes"
+    return None
+
+
+def _shape_problem(shape) -> str | None:
+    dims = [d.size for d in shape.dim]
+    if shape.unknown_rank:
+        return "its shape has an unknown rank"
+    if len(dims) > _MAX_RANK:
+        return f"its shape has {len(dims)} dimensions (at most {_MAX_RANK})"
+    if any(d < 0 for d in dims):
+        return f"its shape {dims} has a negative dimension"
+    if _elements(shape) > _INT64_MAX:
+        return f"its shape {dims} holds more elements than int64 counts"
+    return None
+
+
+def _elements(shape) -> int:
+    count = 1
+    for d in shape.dim:
+        count *= d.size
+    return count
+
+
 class _TFSource:
     """An open TF checkpoint: metadata from the index, tensors one at a time."""
 
@@ -433,6 +559,7 @@ class _TFSource:
         self.prefix = prefix
         self.index = prefix + ".index"
         self.shards = _shards(prefix)
+        check_bundle_index(self.index)  # before TF's reader, which aborts on a crafted shape
         try:
             self.reader = tf.train.load_checkpoint(prefix)
             dtypes = self.reader.get_variable_to_dtype_map()
@@ -483,6 +610,7 @@ class _TFSource:
                 raise
             except Exception as exc:
                 raise CheckpointError(self.index, f"cannot parse the checkpoint's object graph: {exc}") from None
+        self.mirrors = _export_mirrors(self.object_paths, self.dtypes, self.shapes)
 
     def keys(self) -> list[str]:
         return sorted(self.dtypes)
@@ -631,6 +759,8 @@ def _open_h5(located: Located):
         if located.kind == "keras":
             try:
                 archive = zipfile.ZipFile(located.target)
+                cleanup.append(archive.close)
+                check_archive(archive, located.target)
                 info = archive.getinfo(KERAS_WEIGHTS_MEMBER)
             except KeyError:
                 raise CheckpointError(
@@ -639,18 +769,20 @@ def _open_h5(located: Located):
                 ) from None
             except (zipfile.BadZipFile, OSError) as exc:
                 raise CheckpointError(located.target, f"corrupt zip archive: {exc}") from None
-            cleanup.append(archive.close)
+            shown = f"{located.target}[{KERAS_WEIGHTS_MEMBER}]"
             if info.compress_type == zipfile.ZIP_STORED:
                 source = _ZipMember(located.target, info)
                 cleanup.append(source.close)
             else:  # compressed member: extract it to a temporary file (h5py needs cheap random access)
                 handle = tempfile.NamedTemporaryFile(suffix=".weights.h5")  # noqa: SIM115 - open for the reader's lifetime, closed by it
                 cleanup.append(handle.close)
-                with archive.open(info) as member:
-                    shutil.copyfileobj(member, handle, 1 << 20)
-                handle.flush()
+                try:
+                    _extract_weights(archive, info, handle, shown)
+                except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+                    raise CheckpointError(located.target, f"corrupt zip archive: {exc}") from None
+                except OSError as exc:
+                    raise CheckpointError(shown, f"cannot extract: {exc.strerror or exc}") from None
                 source = handle.name
-            shown = f"{located.target}[{KERAS_WEIGHTS_MEMBER}]"
         else:
             source, shown = located.target, located.target
         try:
@@ -669,6 +801,58 @@ def _open_h5(located: Located):
         for fn in reversed(cleanup):
             with contextlib.suppress(Exception):
                 fn()
+
+
+MAX_COMPRESSION_RATIO = 100  # real weights deflate to about 1.1:1; a member above this ratio is a zip bomb
+_RATIO_FLOOR = 1 << 20  # small members (JSON) may compress well: the ratio counts from 1 MiB
+
+
+def check_archive(archive: zipfile.ZipFile, path: str) -> None:
+    """Refuse a .keras archive before anything is extracted or copied: member names that leave the archive's root
+    (absolute, `..`, drive letters), and members that decompress to far more than they store (by the sizes the
+    archive declares; extraction is capped at those sizes)."""
+    for info in archive.infolist():
+        name = info.filename
+        parts = name.replace("\\", "/").split("/")
+        if name.startswith(("/", "\\")) or ".." in parts or (len(name) > 1 and name[1] == ":"):
+            raise CheckpointError(path, f"unsafe member name {name!r} in the archive (path traversal)")
+        if info.file_size > _RATIO_FLOOR and info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1):
+            ratio = info.file_size / max(info.compress_size, 1)
+            raise CheckpointError(
+                path,
+                f"member {name!r} would expand {info.compress_size:,} bytes to {info.file_size:,} "
+                f"({ratio:,.0f}:1, more than {MAX_COMPRESSION_RATIO}:1): refusing a possible zip bomb",
+            )
+
+
+def _extract_weights(archive: zipfile.ZipFile, info: zipfile.ZipInfo, handle, shown: str) -> None:
+    """Extract the weights member into `handle`: only after its first bytes show an HDF5 signature, only when the
+    temporary folder has room for the size the archive declares, and never more than that size."""
+    with archive.open(info) as member:
+        head = member.read(4096 + 8)
+        if not any(head[offset : offset + 8] == _HDF5_SIGNATURE for offset in (0, 512, 1024, 2048, 4096)):
+            raise CheckpointError(shown, "not an HDF5 file (bad signature): the archive is corrupt or not Keras")
+        free = shutil.disk_usage(os.path.dirname(handle.name)).free
+        if info.file_size > free:
+            raise CheckpointError(
+                shown, f"needs {_size(info.file_size)} to extract, the temporary folder has {_size(free)} free"
+            )
+        handle.write(head)
+        written = len(head)
+        while chunk := member.read(1 << 20):
+            written += len(chunk)
+            if written > info.file_size:
+                raise CheckpointError(shown, "the member is larger than the archive declares: corrupt archive")
+            handle.write(chunk)
+    handle.flush()
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
 
 
 def _raised_in_h5py(exc: BaseException) -> bool:
@@ -799,13 +983,17 @@ def open_source(path: str | os.PathLike):
         yield located, _H5Source(located, handle, shown)
 
 
+def _listed_keys(source) -> list[str]:
+    """The keys a listing or an audit shows: no object graph, and a Keras export's mirrored variables once."""
+    mirrors = getattr(source, "mirrors", set())
+    return [k for k in source.keys() if k != OBJECT_GRAPH_KEY and k not in mirrors]
+
+
 def _describe(located: Located, source) -> dict:
     variables = []
     counts: dict[str, int] = {}
     total = 0
-    for key in source.keys():
-        if key == OBJECT_GRAPH_KEY:
-            continue
+    for key in _listed_keys(source):
         dtype, shape = source.dtypes[key], source.shapes[key]
         size = _nbytes(dtype, shape)
         entry = {
@@ -833,6 +1021,7 @@ def _describe(located: Located, source) -> dict:
         "variables": variables,
         "dtypes": dict(sorted(counts.items())),
         "total_bytes": total,
+        "mirrored": len(getattr(source, "mirrors", ())),  # Keras export `_all_variables/*`, not listed again
     }
 
 
@@ -1039,7 +1228,7 @@ def _audit_source(
     started = time.perf_counter()
     rows = []
     read = 0
-    keys = [k for k in source.keys() if k != OBJECT_GRAPH_KEY]
+    keys = _listed_keys(source)
     selected = [k for k in keys if _auditable(source.dtypes[k], target) and (pattern is None or pattern.search(k))]
     skipped = len(keys) - len(selected)
     for key in selected:
@@ -1151,6 +1340,29 @@ def _cast(array: np.ndarray, target: np.dtype) -> np.ndarray:
         return np.asarray(array).astype(target)
 
 
+def _saturated(array: np.ndarray, target: str) -> tuple[np.ndarray, int]:
+    """(`array` with its finite values clamped to +-the target's max, how many were clamped). inf and NaN already
+    in the checkpoint stay as they are. Computed in float32/float64 (bfloat16 cannot hold 65504 exactly)."""
+    values = np.asarray(array)
+    if values.dtype not in (np.float32, np.float64):
+        values = values.astype(np.float32)
+    maximum = LIMITS[target][0]
+    with np.errstate(invalid="ignore"):
+        beyond = np.isfinite(values) & (np.abs(values) > maximum)
+    count = int(np.count_nonzero(beyond))
+    if not count:
+        return array, 0
+    clamped = values.copy()
+    clamped[beyond] = np.copysign(maximum, values[beyond])
+    return clamped, count
+
+
+def _became_inf(source: np.ndarray, cast: np.ndarray) -> int:
+    """How many finite values of `source` are inf in `cast`."""
+    with np.errstate(invalid="ignore"):
+        return int(np.count_nonzero(np.isinf(np.asarray(cast, np.float32)) & np.isfinite(np.asarray(source))))
+
+
 def _out_paths_tf(prefix: str) -> list[str]:
     found = [prefix + ".index"] if os.path.exists(prefix + ".index") else []
     return found + sorted(glob.glob(glob.escape(prefix) + ".data-*"))
@@ -1166,6 +1378,9 @@ class _Plan:
     out: str  # the output path as given
     out_target: str  # prefix (tf), file (h5/keras) or directory (tf from a directory)
     existed: bool
+    overflow: str = "allow"  # OVERFLOW_MODES
+    clamped: int = 0  # values clamped to the target's max (overflow="saturate")
+    became_inf: dict[str, int] | None = None  # key -> finite values that the cast made inf
 
 
 def _plan_output(located: Located, fmt: str, out: str, force: bool) -> _Plan:
@@ -1216,11 +1431,32 @@ def _plan_output(located: Located, fmt: str, out: str, force: bool) -> _Plan:
     if existed and not force:
         raise CheckpointError(out, "already exists (pass --force to overwrite it)")
     parent = os.path.dirname(os.path.abspath(target))
-    if not os.path.isdir(parent):
-        raise CheckpointError(out, f"cannot write: directory {os.path.dirname(target) or '.'} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise CheckpointError(out, f"cannot write: directory {os.path.dirname(target) or '.'} is not writable")
+    existing = parent  # missing folders are created when the output is written: the nearest one that exists
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise CheckpointError(out, f"cannot write: {existing} is not a directory")
+    if not os.access(existing, os.W_OK):
+        raise CheckpointError(out, f"cannot write: directory {existing} is not writable")
     return _Plan(located, out, target, existed)
+
+
+def _make_parents(target: str) -> list[str]:
+    """Create the missing folders above `target`; returns them, deepest first (removed again on failure)."""
+    created = []
+    parent = os.path.dirname(os.path.abspath(target))
+    while not os.path.exists(parent):
+        created.append(parent)
+        parent = os.path.dirname(parent)
+    for directory in reversed(created):
+        os.mkdir(directory)
+    return created
+
+
+def _remove_empty(directories: list[str]) -> None:
+    for directory in directories:
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)
 
 
 def convert_checkpoint(
@@ -1232,6 +1468,7 @@ def convert_checkpoint(
     force: bool = False,
     require_match: bool = False,
     underflow_threshold: float = DEFAULT_UNDERFLOW_THRESHOLD,
+    overflow: str = "allow",
 ) -> dict:
     """Write a copy of checkpoint `src` at `dst` in the same format with its float tensors cast to `target_dtype`.
 
@@ -1240,13 +1477,21 @@ def convert_checkpoint(
     is refused unless `force`. The output is written to a temporary location beside `dst`, read back and checked
     (keys, dtypes, shapes and a checksum of every tensor), then moved into place. Streams one tensor at a time.
 
+    Values beyond the target's range (`overflow`): "allow" writes them as inf, "saturate" clamps them to +-the
+    target's max, "refuse" writes nothing and raises WouldOverflow naming the variables. Folders missing above
+    `dst` are created.
+
     Returns {path, output, format, target_dtype, cast: [keys], copied: n, files, bytes_in, bytes_out, seconds,
-    verified, audit} where audit is the range audit of the cast entries. Raises CheckpointError; nothing is left at
-    `dst` on error. With `require_match`, an `only` that selects nothing is an error."""
+    verified, audit, clamped, became_inf} where audit is the range audit of the cast entries. Raises
+    CheckpointError; nothing is left at `dst` on error. With `require_match`, an `only` that selects nothing is an
+    error."""
     target = _check_target(target_dtype)
     pattern = _compile_only(only)
+    if overflow not in OVERFLOW_MODES:
+        raise ValueError(f"overflow must be one of {OVERFLOW_MODES}, not {overflow!r}")
     with open_source(src) as (located, source):
         plan = _plan_output(located, source.format, dst, force)
+        plan.overflow = overflow
         if isinstance(source, _H5Source) and source.layout == "keras2-h5" and target == "bfloat16":
             raise CheckpointError(
                 os.fspath(dst),
@@ -1270,11 +1515,16 @@ def convert_checkpoint(
             notes.append(
                 f"{source.prefix}.meta (the TF1 graph) was not copied: it describes the original variables' dtypes"
             )
-        if isinstance(source, _TFSource):
-            with _quiet_stderr():  # TF's C++ logs ("oneDNN supports DT_HALF only on ..."); errors are exceptions
-                result = _convert_tf(plan, source, target, set(selected), threshold=underflow_threshold)
-        else:
-            result = _convert_h5(plan, source, target, set(selected), threshold=underflow_threshold)
+        created = _make_parents(plan.out_target)
+        try:
+            if isinstance(source, _TFSource):
+                with _quiet_stderr():  # TF's C++ logs ("oneDNN supports DT_HALF only on ..."); errors are exceptions
+                    result = _convert_tf(plan, source, target, set(selected), threshold=underflow_threshold)
+            else:
+                result = _convert_h5(plan, source, target, set(selected), threshold=underflow_threshold)
+        except BaseException:
+            _remove_empty(created)
+            raise
     result.update(
         {
             "path": located.path,
@@ -1286,21 +1536,30 @@ def convert_checkpoint(
             "verified": True,
             "overwrote": plan.existed,
             "notes": notes,
+            "clamped": plan.clamped,
+            "became_inf": plan.became_inf or {},
         }
     )
     return result
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+def _cast_one(plan: _Plan, key: str, array, target: str, cast):
+    """`cast(array)` of one selected tensor, after clamping (overflow="saturate"); counts what became inf."""
+    if plan.overflow == "saturate":
+        array, clamped = _saturated(array, target)
+        plan.clamped += clamped
+    result = cast(array)
+    became = _became_inf(array, result)
+    if became:
+        plan.became_inf = plan.became_inf or {}
+        plan.became_inf[key] = plan.became_inf.get(key, 0) + became
+    return result
 
 
-def _publish_mode(path: str) -> None:
-    """mkstemp/mkdtemp create 0600/0700; give the output the permissions a plain open()/mkdir() would."""
-    mode = 0o777 if os.path.isdir(path) else 0o666
-    os.chmod(path, mode & ~_umask())
+def _refuse_overflow(plan: _Plan, target: str) -> None:
+    """Before anything is published: overflow="refuse" and the cast made finite values inf."""
+    if plan.overflow == "refuse" and plan.became_inf:
+        raise WouldOverflow(plan.out, target, plan.became_inf)
 
 
 def _remove(path: str) -> None:
@@ -1315,10 +1574,8 @@ def _convert_tf(plan: _Plan, source: _TFSource, target: str, selected: set[str],
     tf = _tf_eager()
     out_tf_dtype = tf.as_dtype(target)
     final_dir = plan.out_target if plan.located.from_dir else os.path.dirname(os.path.abspath(plan.out_target))
-    parent = os.path.dirname(os.path.abspath(plan.out_target))
     base = os.path.basename(source.prefix) if plan.located.from_dir else os.path.basename(plan.out_target)
-    workdir = tempfile.mkdtemp(prefix=f".{os.path.basename(plan.out_target)}.mpdoctor-", dir=parent)
-    try:
+    with writes.staging_directory(plan.out_target) as workdir:
         staged = os.path.join(workdir, base)
         expected: dict[str, tuple] = {}
         rows = []
@@ -1360,7 +1617,7 @@ def _convert_tf(plan: _Plan, source: _TFSource, target: str, selected: set[str],
                 row.update(stats.result(threshold))
                 rows.append(row)
                 # TF's cast: round to nearest even like numpy's astype, vectorised; the tensor goes to SaveV2 as is
-                tensor = tf.cast(value, out_tf_dtype)
+                tensor = _cast_one(plan, key, value, target, lambda array: tf.cast(array, out_tf_dtype))
                 value = tensor.numpy()
             elif isinstance(value, bytes):
                 tensor = tf.constant(value, dtype=tf.string)
@@ -1385,20 +1642,18 @@ def _convert_tf(plan: _Plan, source: _TFSource, target: str, selected: set[str],
         except Exception as exc:
             raise CheckpointError(plan.out, f"cannot write: {_tf_message(exc)}") from None
         _verify_tf(staged, expected, source.shapes, plan.out)
+        _refuse_overflow(plan, target)
         produced = sorted(os.listdir(workdir))
         bytes_out = sum(os.path.getsize(os.path.join(workdir, f)) for f in produced)
         if plan.located.from_dir:
             with open(os.path.join(workdir, "checkpoint"), "w", encoding="utf-8") as handle:
                 handle.write(f'model_checkpoint_path: "{base}"\nall_model_checkpoint_paths: "{base}"\n')
             files = [os.path.join(final_dir, f) for f in sorted(os.listdir(workdir))]
-            _publish_mode(workdir)
+            for name in os.listdir(workdir):
+                os.chmod(os.path.join(workdir, name), writes.new_file_mode())
             _commit_dir(workdir, plan.out_target)
-            workdir = None
         else:
             files = _commit_prefix(workdir, base, plan.out_target)
-    finally:
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
     audit = {
         "path": plan.located.path,
         "format": source.format,
@@ -1461,7 +1716,7 @@ def _commit_prefix(workdir: str, base: str, out_prefix: str) -> list[str]:
     moved = []
     for name in data + [base + ".index"]:
         destination = out_prefix + name[len(base) :]
-        os.replace(os.path.join(workdir, name), destination)
+        writes.publish(os.path.join(workdir, name), destination)
         moved.append(destination)
     for stale in old:
         if stale not in moved:
@@ -1470,15 +1725,17 @@ def _commit_prefix(workdir: str, base: str, out_prefix: str) -> list[str]:
 
 
 def _commit_dir(workdir: str, out_dir: str) -> None:
-    if os.path.isdir(out_dir):
+    for name in os.listdir(workdir):
+        writes.fsync_file(os.path.join(workdir, name))
+    if os.path.isdir(out_dir):  # --force: the old directory moves aside, the new one takes its name, the old goes
         parent = os.path.dirname(os.path.abspath(out_dir))
         trash = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.old-", dir=parent)
         os.rmdir(trash)
         os.rename(out_dir, trash)
-        os.rename(workdir, out_dir)
+        writes.publish_directory(workdir, out_dir)
         shutil.rmtree(trash, ignore_errors=True)
     else:
-        os.rename(workdir, out_dir)
+        writes.publish_directory(workdir, out_dir)
 
 
 def _copy_attrs(src, dst, drop: tuple[str, ...] = ()) -> None:
@@ -1492,7 +1749,7 @@ def _copy_attrs(src, dst, drop: tuple[str, ...] = ()) -> None:
             dst.attrs[name] = src.attrs[name]
 
 
-def _write_h5(source: _H5Source, out_path: str, target: str, selected: set[str], threshold: float):
+def _write_h5(plan: _Plan, source: _H5Source, out_path: str, target: str, selected: set[str], threshold: float):
     h5py = _h5py()
     out_dtype = _np_dtype(target)
     rows = []
@@ -1527,7 +1784,7 @@ def _write_h5(source: _H5Source, out_path: str, target: str, selected: set[str],
             digest = 1
             for piece in source.pieces(name):
                 stats.add(piece)
-                cast = np.ascontiguousarray(_cast(piece, out_dtype))
+                cast = np.ascontiguousarray(_cast_one(plan, name, piece, target, lambda a: _cast(a, out_dtype)))
                 if obj.ndim == 0:
                     created[()] = cast
                 else:
@@ -1574,33 +1831,29 @@ def _verify_h5(path: str, source: _H5Source, expected: dict[str, tuple], shown: 
 def _convert_h5(plan: _Plan, source: _H5Source, target: str, selected: set[str], threshold: float) -> dict:
     out = plan.out_target
     parent = os.path.dirname(os.path.abspath(out))
-    fd, staged = tempfile.mkstemp(prefix=f".{os.path.basename(out)}.mpdoctor-", dir=parent)
-    os.close(fd)
-    extra: list[str] = []
+    weights = None
     try:
-        if plan.located.kind == "keras":
-            fd, weights = tempfile.mkstemp(prefix=f".{os.path.basename(out)}.weights-", suffix=".h5", dir=parent)
-            os.close(fd)
-            extra.append(weights)
-            rows, expected = _write_h5(source, weights, target, selected, threshold)
-            _verify_h5(weights, source, expected, plan.out, member=False)
-            _write_archive(plan.located.target, staged, weights)
-            _verify_h5(staged, source, expected, plan.out, member=True)
-        else:
-            rows, expected = _write_h5(source, staged, target, selected, threshold)
-            _verify_h5(staged, source, expected, plan.out, member=False)
-        bytes_out = os.path.getsize(staged)
-        _publish_mode(staged)
-        os.replace(staged, out)
-        staged = None
+        with writes.staged_file(out) as staged:
+            if plan.located.kind == "keras":
+                fd, weights = tempfile.mkstemp(prefix=f".{os.path.basename(out)}.weights-", suffix=".h5", dir=parent)
+                os.close(fd)
+                rows, expected = _write_h5(plan, source, weights, target, selected, threshold)
+                _verify_h5(weights, source, expected, plan.out, member=False)
+                _write_archive(plan.located.target, staged, weights)
+                _verify_h5(staged, source, expected, plan.out, member=True)
+            else:
+                rows, expected = _write_h5(plan, source, staged, target, selected, threshold)
+                _verify_h5(staged, source, expected, plan.out, member=False)
+            _refuse_overflow(plan, target)
+            bytes_out = os.path.getsize(staged)
     except CheckpointError:
         raise
     except (OSError, RuntimeError, ValueError, TypeError) as exc:
         raise CheckpointError(plan.out, f"cannot write: {_h5_message(exc)}") from None
     finally:
-        for path in extra + ([staged] if staged else []):
+        if weights is not None:
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                os.unlink(weights)
     audit = {
         "path": plan.located.path,
         "format": source.format,

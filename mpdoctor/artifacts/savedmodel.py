@@ -371,13 +371,10 @@ def resolve_handle(handle: str, base_dir: str | None = None) -> str:
             return cached
         raise SavedModelError(
             "offline",
-            f"{handle} is not in the TF Hub cache ({cached}) and mpdoctor never "
-            f"downloads; signature checks were skipped",
+            f"{handle} is not in the TF Hub cache ({cached}) and mpdoctor never downloads",
         )
     elif "://" in handle:
-        raise SavedModelError(
-            "offline", f"{handle} is a remote path that mpdoctor does not read; signature checks were skipped"
-        )
+        raise SavedModelError("offline", f"{handle} is a remote path that mpdoctor does not read")
     else:
         path = handle
     if not os.path.isabs(path) and base_dir:

@@ -1,8 +1,9 @@
 """`mpdoctor inspect` and `mpdoctor convert-checkpoint`.
 
 Exit codes (mpdoctor.cli.exit_codes): 0 done (inspect: the audit found nothing), 1 the range audit found values that
-overflow, underflow or are already inf/NaN (inspect --dtype only), 2 an artifact that cannot be read or written: one
-line `mpdoctor: error: PATH: problem` on stderr, no traceback, nothing written.
+overflow, underflow or are already inf/NaN (inspect --dtype only), or convert-checkpoint wrote nothing because the
+cast would turn finite values into inf (without --saturate or --allow-inf), 2 an artifact that cannot be read or
+written: one line `mpdoctor: error: PATH: problem` on stderr, no traceback, nothing written.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import sys
 
 from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from mpdoctor.printable import escape_controls
 
 
 def add_inspect_parser(subparsers) -> argparse.ArgumentParser:
@@ -56,7 +58,8 @@ def add_convert_parser(subparsers) -> argparse.ArgumentParser:
         description="Write a copy of IN at OUT in the same format (TF checkpoint, Keras .h5, .weights.h5, .keras) "
         "with every float tensor cast to --dtype; integer and string entries are copied untouched. IN is "
         "never modified, OUT is written atomically and verified by reading it back, and the range audit "
-        "of the cast tensors is printed.",
+        "of the cast tensors is printed. When the cast would turn finite values into inf, nothing is written "
+        "and the exit code is 1, unless --saturate or --allow-inf says what to do with them.",
     )
     parser.add_argument("input", metavar="IN", help="checkpoint prefix or directory, .h5, .weights.h5 or .keras file")
     parser.add_argument("output", metavar="OUT", help="output prefix (a directory when IN is a directory) or file")
@@ -69,6 +72,15 @@ def add_convert_parser(subparsers) -> argparse.ArgumentParser:
         help="cast only the float entries whose key matches REGEX (re.search); the others are copied untouched",
     )
     parser.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    beyond = parser.add_mutually_exclusive_group()
+    beyond.add_argument(
+        "--saturate",
+        action="store_true",
+        help="clamp values beyond the dtype's range to its max (+-65504 for float16) instead of refusing",
+    )
+    beyond.add_argument(
+        "--allow-inf", action="store_true", help="write values beyond the dtype's range as inf instead of refusing"
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     parser.set_defaults(handler=run_convert)
     return parser
@@ -88,7 +100,7 @@ def _shown(path) -> str:
 
 
 def _error(path, problem: str) -> int:
-    print(f"mpdoctor: error: {_shown(path)}: {problem}", file=sys.stderr)
+    print(escape_controls(f"mpdoctor: error: {_shown(path)}: {problem}"), file=sys.stderr)
     return EXIT_ERROR
 
 
@@ -124,8 +136,8 @@ def _dtype_counts(counts: dict) -> str:
 
 
 def _print(lines, stream=None) -> None:
-    stream = stream or sys.stdout
-    stream.write("\n".join(lines) + "\n")
+    stream = stream or sys.stdout  # keys and names come from the files: no terminal escapes
+    stream.write("\n".join(escape_controls(line) for line in lines) + "\n")
 
 
 def _checkpoint_lines(info: dict) -> list[str]:
@@ -135,6 +147,11 @@ def _checkpoint_lines(info: dict) -> list[str]:
         f"  {_plural(len(info['variables']), 'variable')}, {_size(info['total_bytes'])}: "
         f"{_dtype_counts(info['dtypes'])}",
     ]
+    if info.get("mirrored"):
+        lines.append(
+            f"  (a Keras export stores them twice: the {_plural(info['mirrored'], 'entry', 'entries')} under "
+            "_all_variables/ repeat variables/ and are listed once)"
+        )
     variables = info["variables"]
     if not variables:
         return lines
@@ -389,10 +406,20 @@ def run_convert(args) -> int:
     if ck is None:
         return EXIT_ERROR
 
+    overflow = "saturate" if args.saturate else "allow" if args.allow_inf else "refuse"
     try:
         result = ck.convert_checkpoint(
-            args.input, args.output, args.dtype, only=args.only, force=args.force, require_match=args.only is not None
+            args.input,
+            args.output,
+            args.dtype,
+            only=args.only,
+            force=args.force,
+            require_match=args.only is not None,
+            overflow=overflow,
         )
+    except ck.WouldOverflow as exc:
+        _error(exc.path, exc.problem)
+        return EXIT_FINDINGS
     except ck.CheckpointError as exc:
         return _error(exc.path, exc.problem)
     except OSError as exc:
@@ -410,15 +437,21 @@ def run_convert(args) -> int:
         lines.append(f"note: nothing to cast: every float entry is already {result['target_dtype']}")
     if audit["variables"]:
         lines += [""] + _audit_lines(audit) + ["", f"verdict: {audit['verdict']}"]
-        if audit["summary"]["overflow_values"]:
-            lines.append(f"warning: {_plural(audit['summary']['overflow_values'], 'value')} became inf in the output")
+        if result["clamped"]:
+            lines.append(
+                f"clamped {_plural(result['clamped'], 'value')} to +-{ck._LIMIT_TEXT[result['target_dtype']]} "
+                "(--saturate)"
+            )
+        became_inf = sum(result["became_inf"].values())
+        if became_inf:
+            lines.append(f"warning: {_plural(became_inf, 'value')} became inf in the output (--allow-inf)")
     seconds = max(result["seconds"], 1e-9)
     lines += [
         "",
         "wrote "
         + ", ".join(_shown(f) for f in result["files"])
         + f" ({_size(result['bytes_in'])} read, {_size(result['bytes_out'])} written, {result['seconds']:.2f} s, "
-        f"{result['bytes_in'] / seconds / 2**20:.0f} MiB/s); verified by reading it back",
+        f"{_size(int(result['bytes_in'] / seconds))}/s); verified by reading it back",
     ]
     if result.get("notes"):
         lines += [f"note: {n}" for n in result["notes"]]

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import argparse
 import io
+import math
 import os
 import sys
 from pathlib import Path
 
 from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from mpdoctor.printable import escape_controls
+from mpdoctor.writes import write_atomic
 
 
 def add_parser(sub) -> None:
@@ -24,13 +27,13 @@ def add_parser(sub) -> None:
     )
     check.add_argument(
         "--trace-timeout",
-        type=float,
+        type=_positive_number("seconds"),
         metavar="SECONDS",
         help="time limit for running one file's model code (default: 300)",
     )
     check.add_argument(
         "--trace-memory",
-        type=float,
+        type=_positive_number("MiB"),
         metavar="MB",
         help="kill the model code when its resident memory exceeds MB MiB (default: no limit)",
     )
@@ -100,6 +103,12 @@ def add_parser(sub) -> None:
         metavar="POLICY",
         help="global dtype policy to assume when a file sets none (e.g. mixed_float16)",
     )
+    check.add_argument(
+        "--shard",
+        type=_shard,
+        metavar="I/N",
+        help="check only part I of N (CI matrix jobs; combine their --format json reports with `mpdoctor merge`)",
+    )
     check.add_argument("--config", type=Path, metavar="FILE", help="read [tool.mpdoctor] from this pyproject.toml")
     check.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     check.add_argument(
@@ -123,6 +132,28 @@ def add_parser(sub) -> None:
     check.set_defaults(handler=run_check)
 
 
+def _shard(value: str) -> tuple[int, int]:
+    index, _, count = value.partition("/")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        raise argparse.ArgumentTypeError(f"expected I/N with 1 <= I <= N, got {value!r}")
+    return int(index), int(count)
+
+
+def _positive_number(unit: str):
+    """argparse type: a finite positive number (float() alone accepts nan, inf and negatives)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"expected a positive number of {unit}, got {text!r}")
+        return value
+
+    return parse
+
+
 def _split(value: str | None) -> list[str] | None:
     return None if value is None else [v for v in value.replace(" ", ",").split(",") if v]
 
@@ -142,7 +173,6 @@ def _use_colour(choice: str, stream) -> bool:
 def run_check(args) -> int:
     from mpdoctor.config import ConfigError, apply_overrides, load_config
     from mpdoctor.engine import check_paths
-    from mpdoctor.report import write_report
 
     paths = args.paths or [Path(".")]
     try:
@@ -159,11 +189,7 @@ def run_check(args) -> int:
             trace_memory=args.trace_memory,
         )
     except ConfigError as exc:
-        print(f"mpdoctor: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    if args.config and not args.config.is_file():
-        print(f"mpdoctor: error: {args.config}: no such file", file=sys.stderr)
-        return EXIT_ERROR
+        return _error(str(exc))
 
     from mpdoctor.engine import TraceOptions
     from mpdoctor.trace.runner import tensorflow_available
@@ -190,9 +216,10 @@ def run_check(args) -> int:
             "mpdoctor: error: --checkpoint needs the trace pass (TensorFlow installed, no --no-trace)", file=sys.stderr
         )
         return EXIT_ERROR
-    if args.sample is not None and not args.sample.is_file():
-        print(f"mpdoctor: error: {args.sample}: no such file", file=sys.stderr)
-        return EXIT_ERROR
+    if args.sample is not None:
+        problem = _not_a_regular_file(args.sample)
+        if problem:
+            return _error(f"{args.sample}: {problem}")
     if args.numerics is not None:
         config.numerics.enabled = args.numerics
     if args.sample is not None:
@@ -205,22 +232,26 @@ def run_check(args) -> int:
         numerics=config.numerics.request(),
         memory_limit_mb=config.trace_memory,
     )
-    if options.timeout <= 0:
-        print("mpdoctor: error: --trace-timeout must be positive", file=sys.stderr)
-        return EXIT_ERROR
     if args.show_contexts:
         return show_contexts(paths, config, verbose=args.verbose)
     from mpdoctor.baseline import BaselineError, load_baseline, split, write_baseline
+    from mpdoctor.engine import collect_files
     from mpdoctor.progress import Progress
 
     baseline_file = None if args.write_baseline else args.baseline or config.baseline
     try:
         baseline_keys = load_baseline(baseline_file) if baseline_file else None
     except BaselineError as exc:
-        print(f"mpdoctor: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return _error(str(exc))
+    collected = collect_files(paths, config)
+    checked = collected[0]
+    # A forgotten file argument (`--write-baseline keep.py`, `-o model.py`) must not replace a file being checked;
+    # refused before the run, so no time is spent on a report that cannot be written.
+    for option, output in (("-o", args.output), ("--html", args.html), ("--write-baseline", args.write_baseline)):
+        if output is not None and any(_same_file(output, path) for path in checked):
+            return _error(f"{output}: is one of the files being checked; not overwritten ({option})")
     progress = Progress.for_stream(sys.stderr, tracing)
-    report = check_paths(paths, config, options, progress=progress)
+    report = check_paths(paths, config, options, progress=progress, collected=collected, shard=args.shard)
     if progress is not None:
         progress.clear()
     if baseline_keys is not None:
@@ -229,19 +260,22 @@ def run_check(args) -> int:
         )
     if args.write_baseline:
         try:
-            count = write_baseline(args.write_baseline, report.diagnostics, report.sources)
+            count = write_baseline(args.write_baseline, report.diagnostics, report.sources, refuse=checked)
         except BaselineError as exc:
-            print(f"mpdoctor: error: {exc}", file=sys.stderr)
-            return EXIT_ERROR
+            return _error(str(exc))
         print(
-            f"mpdoctor: {args.write_baseline}: baseline of {count} finding{'' if count == 1 else 's'} written",
+            escape_controls(
+                f"mpdoctor: {args.write_baseline}: baseline of {count} finding{'' if count == 1 else 's'} written"
+            ),
             file=sys.stderr,
         )
+    for note in report.skipped:
+        print(escape_controls(f"mpdoctor: note: {note.path}: skipped: {note.message}"), file=sys.stderr)
     if args.verbose:
         for note in report.notes:
-            print(f"mpdoctor: {note}", file=sys.stderr)
+            print(escape_controls(f"mpdoctor: {note}"), file=sys.stderr)
     for error in report.errors:
-        print(error.render(), file=sys.stderr)
+        print(escape_controls(error.render()), file=sys.stderr)
     if args.fix or args.diff:
         from mpdoctor.autofix import fix_report, write_diffs
 
@@ -249,6 +283,14 @@ def run_check(args) -> int:
         if args.diff:
             count = write_diffs(report, sys.stdout, sys.stderr, unsafe=args.unsafe_fixes)
             return EXIT_ERROR if report.errors else (EXIT_FINDINGS if count else EXIT_OK)
+
+    return deliver(report, args, config, refuse=checked)
+
+
+def deliver(report, args, config, refuse=()) -> int:
+    """Write the report as --format/--output/--html ask (also for `mpdoctor merge`), and the exit code. `refuse`:
+    files a report must never replace (those checked)."""
+    from mpdoctor.report import write_report
 
     target = sys.stdout
     buffer = None
@@ -270,14 +312,13 @@ def run_check(args) -> int:
         written.append((args.html, html))
     for path, text in written:
         try:
-            _write_atomic(path, text.getvalue())
+            write_atomic(path, text.getvalue(), refuse=refuse)
         except OSError as exc:
-            print(f"mpdoctor: error: {path}: cannot write report: {exc.strerror or exc}", file=sys.stderr)
-            return EXIT_ERROR
+            return _error(f"{path}: cannot write report: {exc.strerror or exc}")
 
     if report.errors:
         return EXIT_ERROR
-    if args.exit_zero or args.write_baseline:
+    if args.exit_zero or getattr(args, "write_baseline", None):
         return EXIT_OK
     threshold = config.fail_on.rank
     failing = any(d.severity.rank >= threshold for d in report.diagnostics)
@@ -289,36 +330,47 @@ def show_contexts(paths: list[Path], config, *, verbose: bool = False, stream=No
     from mpdoctor.engine import analyse_projects, collect_files
 
     stream = stream or sys.stdout
-    files, errors = collect_files(paths, config)
+    files, errors, skipped = collect_files(paths, config)
+    for note in skipped:
+        print(escape_controls(f"mpdoctor: note: {note.path}: skipped: {note.message}"), file=sys.stderr)
     for error in errors:
-        print(error.render(), file=sys.stderr)
+        print(escape_controls(error.render()), file=sys.stderr)
     projects = analyse_projects(list(paths), files, config)
     if verbose:
         for note in projects.notes:
-            print(f"mpdoctor: {note}", file=sys.stderr)
+            print(escape_controls(f"mpdoctor: {note}"), file=sys.stderr)
     builders = projects.builders
     for builder in builders:
         where = "called from another module" if builder.across_modules else "called in its own module"
-        stream.write(f"{builder.shown}:{builder.line} {builder.qualname} ({where})\n")
+        stream.write(escape_controls(f"{builder.shown}:{builder.line} {builder.qualname} ({where})") + "\n")
         width = max(len(c.policy or "unknown") for c in builder.contexts)
         for context in builder.contexts:
             how = context.describe().split(", ", 1)[-1] if context.origin else "no policy set"
-            stream.write(f"    {(context.policy or 'unknown').ljust(width)}  {how}: {context.route()}\n")
+            line = f"    {(context.policy or 'unknown').ljust(width)}  {how}: {context.route()}"
+            stream.write(escape_controls(line) + "\n")
     if not builders:
         stream.write("No model builder is reached from an entry point that sets a dtype policy.\n")
     return EXIT_ERROR if errors else EXIT_OK
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    import tempfile
+def _error(message: str) -> int:
+    print(escape_controls(f"mpdoctor: error: {message}"), file=sys.stderr)
+    return EXIT_ERROR
 
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+
+def _not_a_regular_file(path: Path) -> str | None:
+    from mpdoctor.reads import not_regular
+
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        return not_regular(path.stat().st_mode)
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # does not exist (yet): nothing to overwrite
+        return False

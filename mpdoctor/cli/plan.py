@@ -11,6 +11,7 @@ from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 
 
 def add_parser(sub) -> None:
+    from mpdoctor.cli.check import _positive_number as positive_number
     from mpdoctor.plan import PLAN_POLICIES
 
     plan = sub.add_parser(
@@ -36,7 +37,9 @@ def add_parser(sub) -> None:
     plan.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the plan to FILE")
     plan.add_argument("--html", type=Path, metavar="FILE", help="also write the HTML report, float32 set highlighted")
     plan.add_argument("--entry", metavar="NAME", help="the function or module attribute that gives the model")
-    plan.add_argument("--trace-timeout", type=float, metavar="SECONDS", help="time limit for the model code")
+    plan.add_argument(
+        "--trace-timeout", type=positive_number("seconds"), metavar="SECONDS", help="time limit for the model code"
+    )
     plan.add_argument("--config", type=Path, metavar="FILE", help="read [tool.mpdoctor] from this pyproject.toml")
     change = plan.add_mutually_exclusive_group()
     change.add_argument("--diff", action="store_true", help="print the plan as a unified diff, write nothing")
@@ -93,7 +96,7 @@ def run_plan(args) -> int:
         return EXIT_ERROR
     plans = result.plans()
     if args.fix or args.diff:
-        from mpdoctor.autofix import StaleFile, write_atomic
+        from mpdoctor.autofix import ReadOnly, StaleFile, write_atomic
         from mpdoctor.sources import read_source
 
         text = read_source(path)
@@ -105,7 +108,7 @@ def run_plan(args) -> int:
             try:
                 write_atomic(path, text, fix.fixed)
                 fix.written = True
-            except StaleFile as exc:
+            except (StaleFile, ReadOnly) as exc:
                 fix.error = str(exc)
             except OSError as exc:
                 fix.error = f"{path}: cannot write: {exc.strerror or exc}; the original is unchanged"
@@ -128,11 +131,11 @@ def run_plan(args) -> int:
         html = io.StringIO()
         write_report(result.report, "html", html)
         written.append((args.html, html.getvalue()))
-    from mpdoctor.cli.check import _write_atomic
+    from mpdoctor.writes import write_atomic as write_output
 
     for target, content in written:
         try:
-            _write_atomic(target, content)
+            write_output(target, content, refuse=[path])  # never over the model file (a forgotten argument)
         except OSError as exc:
             return _error(f"{target}: cannot write: {exc.strerror or exc}")
     trace_summary = result.trace

@@ -21,6 +21,8 @@ def run_rules(args=None) -> int:
     rows = [("CODE", "NAME", "SEVERITY", "PASSES", "FIX", "SUMMARY")]
     for r in all_rules():
         summary = r.summary if r.code in implemented else f"(not checked yet) {r.summary}"
+        if r.opt_in:
+            summary = f"(opt-in: --extend-select {r.code}) {summary}"
         rows.append((r.code, r.name, r.severity.value, ",".join(r.pass_names), "yes" if r.fixable else "no", summary))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
@@ -46,6 +48,11 @@ def run_explain(args) -> int:
         f"autofix: {'yes' if r.fixable else 'no'})\n"
     )
     print(f"{r.summary}\n")
+    if r.opt_in:
+        print(
+            f"Opt-in: not in the default selection. Select it by its code: `--extend-select {r.code}` or "
+            f'`extend-select = ["{r.code}"]` in [tool.mpdoctor].\n'
+        )
     if r.code not in implemented_codes():
         print("Not checked yet: this version of mpdoctor defines the code but no pass raises it.\n")
     print(f"What it detects\n{indent(r.what)}\n")

@@ -18,6 +18,7 @@ import typing
 from typing import Any
 
 MAX_DEPTH = 64  # nesting of `Any` values (a forged record cannot exhaust the stack)
+MAX_INT = 2**63  # what the child can measure (counts, sizes, lines): a bigger integer is forged
 
 
 class SchemaError(ValueError):
@@ -129,15 +130,15 @@ def _make_converter(tp: Any):
     if tp is int:
 
         def integer(value, path):
-            if type(value) is not int:
-                _fail(path, "an integer", value)
+            if type(value) is not int or not -MAX_INT <= value <= MAX_INT:
+                _fail(path, "a 64-bit integer", value)
             return value
 
         return integer
     if tp is float:
 
         def number(value, path):
-            if type(value) not in (int, float):
+            if type(value) not in (int, float) or (type(value) is int and not -MAX_INT <= value <= MAX_INT):
                 _fail(path, "a number", value)
             return value
 
@@ -208,6 +209,8 @@ def _any(value, path, depth: int = 0):
         return {str(k): _any(v, path, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
         return [_any(v, path, depth + 1) for v in value]
+    if type(value) is int and not -MAX_INT <= value <= MAX_INT:
+        _fail(path, "a 64-bit integer", value)
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     _fail(path, "a JSON value", value)

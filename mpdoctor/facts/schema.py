@@ -609,6 +609,10 @@ class Facts(FactsRecord):
     exception: ExceptionRecord | None = None
     layers_created_on_import: int | None = None
     in_process: bool = False  # the Jupyter live path: no hooks saw the model being built
+    # Trace: where a redirected save really wrote -> the path as the code gave it. The parent maps every path in
+    # the facts back through it (mpdoctor.trace.runner), so messages name the user's `pretrained`, not the scratch
+    # directory.
+    saved_paths: dict[str, str] = field(default_factory=dict)
 
     def layer(self, uid: str | None) -> LayerRecord | None:
         return self.layers.get(uid) if uid else None

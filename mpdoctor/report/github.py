@@ -1,7 +1,7 @@
 """GitHub Actions workflow commands: one `::error|warning|notice file=...::message` line per finding.
 
 GitHub turns them into annotations on the pull request's diff. Values are escaped as the Actions runner expects:
-in the message `%`, CR and LF; in properties also `:` and `,`.
+in the message `%`, CR and LF; in properties also `:` and `,`; other control characters as in text output.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import TextIO
 
 from mpdoctor.diagnostics import Severity
 from mpdoctor.fingerprints import posix_path
+from mpdoctor.printable import escape_controls
 from mpdoctor.registry import rule_name
 from mpdoctor.report.sarif import cell_prefix
 
@@ -17,7 +18,8 @@ COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO:
 
 
 def escape_data(value: str) -> str:
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # Other control characters (terminal escapes from layer names or file names) would reach the job log raw.
+    return escape_controls(value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def escape_property(value: str) -> str:

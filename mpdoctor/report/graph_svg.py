@@ -29,7 +29,7 @@ class Box:
 
     id: str
     label: str
-    detail: str
+    detail: str  # the layer class(es); the box shows it shortened, then the whole dtype
     dtype: str | None
     members: list[GraphNode] = field(default_factory=list)
     savedmodel: bool = False
@@ -137,7 +137,7 @@ def _box_for(node: GraphNode, finding: bool, inner_layers: dict[str, int], folde
     return Box(
         node.id,
         node.name or node.id,
-        f"{detail} · {dtype or '-'}",
+        detail,
         dtype,
         [node],
         savedmodel=bool(node.savedmodel_handle) or node.kind == "savedmodel",
@@ -213,7 +213,7 @@ def _chain_box(chain: list[str], nodes: dict) -> Box:
     return Box(
         f"chain:{chain[0]}",
         f"{len(chain)} layers: {nodes[chain[0]].name} … {nodes[chain[-1]].name}",
-        f"{classes} · {dtype or '-'}",
+        classes,
         dtype,
         [nodes[n] for n in chain],
     )
@@ -248,6 +248,16 @@ def _layout(layered, boxes: dict[str, Box]) -> None:
                 boxes[n].x = MARGIN + column * (BOX_W + GAP_X)
                 boxes[n].y = MARGIN + row * (BOX_H + GAP_Y)
             row += 1
+
+
+DETAIL_CHARS = 30  # what fits in a box at the detail font
+
+
+def _detail(box: Box) -> str:
+    """`Dense · float16`: the class text shortened if it must be, the dtype always whole (it is what the colour
+    means)."""
+    dtype = f" · {box.dtype or '-'}"
+    return _short(box.detail, max(4, DETAIL_CHARS - len(dtype))) + dtype
 
 
 def _short(text: str, limit: int = 26) -> str:
@@ -299,7 +309,7 @@ def _draw(boxes: dict[str, Box], layered, edge_info: dict, owner: dict) -> str:
             f'{box.y:.0f})"><title>{escape(tooltip)}</title>'
             f'<rect width="{BOX_W}" height="{BOX_H}" rx="5" fill="{fill}"/>'
             f'<text x="8" y="16" class="name">{escape(_short(box.label, 22 if badge else 27))}</text>'
-            f'<text x="8" y="31" class="detail">{escape(_short(box.detail, 30))}</text>'
+            f'<text x="8" y="31" class="detail">{escape(_detail(box))}</text>'
             f'<text x="{BOX_W - 6}" y="12" text-anchor="end" class="badge">{badge}</text></g>'
         )
     parts.append("</svg>")

@@ -51,11 +51,11 @@ def _snippet(text: str | None, line: int) -> list[tuple[int, str]]:
 
 def fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
     """The fix as unified-diff lines [(kind, text)], kind in file|hunk|add|remove|context; [] when it cannot be
-    shown."""
+    shown. A notebook's (or a %%mpdoctor cell's) fix is a diff of its cell."""
     from mpdoctor.fixes import EditConflict, apply_edits
 
     if diagnostic.fix is None:
-        return []
+        return _cell_fix_diff(diagnostic, sources)
     lines: list[tuple[str, str]] = []
     for path in dict.fromkeys(e.path for e in diagnostic.fix.edits):
         source = sources.get(path)
@@ -77,6 +77,26 @@ def fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
             )
         )
     return lines
+
+
+def _cell_fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
+    from mpdoctor.fixes import EditConflict, apply_edits
+
+    fix, path = diagnostic.cell_fix, diagnostic.location.path
+    source = sources.get(path)
+    before = source.text_of(fix.cell) if fix is not None and source is not None else None
+    if before is None:
+        return []
+    try:
+        after = apply_edits(before + "\n", fix.edits)
+    except EditConflict:
+        return []
+    label = f"{path.lstrip('/')} (cell {fix.cell})" if source.cells is not None else path.lstrip("/")
+    return _classified(
+        difflib.unified_diff(
+            (before + "\n").splitlines(), after.splitlines(), f"a/{label}", f"b/{label}", n=1, lineterm=""
+        )
+    )
 
 
 def _classified(diff_lines) -> list[tuple[str, str]]:
@@ -120,15 +140,27 @@ def _card(diagnostic, sources: dict) -> dict:
     item["why"] = get_rule(diagnostic.code).why.split("\n\n")[0]
     item["snippet"] = _snippet(_location_text(sources, diagnostic.location), diagnostic.location.line)
     item["diff"] = fix_diff(diagnostic, sources)
+    fix = diagnostic.cell_fix
+    item["cell_fix"] = (
+        {"description": fix.description, "applicability": fix.applicability, "notebook": diagnostic.location.cell}
+        if fix is not None
+        else None
+    )
     return item
 
 
-def _environments(traces: list[TraceSummary]) -> list[Environment]:
-    seen = []
+def _environments(traces: list[TraceSummary]) -> list[dict]:
+    """Each distinct environment the trace ran in, with whether its devices run float16 / bfloat16 fast (the fact
+    MP603 reports when selected: shown here whether or not it is)."""
+    from mpdoctor.rules.mp601_performance import slow_hardware
+
+    seen: list[Environment] = []
     for trace in traces:
         if trace.environment is not None and trace.environment not in seen:
             seen.append(trace.environment)
-    return seen
+    return [
+        {"env": env, "slow": {dtype: slow_hardware(env, dtype) for dtype in ("float16", "bfloat16")}} for env in seen
+    ]
 
 
 def _models(traces: list[TraceSummary], finding_layers: dict[str, set[str]]) -> list[dict]:
@@ -210,8 +242,12 @@ def render(report, stream: TextIO, **_options) -> None:
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(os.fspath(_template_dir())), autoescape=True, undefined=jinja2.ChainableUndefined
     )
+    from mpdoctor.report.counts import fixable_parts
+
     sources = report.sources
-    diagnostics = [_card(d, sources) for d in report.diagnostics]
+    # Errors first, info last; within a severity, in file order.
+    ordered = sorted(report.diagnostics, key=lambda d: (-d.severity.rank, d.sort_key()))
+    diagnostics = [_card(d, sources) for d in ordered]
     finding_layers: dict[str, set[str]] = {}
     for d in report.diagnostics:
         if d.location.layer:
@@ -221,6 +257,7 @@ def render(report, stream: TextIO, **_options) -> None:
         environment.get_template("report.html.j2").render(
             version=__version__,
             summary=report.summary(),
+            fixable=fixable_parts(report, marker=False, shown_cells=True),
             diagnostics=diagnostics,
             errors=report.errors,
             traces=report.traces,

@@ -17,6 +17,7 @@ from urllib.parse import quote
 from mpdoctor._version import __version__
 from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.fingerprints import fingerprint, fingerprint_materials, posix_path
+from mpdoctor.printable import name_bytes
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -41,8 +42,9 @@ def cell_prefix(loc) -> str:
 
 def artifact_location(path: str) -> dict:
     if os.path.isabs(path):  # outside the working directory: an absolute file URI, no base
-        return {"uri": Path(path).as_uri()}
-    return {"uri": quote(posix_path(path), safe="/"), "uriBaseId": SRCROOT}
+        return {"uri": Path(os.fsdecode(name_bytes(path))).as_uri()}
+    # A non-UTF-8 name is shown as `bad\\xff.py`: its URI percent-encodes the real byte (bad%FF.py).
+    return {"uri": quote(name_bytes(posix_path(path)), safe="/"), "uriBaseId": SRCROOT}
 
 
 def _region(line: int, column: int, end_line: int | None, end_column: int | None) -> dict:
@@ -87,7 +89,8 @@ def rule_descriptor(rule) -> dict:
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": rule.what},
         "help": {"text": _help_text(rule), "markdown": _help_markdown(rule)},
-        "defaultConfiguration": {"level": LEVELS[rule.severity]},
+        # SARIF's `enabled`: an opt-in rule is off unless selected by its code.
+        "defaultConfiguration": {"level": LEVELS[rule.severity], "enabled": not rule.opt_in},
         "properties": {"tags": list(RULE_TAGS), "passes": list(rule.pass_names), "fixable": rule.fixable},
     }
 

@@ -1,11 +1,15 @@
 """Terminal output: `path:line:col: MP401 [*] message` (`[*]`: `--fix` fixes it; unsafe fixes are only counted in
-the summary), then a summary line (ruff style)."""
+the summary), then a summary line (ruff style). Paths and messages carry text from user code and the file system
+(layer names, exception texts, file names): their control characters are escaped (mpdoctor.printable), so one
+finding is one line and nothing in it can drive the terminal."""
 
 from __future__ import annotations
 
 from typing import TextIO
 
 from mpdoctor.diagnostics import Severity
+from mpdoctor.printable import escape_controls as _safe
+from mpdoctor.report.counts import fixable_parts
 
 _SEVERITY_COLOUR = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "34"}
 
@@ -17,12 +21,12 @@ def _paint(text: str, code: str, colour: bool) -> str:
 def where_text(loc) -> str:
     """`path:line:col`, or `notebook.ipynb:cell 3:line 2:col 5` for a notebook."""
     if loc.cell is not None:
-        return f"{loc.path}:cell {loc.cell}:line {loc.line}:col {loc.column}"
-    return f"{loc.path}:{loc.line}:{loc.column}"
+        return f"{_safe(loc.path)}:cell {loc.cell}:line {loc.line}:col {loc.column}"
+    return f"{_safe(loc.path)}:{loc.line}:{loc.column}"
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    return f"{n} {word}{'' if n == 1 else ('es' if word.endswith('x') else 's')}"
 
 
 def render(
@@ -33,10 +37,12 @@ def render(
         where = _paint(f"{where_text(loc)}:", "1", colour)
         code = _paint(d.code, "1;" + _SEVERITY_COLOUR[d.severity], colour)
         marker = " [*]" if d.fix is not None and d.fix.applicability == "safe" else ""  # what --fix would do
-        stream.write(f"{where} {code}{marker} {d.message}\n")
+        stream.write(f"{where} {code}{marker} {_safe(d.message)}\n")
     for result in report.fixes or ():
+        from mpdoctor.autofix import fix_location
+
         for d, reason in result.not_applied:
-            stream.write(f"{d.location.path}:{d.location.line}: {d.code} fix not applied: {reason}\n")
+            stream.write(_safe(f"{fix_location(d.location)}: {d.code} fix not applied: {reason}") + "\n")
     if statistics and report.diagnostics:
         from mpdoctor.registry import get_rule
 
@@ -53,30 +59,41 @@ def render(
     counts = report.counts()
     total = len(report.diagnostics)
     files = _plural(report.files_checked, "file")
+    unchecked = report.unchecked()
+    # Files left out must never read as a pass: "could not be checked" whenever one was unreadable or unparsable.
+    not_checked = f" {_plural(unchecked, 'file')} could not be checked." if unchecked else ""
+    skipped = f"; {len(report.skipped)} skipped" if report.skipped else ""
     if total == 0:
         baselined = f"; {report.baselined} baselined" if report.baselined else ""
-        stream.write(_paint(f"All checks passed ({files} checked{baselined}).", "32", colour) + "\n")
+        if unchecked:
+            line = f"No problems found ({files} checked{skipped}{baselined});{not_checked}"
+            stream.write(_paint(line, "1", colour) + "\n")
+            return
+        stream.write(_paint(f"All checks passed ({files} checked{skipped}{baselined}).", "32", colour) + "\n")
         return
     parts = [_plural(counts[s.value], s.value) for s in Severity if counts[s.value]]
-    line = f"Found {_plural(total, 'problem')} ({', '.join(parts)}) in {files}."
+    line = f"Found {_plural(total, 'problem')} ({', '.join(parts)}) in {files}{skipped}.{not_checked}"
     if report.baselined:
         line += f" {report.baselined} more in the baseline."
-    if report.fixable():
-        unsafe = sum(1 for d in report.diagnostics if d.fix is not None and d.fix.applicability == "unsafe")
-        safe = report.fixable() - unsafe
-        parts = [f"{safe} fixable with --fix ([*])"] if safe else []
-        if unsafe:
-            parts.append(f"{unsafe} {'more ' if safe else 'fixable '}with --unsafe-fixes")
-        line += " " + ", ".join(parts) + "."
+    fixable = fixable_parts(report)
+    if fixable:
+        line += " " + ", ".join(fixable) + "."
     stream.write(_paint(line, "1", colour) + "\n")
 
 
 def _fix_summary(report, stream: TextIO, colour: bool) -> None:
+    from mpdoctor.autofix import NotebookFix
+
+    for result in report.fixes:
+        if isinstance(result, NotebookFix):  # shown, never written: the diff is the fix
+            stream.write(f"{result.shown}: {_plural(len(result.in_diff), 'fix')} not applied: {result.error}\n")
+            stream.write(result.diff())
     for result in report.fixes:
         if result.written:
             stream.write(
                 _paint(
-                    f"Fixed {_plural(len(result.applied), 'problem')} in {result.shown} ({result.verification}).",
+                    f"Fixed {_plural(len(result.applied), 'problem')} in {_safe(result.shown)} "
+                    f"({_safe(result.verification)}).",
                     "32",
                     colour,
                 )

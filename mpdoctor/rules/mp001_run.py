@@ -10,7 +10,7 @@ from mpdoctor.facts.schema import ExceptionRecord
 from mpdoctor.registry import define_rule, get_rule, raised_by_engine
 from mpdoctor.static.context import source_lines
 from mpdoctor.suppress import ALL
-from mpdoctor.tf_messages import first_message_line
+from mpdoctor.tf_messages import first_message_line, shorten
 from mpdoctor.trace.context import TraceContext
 
 TRACE_FAILED, UNUSED_SUPPRESSION = "MP001", "MP002"
@@ -97,7 +97,7 @@ define_rule(
 def trace_failed(ctx: TraceContext, reason: str, output_tail: str) -> Diagnostic:
     """The child produced no (complete) facts: it crashed, hung, ran out of memory or was killed."""
     last = [line for line in output_tail.strip().splitlines() if line.strip()]
-    hint = f"; last output: {last[-1][:200]}" if last else ""
+    hint = f"; last output: {shorten(last[-1], 200)}" if last else ""
     return ctx.diagnostic(
         "MP001",
         None,

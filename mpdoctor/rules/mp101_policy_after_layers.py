@@ -124,17 +124,8 @@ def check_policy_after_layers(ctx: StaticContext) -> Iterable[Diagnostic]:
         else:
             built = f"{built} was {'loaded' if factory == 'loaded' else 'built'}"
         more = f" (and {len(others)} more construction{'s' if len(others) > 1 else ''})" if others else ""
-        if factory == "loaded" and not others:
-            consequence = (
-                f"a loaded model keeps the dtypes it was saved with, so it still computes in {old_text}; build the "
-                "model in code after setting the policy and load only its weights"
-            )
-        else:
-            consequence = (
-                f"layers keep the policy in force when they are created, so {'these' if others else 'it'} still "
-                f"compute{'' if others else 's'} in {old_text}; set the policy before building the model"
-            )
-        message = f"{_setter_text(ctx, event)} sets {event.policy!r} only after {built}{more}: {consequence}"
+        loaded = factory == "loaded" and not others
+        message = set_too_late(_setter_text(ctx, event.node), event.policy, built + more, old_text, loaded)
         yield ctx.diagnostic(
             "MP101", event.node, message, confidence=Confidence.MEDIUM if None in old else Confidence.HIGH
         )
@@ -258,9 +249,27 @@ def _callee_text(ctx: StaticContext, call: ast.Call) -> str:
     return text if len(text) <= 60 else text.rsplit(".", 1)[-1]
 
 
-def _setter_text(ctx: StaticContext, event: PolicyEvent) -> str:
-    text = ctx.segment(event.node.func)
-    return f"{text}()" if len(text) <= 60 else "the policy call"
+def _setter_text(ctx: StaticContext, call: ast.Call | None) -> str:
+    """The policy call as the file spells it: `keras.mixed_precision.set_global_policy()`."""
+    text = ctx.segment(call.func) if call is not None else ""
+    return f"{text}()" if text and len(text) <= 60 else "the policy call"
+
+
+def set_too_late(setter: str, policy: str | None, built: str, old: str, loaded: bool = False) -> str:
+    """MP101 in the words of both passes: what was built before the policy call (`Conv2D (line 8) was built`
+    statically, `4 layers were built (first: ...)` when traced), what it computes in, and what to do. A model
+    loaded from a file (`load_model`) keeps the dtypes it was saved with whatever the policy: its advice differs."""
+    if loaded:
+        consequence = (
+            f"a loaded model keeps the dtypes it was saved with, so it still computes in {old}; build the model in "
+            "code after setting the policy and load only its weights"
+        )
+    else:
+        consequence = (
+            f"layers keep the policy in force when they are created, so they still compute in {old}; set the "
+            "policy before building the model"
+        )
+    return f'{setter} sets "{policy}" only after {built}: {consequence}'
 
 
 @trace_check("MP101")
@@ -288,19 +297,14 @@ def trace_policy_after_layers(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
         if not stale:
             continue
         first = stale[0]
-        advice = "set the policy before building the model"
-        if all(_made_by_factory(ctx, record) == "loaded" for record in stale):
-            advice = "a loaded model keeps the dtypes it was saved with: build it in code after setting the policy"
-            advice += " and load only its weights"
-        found.append(
-            ctx.diagnostic(
-                "MP101",
-                event.location,
-                f'the policy becomes "{event.policy}" after {len(stale)} layer(s) '
-                f'were created under "{first.policy}" (first: {first.class_name} `{first.name}` at '
-                f'line {_line(first) or "?"}); they keep "{first.policy}": {advice}',
-            )
-        )
+        line = event.location.line if event.location else None
+        call = ctx.call_at(line, "set_global_policy", "set_dtype_policy", "set_floatx", "set_policy")
+        setter = _setter_text(ctx.static, call) if call is not None else f"{event.api}()"
+        loaded = all(_made_by_factory(ctx, record) == "loaded" for record in stale)
+        count = f"{len(stale)} layer{'s were' if len(stale) > 1 else ' was'} {'loaded' if loaded else 'built'}"
+        built = f"{count} (first: {first.class_name} `{first.name}`, line {_line(first) or '?'})"
+        message = set_too_late(setter, event.policy, built, first.policy or "?", loaded)
+        found.append(ctx.diagnostic("MP101", event.location, message))
     return found
 
 

@@ -107,12 +107,8 @@ def check_pure_float16_policy(ctx: StaticContext) -> Iterable[Diagnostic]:
         if not built:
             confidence = Confidence.MEDIUM  # the model is built in another module
         mixed = _PURE_TO_MIXED[event.policy]  # type: ignore[index]
-        what = f"floatx {event.policy!r} (the default policy)" if floatx else f"global policy {event.policy!r}"
-        message = (
-            f"{what} in a script that trains: variables are stored in {event.policy} too, so small updates "
-            f"round away and optimizer state underflows (no loss scaling either); use {mixed!r}, which "
-            f"computes in {event.policy} with float32 variables"
-        )
+        what = f'floatx "{event.policy}" (the default policy)' if floatx else f'global policy "{event.policy}"'
+        message = f"{what} in a script that trains: {pure_policy(event.policy)}"
         fix = _floatx_fix(ctx, event, mixed) if floatx else policy_literal_fix(ctx, event, mixed)
         yield ctx.diagnostic("MP102", event.node, message, confidence=confidence, fix=fix)
 
@@ -179,6 +175,15 @@ def _floatx_fix(ctx: StaticContext, event: PolicyEvent, mixed: str) -> Fix | Non
     return Fix(f"set the {mixed!r} policy instead of floatx", (ctx.edit(event.node, new),), applicability="unsafe")
 
 
+def pure_policy(policy: str) -> str:
+    """MP102's fact and advice in the words of both passes, after what sets the policy."""
+    return (
+        f"variables are stored in {policy} too, so small updates round to zero and the optimizer state overflows "
+        f'or underflows (no loss scaling either); use "{_PURE_TO_MIXED[policy]}" (float32 variables, {policy} '
+        "compute)"
+    )
+
+
 @trace_check("MP102")
 def trace_pure_float16_policy(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
     """The run ends under a pure float16/bfloat16 policy and a compiled (to be trained) model has float16 weights."""
@@ -195,8 +200,6 @@ def trace_pure_float16_policy(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
         ctx.diagnostic(
             "MP102",
             where,
-            f'policy "{policy}" is in force when {names} is compiled: its '
-            f"variables are {policy} too, so small updates round to zero and Adam's moments "
-            f'overflow; use "mixed_{policy}" (float32 variables, {policy} compute)',
+            f'policy "{policy}" is in force when {names} is compiled to be trained: {pure_policy(policy)}',
         )
     ]

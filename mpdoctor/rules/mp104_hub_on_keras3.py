@@ -98,11 +98,7 @@ def check_hub_layer_on_keras3(ctx: StaticContext) -> Iterable[Diagnostic]:
             failure = '"A KerasTensor cannot be used as input to a TensorFlow function"'
         else:
             failure = '"Only instances of keras.Layer can be added to a Sequential model"'
-        message = (
-            f"hub.KerasLayer is a tf_keras (Keras 2) layer and this file runs on Keras 3: {_HOW[how]} "
-            f"fails with {failure}; use tf_keras with TF_USE_LEGACY_KERAS=1 set before importing TensorFlow, "
-            f"or keras.layers.TFSMLayer"
-        )
+        message = hub_on_keras3(f"{_HOW[how]} fails with {failure}")
         yield ctx.diagnostic(
             "MP104",
             call,
@@ -110,6 +106,15 @@ def check_hub_layer_on_keras3(ctx: StaticContext) -> Iterable[Diagnostic]:
             notes=(f"Keras 3: {version.reason}",),
             confidence=Confidence.HIGH if version.certain else Confidence.MEDIUM,
         )
+
+
+def hub_on_keras3(failure: str) -> str:
+    """MP104 in the words of both passes: the fact, how it fails (predicted statically, seen when traced), and what
+    to do."""
+    return (
+        f"hub.KerasLayer is a tf_keras (Keras 2) layer and this file runs on Keras 3: {failure}; use tf_keras with "
+        "TF_USE_LEGACY_KERAS=1 set before importing TensorFlow, or keras.layers.TFSMLayer"
+    )
 
 
 _HOW = {
@@ -196,10 +201,7 @@ def trace_hub_layer_on_keras3(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
         ctx.diagnostic(
             "MP104",
             where,
-            "hub.KerasLayer is a tf_keras layer and this run uses Keras 3: the "
-            "model fails to build (" + first_message_line(exception.message) + "); set "
-            "TF_USE_LEGACY_KERAS=1 before importing TensorFlow and use tf_keras, or load the "
-            "SavedModel with keras.layers.TFSMLayer",
+            hub_on_keras3(f'building the model failed with "{first_message_line(exception.message)}"'),
         )
     ]
 

@@ -142,21 +142,16 @@ def check_savedmodel_input_dtype(ctx: StaticContext) -> Iterable[Diagnostic]:
             continue  # strings or integer ids: autocast casts floating inputs only, no float16 reaches the model
         compute = compute_dtype(policy)
         explicit = dtype_keyword(layer.node) is not None
-        where = f'its own dtype policy "{policy}"' if explicit else f'global policy "{policy}"'
         if layer.qualname == "hub.KerasLayer" and ctx.is_keras3:
             outcome = "the model will still fail to build once it runs on tf_keras (MP104)"
         elif layer.qualname == "hub.KerasLayer":
             outcome = "the model fails when it is built"
         else:
             outcome = "the model builds but predict/fit fail"
-        label = layer.label
-        casts = (
-            f"casts its input to {compute}" if fed == _FLOAT else f"casts its input to {compute} if it is fed floats"
-        )
+        subject = casts_to_float16(layer.label, compute, policy, explicit, surely_floats=fed == _FLOAT)
         message = (
-            f"{label} computes in {compute} ({where}) and {casts} before calling its "
-            f"SavedModel, but a SavedModel exported in float32 (most TF Hub models) has no {compute} "
-            f'concrete function, so {outcome}: pass dtype="float32" to {label}'
+            f"{subject}, but a SavedModel exported in float32 (most TF Hub models) has no {compute} concrete "
+            f"function, so {outcome}; {ADVICE}"
         )
         fix = None
         if not has_star_kwargs(layer.node):
@@ -337,6 +332,16 @@ def _string_value(ctx: StaticContext, expr: ast.AST | None, at: ast.AST, depth: 
 
 _LOADS = ("hub.load", "tf.saved_model.load", "tf.compat.v2.saved_model.load")
 
+ADVICE = 'pass dtype="float32" to this layer'
+
+
+def casts_to_float16(subject: str, compute: str, policy: str | None, explicit: bool, surely_floats: bool = True) -> str:
+    """MP201's fact in the words of both passes: what the layer feeds its SavedModel and why (`surely_floats`
+    False: the static pass could not tell that the layer is fed floats, and autocast casts floats only)."""
+    given = f'dtype="{policy}"' if explicit else f'policy "{policy}"'
+    casts = f"casts its input to {compute}" + ("" if surely_floats else " if it is fed floats")
+    return f"{subject} computes in {compute} ({given}) and {casts} before calling its SavedModel"
+
 
 def _dtype_fix(ctx: TraceContext, where: SourceRef | None) -> Fix | None:
     return ctx.float32_fix(
@@ -362,17 +367,19 @@ def trace_savedmodel_input_dtype(facts: Facts, ctx: TraceContext) -> Iterable[Di
         if not any(is_float(dtype) for dtype in accepted):
             continue  # strings or integer ids only: autocast leaves them alone, no float16 reaches the SavedModel
         observed = (
-            f"; the run failed with: {first_message_line(exception.message)}"
+            f"the run failed with: {first_message_line(exception.message)}"
             if exception is not None and exception.layer_uid == load.layer_uid
-            else '; the call fails ("Could not find matching concrete function")'
+            else 'calling it fails ("Could not find matching concrete function")'
+        )
+        subject = casts_to_float16(
+            f"{load.api} `{record.name}`", received, record.policy, record.explicit_dtype is not None
         )
         found.append(
             ctx.diagnostic(
                 "MP201",
                 load.location,
-                f'{load.api} `{record.name}` computes in {received} (policy "{record.policy}") and '
-                f"casts its input to {received}, but the SavedModel at {load.handle} accepts only "
-                f'{", ".join(accepted)}{observed}; pass dtype="float32" to this layer',
+                f"{subject}, but the SavedModel at {load.handle} accepts only {', '.join(accepted)}, so {observed}; "
+                + ADVICE,
                 layer=record.name,
                 fix=_dtype_fix(ctx, load.location),
             )
@@ -386,8 +393,8 @@ def trace_savedmodel_input_dtype(facts: Facts, ctx: TraceContext) -> Iterable[Di
             ctx.diagnostic(
                 "MP201",
                 where,
-                f"the SavedModel-backed layer received {verdict.get('received', 'float16')} but its "
-                f'SavedModel accepts {accepted}: the model failed when it ran; pass dtype="float32" to this layer',
+                f"a SavedModel-backed layer fed its SavedModel {verdict.get('received', 'float16')}, but the "
+                f"SavedModel accepts only {accepted}, so the run failed; {ADVICE}",
                 fix=_dtype_fix(ctx, where),
             )
         )

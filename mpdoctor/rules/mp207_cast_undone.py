@@ -98,11 +98,7 @@ def _cast_diagnostic(
     compute = compute_dtype(policy)
     name = first.label
     others = f" (and {len(consumers) - 1} more layer{'s' if len(consumers) > 2 else ''})" if len(consumers) > 1 else ""
-    message = (
-        f'this cast to float32 is undone: {name} (line {first.node.lineno}, policy "{policy}") autocasts '
-        f'its input back to {compute}{others}; put dtype="float32" on {name} instead to compute it in '
-        f"float32"
-    )
+    message = cast_undone("this cast to float32", f"{name} (line {first.node.lineno}", policy, compute, name, others)
     edits = []
     for consumer, _ in consumers:
         if not _can_add_dtype(ctx, consumer):
@@ -116,6 +112,17 @@ def _cast_diagnostic(
     policies = [ctx.layer_policies(c) for c, _ in consumers]
     certain = input_known and all(all(is_float16_compute(p) for p in ps) for ps in policies)
     return ctx.diagnostic("MP207", cast, message, confidence=Confidence.HIGH if certain else Confidence.MEDIUM, fix=fix)
+
+
+def cast_undone(
+    cast: str, consumer: str, policy: str | None, compute: str | None, target: str, others: str = ""
+) -> str:
+    """MP207 in the words of both passes: `consumer` is "Dense (line 12" statically, "`dense_1` (Dense" when traced
+    (the parenthesis closes after the policy)."""
+    return (
+        f'{cast} is undone: {consumer}, policy "{policy}") autocasts its input back to {compute}{others}; put '
+        f'dtype="float32" on {target} instead to compute it in float32'
+    )
 
 
 def _undoing_policy(ctx: StaticContext, consumer: LayerRecord) -> str | None:
@@ -175,9 +182,13 @@ def trace_cast_undone_by_autocast(facts: Facts, ctx: TraceContext) -> Iterable[D
                     ctx.diagnostic(
                         "MP207",
                         source.created_at,
-                        f"the float32 cast in `{source.id}` is undone: "
-                        f'`{target.id}` ({target.class_name}, policy "{target.policy}") autocasts its '
-                        f'input back to {after}; put dtype="float32" on `{target.id}` instead',
+                        cast_undone(
+                            f"the cast to float32 in `{source.id}`",
+                            f"`{target.id}` ({target.class_name}",
+                            target.policy,
+                            after,
+                            f"`{target.id}`",
+                        ),
                         layer=source.id,
                     )
                 )

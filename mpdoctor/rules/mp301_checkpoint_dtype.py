@@ -387,10 +387,24 @@ def _describe_path(ctx: StaticContext, expr: ast.AST | None) -> str:
     return text if text and len(text) <= 60 and "\n" not in text else "the checkpoint"
 
 
-_ADVICE = (
-    "restore through a cast (a Saver `builder=` whose bulk_restore reads float32 and tf.casts) or convert the "
-    "checkpoint first: `mpdoctor convert-checkpoint IN OUT --dtype {dtype}`"
-)
+def mismatch(variable_dtype: str, checkpoint_dtype: str = "float32") -> str:
+    """MP301's fact in the words of both passes."""
+    tf_name = {"float16": "half", "float32": "float", "float64": "double"}
+    return (
+        f"the restore does not cast, so {checkpoint_dtype} checkpoint values fail with "
+        f'"expected dtype {tf_name.get(variable_dtype, variable_dtype)} does not equal original dtype '
+        f'{tf_name.get(checkpoint_dtype, checkpoint_dtype)}"'
+    )
+
+
+def advice(kind: str, dtype: str) -> str:
+    """What to do, by the kind of restore ("saver", "checkpoint", "load_weights"), in the words of both passes."""
+    convert = f"convert the checkpoint first: `mpdoctor convert-checkpoint IN OUT --dtype {dtype}`"
+    if kind == "saver":
+        return f"restore through a cast (a Saver `builder=` whose bulk_restore reads float32 and tf.casts) or {convert}"
+    if kind == "load_weights":
+        return f'use "mixed_{dtype}" (float32 variables), load an .h5 file (cast on load), or {convert}'
+    return f'use "mixed_{dtype}" (float32 variables) or {convert}'
 
 
 def _tf1_saver_restores(ctx: StaticContext) -> list[Diagnostic]:
@@ -432,10 +446,8 @@ def _tf1_saver_restores(ctx: StaticContext) -> list[Diagnostic]:
             ctx.diagnostic(
                 "MP301",
                 saver,
-                f"this Saver restores {_describe_path(ctx, path)} into a graph with {dtype} variables ({shown}); a "
-                f'name-based restore does not cast, so float32 checkpoint values fail with "expected dtype '
-                f'{"half" if dtype == "float16" else dtype} does not equal original dtype float"; '
-                + _ADVICE.format(dtype=dtype),
+                f"this Saver restores {_describe_path(ctx, path)} into a graph with {dtype} variables ({shown}): "
+                f"{mismatch(dtype)}; {advice('saver', dtype)}",
                 confidence=Confidence.MEDIUM,
                 # unsafe: the source does not say the checkpoint holds float32 values (the trace can: its fix is safe)
                 fix=saver_builder_fix(ctx, saver, "unsafe"),
@@ -566,11 +578,8 @@ def _tf2_restores(ctx: StaticContext) -> list[Diagnostic]:
             ctx.diagnostic(
                 "MP301",
                 call,
-                f"tf.train.Checkpoint {call.func.attr}s {_describe_path(ctx, path)} into a model built under the "  # type: ignore[attr-defined]
-                f"`{policy}` policy, whose variables are {policy}: float32 checkpoint values fail to restore "
-                f'("expected dtype {"half" if policy == "float16" else policy} does not equal original dtype float"); '
-                f"use `mixed_{policy}` (float32 variables) or convert the checkpoint: "
-                f"`mpdoctor convert-checkpoint IN OUT --dtype {policy}`",
+                f"tf.train.Checkpoint {call.func.attr}s {_describe_path(ctx, path)} into a model built under "  # type: ignore[attr-defined]
+                f'policy "{policy}", whose variables are {policy}: {mismatch(policy)}; {advice("checkpoint", policy)}',
                 confidence=confidence,
                 fix=_mixed_policy_fix(ctx, policy),
             )
@@ -596,11 +605,9 @@ def _tf2_restores(ctx: StaticContext) -> list[Diagnostic]:
             ctx.diagnostic(
                 "MP301",
                 call,
-                f"load_weights() of TF-format weights ({_describe_path(ctx, path)}) into a model built under the "
-                f'`{policy}` policy: tf_keras restores them without casting, so float32 weights fail ("expected dtype '
-                f'{"half" if policy == "float16" else policy} does not equal original dtype float"); use '
-                f"`mixed_{policy}`, load an .h5 file (cast on load), or `mpdoctor convert-checkpoint IN OUT --dtype "
-                f"{policy}`",
+                f"load_weights() of TF-format weights ({_describe_path(ctx, path)}) into a model built under "
+                f'policy "{policy}", whose variables are {policy}: {mismatch(policy)}; '
+                + advice("load_weights", policy),
                 confidence=confidence,
                 fix=_mixed_policy_fix(ctx, policy),
             )
@@ -654,14 +661,16 @@ def trace_checkpoint_dtype_mismatch(facts: Facts, ctx: TraceContext) -> Iterable
             and all(t["checkpoint_dtype"] == "float32" and t["variable_dtype"] in _LOW for t in tensors)
         ):
             fix = saver_builder_fix(ctx.static, saver, "safe")
+        variable_dtype = verdict.get("variable_dtype") or "float16"
+        checkpoint_dtypes = {t["checkpoint_dtype"] for t in tensors}
+        checkpoint_dtype = checkpoint_dtypes.pop() if len(checkpoint_dtypes) == 1 else "float32"
+        kind = "saver" if "Saver" in restore.api else "load_weights" if "load_weights" in restore.api else "checkpoint"
         found.append(
             ctx.diagnostic(
                 "MP301",
                 where,
-                f"{restore.call_text} failed: {listed}{more}; "
-                f"restore with a cast (a Saver builder that reads float32 and casts, or float32 variables under "
-                f"mixed_float16) or convert the checkpoint: mpdoctor convert-checkpoint IN OUT --dtype "
-                f"{verdict.get('variable_dtype', 'float16')}",
+                f"{restore.call_text} failed ({listed}{more}): {mismatch(variable_dtype, checkpoint_dtype)}; "
+                + advice(kind, variable_dtype),
                 fix=fix,
             )
         )

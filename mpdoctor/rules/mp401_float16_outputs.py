@@ -185,9 +185,8 @@ def _check_output_layer(ctx: StaticContext, layer: LayerRecord, how: str) -> Ite
     yield ctx.diagnostic(
         "MP401",
         target.node,
-        f"model output {where} ({how}) computes {activation} in {compute_dtype(policy)} under {policy}, "
-        f'{_consequence(compute_dtype(policy), activation)}; set dtype="float32" on '
-        + ("both layers" if inner is not None else "it"),
+        f"model output {where} ({how}) "
+        + float16_output(activation, compute_dtype(policy), policy, "both layers" if inner else "this layer"),
         confidence=policy_confidence(policies),
         fix=Fix(f"compute the output {where} in float32", tuple(sorted(edits, key=lambda e: (e.line, e.column)))),
     )
@@ -259,6 +258,16 @@ def _explicit_float32(ctx: StaticContext, layer: LayerRecord) -> bool:
     return any(p == "float32" for p in ctx.layer_policies(layer)) and len(ctx.layer_policies(layer)) == 1
 
 
+def float16_output(activation: str, dtype: str, policy: str | None, target: str = "this layer") -> str:
+    """The fact and the advice of MP401 in the words of both passes, after the subject ("model output Dense (...)"
+    statically, "output `probs` of model `m`" when traced): `computes softmax in float16 (policy "mixed_float16"),
+    so ...; set dtype="float32" on this layer`."""
+    under = f' (policy "{policy}")' if policy else ""
+    return (
+        f'computes {activation} in {dtype}{under}, {_consequence(dtype, activation)}; set dtype="float32" on {target}'
+    )
+
+
 def _consequence(dtype: str, activation: str) -> str:
     """What goes wrong, as measured on TF 2.21 (see the MP401 docs)."""
     if dtype == "bfloat16":
@@ -301,9 +310,8 @@ def _check_output_op(ctx: StaticContext, op: ast.Call, how: str) -> Iterable[Dia
     yield ctx.diagnostic(
         "MP401",
         op,
-        f"model output {name} ({how}) runs in {compute_dtype(policy)}: it gets the {compute_dtype(policy)} output of "
-        f"{producer.kind} under {policy}, {_consequence(compute_dtype(policy), activation_op(ctx, op) or 'softmax')}; "
-        f'set dtype="float32" on that {producer.kind}',
+        f"model output {name} ({how}) gets the {compute_dtype(policy)} output of {producer.kind} and "
+        + float16_output(activation_op(ctx, op) or "softmax", compute_dtype(policy), policy, f"that {producer.kind}"),
         confidence=policy_confidence(policies),
         fix=fix,
     )
@@ -328,9 +336,10 @@ def _check_application(ctx: StaticContext, call: ast.Call) -> Iterable[Diagnosti
     yield ctx.diagnostic(
         "MP401",
         call,
-        f"{arch} with include_top=True ends in a {act} Dense ('predictions') computed in {compute_dtype(policy)} under "
-        f"{policy}; use include_top=False with your own float32 output layer, or classifier_activation=None "
-        f'followed by Activation("{act}", dtype="float32")',
+        f"{arch} with include_top=True ends in a Dense ('predictions') that computes {act} in "
+        f'{compute_dtype(policy)} (policy "{policy}"), {_consequence(compute_dtype(policy), act)}; use '
+        f"include_top=False with your own float32 output layer, or classifier_activation=None followed by "
+        f'Activation("{act}", dtype="float32")',
         confidence=policy_confidence(policies),
     )
 
@@ -394,9 +403,7 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
                     ctx.diagnostic(
                         "MP401",
                         node.created_at,
-                        f"output `{node.id}` of model `{model.name}` is a "
-                        f'{activation} computed in {dtype} (policy "{node.policy}"): logits beyond 65504 '
-                        f'give NaN and probabilities below 6e-8 flush to 0; set dtype="float32" on this layer',
+                        f"output `{node.id}` of model `{model.name}` " + float16_output(activation, dtype, node.policy),
                         layer=node.id,
                         fix=fix,
                     )

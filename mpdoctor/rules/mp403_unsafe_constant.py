@@ -389,6 +389,18 @@ def _dtype_at(ctx: StaticContext, literal: ast.AST) -> str | None:
     return "self.compute_dtype"
 
 
+def out_of_range(problem: str, negative: bool) -> str:
+    """What float16 makes of the literal, in the words of both passes."""
+    if problem == OVERFLOW:
+        return f"overflows float16 (max 65504) and becomes {'-' if negative else ''}inf (masked values turn into NaN)"
+    return "underflows float16 (smallest subnormal 5.96e-8) and becomes 0, so it guards nothing"
+
+
+def advice(problem: str) -> str:
+    safe = "-1e4 for a mask" if problem == OVERFLOW else "1e-7 or more"
+    return f"use a float16-safe value ({safe}) or compute this part in float32"
+
+
 @static_check("MP403")
 def check_unsafe_constants(ctx: StaticContext) -> Iterable[Diagnostic]:
     for diagnostic, _ in unsafe_constant_findings(ctx):
@@ -414,14 +426,7 @@ def unsafe_constant_findings(ctx: StaticContext) -> Iterator[tuple[Diagnostic, s
             continue
         confidence = Confidence.HIGH if any(h[2].confidence == Confidence.HIGH for h in hits) else Confidence.MEDIUM
         region, use, found = next(h for h in hits if h[2].confidence == confidence)
-        text = render(ctx, literal)
-        if problem == OVERFLOW:
-            what = (
-                f"`{text}` overflows float16 (max 65504) and becomes {'-' if definition.value < 0 else ''}inf "
-                "(masked values turn into NaN)"
-            )
-        else:
-            what = f"`{text}` underflows float16 (smallest subnormal 5.96e-8) and becomes 0, so it guards nothing"
+        what = f"`{render(ctx, literal)}` {out_of_range(problem, definition.value < 0)}"
         lines = sorted({u.lineno for _, u, _ in hits})
         where = f"in the float16 computation of {region.where} (policy {region.float16_policy})"
         if literal is not use or len(lines) > 1 or lines[0] != literal.lineno:
@@ -430,7 +435,7 @@ def unsafe_constant_findings(ctx: StaticContext) -> Iterator[tuple[Diagnostic, s
             ctx.diagnostic(
                 "MP403",
                 literal,
-                f"{what} {where}",
+                f"{what} {where}; {advice(problem)}",
                 confidence=confidence,
                 fix=_mp403_fix(ctx, literal, definition.value, problem),
             ),
@@ -456,14 +461,13 @@ def trace_unsafe_constants(facts: Facts, ctx: TraceContext) -> Iterable[Diagnost
     for (line, problem), (layer, constant) in sorted(constants.items()):
         if line in used:
             continue
-        what = "overflows to -inf/inf" if problem == "overflow" else "underflows to 0"
+        what = out_of_range(problem, str(constant.value).startswith("-"))
         found.append(
             ctx.diagnostic(
                 "MP403",
                 ctx.at_line(line),
-                f"a literal on this line {what} in float16: the traced graph of `{layer.id}` ({layer.class_name}) "
-                f"feeds it to `{constant.op}` as {constant.value}; use a float16-safe value (-1e4, 1e-7) or "
-                f"compute this part in float32",
+                f"a literal on this line {what}: the traced graph of `{layer.id}` ({layer.class_name}) feeds it to "
+                f"`{constant.op}` as {constant.value}; {advice(problem)}",
                 layer=layer.id,
             )
         )

@@ -224,6 +224,9 @@ def _describe_origin(ctx: StaticContext, region: Region, origin: ast.AST) -> str
     return f"the float32 value `{short}`"
 
 
+ADVICE = "use self.compute_dtype (or the input's dtype) instead of a hard-coded float32"
+
+
 @static_check("MP406")
 def check_dtype_conflicts(ctx: StaticContext) -> Iterable[Diagnostic]:
     reported: set[ast.AST] = set()
@@ -254,6 +257,7 @@ def check_dtype_conflicts(ctx: StaticContext) -> Iterable[Diagnostic]:
             message = (
                 f"{_describe_origin(ctx, region, origin)} meets the {low} tensors of {region.where} {line}: {effect}"
             )
+            message += f"; {ADVICE}"
             yield ctx.diagnostic(
                 "MP406",
                 origin,
@@ -277,14 +281,14 @@ def trace_dtype_conflict(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic
     if cls is not None:
         where = ctx.at_line(cls.lineno)
     name = f"layer `{record.class_name}`" if record else "a layer"
+    low = record.compute_dtype if record and record.compute_dtype in ("float16", "bfloat16") else "float16"
     op = f" in {verdict['op']}" if verdict.get("op") else ""
     return [
         ctx.diagnostic(
             "MP406",
             where,
-            f"{name} mixes float16 and float32{op} and raised when the model ran: "
-            f"{first_message_line(exception.message)}; use self.compute_dtype / inputs.dtype "
-            f"instead of hard-coded float32",
+            f"a float32 value meets the {low} tensors of {name}{op}: TensorFlow raised a dtype mismatch when the "
+            f'model ran ("{first_message_line(exception.message)}"); {ADVICE}',
             layer=record.name if record else None,
         )
     ]

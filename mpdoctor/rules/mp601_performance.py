@@ -136,11 +136,18 @@ define_rule(
     "info",
     "T",
     False,
+    opt_in=True,
     summary="A float16/bfloat16 policy on a machine without hardware that runs it fast.",
     what="""
-        The trace pass finds `mixed_float16` in use while no GPU of compute capability 7.0 or higher is visible
-        (or `mixed_bfloat16` without bfloat16 support: no TPU, no GPU of compute capability 8.0 or higher, no CPU
-        with AVX512-BF16/AMX). Never an error: the model may be trained on other hardware.
+        The trace pass finds float16 compute (a `mixed_float16` / `float16` policy, globally or only in a layer's
+        `dtype=` argument) while no GPU of compute capability 7.0 or higher is visible (or bfloat16 compute without
+        bfloat16 support: no TPU, no GPU of compute capability 8.0 or higher, no CPU with AVX512-BF16/AMX). Never an
+        error: the model may be trained on other hardware.
+
+        Opt-in: not in the default selection, because every CPU machine (CI runners, most laptops) would report
+        it on correct code. Select it by its code (`--extend-select MP603`, or `extend-select = ["MP603"]`); a
+        prefix such as `MP6` does not select it. The HTML report's environment table shows the same fact either
+        way.
         """,
     why="""
         On hardware without fast float16 math, mixed precision gives no speed-up and usually runs slower (extra
@@ -314,33 +321,45 @@ def _explicit_layer_float16(ctx: StaticContext) -> str | None:
 # ---------------------------------------------------------------- trace forms
 
 
+def slow_hardware(environment: Environment | None, dtype: str) -> str | None:
+    """Why `dtype` ("float16" or "bfloat16") computes no faster than float32 on the traced machine, or None when a
+    device runs it fast. Shared by MP603 and the HTML report's environment table."""
+    environment = environment or Environment()
+    capabilities = [tuple(g.compute_capability) for g in environment.gpus if g.compute_capability]
+    if dtype == "float16":
+        if any(cc >= (7, 0) for cc in capabilities):
+            return None
+        have = "no GPU" if not environment.gpus else "no GPU of compute capability 7.0 or higher"
+        return f"{have}: float16 only runs faster on Tensor Core GPUs (compute capability >= 7.0)"
+    if any(cc >= (8, 0) for cc in capabilities) or environment.cpu_bf16:
+        return None
+    return (
+        "no bfloat16-capable device (GPU of compute capability 8.0+, or a CPU with AVX512-BF16/AMX): bfloat16 is "
+        "emulated and slower than float32 there"
+    )
+
+
 @trace_check("MP603")
 def trace_no_fast_float16_hardware(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
-    """A float16 policy on a machine whose devices do not compute it fast. Info only: the model may train
-    elsewhere."""
-    events = [e for e in facts.policy_events if is_float16_compute(e.policy)]
-    if not events:
-        return []
-    event = events[0]
-    environment = facts.environment or Environment()
-    capabilities = [tuple(g.compute_capability) for g in environment.gpus if g.compute_capability]
-    if compute_dtype(event.policy) == "float16":
-        if any(cc >= (7, 0) for cc in capabilities):
-            return []
-        have = "no GPU" if not environment.gpus else "no GPU of compute capability 7.0 or higher"
-        why = "float16 only runs faster on Tensor Core GPUs (compute capability >= 7.0)"
+    """Float16 compute on a machine whose devices do not compute it fast: from the first float16 global policy the
+    run set, else the first layer given a float16 `dtype=`, else a float16 global policy in force from the start
+    (--assume-policy). Info only: the model may train elsewhere."""
+    event = next((e for e in facts.policy_events if is_float16_compute(e.policy)), None)
+    if event is not None:
+        policy, where, subject = event.policy, event.location, f'policy "{event.policy}"'
     else:
-        if any(cc >= (8, 0) for cc in capabilities) or environment.cpu_bf16:
+        layer = next((r for r in facts.layers.values() if is_float16_compute(r.explicit_dtype) and r.created_at), None)
+        if layer is not None:
+            policy, where = layer.explicit_dtype, layer.created_at
+            subject = f'{layer.class_name} `{layer.name}` with dtype="{layer.explicit_dtype}"'
+        elif is_float16_compute(facts.final_policy):  # in force from the start (--assume-policy, an entry point)
+            policy, where, subject = facts.final_policy, None, f'global policy "{facts.final_policy}"'
+        else:
             return []
-        have = "no bfloat16-capable device (GPU of compute capability 8.0+, or a CPU with AVX512-BF16/AMX)"
-        why = "bfloat16 is emulated and slower than float32 there"
-    return [
-        ctx.diagnostic(
-            "MP603",
-            event.location,
-            f'policy "{event.policy}" on a machine with {have}: {why}; fine if the model trains elsewhere',
-        )
-    ]
+    reason = slow_hardware(facts.environment, compute_dtype(policy))
+    if reason is None:
+        return []
+    return [ctx.diagnostic("MP603", where, f"{subject} on a machine with {reason}; fine if the model trains elsewhere")]
 
 
 @trace_check("MP602")

@@ -61,14 +61,18 @@ def analyse_projects(
     result = Projects()
     roots: dict[str, bool] = {}  # root -> the user named a test file or directory in it
     for path in paths:
-        root = find_root(path)
+        try:
+            root = find_root(path)
+            probe = path.resolve() if path.is_file() else path.resolve() / "__probe__.py"
+        except (OSError, RuntimeError):  # a symlink loop, a folder we may not search: already an error of its own
+            result.notes.append(f"{path}: cannot be resolved: checked file by file")
+            continue
         if root is None:
             result.notes.append(
                 f"{path}: not inside a project (no pyproject.toml, setup.cfg, setup.py or .git above it): "
                 "checked file by file"
             )
             continue
-        probe = path.resolve() if path.is_file() else path.resolve() / "__probe__.py"
         named_tests = probe != root / "__probe__.py" and is_test_module(str(probe), str(root))
         roots[str(root)] = roots.get(str(root), False) or named_tests
     checked_by_root: dict[str, list[str]] = {root: [] for root in roots}

@@ -47,7 +47,8 @@ def trace_diagnostics(
         run_from=run_from,
         numerics=getattr(options, "numerics", None),
         memory_limit_mb=options.memory_limit_mb,
-        policy=context.policy if context is not None else None,
+        # The project's entry point's policy when one reaches this module, else --assume-policy's.
+        policy=context.policy if context is not None else config.assume_policy,
         search_path=(os.path.dirname(context.entry),) if context is not None and context.entry else (),
         plan=getattr(options, "plan", None),
     )

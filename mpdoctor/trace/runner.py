@@ -7,23 +7,31 @@ a reason, which the engine reports as MP001. The child's output goes through a p
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from mpdoctor.facts.codec import SchemaError
+from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV, file_legacy_keras_setting
 from mpdoctor.facts.schema import Facts
+from mpdoctor.reads import not_regular
+from mpdoctor.trace import forkserver
+from mpdoctor.trace.processes import ProcessTree
 
 DEFAULT_TIMEOUT = 300.0
+_CHILD_MODULE = "mpdoctor.trace.child"
+FACTS_LIMIT = 512 * 2**20  # the facts of a huge model with numerics are tens of MiB
 _OUTPUT_TAIL = 4000
-_POLL = 0.05  # seconds between checks of the child's exit and memory
 
 
 @dataclass
@@ -56,8 +64,8 @@ def run_trace(
     fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
     notebook's cells), written to the temporary directory; the child then also runs in the file's directory (as
     Jupyter does). `policy`: the global dtype policy set before the file is imported (a library module that an
-    entry point of its project runs under that policy); `search_path`: directories the module's imports are found
-    from besides its own (the entry point's, as `python train.py` has it)."""
+    entry point of its project runs under that policy, or --assume-policy's); `search_path`: directories the
+    module's imports are found from besides its own (the entry point's, as `python train.py` has it)."""
     with tempfile.TemporaryDirectory(prefix="mpdoctor-trace-") as workdir:
         request_path = os.path.join(workdir, "request.json")
         result_path = os.path.join(workdir, "facts.json")
@@ -88,63 +96,157 @@ def run_trace(
         child_env["PYTHONPATH"] = os.pathsep.join(
             filter(None, [_package_root(), *search_path, child_env.get("PYTHONPATH")])
         )
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mpdoctor.trace.child", request_path, result_path],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=child_env,
-            cwd=cwd,
-            start_new_session=True,
-        )  # its own process group: a timeout kills everything it started
-        output = _TailReader(process.stdout)
-        failure = _supervise(process, timeout, memory_limit_mb)
-        tail = output.finish()
+        # Its own session and process group; whatever it starts is ended with it (mpdoctor.trace.processes).
+        child = _Child(child_command(request_path, result_path), child_env, cwd, workdir, run_from or path)
+        with child.tree as tree:
+            ending = tree.supervise(timeout, memory_limit_mb, result_written=lambda: os.path.exists(result_path))
+        tail = child.finish()
+        failure = ending.failure
+        if failure is None and ending.returncode and not ending.after_result:
+            failure = _exit_reason(ending.returncode)
         facts = None
-        if os.path.exists(result_path):
+        if os.path.lexists(result_path):
             try:
-                with open(result_path, encoding="utf-8") as handle:
-                    facts = Facts.from_json(json.load(handle))
+                facts = read_facts(result_path)
+                tail = _user_paths(facts.saved_paths)(tail)
             except SchemaError as exc:
                 failure = failure or f"the trace produced unreadable facts ({exc})"
-            except (OSError, ValueError, RecursionError) as exc:
-                failure = failure or f"the trace child wrote unreadable facts ({exc})"
         elif failure is None:
             failure = "the trace child exited without reporting (the model code may have called os._exit)"
         return TraceOutcome(facts, failure, tail)
 
 
-def _supervise(process: subprocess.Popen, timeout: float, memory_limit_mb: float | None) -> str | None:
-    """Wait for the child; kill its process group on timeout or when its resident memory exceeds the limit.
-    Returns why the run failed, or None."""
-    deadline = time.monotonic() + timeout
-    limit = int(memory_limit_mb * 2**20) if memory_limit_mb else None
-    while True:
-        try:
-            returncode = process.wait(timeout=_POLL)
-        except subprocess.TimeoutExpired:
-            pass
-        else:
-            _kill_group(process)  # whatever the model code started and left behind
-            return _exit_reason(returncode) if returncode != 0 else None
-        if limit is not None and (_resident_bytes(process.pid) or 0) > limit:
-            _kill_group(process)
-            return f"the model code exceeded the memory limit of {memory_limit_mb:g} MiB (--trace-memory)"
-        if time.monotonic() >= deadline:
-            _kill_group(process)
-            return f"the model code did not finish within {timeout:g} s (--trace-timeout)"
+class _Child:
+    """The trace child, forked by the fork server that imported TensorFlow once (mpdoctor.trace.forkserver) when it
+    can run here, else a process of its own; its output (stdout and stderr) goes to a pipe of which the tail is
+    kept either way."""
+
+    def __init__(self, argv: list[str], env: dict, cwd: str | None, workdir: str, source_path: str) -> None:
+        self._hold = None
+        server = None
+        if argv[1:3] == ["-m", _CHILD_MODULE]:  # not a stand-in child of the tests
+            env = _with_legacy_request(env, source_path)
+            server = forkserver.server_for(env)
+        if server is not None:
+            fifo = os.path.join(workdir, "output")
+            os.mkfifo(fifo, 0o600)
+            reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+            self._hold = os.open(fifo, os.O_WRONLY)  # no end of file before the child has opened its end
+            os.set_blocking(reader, True)
+            stream = os.fdopen(reader, "rb")
+            try:
+                self.tree = ProcessTree(argv, env=env, cwd=cwd, spawn=lambda a, e, c: server.spawn(a[3:], e, c, fifo))
+            except OSError as exc:
+                forkserver.note(f"the fork server failed ({exc}); a process for this file")
+                stream.close()
+                self._release()
+                server = None
+        if server is None:
+            self.tree = ProcessTree(
+                argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+            stream = self.tree.process.stdout
+        self._output = _TailReader(stream)
+
+    def finish(self) -> str:
+        """The output's tail, once the tree has ended."""
+        self._release()
+        return self._output.finish()
+
+    def _release(self) -> None:
+        if self._hold is not None:
+            os.close(self._hold)
+            self._hold = None
 
 
-def _resident_bytes(pid: int) -> int | None:
-    """The process's resident set size (Linux /proc; None elsewhere, where the limit is not enforced)."""
+def _with_legacy_request(env: dict, source_path: str) -> dict:
+    """`env` with TF_USE_LEGACY_KERAS as the file sets it (keras_adapter.honour_legacy_request does the same in the
+    child): TensorFlow reads it on import, which the fork server has done before the file runs."""
     try:
-        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return None
+        with open(source_path, encoding="utf-8", errors="replace") as handle:
+            setting = file_legacy_keras_setting(ast.parse(handle.read()))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return env
+    if setting == "set" or (setting == "default" and LEGACY_KERAS_ENV not in env):
+        return dict(env, **{LEGACY_KERAS_ENV: "1"})
+    return env
+
+
+def child_command(request_path: str, result_path: str) -> list[str]:
+    """The trace child's command line (tests replace it with a child that writes forged facts)."""
+    return [sys.executable, "-m", _CHILD_MODULE, request_path, result_path]
+
+
+def _user_paths(saved_paths) -> Callable[[Any], Any]:
+    """A function mapping the paths in trace facts (any JSON value) back to what the user's code asked for: the
+    child redirected saves into its scratch directory (`saved_paths`: where it wrote -> the path as given), and
+    messages, restore paths and TensorFlow's errors must name the user's `pretrained`, not a temporary folder."""
+    if not isinstance(saved_paths, dict) or not saved_paths:
+        return lambda value: value
+    pairs = [(str(written), str(asked)) for written, asked in saved_paths.items()]
+    # A save's own directory in the scratch tree (`.../scratch/3`) stands for the directory the code named.
+    folders = [(os.path.dirname(written), os.path.dirname(asked) or ".") for written, asked in pairs]
+    patterns = [(re.compile(re.escape(w)), a) for w, a in sorted(pairs, key=lambda p: -len(p[0]))]
+    patterns += [(re.compile(re.escape(w) + r"(?![\w-])"), a) for w, a in sorted(folders, key=lambda p: -len(p[0]))]
+
+    def text(value: str) -> str:
+        for pattern, asked in patterns:
+            value = pattern.sub(lambda _match, asked=asked: asked, value)
+        return value
+
+    def back(value, key: str | None = None):
+        if key in ("saved_paths", "written_to"):  # these name the scratch directory on purpose
+            return value
+        if isinstance(value, str):
+            return text(value)
+        if isinstance(value, list):
+            return [back(v) for v in value]
+        if isinstance(value, dict):
+            return {k: back(v, k) for k, v in value.items()}
+        return value
+
+    return back
+
+
+def read_facts(path: str) -> Facts:
+    """The child's facts: untrusted (the child ran user code, which can overwrite or replace the file), so read
+    like any hostile input: a regular file (never a FIFO or a link to a device), capped in size, JSON bounded in
+    depth, then the schema. Anything else is a SchemaError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise SchemaError(f"cannot open the facts file: {exc.strerror or exc}") from None
+    try:
+        problem = not_regular(os.fstat(fd).st_mode)
+        if problem:
+            raise SchemaError(f"the facts file is {problem}")
+        chunks, size = [], 0
+        while size <= FACTS_LIMIT and (chunk := os.read(fd, 1 << 20)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise SchemaError(f"cannot read the facts file: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > FACTS_LIMIT:
+        raise SchemaError(f"the facts file is larger than {FACTS_LIMIT // 2**20} MiB")
+    try:
+        document = json.loads(b"".join(chunks))
+    except RecursionError:
+        raise SchemaError("JSON nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # also integers of more digits than Python converts
+        raise SchemaError(f"invalid JSON: {exc}") from None
+    try:
+        # Paths the child redirected into its scratch folder are shown as the user's code named them.
+        return Facts.from_json(
+            _user_paths(document.get("saved_paths") if isinstance(document, dict) else None)(document)
+        )
+    except SchemaError:
+        raise
+    except RecursionError:
+        raise SchemaError("nested too deeply") from None
+    except Exception as exc:  # the schema's own checks missed a shape: still unreadable facts, never a crash
+        raise SchemaError(f"{type(exc).__name__}: {exc}") from None
 
 
 class _TailReader:
@@ -181,12 +283,3 @@ def _exit_reason(returncode: int) -> str:
         hint = " (out of memory?)" if name == "SIGKILL" else ""
         return f"the trace child was killed by {name}{hint}"
     return f"the trace child exited with code {returncode}"
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        if process.returncode is None:
-            process.kill()
-    process.wait()

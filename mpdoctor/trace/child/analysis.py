@@ -145,6 +145,7 @@ def collect(recorder, facts: Facts) -> None:
     facts.restores = recorder.restores
     facts.exports = recorder.exports
     facts.savedmodel_loads = recorder.savedmodel_loads
+    facts.saved_paths = dict(recorder.asked)
     for load in recorder.savedmodel_loads:
         if load.handle and load.savedmodel is None:
             load.savedmodel = read_savedmodel(load.handle)

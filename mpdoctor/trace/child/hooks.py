@@ -40,6 +40,7 @@ class Recorder:
         self.user_file = os.path.realpath(user_file)
         self.scratch = scratch  # saves go here; None: saves are not redirected
         self.redirects: dict[str, str] = {}  # absolute path the code asked to write -> where it was written
+        self.asked: dict[str, str] = {}  # where it was written -> the path as the code gave it (for messages)
         self._saves = itertools.count()
         self.policy_events: list[PolicyEvent] = []
         self.layers: dict[str, LayerRecord] = {}
@@ -82,6 +83,7 @@ class Recorder:
         target = os.path.join(self.scratch, str(next(self._saves)), os.path.basename(original) or "saved")
         os.makedirs(os.path.dirname(target), exist_ok=True)
         self.redirects[original] = target
+        self.asked[target] = text
         return target
 
     def load_path(self, path: Any) -> Any:

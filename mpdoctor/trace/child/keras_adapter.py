@@ -50,7 +50,7 @@ def honour_legacy_request(tree: ast.AST) -> None:
 
 def set_global_policy(policy: str, wanted: set[str]) -> None:
     """Set the global dtype policy of each Keras line in `wanted` (the policy a project's entry point sets before
-    it reaches the module traced)."""
+    it reaches the module traced, or --assume-policy's: another module of the user's program sets it)."""
     if "keras" in wanted:
         import keras
 

@@ -80,7 +80,9 @@ def _prepare(request: dict, facts: Facts):
 
     recorder = hooks.Recorder(request["file"], request.get("scratch"))
     wanted = keras_adapter.flavours(tree)
-    if request.get("policy"):  # before the hooks: the project's entry point set it, not this file
+    # Before the hooks: the project's entry point (or --assume-policy) set it, not this file; a policy the file
+    # sets itself still wins.
+    if request.get("policy"):
         keras_adapter.set_global_policy(request["policy"], wanted)
     keras_adapter.install(hooks.Hooks(recorder), wanted)
     facts.environment = environment()

@@ -34,7 +34,10 @@ def match_checkpoint(entry: Restore, recorder: Any) -> None:
     that matches the most values is the intended one. A dtype error is recorded like a failed restore (MP301)."""
     import tensorflow as tf
 
+    from mpdoctor.artifacts.checkpoints import check_tf_checkpoint
+
     try:
+        check_tf_checkpoint(entry.path)  # TF's reader aborts the process on a crafted index: validate it first
         if not tf.train.load_checkpoint(entry.path).has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
             return  # name-based (TF1) or Keras files: their keys do not name a model's objects
     except Exception:

@@ -1,0 +1,31 @@
+"""How many findings can be fixed, and how, in the same words for every renderer that says it (the text summary
+line and the HTML report's summary must agree)."""
+
+from __future__ import annotations
+
+
+def fixable_parts(report, *, marker: bool = True, shown_cells: bool = False) -> list[str]:
+    """["2 fixable with --fix ([*])", "1 more with --unsafe-fixes", "1 fix for notebook cells (--diff shows it)"].
+
+    Safe and unsafe fixes are counted separately, as `--fix` and `--fix --unsafe-fixes` apply them. Fixes of notebook
+    cells are never applied: counted apart. `shown_cells`: also count the fixes of a checked cell that has no file
+    to fix (a `%%mpdoctor` cell), which the HTML report shows as diffs; the text never suggests a command for them.
+    """
+    safe = sum(1 for d in report.diagnostics if d.fix is not None and d.fix.applicability == "safe")
+    unsafe = sum(1 for d in report.diagnostics if d.fix is not None and d.fix.applicability == "unsafe")
+    in_notebooks = sum(1 for d in report.diagnostics if d.cell_fix is not None and d.location.cell is not None)
+    in_cell = sum(1 for d in report.diagnostics if d.cell_fix is not None and d.location.cell is None)
+    parts = [f"{safe} fixable with --fix" + (" ([*])" if marker else "")] if safe else []
+    if unsafe:
+        parts.append(f"{unsafe} {'more ' if safe else 'fixable '}with --unsafe-fixes")
+    if in_notebooks:
+        parts.append(
+            f"{_fixes(in_notebooks)} for notebook cells (--diff shows {'it' if in_notebooks == 1 else 'them'})"
+        )
+    if in_cell and shown_cells:
+        parts.append(f"{_fixes(in_cell)} shown as {'a diff' if in_cell == 1 else 'diffs'} of the cell")
+    return parts
+
+
+def _fixes(count: int) -> str:
+    return f"{count} fix{'' if count == 1 else 'es'}"

@@ -1,0 +1,315 @@
+"""TensorFlow imported once: a server process imports TensorFlow and Keras, then forks one child per trace.
+
+A trace child pays 3-20 s for `import tensorflow` before the user's code runs. The server (`python -m
+mpdoctor.trace.forkserver`) pays it once per mpdoctor run and per environment, and forks a fresh child for each
+file: the child starts from a process in which nothing but imports happened (no TensorFlow op has run, no eager
+context or thread pool exists, no user code ran), so one file's global policy, registered objects or
+`keras.config` changes cannot reach the next file, which starts from a new fork. The child then behaves as the
+process-per-file child did: own session, its own working directory, environment, sys.argv and sys.path, stdout and
+stderr to the parent's pipe (a FIFO), stdin from /dev/null.
+
+`TF_USE_LEGACY_KERAS` is read when TensorFlow is imported, so a server serves one environment: the parent keeps one
+server per environment (`server_for`), with the variable already set as the target and the file ask
+(trace.checks.child_environment, runner._with_legacy_request).
+
+Protocol (JSON lines): the parent writes {"id", "argv", "env", "cwd", "output"} to the server's stdin; the server
+answers {"id", "pid"} (or {"id", "error"}), and {"exited": pid, "returncode": n} when a child ends (negative: killed
+by that signal, as subprocess reports it). The server ends when its stdin closes, killing the children it still has.
+
+POSIX with `os.fork` only; elsewhere, or when the server cannot start, the runner starts a process per file
+(`available()`, and `--verbose` says which). `MPDOCTOR_FORK_SERVER=0` turns it off.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+
+READY = "ready"
+_ENV_SWITCH = "MPDOCTOR_FORK_SERVER"
+_MAX_SERVERS = 3  # environments kept warm at once (Keras 3 and tf_keras are two); the oldest is closed beyond
+_START_TIMEOUT = 600.0  # seconds to import TensorFlow on a loaded machine
+
+
+def available() -> bool:
+    return hasattr(os, "fork") and sys.platform != "darwin" and os.environ.get(_ENV_SWITCH, "1") != "0"
+
+
+class ForkedChild:
+    """A child forked by the server, with the part of `subprocess.Popen`'s interface that supervision uses."""
+
+    def __init__(self, server: ForkServer, pid: int) -> None:
+        self._server = server
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._server.returncode(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = self._server.wait_exit(self.pid, timeout)
+        return self.returncode
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+class ForkServer:
+    def __init__(self, env: dict) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "mpdoctor.trace.forkserver"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # Ctrl-C reaches mpdoctor, which ends the children; the server follows
+        )
+        self._lock = threading.Condition()
+        self._ids = itertools.count()
+        self._answers: dict[int, dict] = {}
+        self._exits: dict[int, int] = {}
+        self._ready = False
+        self._dead = False
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def wait_ready(self, timeout: float = _START_TIMEOUT) -> bool:
+        with self._lock:
+            self._lock.wait_for(lambda: self._ready or self._dead, timeout)
+            return self._ready and not self._dead
+
+    @property
+    def alive(self) -> bool:
+        return not self._dead and self._process.poll() is None
+
+    def spawn(self, argv: list[str], env: dict, cwd: str | None, output: str) -> ForkedChild:
+        """Fork a child running `python -m mpdoctor.trace.child ARGS` as `argv` describes. Raises OSError when
+        the server cannot (it is gone, or the fork failed)."""
+        request_id = next(self._ids)
+        line = json.dumps({"id": request_id, "argv": argv, "env": env, "cwd": cwd, "output": output}) + "\n"
+        with self._lock:
+            if self._dead:
+                raise OSError("the fork server has ended")
+            try:
+                self._process.stdin.write(line.encode())
+                self._process.stdin.flush()
+            except (OSError, ValueError) as exc:
+                raise OSError(f"the fork server has ended ({exc})") from exc
+            self._lock.wait_for(lambda: request_id in self._answers or self._dead, 60)
+            answer = self._answers.pop(request_id, None)
+        if answer is None or "pid" not in answer:
+            raise OSError((answer or {}).get("error") or "the fork server did not answer")
+        return ForkedChild(self, answer["pid"])
+
+    def returncode(self, pid: int) -> int | None:
+        with self._lock:
+            if pid in self._exits:
+                return self._exits[pid]
+            return -signal.SIGKILL if self._dead else None  # the server's end killed its children
+
+    def wait_exit(self, pid: int, timeout: float | None) -> int:
+        with self._lock:
+            if not self._lock.wait_for(lambda: pid in self._exits or self._dead, timeout):
+                raise subprocess.TimeoutExpired("trace child", timeout)
+            return self._exits.get(pid, -signal.SIGKILL)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._process.stdin.close()  # the server kills what it still runs and exits
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+    def _read(self) -> None:
+        for raw in self._process.stdout:
+            try:
+                message = json.loads(raw)
+            except ValueError:
+                continue
+            with self._lock:
+                if message == READY:
+                    self._ready = True
+                elif "exited" in message:
+                    self._exits[message["exited"]] = message["returncode"]
+                elif "id" in message:
+                    self._answers[message["id"]] = message
+                self._lock.notify_all()
+        with self._lock:
+            self._dead = True
+            self._lock.notify_all()
+
+
+_servers: dict[tuple, ForkServer] = {}
+_servers_lock = threading.Lock()
+_notes: list[str] = []
+
+
+def note(text: str) -> None:
+    if text not in _notes:
+        _notes.append(text)
+
+
+def notes() -> list[str]:
+    """How the trace children were started in this run, for --verbose."""
+    return list(_notes)
+
+
+def server_for(env: dict) -> ForkServer | None:
+    """A ready server whose TensorFlow was imported under `env` (PYTHONPATH and the trace token aside, which each
+    child sets for itself), started on first use; None when none can run here."""
+    if not available():
+        note("trace: a process per file (the fork server is off: MPDOCTOR_FORK_SERVER=0, or no os.fork here)")
+        return None
+    key = tuple(sorted((k, v) for k, v in env.items() if k not in _PER_CHILD))
+    with _servers_lock:
+        server = _servers.get(key)
+        if server is not None and not server.alive:
+            del _servers[key]
+            server = None
+        if server is None:
+            while len(_servers) >= _MAX_SERVERS:
+                _servers.pop(next(iter(_servers))).close()
+            try:
+                server = _servers[key] = ForkServer(env)
+            except OSError as exc:
+                note(f"trace: a process per file (the fork server did not start: {exc})")
+                return None
+    if not server.wait_ready():
+        note("trace: a process per file (the fork server could not import TensorFlow)")
+        return None
+    note("trace: TensorFlow imported once per environment; a fresh fork of it per file (fork server)")
+    return server
+
+
+@atexit.register
+def close_all() -> None:
+    with _servers_lock:
+        while _servers:
+            _servers.popitem()[1].close()
+
+
+_PER_CHILD = frozenset({"MPDOCTOR_TRACE_TOKEN"})
+
+
+# ---------------------------------------------------------------------------------------------------- server side
+
+
+def serve() -> None:
+    requests = os.fdopen(os.dup(0), "rb", buffering=0)
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)  # whatever the imports print goes nowhere, never into the protocol
+    os.close(null)
+    _preload()
+    answers.write(json.dumps(READY) + "\n")
+    children: set[int] = set()
+    pending = b""
+    try:
+        while True:
+            readable, _, _ = select.select([requests], [], [], 0.02)
+            if readable:
+                chunk = requests.read(1 << 16)
+                if not chunk:
+                    return
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    _answer(json.loads(line), requests, answers, children)
+            for pid in list(children):
+                with contextlib.suppress(ChildProcessError):
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        children.discard(pid)
+                        answers.write(json.dumps({"exited": pid, "returncode": os.waitstatus_to_exitcode(status)}))
+                        answers.write("\n")
+    finally:
+        for pid in children:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def _preload() -> None:
+    """What every trace child imports first. Imports only: an op run here would create TensorFlow's runtime (thread
+    pools) in the server, which a fork does not carry over safely."""
+    import tensorflow  # noqa: F401
+
+    from mpdoctor.facts.keras_semantics import legacy_keras_env
+    from mpdoctor.trace.child import main  # noqa: F401
+
+    if legacy_keras_env():
+        with contextlib.suppress(ImportError):
+            import tf_keras  # noqa: F401
+    else:
+        with contextlib.suppress(ImportError):
+            import keras  # noqa: F401
+
+
+def _answer(request: dict, requests, answers, children: set[int]) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        answers.write(json.dumps({"id": request["id"], "error": f"fork failed: {exc}"}) + "\n")
+        return
+    if pid == 0:
+        requests.close()
+        answers.close()
+        _run_child(request)  # never returns
+    children.add(pid)
+    answers.write(json.dumps({"id": request["id"], "pid": pid}) + "\n")
+
+
+def _run_child(request: dict) -> None:
+    code = 1
+    try:
+        os.setsid()
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE):
+            signal.signal(signum, signal.SIG_DFL)
+        output = os.open(request["output"], os.O_WRONLY)
+        os.dup2(output, 1)
+        os.dup2(output, 2)
+        os.close(output)
+        if request["cwd"]:
+            os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.dont_write_bytecode = True
+        sys.argv = [os.path.join(os.path.dirname(__file__), "child", "__main__.py"), *request["argv"]]
+        # As `python -m` in that directory with that PYTHONPATH would have it.
+        sys.path[0] = os.getcwd()
+        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+        sys.path[1:1] = extra
+        from mpdoctor.trace.child.main import main
+
+        code = main(request["argv"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    serve()

@@ -1,0 +1,107 @@
+"""TensorFlow imported once (issue 17): the trace children are forks of a server that imported TensorFlow, and each
+file starts as clean as in a process of its own: what one file does to the global policy, Keras's registries and
+config does not reach the next; `MPDOCTOR_FORK_SERVER=0` gives a process per file."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+from trace_support import trace_check
+
+pytest.importorskip("tensorflow")
+
+from mpdoctor.trace import forkserver
+
+RECORDER = """
+import json, os
+import tensorflow as tf
+import keras
+
+def record(name):
+    with open({out!r} + "/" + name + ".json", "w") as handle:
+        json.dump({{
+            "ppid": os.getppid(),
+            "policy": keras.mixed_precision.global_policy().name,
+            "floatx": keras.config.floatx(),
+            "registered": "Leaky>Scale" in keras.saving.get_custom_objects(),
+            "keras": tf.keras.__name__,
+        }}, handle)
+"""
+
+MESSY = """
+keras.mixed_precision.set_global_policy("mixed_float16")
+keras.config.set_floatx("float64")
+
+@keras.saving.register_keras_serializable(package="Leaky")
+class Scale(keras.layers.Layer):
+    def call(self, x):
+        return x * 2.0
+
+record("messy")
+model = keras.Sequential([keras.Input((3,)), Scale(), keras.layers.Dense(2, dtype="float32")])
+"""
+
+CLEAN = """
+record("clean")
+model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+"""
+
+
+def _script(directory: Path, name: str, body: str, out: Path, prologue: str = "") -> Path:
+    path = directory / f"{name}.py"
+    path.write_text(prologue + textwrap.dedent(RECORDER.format(out=str(out))) + textwrap.dedent(body))
+    return path
+
+
+def _server_pids() -> set[int]:
+    return {server._process.pid for server in forkserver._servers.values() if server.alive}
+
+
+def test_each_file_is_a_fork_of_one_server_and_starts_clean(tmp_path):
+    out = tmp_path / "records"
+    out.mkdir()
+    trace_check(_script(tmp_path, "messy", MESSY, out), legacy=False, numerics={"enabled": False})
+    trace_check(_script(tmp_path, "clean", CLEAN, out), legacy=False, numerics={"enabled": False})
+    messy = json.loads((out / "messy.json").read_text())
+    clean = json.loads((out / "clean.json").read_text())
+    assert messy["ppid"] == clean["ppid"] in _server_pids()  # both forked by the same live server
+    assert messy["ppid"] != os.getpid()
+    assert (messy["policy"], messy["floatx"], messy["registered"]) == ("mixed_float16", "float64", True)
+    assert (clean["policy"], clean["floatx"], clean["registered"]) == ("float32", "float32", False)
+
+
+def test_a_file_that_asks_for_tf_keras_gets_a_server_that_imported_tf_keras(tmp_path):
+    out = tmp_path / "records"
+    out.mkdir()
+    prologue = 'import os\nos.environ["TF_USE_LEGACY_KERAS"] = "1"\n'
+    body = 'record("legacy")\nmodel = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2)])\n'
+    script = _script(tmp_path, "legacy", body, out, prologue).read_text().replace("import keras\n", "")
+    script = script.replace("keras.mixed_precision", "tf.keras.mixed_precision").replace("keras.config.floatx()", "0")
+    script = script.replace('"Leaky>Scale" in keras.saving.get_custom_objects()', "False")
+    (tmp_path / "legacy.py").write_text(script)
+    trace_check(tmp_path / "legacy.py", legacy=False, numerics={"enabled": False})
+    record = json.loads((out / "legacy.json").read_text())
+    assert record["keras"].startswith("tf_keras"), record
+    assert record["ppid"] in _server_pids()
+
+
+def test_a_dead_server_is_replaced_and_the_switch_turns_it_off(tmp_path, monkeypatch):
+    out = tmp_path / "records"
+    out.mkdir()
+    clean = _script(tmp_path, "clean", CLEAN, out)
+    trace_check(clean, legacy=False, numerics={"enabled": False})
+    first = json.loads((out / "clean.json").read_text())["ppid"]
+    os.kill(first, 9)
+    trace_check(clean, legacy=False, numerics={"enabled": False})  # still traced: a new server or its own process
+    assert json.loads((out / "clean.json").read_text())["ppid"] != first
+    trace_check(clean, legacy=False, numerics={"enabled": False})
+    second = json.loads((out / "clean.json").read_text())["ppid"]
+    assert second != first and second in _server_pids()
+
+    monkeypatch.setenv("MPDOCTOR_FORK_SERVER", "0")
+    trace_check(clean, legacy=False, numerics={"enabled": False})
+    assert json.loads((out / "clean.json").read_text())["ppid"] == os.getpid()  # a process of its own
