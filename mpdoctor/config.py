@@ -43,6 +43,7 @@ KNOWN_KEYS = {
     "extend-exclude",
     "fail-on",
     "keras-version",
+    "target-tensorflow",
     "assume-policy",
     "entry",
     "trace-timeout",
@@ -53,6 +54,7 @@ KNOWN_KEYS = {
     "sample-seed",
     "sample-range",
     "trace-memory",
+    "jobs",
 }
 
 
@@ -90,12 +92,16 @@ class Config:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     fail_on: Severity = Severity.WARNING
     keras_version: int | None = None
+    keras_version_origin: str = "--keras-version"
+    target_tensorflow: str | None = None  # a PEP 440 specifier the TensorFlow target must satisfy
+    target_tensorflow_origin: str = "--target-tensorflow"
     assume_policy: str | None = None
     entry: str | None = None  # trace: the function or attribute that gives the model
     trace_timeout: float = 300.0
     baseline: Path | None = None  # findings listed there do not fail the run (relative to the pyproject.toml)
     numerics: NumericsConfig = field(default_factory=lambda: NumericsConfig())
     trace_memory: float | None = None  # MiB of resident memory for the trace child; None: no limit
+    jobs: int | None = None  # trace children at once; None: the number of usable cores
     root: Path = field(default_factory=Path.cwd)  # directory of the pyproject.toml, or cwd
     source: Path | None = None  # the pyproject.toml read, if any
 
@@ -230,6 +236,7 @@ def apply_overrides(
     extend_exclude=None,
     fail_on=None,
     keras_version=None,
+    target_tensorflow=None,
     assume_policy=None,
     entry=None,
     trace_timeout=None,
@@ -240,6 +247,7 @@ def apply_overrides(
     sample_seed=None,
     sample_range=None,
     trace_memory=None,
+    jobs=None,
 ) -> None:
     if select is not None:  # a later layer's select starts afresh, dropping earlier ignores (ruff semantics)
         config.select = _selectors(select, f"{where} select")
@@ -267,6 +275,10 @@ def apply_overrides(
         if str(keras_version) not in ("2", "3"):
             raise ConfigError(f"{where} keras-version: expected 2 or 3, got {keras_version!r}")
         config.keras_version = int(keras_version)
+        config.keras_version_origin = _origin(where, "--keras-version", "keras-version")
+    if target_tensorflow is not None:
+        config.target_tensorflow = tensorflow_specifier(target_tensorflow, f"{where} target-tensorflow")
+        config.target_tensorflow_origin = _origin(where, "--target-tensorflow", "target-tensorflow")
     if assume_policy is not None:
         if assume_policy not in KNOWN_POLICIES:
             raise ConfigError(
@@ -292,6 +304,34 @@ def apply_overrides(
         if not _positive(trace_memory):
             raise ConfigError(f"{where} trace-memory: expected a positive number of MiB, got {trace_memory!r}")
         config.trace_memory = float(trace_memory)
+    if jobs is not None:
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise ConfigError(f"{where} jobs: expected a positive integer, got {jobs!r}")
+        config.jobs = jobs
+
+
+def _origin(where: str, option: str, key: str) -> str:
+    """How the target's sources name a setting: the option, or the key and the file it is in."""
+    if where == "command line":
+        return option
+    from mpdoctor.static.declared import shown
+
+    return f"[tool.mpdoctor] {key} in {shown(Path(where.split(': [tool.mpdoctor]')[0]))}"
+
+
+def tensorflow_specifier(value, where: str) -> str:
+    """A TensorFlow target as a PEP 440 specifier: ">=2.12,<2.16", "==2.15.*"; a bare "2.15" means "==2.15.*"."""
+    from mpdoctor.static.declared import releases_for
+
+    text = str(value).strip() if isinstance(value, (str, int, float)) and not isinstance(value, bool) else ""
+    if text and (text[0].isdigit()):
+        text = f"=={text}" if text.count(".") >= 2 or text.endswith("*") else f"=={text}.*"
+    releases = releases_for(text) if text else None
+    if releases is None:
+        raise ConfigError(f"{where}: expected a version specifier such as '>=2.12,<2.16' or '2.15', got {value!r}")
+    if not releases:
+        raise ConfigError(f"{where}: {text!r} allows no TensorFlow release mpdoctor knows (1.0 to 2.21)")
+    return text
 
 
 def _numerics_overrides(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import TraceSummary
     from mpdoctor.sources import SourceText
+    from mpdoctor.static.target import Target
 
 
 class Severity(str, enum.Enum):
@@ -132,6 +133,7 @@ class Report:
     baselined: int = 0  # findings left out because the --baseline file lists them
     fixes: list | None = None  # --fix/--diff: one mpdoctor.autofix.FileFix per file with fixes
     sources: dict[str, SourceText] = field(default_factory=dict)  # display path -> the text analysed
+    targets: dict[str, Target] = field(default_factory=dict)  # display path -> its TensorFlow/Keras target
     notes: list[str] = field(default_factory=list)  # how the run went, for --verbose (project analysis, fallbacks)
     # display path -> the policy contexts (mpdoctor.static.policy_context.FileContexts) the file was checked with,
     # for files a project's entry points reach: --fix re-checks a fixed text with the same contexts

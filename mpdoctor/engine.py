@@ -14,7 +14,7 @@ import os
 import re
 import stat
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from mpdoctor.rules.mp001_run import (
     unused_suppressions,
 )
 from mpdoctor.sources import SourceText, read_source
+from mpdoctor.static import target as targets_module
 from mpdoctor.static.context import Settings, StaticContext
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts, PolicyContext
 from mpdoctor.suppress import find_suppressions, is_suppressed
@@ -117,6 +118,7 @@ class TraceOptions:
     numerics: dict | None = None  # float16 vs float32 per layer: options for the child (mpdoctor.config)
     memory_limit_mb: float | None = None  # --trace-memory: the child is killed beyond this resident memory
     plan: dict | None = None  # `mpdoctor plan`: the plan request for the child (mpdoctor/plan.py)
+    jobs: int = 1  # trace children at once (--jobs)
 
 
 def check_paths(
@@ -132,6 +134,7 @@ def check_paths(
     `collect_files(paths, config)` returned, when the caller already walked the paths. `shard` (I, N): check only
     the I-th of N disjoint parts of the files (`--shard`); the project analysis still reads them all."""
     trace = trace or TraceOptions()
+    targets_module.new_run()  # project files are read afresh, once per directory
     files, errors, skipped = collected or collect_files(paths, config)
     report = Report(
         errors=list(errors), skipped=list(skipped), passes=("static", "trace") if trace.enabled else ("static",)
@@ -142,10 +145,9 @@ def check_paths(
         files = [path for path in files if in_shard(display_path(path), *shard)]
         report.errors = [error for error in report.errors if in_shard(error.path, *shard)]
         report.skipped = [skip for skip in report.skipped if in_shard(skip.path, *shard)]
-    for index, path in enumerate(files, start=1):
+    checks = []  # (shown, source, notebook, arguments of check_source), in the report's order
+    for path in files:
         shown = display_path(path)
-        if progress is not None:
-            progress(index, len(files), shown)
         notebook = shared = None
         try:
             if is_notebook(path):
@@ -160,22 +162,28 @@ def check_paths(
         except (OSError, UnicodeDecodeError, SyntaxError) as exc:
             report.errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
             continue
-        traced_before = len(report.traces)
         project = projects.contexts_for(path) if notebook is None else None
         if project is not None:
             report.contexts[shown] = project
+        options = {"project": project, "tree": shared[1] if shared else None, "targets": report.targets}
+        checks.append((shown, source, notebook, options))
+
+    def check(index: int, shown: str, source: SourceText, notebook, options: dict):
+        if progress is not None:
+            progress(index, len(checks), shown)
+        traces: list = []
         diagnostics, error = check_source(
-            source.text,
-            shown,
-            config,
-            path=str(path),
-            trace=trace,
-            traces=report.traces,
-            project=project,
-            tree=shared[1] if shared else None,
+            source.text, shown, config, path=str(source.path), trace=trace, traces=traces, **options
         )
         if notebook is not None:
-            diagnostics, error = notebook.map_results(shown, path, diagnostics, error, report.traces[traced_before:])
+            diagnostics, error = notebook.map_results(shown, source.path, diagnostics, error, traces)
+        return diagnostics, error, traces
+
+    jobs = trace.jobs if trace.enabled else 1  # the static pass alone is quicker in one thread
+    for (shown, source, _notebook, _options), (diagnostics, error, traces) in zip(
+        checks, in_order(check, [(i, *c) for i, c in enumerate(checks, start=1)], jobs), strict=True
+    ):
+        report.traces += traces
         if error is None or error.kind != "syntax":  # a file that does not parse was not checked
             report.files_checked += 1
         if diagnostics:
@@ -189,6 +197,59 @@ def check_paths(
 
         report.notes += forkserver.notes()
     return report
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def in_order(function: Callable, arguments: list[tuple], jobs: int) -> Iterator:
+    """`function(*a)` for each tuple of `arguments`, yielded in their order, `jobs` at a time in threads (the work
+    that runs in parallel is the trace children's; the threads wait for them). Ctrl-C or SIGTERM ends every child
+    still running before it propagates."""
+    if jobs <= 1 or len(arguments) <= 1:
+        yield from (function(*a) for a in arguments)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mpdoctor.trace.processes import end_all
+
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="mpdoctor-check")
+    try:
+        futures = [pool.submit(function, *a) for a in arguments]
+        for future in futures:
+            yield future.result()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        end_all()
+        raise
+    pool.shutdown(wait=True)
+
+
+def file_targets(paths: Iterable[Path], config: Config) -> tuple[list[tuple[str, object]], list[FileError]]:
+    """(display path, resolved target) of every file `check` would check, for `check --show-target`."""
+    targets_module.new_run()
+    files, errors, _skipped = collect_files(paths, config)
+    found = []
+    for path in files:
+        shown = display_path(path)
+        try:
+            text = read_notebook(path).source if is_notebook(path) else read_source(path)
+        except NotebookError as exc:
+            errors.append(FileError(shown, str(exc), kind="io"))
+            continue
+        except (OSError, UnicodeDecodeError, SyntaxError) as exc:
+            errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
+            continue
+        tree, error = parse_source(text, shown)
+        if tree is None:
+            errors.append(error)
+            continue
+        found.append((shown, targets_module.target_for(str(path), tree, text, settings_for(config).overrides)))
+    return found, errors
 
 
 def in_shard(shown: str, index: int, count: int) -> bool:
@@ -248,17 +309,23 @@ def check_source(
     run_from: str | None = None,
     project: FileContexts | None = None,
     tree: ast.Module | None = None,
+    targets: dict | None = None,
 ) -> tuple[list[Diagnostic], FileError | None]:
     """Static (and, when enabled, trace) pass over one file: diagnostics after selection and suppression, or a
     parse error. A file that does not parse is never run. `run_from`: a file holding `text` that the trace runs
     as if it were `path` (to verify a fix before writing it). `project`: the policy contexts entry points elsewhere
-    in the project call this file's code under; `tree`: `text` already parsed."""
+    in the project call this file's code under; `tree`: `text` already parsed. `targets`: receives the file's
+    resolved TensorFlow/Keras target under `shown`."""
     if tree is None:
         tree, error = parse_source(text, shown)
         if tree is None:
             return [], error
-    settings = Settings(keras_version=config.keras_version, assumed_policy=config.assume_policy, project=project)
+    settings = replace(settings_for(config), project=project)
     raw, internal = _static_diagnostics(text, shown, tree, config, path, settings)
+    if settings.target is None:  # no static check built a context (that resolves it from its own walk)
+        settings.target = targets_module.target_for(path or shown, tree, text, settings.overrides)
+    if targets is not None:
+        targets[shown] = settings.target
     if project is not None and project.low_precision and raw:
         # The file on its own, for the codes found only: which findings exist only under the project's contexts
         alone, _ = _static_diagnostics(text, shown, tree, config, path, settings.alone(), {d.code for d in raw})
@@ -276,6 +343,16 @@ def check_source(
         raw = merge_passes(static_after_trace(raw, verdicts), traced)
         passes = "ST"
     return finish(raw, text, shown, config, ran_passes=passes), internal
+
+
+def settings_for(config: Config) -> Settings:
+    return Settings(
+        keras_version=config.keras_version,
+        assumed_policy=config.assume_policy,
+        target_tensorflow=config.target_tensorflow,
+        target_origin=config.target_tensorflow_origin,
+        keras_origin=config.keras_version_origin,
+    )
 
 
 def _static_diagnostics(

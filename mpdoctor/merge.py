@@ -52,9 +52,17 @@ def read_report(path: Path) -> Report:
             passes=tuple(summary["passes"]),
             traces=[TraceSummary.from_json(item) for item in data.get("traces", [])],
             baselined=int(summary.get("baselined", 0)),
+            targets=_targets(data.get("files", [])),
         )
     except (KeyError, TypeError, ValueError, AttributeError, SchemaError) as exc:
         raise ReportFormatError(f"malformed report ({type(exc).__name__}: {exc})") from exc
+
+
+def _targets(files: list) -> dict:
+    """files[].target: the TensorFlow/Keras target each file was judged against (issue 13)."""
+    from mpdoctor.static.target import Target
+
+    return {item["path"]: Target.from_json(item["target"]) for item in files}
 
 
 def _diagnostic(item: dict) -> Diagnostic:
@@ -101,6 +109,7 @@ def merge_reports(reports: list[Report]) -> Report:
         merged.traces += report.traces
         merged.files_checked += report.files_checked
         merged.baselined += report.baselined
+        merged.targets.update(report.targets)
     merged.diagnostics.sort(key=Diagnostic.sort_key)
     merged.errors.sort(key=lambda e: e.path)
     merged.traces.sort(key=lambda t: t.path)

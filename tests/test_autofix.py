@@ -387,12 +387,16 @@ def test_a_fix_that_would_be_wrong_is_refused_with_its_reason(source, tmp_path, 
     an accumulation, the inner optimizer, an unknown tape wrapper) are not made; the finding says why."""
     text = source.read_text(encoding="utf-8")
     reason = re.search(r"# fix-refused: (.*)", text).group(1).strip()
-    _, fixed = _fix(tmp_path, "step.py", text, "--unsafe-fixes")
+    options = _options(source)
+    _, fixed = _fix(tmp_path, "step.py", text, "--unsafe-fixes", *options)
     assert fixed == text
     out = capsys.readouterr().out
     assert "0 problems fixed" in out
     assert f"not fixed automatically: {reason}" in " ".join(out.split())
-    diagnostics, _ = check_source(text, "step.py", Config())
+    config = Config()
+    if "--target-tensorflow" in options:
+        config.target_tensorflow = options[options.index("--target-tensorflow") + 1]
+    diagnostics, _ = check_source(text, "step.py", config)
     assert [d for d in diagnostics if d.code == source.parent.name and "not fixed automatically" in d.message]
     assert not [d for d in diagnostics if d.code == source.parent.name and d.fix is not None]
 

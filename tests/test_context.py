@@ -53,9 +53,13 @@ def test_keras_version_from_file(source, major):
     assert version.major == major and version.certain
 
 
-def test_keras_version_from_environment(monkeypatch):
-    from mpdoctor.static import environment
+def test_keras_version_from_environment(monkeypatch, tmp_path):
+    """With nothing declared (a project of its own with no dependency files), the installed environment decides."""
+    from mpdoctor.static import environment, target
 
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    target.new_run()
     monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1")
     assert ctx_of("import tensorflow as tf\n").keras_version.major == 2
     monkeypatch.delenv("TF_USE_LEGACY_KERAS")

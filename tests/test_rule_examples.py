@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 
 import pytest
 
@@ -69,6 +70,9 @@ def fast_float16_gpu(summaries: list) -> bool:
 def test_example(rule: Rule, kind: str, tmp_path, monkeypatch):
     text = example(rule, kind)
     legacy = uses_tf_keras(text)
+    pin = re.match(r"# requirements.txt: (.+)", text)  # the project the example lives in (MP003's pins)
+    if pin:
+        (tmp_path / "requirements.txt").write_text(pin.group(1) + "\n")
     if runs_trace(rule):
         from trace_support import trace_check
 
@@ -81,7 +85,9 @@ def test_example(rule: Rule, kind: str, tmp_path, monkeypatch):
             pytest.skip("this machine has a GPU of compute capability >= 7.0: mixed_float16 is fast here")
     else:
         monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1" if legacy else "0")
-        diagnostics, error = check_source(text, "example.py", Config())
+        path = tmp_path / "example.py"
+        path.write_text(text + "\n", encoding="utf-8")
+        diagnostics, error = check_source(text, "example.py", Config(), path=str(path))
         assert error is None, error.render()
     found = sorted({d.code for d in diagnostics})
     flavour = "tf_keras" if legacy else "Keras 3"

@@ -380,9 +380,14 @@ def test_mp104_message_and_confidence():
     assert d.confidence == Confidence.HIGH and d.fix is None
 
 
-def test_mp104_uncertain_version_lowers_confidence(monkeypatch):
-    from mpdoctor.static import environment
+def test_mp104_uncertain_version_lowers_confidence(monkeypatch, tmp_path):
+    """Nothing declared and no TensorFlow installed, or an unpinned dependency: the target allows Keras 2 and 3, so
+    MP104 is reported for the Keras 3 part, at medium confidence, and says so."""
+    from mpdoctor.static import environment, target
 
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    target.new_run()
     monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
     monkeypatch.setattr(environment, "tensorflow_version", lambda: None)
     src = """
@@ -392,6 +397,12 @@ def test_mp104_uncertain_version_lowers_confidence(monkeypatch):
     """
     [d] = run(src, "MP104")
     assert d.confidence == Confidence.MEDIUM
+    monkeypatch.setattr(environment, "tensorflow_version", lambda: (2, 21))
+    (tmp_path / "requirements.txt").write_text("tensorflow\ntensorflow-hub\n")
+    target.new_run()
+    [d] = run(src, "MP104")
+    assert d.confidence == Confidence.MEDIUM and "on part of its target" in d.message
+    assert "TensorFlow any version (unpinned) from requirements.txt:1" in d.message
 
 
 def test_mp104_keras2_and_eager_use_are_quiet():

@@ -186,31 +186,27 @@ def test_cli_checkpoint_option_audits_against_the_models_compute_dtype(tmp_path)
         timeout=300,
     )
     script = tmp_path / "model.py"
-    script.write_text(
-        "import keras\nkeras.mixed_precision.set_global_policy('mixed_float16')\n"
-        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, dtype='float32')])\n"
-    )
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mpdoctor",
-            "check",
-            "--trace",
-            "--format",
-            "json",
-            "--checkpoint",
-            str(ckpt),
-            "model.py",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    found = [(d["code"], d["layer"]) for d in json.loads(result.stdout)["diagnostics"] if d["code"].startswith("MP30")]
-    # the checkpoint holds a bare `w`, not this model: MP304 says so
-    assert found == [("MP303", "w/.ATTRIBUTES/VARIABLE_VALUE"), ("MP304", None)]
+
+    def checkpoint_findings(layer: str) -> list:
+        script.write_text(
+            "import keras\nkeras.mixed_precision.set_global_policy('mixed_float16')\n"
+            f"model = keras.Sequential([keras.Input((4,)), {layer}])\n"
+        )
+        result = subprocess.run(
+            [sys.executable, "-m", "mpdoctor", "check", "--trace", "--format", "json", "--checkpoint", str(ckpt)]
+            + ["model.py"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        diagnostics = json.loads(result.stdout)["diagnostics"]
+        return [(d["code"], d["layer"]) for d in diagnostics if d["code"].startswith("MP30")]
+
+    # the checkpoint holds a bare `w`, not this model: MP304 says so; its tiny values flush in float16 (MP303)
+    assert checkpoint_findings("keras.layers.Dense(2)") == [("MP303", "w/.ATTRIBUTES/VARIABLE_VALUE"), ("MP304", None)]
+    # a model whose every layer computes in float32 is not range-audited as float16 (issue 14 item 4)
+    assert checkpoint_findings("keras.layers.Dense(2, dtype='float32')") == [("MP304", None)]
     missing = subprocess.run(
         [sys.executable, "-m", "mpdoctor", "check", "--trace", "--checkpoint", "nope/ckpt", "model.py"],
         cwd=tmp_path,

@@ -1261,6 +1261,42 @@ def _audit_source(
     return result
 
 
+def audit_arrays(
+    path: str,
+    fmt: str,
+    arrays: dict[str, np.ndarray],
+    target_dtype: str = "float16",
+    *,
+    underflow_threshold: float = DEFAULT_UNDERFLOW_THRESHOLD,
+) -> dict:
+    """The range audit of `audit_checkpoint` (same schema) of values already in memory: the arrays a script read
+    from a file itself (`np.load`, `CheckpointReader.get_tensor`, h5py) to assign them into variables."""
+    target = _check_target(target_dtype)
+    started = time.perf_counter()
+    rows = []
+    for key, array in arrays.items():
+        dtype = np.asarray(array).dtype.name
+        if not _auditable(dtype, target):
+            continue
+        stats = _RangeStats(target)
+        stats.add(np.asarray(array))
+        row = {"key": key, "dtype": dtype, "shape": list(np.shape(array)), "object_path": None}
+        row.update(stats.result(underflow_threshold))
+        rows.append(row)
+    result = {
+        "path": path,
+        "format": fmt,
+        "target_dtype": target,
+        "underflow_threshold": underflow_threshold,
+        "variables": rows,
+        "skipped": len(arrays) - len(rows),
+        "bytes_read": 0,
+        "seconds": time.perf_counter() - started,
+    }
+    result.update(_summarise(rows, target, underflow_threshold))
+    return result
+
+
 def _summarise(rows: list[dict], target: str, threshold: float) -> dict:
     values = sum(r["values"] for r in rows)
     summary = {

@@ -99,9 +99,27 @@ def add_parser(sub) -> None:
         help="assume this Keras (default: from the file, TF_USE_LEGACY_KERAS and the installed TensorFlow)",
     )
     check.add_argument(
+        "--target-tensorflow",
+        metavar="SPEC",
+        help='judge the code against this TensorFlow, e.g. ">=2.12,<2.16" or 2.15 (default: from the project\'s '
+        "declared dependencies, the file, then the installed TensorFlow)",
+    )
+    check.add_argument(
+        "--show-target",
+        action="store_true",
+        help="print the TensorFlow/Keras target resolved for each file and where it came from, then exit",
+    )
+    check.add_argument(
         "--assume-policy",
         metavar="POLICY",
         help="global dtype policy to assume when a file sets none (e.g. mixed_float16)",
+    )
+    check.add_argument(
+        "-j",
+        "--jobs",
+        type=_positive_integer,
+        metavar="N",
+        help="trace N files at once (default: the number of usable cores; the output does not depend on it)",
     )
     check.add_argument(
         "--shard",
@@ -130,6 +148,12 @@ def add_parser(sub) -> None:
     check.add_argument("--diff", action="store_true", help="print the fixes as unified diffs, write nothing")
 
     check.set_defaults(handler=run_check)
+
+
+def _positive_integer(text: str) -> int:
+    if not (text.isdigit() and int(text) >= 1):
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
 
 
 def _shard(value: str) -> tuple[int, int]:
@@ -185,13 +209,18 @@ def run_check(args) -> int:
             ignore=_split(args.ignore),
             fail_on=args.fail_on,
             keras_version=args.keras_version,
+            target_tensorflow=args.target_tensorflow,
             assume_policy=args.assume_policy,
             trace_memory=args.trace_memory,
+            jobs=args.jobs,
         )
     except ConfigError as exc:
         return _error(str(exc))
 
-    from mpdoctor.engine import TraceOptions
+    if args.show_target:
+        return _show_targets(paths, config)
+
+    from mpdoctor.engine import TraceOptions, usable_cores
     from mpdoctor.trace.runner import tensorflow_available
 
     if args.no_trace:
@@ -231,6 +260,7 @@ def run_check(args) -> int:
         checkpoints=tuple(args.checkpoint),
         numerics=config.numerics.request(),
         memory_limit_mb=config.trace_memory,
+        jobs=config.jobs or usable_cores(),
     )
     if args.show_contexts:
         return show_contexts(paths, config, verbose=args.verbose)
@@ -323,6 +353,19 @@ def deliver(report, args, config, refuse=()) -> int:
     threshold = config.fail_on.rank
     failing = any(d.severity.rank >= threshold for d in report.diagnostics)
     return EXIT_FINDINGS if failing else EXIT_OK
+
+
+def _show_targets(paths: list[Path], config) -> int:
+    """`check --show-target`: like `ruff check --show-settings`, what each file is judged against and why."""
+    from mpdoctor.engine import file_targets
+
+    found, errors = file_targets(paths, config)
+    for shown, target in found:
+        print(shown)
+        print("\n".join(target.describe()))
+    for error in errors:
+        print(error.render(), file=sys.stderr)
+    return EXIT_ERROR if errors else EXIT_OK
 
 
 def show_contexts(paths: list[Path], config, *, verbose: bool = False, stream=None) -> int:

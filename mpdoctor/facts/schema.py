@@ -14,6 +14,7 @@ from typing import Any
 
 from mpdoctor.facts import codec
 from mpdoctor.facts.codec import ABSENT, NOT_JSON, key
+from mpdoctor.facts.dtypes import LOW_PRECISION
 
 FACTS_VERSION = 1
 
@@ -207,6 +208,15 @@ class AuditRow(FactsRecord):
     max_relative_error: float = ABSENT  # bfloat16 targets
     mean_relative_error: float = ABSENT
     status: str = "ok"  # ok | overflow | underflow | nonfinite
+    # Trace: the innermost layer that owns the variable the value was restored into, and the dtype the value is used
+    # in there (its compute dtype, or the variable's own when that is float16). ABSENT when it cannot be told.
+    layer: str | None = ABSENT
+    compute_dtype: str | None = ABSENT
+
+    @property
+    def used_in_low_precision(self) -> bool:
+        """Whether the value meets float16/bfloat16 (unknown owner: assumed, as the run computes in float16)."""
+        return self.compute_dtype is ABSENT or self.compute_dtype is None or self.compute_dtype in LOW_PRECISION
 
 
 @dataclass
@@ -228,7 +238,7 @@ class CheckpointAudit(FactsRecord):
 class Unmatched(FactsRecord):
     """What a completed restore left unmatched (MP304)."""
 
-    kind: str = "object"  # object (TF2, object graph) | name (TF1 Saver)
+    kind: str = "object"  # object (TF2, object graph) | name (TF1 Saver) | values (hand-written: read and assigned)
     expect_partial: bool = False
     unused_values: int = 0
     unused_value_names: list[str] = field(default_factory=list)
@@ -332,10 +342,22 @@ class GraphInput(FactsRecord):
 @dataclass
 class GraphOutput(FactsRecord):
     node: str | None = None
-    dtype: str | None = None
+    dtype: str | None = None  # declared: the dtype of the model's symbolic output
     shape: list[int | None] | None = None
     predicted_dtype: str | None = None
     output_index: int | None = None
+    # What the model's call on the sample batch returned: it can differ from the declared dtype (a keras-hub causal
+    # LM declares float16 logits but its tied reverse embedding returns float32). ABSENT when the call did not run.
+    observed_dtype: str | None = ABSENT
+
+    @property
+    def observed(self) -> bool:
+        return self.observed_dtype is not ABSENT and self.observed_dtype is not None
+
+    @property
+    def actual_dtype(self) -> str | None:
+        """The dtype the model really returns: observed on the sample call, else the declared one."""
+        return self.observed_dtype if self.observed else self.dtype
 
 
 @dataclass
@@ -394,6 +416,7 @@ class NumericsRow(FactsRecord):
     max_abs: float | None = None
     max_abs_reference: float | None = None
     relative_error: float | None = None
+    empty_reference: bool = ABSENT  # the float32 output has no elements: nothing to judge (a too-small sample)
 
 
 @dataclass
@@ -457,6 +480,8 @@ class NumericsRecord(NumericsTable):
     user_layers: list[UserLayerScan] = field(default_factory=list)
     loss: LossRecord | None = None
     threshold: float | None = None
+    open_size: int | None = ABSENT  # the size given to dimensions the model leaves open (None in its input shape)
+    open_size_how: str | None = ABSENT  # declared | shape inference | fallback
 
     def table(self) -> NumericsTable:
         return NumericsTable(**{f.name: getattr(self, f.name) for f in fields(NumericsTable)})

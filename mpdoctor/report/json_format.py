@@ -63,6 +63,8 @@ def to_dict(report) -> dict:
         ],
         "summary": report.summary(),
         "traces": [trace.to_json() for trace in report.traces],
+        # Per checked file: the TensorFlow/Keras target it was judged against and where each part came from.
+        "files": [{"path": path, "target": target.to_json()} for path, target in sorted(report.targets.items())],
         **({"fixes": [f.to_dict() for f in report.fixes]} if report.fixes is not None else {}),
     }
 

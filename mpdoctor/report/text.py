@@ -54,6 +54,8 @@ def render(
             stream.write(f"{count:>5}  {code}  {marker} {get_rule(code).name}\n")
     if quiet:
         return
+    for line in target_lines(report):
+        stream.write(line + "\n")
     if report.fixes is not None:
         _fix_summary(report, stream, colour)
     counts = report.counts()
@@ -79,6 +81,23 @@ def render(
     if fixable:
         line += " " + ", ".join(fixable) + "."
     stream.write(_paint(line, "1", colour) + "\n")
+
+
+def target_lines(report) -> list[str]:
+    """Once per run, each target that differs from the installed environment (the findings assume it)."""
+    counts: dict[str, int] = {}
+    installed = None
+    for target in report.targets.values():
+        if target.differs_from_installed:
+            counts[target.summary()] = counts.get(target.summary(), 0) + 1
+            installed = installed or target.installed
+    if not counts:
+        return []
+    here = f"TensorFlow {installed[0]}.{installed[1]}" if installed else "no TensorFlow"
+    return [
+        f"Target: {summary} ({_plural(count, 'file')}); installed here: {here} (mpdoctor check --show-target FILE)"
+        for summary, count in sorted(counts.items())
+    ]
 
 
 def _fix_summary(report, stream: TextIO, colour: bool) -> None:

@@ -7,8 +7,13 @@ import re
 from collections.abc import Iterable, Iterator
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
+from mpdoctor.facts.tf_releases import (
+    FIRST_CURRENT_MIXED_PRECISION,
+    FIRST_NEW_KERAS_OPTIMIZERS,
+    Removal,
+    removal_of,
+)
 from mpdoctor.registry import absorbs_crash, define_rule, static_check
-from mpdoctor.static import environment
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 from mpdoctor.static.edits import after_imports, module_alias
 from mpdoctor.static.gradient_flow import refusal, scaled_consumer
@@ -22,19 +27,27 @@ define_rule(
     summary="A removed or TF1-only mixed precision API (`mixed_precision.experimental`, the graph rewrite, "
     "`get_scaled_loss` on Keras 3).",
     what="""
-        Uses of mixed precision APIs that no longer exist or no longer work with Keras:
+        Uses of mixed precision APIs that do not exist, or no longer work, on the TensorFlow/Keras the file
+        targets (`mpdoctor check --show-target FILE`: the configuration, the project's declared dependencies,
+        the file's own code, then the installed environment). What was removed where is one table
+        (mpdoctor/facts/tf_releases.py):
         - `tf.keras.mixed_precision.experimental.*` (`set_policy`, `Policy`, `LossScaleOptimizer`,
           `global_policy`, `get_layer_policy`), including `from tensorflow.keras.mixed_precision import
-          experimental as mixed_precision`: removed in TF 2.9 (absent from tf_keras 2.21 and Keras 3);
+          experimental as mixed_precision`: removed in TF 2.9 (absent from tf_keras and Keras 3);
         - `tf.train.experimental.enable_mixed_precision_graph_rewrite` and the `LossScale` classes,
-          `tf.mixed_precision.experimental.*`: removed from TF2's namespace;
+          `tf.mixed_precision.experimental.*`: removed from TF2's namespace (still there in TF 2.4 and 2.8
+          respectively, absent from TF 2.21);
         - `tf.compat.v1.mixed_precision.*` / `tf.compat.v1.train.experimental.enable_mixed_precision_graph_rewrite`:
-          still importable, but the rewrite raises ValueError for Keras optimizers (Keras 3, tf_keras) and
-          refuses a mixed Keras policy; reported with low confidence in TF1 graph-mode code, where it still runs;
+          still importable, but the rewrite raises ValueError for the Keras optimizers of TF >= 2.11 (Keras 3,
+          tf_keras) and refuses a mixed Keras policy; in TF1 graph-mode code, where it still runs with
+          `tf.compat.v1.train` optimizers, it is reported with low confidence and TF1-era advice;
         - `tf.contrib.mixed_precision.*` (TF1's `LossScaleOptimizer`, `ExponentialUpdateLossScaleManager`,
-          `FixedLossScaleManager`), imported or used: `tf.contrib` is gone from TensorFlow 2;
-        - under Keras 3, `optimizer.get_scaled_loss(...)` / `optimizer.get_unscaled_gradients(...)` (the tf_keras
-          `LossScaleOptimizer` API; valid, and not reported, with tf_keras).
+          `FixedLossScaleManager`), imported or used: `tf.contrib` is gone from TensorFlow 2 (not reported on a
+          TF 1.x target);
+        - on a Keras 3 target, `optimizer.get_scaled_loss(...)` / `optimizer.get_unscaled_gradients(...)` (the
+          tf_keras `LossScaleOptimizer` API; valid, and not reported, on a Keras 2 target).
+        An API that exists on every release of the target is not reported; one missing from only part of the
+        target range (an unpinned or wide range) is reported with low confidence and names the target.
         Compatibility shims are not reported: code in a `try` whose handler catches ImportError / AttributeError,
         or in an `if` on a version or `hasattr` test.
         """,
@@ -71,7 +84,8 @@ define_rule(
         says why). The graph rewrite of a Keras optimizer becomes
         `keras.mixed_precision.LossScaleOptimizer(opt)` plus `set_global_policy("mixed_float16")` after the imports
         when the file sets no policy (unsafe: every layer then computes in float16). No fix for a fixed numeric loss
-        scale, the LossScale classes or the rewrite of a TF1 optimizer in graph code (it still works there).
+        scale, the LossScale classes or the rewrite of a TF1 optimizer in graph code (it still works there), nor
+        when the target includes TensorFlow releases before 2.4 (the current API would not run there).
         """,
 )
 
@@ -96,6 +110,11 @@ _TF1_TRAIN_MEMBERS = {
 _COMPAT_V1 = ("tf.compat.v1.", "tensorflow.compat.v1.")
 _TF1_GRAPH_MARKERS = ("Session", "placeholder", "disable_eager_execution", "disable_v2_behavior", "get_variable")
 _USE_POLICY = 'use keras.mixed_precision.set_global_policy("mixed_float16") (and LossScaleOptimizer in custom loops)'
+# TF1 graph code has no Keras policy to move to: the advice of the graph rewrite's own era.
+_TF1_ADVICE = (
+    "in TF1 graph code keep tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite with a "
+    "tf.compat.v1.train optimizer and train with opt.minimize() (gradients taken otherwise are not loss-scaled)"
+)
 
 
 @static_check("MP103", requires=r"mixed_precision|get_scaled_loss|get_unscaled_gradients|LossScale")
@@ -164,39 +183,37 @@ def _legacy_imports(ctx: StaticContext) -> Iterator[Diagnostic]:
     for node in ctx.nodes:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             full = [canonical(f"{node.module}.{a.name}") for a in node.names]
+            reported, confidence = _verdict(ctx, _EXPERIMENTAL)
             if any(_is_contrib(n) for n in full):
-                yield ctx.diagnostic(
-                    "MP103", node, f"this import of {_CONTRIB} {_CONTRIB_GONE}", confidence=_contrib_confidence()
-                )
-            elif any(_is_experimental(n) for n in full):
+                yield from _contrib_finding(ctx, node, f"this import of {_CONTRIB}")
+            elif reported and any(_is_experimental(n) for n in full):
                 yield ctx.diagnostic(
                     "MP103",
                     node,
-                    f"{_removed_experimental()}: this import raises ImportError; "
+                    f"{_removed_experimental(ctx)}: this import raises ImportError; "
                     f"import the non-experimental keras mixed_precision module",
-                    confidence=_experimental_confidence(),
-                    fix=_import_from_fix(ctx, node),
+                    confidence=confidence,
+                    fix=_import_from_fix(ctx, node) if _current_api_runs(ctx) else None,
                 )
         elif isinstance(node, ast.Import):
             for alias in node.names:
+                reported, confidence = _verdict(ctx, _EXPERIMENTAL)
                 if _is_contrib(canonical(alias.name)):
-                    yield ctx.diagnostic(
-                        "MP103", node, f"this import of {_CONTRIB} {_CONTRIB_GONE}", confidence=_contrib_confidence()
-                    )
-                elif _is_experimental(canonical(alias.name)):
+                    yield from _contrib_finding(ctx, node, f"this import of {_CONTRIB}")
+                elif reported and _is_experimental(canonical(alias.name)):
                     yield ctx.diagnostic(
                         "MP103",
                         node,
-                        f"{_removed_experimental()}: this import raises ModuleNotFoundError",
-                        confidence=_experimental_confidence(),
-                        fix=_import_fix(ctx, node),
+                        f"{_removed_experimental(ctx)}: this import raises ModuleNotFoundError",
+                        confidence=confidence,
+                        fix=_import_fix(ctx, node) if _current_api_runs(ctx) else None,
                     )
 
 
 _CONTRIB = "tf.contrib.mixed_precision"
-_CONTRIB_GONE = (
-    "is TF1's loss scaling: tf.contrib was removed in TensorFlow 2 (ImportError / AttributeError); use "
-    'keras.mixed_precision.set_global_policy("mixed_float16") and keras.mixed_precision.LossScaleOptimizer '
+_CONTRIB_GONE = "is TF1's loss scaling: tf.contrib was removed in TensorFlow 2 (ImportError / AttributeError)"
+_CONTRIB_ADVICE = (
+    'use keras.mixed_precision.set_global_policy("mixed_float16") and keras.mixed_precision.LossScaleOptimizer '
     "(dynamic loss scaling by default)"
 )
 
@@ -205,22 +222,41 @@ def _is_contrib(name: str) -> bool:
     return name == _CONTRIB or name.startswith(_CONTRIB + ".")
 
 
-def _contrib_confidence() -> Confidence:
-    tf = environment.tensorflow_version()
-    return Confidence.LOW if tf is not None and tf < (2, 0) else Confidence.HIGH
+def _contrib_finding(ctx: StaticContext, node: ast.AST, subject: str) -> Iterator[Diagnostic]:
+    """tf.contrib is there on every TF 1.x release: reported only on a target that has TF 2 in it (at low
+    confidence when the target also has TF 1.x releases)."""
+    reported, confidence = _verdict(ctx, _CONTRIB)
+    if reported:
+        message = f"{subject} {_CONTRIB_GONE}{_on(ctx, removal_of(_CONTRIB))}; {_CONTRIB_ADVICE}"
+        yield ctx.diagnostic("MP103", node, message, confidence=confidence)
 
 
 def _is_experimental(name: str) -> bool:
     return name == _EXPERIMENTAL or name.startswith(_EXPERIMENTAL + ".")
 
 
-def _removed_experimental() -> str:
-    return "tf.keras.mixed_precision.experimental was removed in TF 2.9 (absent from tf_keras and Keras 3)"
+def _removed_experimental(ctx: StaticContext) -> str:
+    return f"tf.keras.mixed_precision.experimental was removed in TF 2.9 (absent from tf_keras and Keras 3){_on(ctx)}"
 
 
-def _experimental_confidence() -> Confidence:
-    tf = environment.tensorflow_version()
-    return Confidence.LOW if tf is not None and tf < (2, 9) else Confidence.HIGH
+def _on(ctx: StaticContext, removal: Removal | None = None) -> str:
+    """Which part of the target the removal concerns, when it matters: " (target: ...)"."""
+    removal = removal or removal_of(_EXPERIMENTAL)
+    if removal.verdict(ctx.target.releases) == "some":
+        return f" on part of the target ({ctx.target.summary()})"
+    return ctx.target.note()
+
+
+def _verdict(ctx: StaticContext, name: str) -> tuple[bool, Confidence]:
+    """Whether a removed API is reported on this file's target, and how surely: missing from every release of
+    the target: high; from some (or not known for some): low; from none: not reported."""
+    verdict = removal_of(name).verdict(ctx.target.releases)
+    return verdict != "none", Confidence.HIGH if verdict == "all" else Confidence.LOW
+
+
+def _current_api_runs(ctx: StaticContext) -> bool:
+    """A fix to the non-experimental keras.mixed_precision API runs on every release of the target."""
+    return ctx.target.at_least(FIRST_CURRENT_MIXED_PRECISION)
 
 
 def _import_from_fix(ctx: StaticContext, node: ast.ImportFrom) -> Fix | None:
@@ -278,24 +314,31 @@ def _legacy_reference(ctx: StaticContext, node: ast.AST, name: str) -> Iterator[
     if _is_contrib(name):
         if isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del)):
             return  # `LossScaleOptimizer = None` in a shim's fallback binds the name, it does not use TF1
-        yield ctx.diagnostic("MP103", target, f"{shown} {_CONTRIB_GONE}", confidence=_contrib_confidence())
+        yield from _contrib_finding(ctx, target, shown)
         return
     if name.startswith(_COMPAT_V1):
         rest = name.split(".compat.v1.", 1)[1]
-        if rest.startswith("mixed_precision") or (
-            rest.startswith("train.experimental.") and member in _TF1_TRAIN_MEMBERS
+        tf1_target = all(r[0] == 1 for r in ctx.target.releases)  # tf.compat.v1 is then the native API
+        if not tf1_target and (
+            rest.startswith("mixed_precision")
+            or (rest.startswith("train.experimental.") and member in _TF1_TRAIN_MEMBERS)
         ):
             yield _compat_v1_diagnostic(ctx, target, call, shown, member)
         return
-    if name.startswith("tf.mixed_precision") or (
-        name.startswith("tf.train.experimental.") and member in _TF1_TRAIN_MEMBERS
+    removal = removal_of(name)
+    if removal is not None and (
+        name.startswith("tf.mixed_precision")
+        or (name.startswith("tf.train.experimental.") and member in _TF1_TRAIN_MEMBERS)
     ):
-        tf = environment.tensorflow_version()
+        reported, confidence = _verdict(ctx, name)
+        if not reported:
+            return  # there on every release of the target (TF1 code on TF 1.14/1.15, a pin to TF 2.4...)
+        advice = _TF1_ADVICE if _tf1_graph_code(ctx) else _USE_POLICY
         yield ctx.diagnostic(
             "MP103",
             target,
-            f"{shown} no longer exists in TensorFlow 2 (AttributeError); {_USE_POLICY}",
-            confidence=Confidence.LOW if tf is not None and tf < (2, 4) else Confidence.HIGH,
+            f"{shown} was {removal.removed_text}: it raises AttributeError{_on(ctx, removal)}; {advice}",
+            confidence=confidence,
             fix=_graph_rewrite_fix(ctx, call) if "graph_rewrite" in member else None,
         )
 
@@ -304,25 +347,31 @@ def _compat_v1_diagnostic(
     ctx: StaticContext, target: ast.AST, call: ast.Call | None, shown: str, member: str
 ) -> Diagnostic:
     graph_code = _tf1_graph_code(ctx)
-    if "graph_rewrite" in member and graph_code:
+    keras_optimizer = call is not None and call.args and _is_keras_optimizer(ctx, call.args[0])
+    if "graph_rewrite" in member and graph_code and not keras_optimizer:
         message = (
             f"{shown} is the deprecated TF1 mixed precision graph rewrite: it still runs with "
-            f"tf.compat.v1.train optimizers in graph mode, but raises ValueError for Keras optimizers and has "
-            f"no TF2 equivalent of the same name; {_USE_POLICY}"
+            f"tf.compat.v1.train optimizers in graph mode on every TensorFlow 2 release, but not with Keras "
+            f"optimizers; {_TF1_ADVICE}"
         )
     elif "graph_rewrite" in member:
         message = (
-            f"{shown} is the deprecated TF1 mixed precision graph rewrite: it raises ValueError for Keras "
-            f"optimizers (Keras 3 and tf_keras), refuses a mixed Keras policy and does nothing for eager "
-            f"code; {_USE_POLICY}"
+            f"{shown} is the deprecated TF1 mixed precision graph rewrite: it raises ValueError for the Keras "
+            f"optimizers of TF >= 2.11 (Keras 3 and tf_keras), refuses a mixed Keras policy and does nothing for "
+            f"eager code{ctx.target.note()}; {_TF1_ADVICE if graph_code else _USE_POLICY}"
         )
     else:
         message = (
             f"{shown} is a deprecated TF1 loss-scaling API that Keras optimizers do not accept; use "
             f"keras.mixed_precision.LossScaleOptimizer (dynamic loss scaling by default)"
         )
-    if call is not None and call.args and _is_keras_optimizer(ctx, call.args[0]):
-        confidence = Confidence.HIGH
+    if keras_optimizer:
+        # The rewrite wrapped the old Keras OptimizerV2 until TF 2.10; the new optimizers of TF >= 2.11 fail.
+        releases = ctx.target.releases
+        if all(r >= FIRST_NEW_KERAS_OPTIMIZERS for r in releases):
+            confidence = Confidence.HIGH
+        else:
+            confidence = Confidence.MEDIUM if any(r >= FIRST_NEW_KERAS_OPTIMIZERS for r in releases) else Confidence.LOW
     elif graph_code:
         confidence = Confidence.LOW  # still runs with tf.compat.v1.train optimizers in graph mode
     else:
@@ -337,6 +386,8 @@ def _graph_rewrite_fix(ctx: StaticContext, call: ast.Call | None) -> Fix | None:
     then computes in float16 (what the rewrite meant to do, but outputs and custom layers may need fixes too)."""
     if call is None or len(call.args) != 1 or call.keywords or not _is_keras_optimizer(ctx, call.args[0]):
         return None  # a tf.compat.v1.train optimizer in graph mode: the rewrite still works there
+    if not _current_api_runs(ctx):
+        return None  # the target includes releases without keras.mixed_precision.LossScaleOptimizer
     keras = module_alias(ctx, "keras", "tf_keras", "tensorflow.keras")
     if keras is None:
         tf = module_alias(ctx, "tensorflow")
@@ -379,14 +430,17 @@ def _experimental_reference(
 ) -> Iterator[Diagnostic]:
     member = name[len(_EXPERIMENTAL) + 1 :]
     target = call or node
+    reported, confidence = _verdict(ctx, _EXPERIMENTAL)
+    if not reported:
+        return  # every release of the target has it (a pin to TF < 2.9)
     spelled = _experimental_attribute(ctx, node)  # `...mixed_precision.experimental` written out in this expression
     if not member:  # the module object itself: reported when written out, else its import already is
         if spelled is not None:
             yield ctx.diagnostic(
                 "MP103",
                 target,
-                f"{_removed_experimental()}; use keras.mixed_precision",
-                confidence=_experimental_confidence(),
+                f"{_removed_experimental(ctx)}; use keras.mixed_precision",
+                confidence=confidence,
             )
         return
     new_member = _EXPERIMENTAL_MEMBERS.get(member)
@@ -412,6 +466,8 @@ def _experimental_reference(
         fix = Fix(f"use {new_member}", (ctx.edit(node, new_func),))
     if not needs_change:
         return
+    if not _current_api_runs(ctx):
+        fix = None  # the target includes releases before the non-experimental API
     current = f"keras.mixed_precision.{new_member}" if new_member else "the current keras.mixed_precision API"
     hint = ""
     if member in ("LossScaleOptimizer", "Policy") and call is not None and _has_loss_scale(call):
@@ -422,8 +478,8 @@ def _experimental_reference(
         "MP103",
         target,
         f"mixed_precision.experimental.{member} was removed in TF 2.9 (absent "
-        f"from tf_keras and Keras 3); use {current}{hint}",
-        confidence=_experimental_confidence(),
+        f"from tf_keras and Keras 3){_on(ctx)}; use {current}{hint}",
+        confidence=confidence,
         fix=fix,
     )
 
@@ -466,6 +522,7 @@ def _get_layer_policy_fix(ctx: StaticContext, call: ast.Call) -> Fix | None:
 def _tf_keras_loss_scale_calls(ctx: StaticContext) -> Iterator[Diagnostic]:
     defined = {n.name for n in ctx.nodes if isinstance(n, FUNCTION_NODES)}
     confidence = Confidence.HIGH if ctx.keras_version.certain else Confidence.MEDIUM
+    on = ctx.target.note() or ("" if ctx.keras_version.certain else f" (target: {ctx.target.summary()})")
     refused = _unscaling_refusals(ctx)
     for call in ctx.calls:
         func = call.func
@@ -485,7 +542,7 @@ def _tf_keras_loss_scale_calls(ctx: StaticContext) -> Iterator[Diagnostic]:
             )
             message = (
                 f"{ctx.segment(func)}() is the tf_keras LossScaleOptimizer API: Keras 3 optimizers have no "
-                f"get_scaled_loss (AttributeError); use optimizer.scale_loss(loss)"
+                f"get_scaled_loss (AttributeError){on}; use optimizer.scale_loss(loss)"
             )
         elif func.attr == "get_unscaled_gradients":
             fix = (
@@ -499,11 +556,13 @@ def _tf_keras_loss_scale_calls(ctx: StaticContext) -> Iterator[Diagnostic]:
             )
             message = (
                 f"{ctx.segment(func)}() is the tf_keras LossScaleOptimizer API: Keras 3 optimizers have no "
-                f"get_unscaled_gradients (AttributeError); pass the gradients of the scaled loss straight "
+                f"get_unscaled_gradients (AttributeError){on}; pass the gradients of the scaled loss straight "
                 f"to apply_gradients / apply, which unscale them"
             )
         else:
             continue
+        if not ctx.keras_version.certain:
+            fix = None  # scale_loss would not run on the Keras 2 part of the target
         if fix is not None and reason:
             fix, message = None, f"{message}; {reason}"
         yield ctx.diagnostic("MP103", call, message, confidence=confidence, fix=fix)

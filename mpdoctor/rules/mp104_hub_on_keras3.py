@@ -31,9 +31,12 @@ define_rule(
         `hub.KerasLayer` is built on tf_keras (Keras 2). MP104 reports one that is added to a Keras 3 model:
         listed in a `Sequential([...])`, passed to `model.add(...)`, or called on a Keras 3 symbolic tensor
         (`keras.Input`, another layer's output, `model.output`) in the functional API, when the file's Keras is 3
-        (`import keras`, or `tf.keras` on TF >= 2.16 without `TF_USE_LEGACY_KERAS=1`). Confidence is lowered when
-        the Keras version is a guess. Not reported: `hub.load(...)`, a hub layer called eagerly on tensors or
-        wrapped in a custom layer / `Lambda` (those run), and files on tf_keras or with `TF_USE_LEGACY_KERAS=1`.
+        on its target (`import keras` of keras 3, or `tf.keras` on TF >= 2.16 without `TF_USE_LEGACY_KERAS=1`;
+        the target comes from the configuration, the project's declared dependencies, the file, then the
+        installed environment: `mpdoctor check --show-target FILE`). A target pinned to TF < 2.16 is Keras 2:
+        no finding. Confidence is lowered when the target allows both Keras versions (an unpinned dependency).
+        Not reported: `hub.load(...)`, a hub layer called eagerly on tensors or wrapped in a custom layer /
+        `Lambda` (those run), and files on tf_keras or with `TF_USE_LEGACY_KERAS=1`.
         """,
     why="""
         Keras 3 only accepts its own layers: `Sequential` raises "Only instances of `keras.Layer` can be added to a
@@ -98,7 +101,8 @@ def check_hub_layer_on_keras3(ctx: StaticContext) -> Iterable[Diagnostic]:
             failure = '"A KerasTensor cannot be used as input to a TensorFlow function"'
         else:
             failure = '"Only instances of keras.Layer can be added to a Sequential model"'
-        message = hub_on_keras3(f"{_HOW[how]} fails with {failure}")
+        runs = "runs on Keras 3" if version.certain else "runs on Keras 3 on part of its target"
+        message = hub_on_keras3(f"{_HOW[how]} fails with {failure}", f"{runs}{_target_note(ctx)}")
         yield ctx.diagnostic(
             "MP104",
             call,
@@ -108,13 +112,18 @@ def check_hub_layer_on_keras3(ctx: StaticContext) -> Iterable[Diagnostic]:
         )
 
 
-def hub_on_keras3(failure: str) -> str:
+def hub_on_keras3(failure: str, runs: str = "runs on Keras 3") -> str:
     """MP104 in the words of both passes: the fact, how it fails (predicted statically, seen when traced), and what
     to do."""
     return (
-        f"hub.KerasLayer is a tf_keras (Keras 2) layer and this file runs on Keras 3: {failure}; use tf_keras with "
+        f"hub.KerasLayer is a tf_keras (Keras 2) layer and this file {runs}: {failure}; use tf_keras with "
         "TF_USE_LEGACY_KERAS=1 set before importing TensorFlow, or keras.layers.TFSMLayer"
     )
+
+
+def _target_note(ctx: StaticContext) -> str:
+    target = ctx.target
+    return target.note() or ("" if target.keras_certain else f" (target: {target.summary()})")
 
 
 _HOW = {

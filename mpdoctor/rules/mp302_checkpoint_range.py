@@ -20,7 +20,11 @@ define_rule(
         Artifact and trace passes: for each float32 checkpoint variable that will live or be computed in float16
         (a float16 restore target, a `convert-checkpoint --dtype float16`, a layer computing in float16), counts
         the values with |x| > 65504 and reports the count and the largest |x|. Source alone cannot see values, so
-        the static pass never raises it.
+        the static pass never raises it. The trace judges each value by the layer that uses it: a value restored
+        into a layer that computes in float32 (`Dense(1, dtype="float32")` under `mixed_float16`) is not
+        reported, and a run in which no layer computes in float16 is not audited. Hand-written restores (values
+        read with `tf.train.load_checkpoint`, `np.load` or h5py and assigned into variables) are audited on the
+        values assigned.
         """,
     why="""
         65504 is float16's largest finite value: larger weights become inf when cast, and the first matmul
@@ -71,7 +75,8 @@ define_rule(
         Artifact and trace passes: per float32 checkpoint variable headed for float16, the count and fraction of
         nonzero values below 5.96e-8 (flushed to zero) and below 6.10e-5 (subnormal, reduced precision); warns
         above a configurable fraction. For bfloat16 targets it reports the precision loss instead (bfloat16
-        keeps float32's range but only 8 bits of mantissa). Never raised by the static pass.
+        keeps float32's range but only 8 bits of mantissa). Never raised by the static pass. Like MP302, the trace
+        judges each value by the layer that uses it.
         """,
     why="""
         Small weights (layer-norm-free deep nets, tiny learning-rate-scaled parameters, optimizer slots) vanish
@@ -119,7 +124,8 @@ def _audited_variables(facts: Facts, status: str):
     for restore in facts.restores:
         if restore.audit is None:
             continue
-        rows = [v for v in restore.audit.variables if v.status == status]
+        # A value is judged where it is used: the bias of a float32 head holding 1e5 stays a finite 1e5.
+        rows = [v for v in restore.audit.variables if v.status == status and v.used_in_low_precision]
         if rows:
             yield restore, restore.audit, rows
 
@@ -148,6 +154,11 @@ def _per_variable(facts: Facts, ctx: TraceContext, code: str, status: str, descr
     return found
 
 
+def _user(row, unknown: str, before: str = "", after: str = "") -> str:
+    """How messages name the layer that uses a value: "layer `dense`", or `unknown`."""
+    return f"{before}layer `{row.layer}`{after}" if row.layer else unknown
+
+
 @trace_check("MP302")
 def trace_checkpoint_float16_overflow(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
     return _per_variable(
@@ -157,7 +168,8 @@ def trace_checkpoint_float16_overflow(facts: Facts, ctx: TraceContext) -> Iterab
         "overflow",
         lambda row, audit: (
             f"{row.overflow} of {row.values} values exceed 65504 (max |x| = {row.max_abs:.4g}) and become inf "
-            f"when this model computes in {audit.target_dtype}; rescale the weights or keep that layer in float32"
+            f"when {_user(row, 'this model')} computes in {audit.target_dtype}; rescale the weights or keep that "
+            f"layer in float32"
         ),
     )
 
@@ -171,7 +183,8 @@ def trace_checkpoint_float16_underflow(facts: Facts, ctx: TraceContext) -> Itera
         "underflow",
         lambda row, audit: (
             f"{row.flushed} nonzero values flush to zero and {row.subnormal} become subnormal in "
-            f"{audit.target_dtype} ({row.flushed_fraction + row.subnormal_fraction:.1%} of {row.values}, "
+            f"{audit.target_dtype}{_user(row, '', ' (used by ', ')')} "
+            f"({row.flushed_fraction + row.subnormal_fraction:.1%} of {row.values}, "
             f"above the {audit.underflow_threshold:.0%} threshold)"
         ),
     )

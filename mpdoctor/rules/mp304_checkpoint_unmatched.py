@@ -18,7 +18,9 @@ define_rule(
     summary="Variables with no checkpoint value, or checkpoint values matching no variable, in a traced restore.",
     what="""
         Trace pass: for each restore the run makes (TF2 `tf.train.Checkpoint.restore/read`, tf_keras
-        `load_weights` of TF-format weights, TF1 `Saver.restore`), checked after the model's first call, one
+        `load_weights` of TF-format weights, TF1 `Saver.restore`, and hand-written restores: values read with
+        `tf.train.load_checkpoint(...).get_tensor`, `np.load` or h5py and assigned into the model's variables
+        with `assign` / `set_weights`), checked after the model's first call, one
         finding lists the model variables that received no value and the checkpoint values that matched no
         object or variable; unused values alone are not reported once `expect_partial()` declared the restore
         partial. `check --checkpoint PATH` reads an object-based checkpoint into each model (as its root and as
@@ -56,6 +58,21 @@ define_rule(
 )
 
 
+# Per kind of restore: TF2 object-based, TF1 Saver (by name), hand-written (values the script read and assigned).
+_NO_MATCH = {
+    "object": "matched no object",
+    "name": "matched no variable of the Saver",
+    "values": "went into no variable",
+}
+_HINTS = {
+    "object": "align the names: the checkpoint's object path (attribute names given to tf.train.Checkpoint, layer "
+    "structure) must match the model's",
+    "name": "align the variable names (scopes) with the checkpoint's keys, or pass var_list",
+    "values": "the script reads values from the file and assigns them itself: check the keys it reads against the "
+    "model's variables",
+}
+
+
 @trace_check("MP304")
 def trace_checkpoint_unmatched(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
     """One finding per traced restore that left model variables without a value, or checkpoint values unused unless
@@ -76,16 +93,11 @@ def trace_checkpoint_unmatched(facts: Facts, ctx: TraceContext) -> Iterable[Diag
             )
         if unused:
             parts.append(
-                f"{unused} checkpoint value{'s' if unused > 1 else ''} matched no "
-                f"{'object' if unmatched.kind == 'object' else 'variable of the Saver'} "
+                f"{unused} checkpoint value{'s' if unused > 1 else ''} "
+                f"{_NO_MATCH.get(unmatched.kind, 'matched no variable')} "
                 f"({_some(unmatched.unused_value_names, unused)})"
             )
-        hint = (
-            "align the names: the checkpoint's object path (attribute names given to tf.train.Checkpoint, layer "
-            "structure) must match the model's"
-            if unmatched.kind == "object"
-            else "align the variable names (scopes) with the checkpoint's keys, or pass var_list"
-        )
+        hint = _HINTS.get(unmatched.kind, _HINTS["name"])
         found.append(
             ctx.diagnostic(
                 "MP304", restore.location or restore.anchor, f"{restore.call_text}: {'; '.join(parts)}; {hint}"

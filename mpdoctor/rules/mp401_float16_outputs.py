@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from mpdoctor.diagnostics import Diagnostic, Fix
+from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import compute_dtype, low_precision
 from mpdoctor.facts.keras_semantics import risky_activation
 from mpdoctor.facts.schema import Facts, LayerRecord
@@ -258,24 +258,28 @@ def _explicit_float32(ctx: StaticContext, layer: LayerRecord) -> bool:
     return any(p == "float32" for p in ctx.layer_policies(layer)) and len(ctx.layer_policies(layer)) == 1
 
 
-def float16_output(activation: str, dtype: str, policy: str | None, target: str = "this layer") -> str:
+def float16_output(activation: str, dtype: str, policy: str | None, target: str = "this layer", note: str = "") -> str:
     """The fact and the advice of MP401 in the words of both passes, after the subject ("model output Dense (...)"
     statically, "output `probs` of model `m`" when traced): `computes softmax in float16 (policy "mixed_float16"),
     so ...; set dtype="float32" on this layer`."""
     under = f' (policy "{policy}")' if policy else ""
     return (
-        f'computes {activation} in {dtype}{under}, {_consequence(dtype, activation)}; set dtype="float32" on {target}'
+        f"computes {activation} in {dtype}{under}{note}, {_consequence(dtype, activation)}; "
+        f'set dtype="float32" on {target}'
     )
 
 
 def _consequence(dtype: str, activation: str) -> str:
     """What goes wrong, as measured on TF 2.21 (see the MP401 docs)."""
-    if dtype == "bfloat16":
-        return (
-            "so with ~3 significant digits probabilities round to exactly 0 or 1 (bfloat16 sigmoid(6) is 1.0)"
-            if activation != "exp"
-            else "so the result keeps only ~3 significant digits"
-        )
+    if dtype == "bfloat16":  # float32's range, but an 8-bit mantissa: nothing overflows, results round coarsely
+        return {
+            "softmax": "so with ~3 significant digits the top probability rounds to exactly 1.0 once the others sum "
+            "below ~0.002 (bfloat16 softmax([0, 6]) is [0.0025, 1.0])",
+            "log_softmax": "so log-probabilities keep only ~3 significant digits",
+            "sigmoid": "so with ~3 significant digits it returns exactly 1.0 for logits from about 6 (bfloat16 "
+            "sigmoid(6) is 1.0)",
+            "exp": "so the result keeps only ~3 significant digits",
+        }[activation]
     return {
         "softmax": "so logits beyond 65504 give NaN and probabilities below 6e-8 flush to 0",
         "log_softmax": "so logits beyond 65504 give NaN and log-probabilities keep only ~3 significant digits",
@@ -391,9 +395,12 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
     by_loss = {(id(model), node.id) for model, _, _, node in float16_loss_outputs(facts)}
     for model, graph in facts.graphs():
         for node, output in graph.output_nodes():
-            dtype = output.dtype
+            # Judge what the model returns on its sample call; the declared dtype only when the call did not run.
+            dtype = output.actual_dtype
             if not low_precision(dtype):
                 continue
+            confidence = Confidence.HIGH if output.observed else Confidence.MEDIUM
+            declared = "" if output.observed else " (its declared dtype: the model could not be called to observe it)"
             activation = risky_activation(node.class_name, node.activation)
             if (id(model), node.id) in by_loss and not activation:
                 continue
@@ -403,9 +410,11 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
                     ctx.diagnostic(
                         "MP401",
                         node.created_at,
-                        f"output `{node.id}` of model `{model.name}` " + float16_output(activation, dtype, node.policy),
+                        f"output `{node.id}` of model `{model.name}` "
+                        + float16_output(activation, dtype, node.policy, note=declared),
                         layer=node.id,
                         fix=fix,
+                        confidence=confidence,
                     )
                 )
             else:
@@ -413,11 +422,12 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
                     ctx.diagnostic(
                         "MP402",
                         node.created_at,
-                        f"output `{node.id}` of model `{model.name}` is {dtype}: "
+                        f"output `{node.id}` of model `{model.name}` is {dtype}{declared}: "
                         f"the loss and metrics are then computed in {dtype}; end the model with "
                         f'Activation("linear", dtype="float32") or give this layer dtype="float32"',
                         layer=node.id,
                         fix=fix,
+                        confidence=confidence,
                     )
                 )
     return found
@@ -430,7 +440,7 @@ def trace_softmax_behind_float32_cast(facts: Facts, ctx: TraceContext) -> Iterab
     found = []
     for model, graph in facts.graphs():
         for node, output in graph.output_nodes():
-            if node.class_name != "Activation" or node.activation != "linear" or low_precision(output.dtype):
+            if node.class_name != "Activation" or node.activation != "linear" or low_precision(output.actual_dtype):
                 continue
             edges = [e for e in graph.edges if e.target == node.id]
             source = graph.node(edges[0].source) if len(edges) == 1 else None

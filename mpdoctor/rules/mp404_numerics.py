@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable
+from dataclasses import replace
 
-from mpdoctor.diagnostics import Diagnostic
+from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.facts.dtypes import FLOAT16_MIN_NORMAL
 from mpdoctor.facts.schema import Facts, GraphNode, ModelGraph, NumericsRow, SourceRef
 from mpdoctor.registry import define_rule, trace_check
@@ -33,10 +35,16 @@ define_rule(
         finite, with the op that produced the first inf/NaN (`Rsqrt`, `Exp`, `AddV2`, `Mul`...: that layer is
         re-run on its float16 inputs under `tf.debugging.enable_check_numerics`).
 
-        The sample batch is built from the model's input specs: float inputs uniform in `sample-range` (default
-        [0, 1), seeded by `sample-seed`), integers zero; `--sample FILE.npz` supplies your own (e.g. padded or
-        constant rows that a random batch never has). Built-in layers that compute their statistics in float32
-        (LayerNormalization, BatchNormalization with `epsilon=1e-12`) stay finite and are not reported.
+        The sample batch follows the model's inputs: their structure (a dict of named inputs, as keras-hub text
+        models take, or nested lists), float inputs uniform in `sample-range` (default [0, 1), seeded by
+        `sample-seed`), integer ids within the vocabulary of the Embedding they feed (zero when none), masks 1
+        with a padded tail; dimensions the model leaves open (`input_shape=None`) get the size it declares, else
+        the smallest size from 32 up for which no layer output is empty (by shape inference). `--sample
+        FILE.npz` supplies your own (arrays named like the inputs; e.g. padded or constant rows that a random
+        batch never has). A layer whose float32 output is empty or non-finite is never judged. Built-in layers
+        that compute their statistics in float32 (LayerNormalization, BatchNormalization with `epsilon=1e-12`)
+        stay finite and are not reported. When the numerics cannot run for a model that computes in float16 (no
+        sample batch it accepts, too many parameters, the float32 reference raised), an info finding says why.
         """,
     why="""
         float16 overflows at 65504. A large matmul, an exp, a square or a sum over a long axis that is finite in
@@ -143,6 +151,12 @@ def _where(ctx: TraceContext, node: GraphNode | None) -> SourceRef | None:
     return node.created_at
 
 
+def _judged(row: NumericsRow) -> bool:
+    """A layer is judged only against a float32 output that is finite and has elements: NaN from pooling over an
+    empty tensor is the sample's fault, in both precisions."""
+    return row.finite_reference and not row.empty_reference
+
+
 def _node(graph: ModelGraph | None, node_id: str) -> GraphNode | None:
     return graph.node(node_id) if graph is not None else None
 
@@ -154,7 +168,7 @@ def _node(graph: ModelGraph | None, node_id: str) -> GraphNode | None:
 def trace_non_finite(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
     found = []
     for model, record in facts.numerics():
-        first = next((row for row in record.layers if not row.finite and row.finite_reference), None)
+        first = next((row for row in record.layers if not row.finite and _judged(row)), None)
         if first is None:
             continue
         culprit = record.first_non_finite
@@ -179,6 +193,46 @@ def trace_non_finite(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
     return found
 
 
+# Reasons the numerics did not run that need no telling: nothing computes in float16, or the user turned them off.
+_NOTHING_TO_TELL = ("no layer computes in", "disabled")
+
+
+@trace_check("MP404")
+def trace_numerics_not_run(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
+    """A model computing in float16 whose numerics could not run: said once, as info, with the reason (otherwise
+    MP404/MP405 stay silent for it and nobody knows why)."""
+    found = []
+    for model in facts.models:
+        record = model.numerics
+        if record is None or not record.skipped or record.skipped.startswith(_NOTHING_TO_TELL):
+            continue
+        hint = ""
+        if "sample batch" in record.skipped:
+            hint = "; give it a batch it accepts with --sample FILE.npz (arrays named like its inputs)"
+        finding = ctx.diagnostic(
+            "MP404",
+            _model_where(ctx, model),
+            f"the float16 vs float32 numerics of model `{model.name}` did not run: {record.skipped}, so its layers "
+            f"were not checked for inf/NaN (MP404) or divergence (MP405){hint}",
+        )
+        found.append(replace(finding, severity=Severity.INFO))
+    return found
+
+
+def _model_where(ctx: TraceContext, model) -> SourceRef | None:
+    """Where the file binds a model found as a module attribute (`model = Classifier()`: a subclassed model's own
+    creation frame is inside its `__init__`), else where the model was created."""
+    if ctx.tree is None or model.how != f"module attribute `{model.name}`":
+        return model.location
+    lines = [
+        statement.lineno
+        for statement in ctx.tree.body
+        if isinstance(statement, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == model.name for t in statement.targets)
+    ]
+    return ctx.at_line(lines[-1]) if lines else model.location  # the last binding is the value the module kept
+
+
 def _number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3g}"
 
@@ -197,10 +251,10 @@ def trace_precision_divergence(facts: Facts, ctx: TraceContext) -> Iterable[Diag
         if record.dtype == "bfloat16":
             threshold, floor = threshold * BFLOAT16_SCALE, 0.0  # float32's exponent range: no underflow zone
         rows = record.layers
-        stop = next((i for i, row in enumerate(rows) if not row.finite and row.finite_reference), len(rows))
+        stop = next((i for i, row in enumerate(rows) if not row.finite and _judged(row)), len(rows))
         for index, row in enumerate(rows[:stop]):
             error = row.relative_error
-            if error is None or error <= threshold or (row.max_abs_reference or 0.0) < floor:
+            if error is None or error <= threshold or (row.max_abs_reference or 0.0) < floor or not _judged(row):
                 continue
             before = _input_error(model.graph, rows, row.id)
             after = [r for r in rows[index + 1 : stop] if (r.relative_error or 0.0) > threshold]

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix
+from mpdoctor.facts.tf_releases import FIRST_CURRENT_MIXED_PRECISION
 from mpdoctor.registry import define_rule, static_check
 from mpdoctor.static.astutil import contains
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
@@ -387,6 +388,10 @@ def _scale_call_of(ctx: StaticContext, target: ast.AST | None, loop: _Loop) -> a
         value = ctx.last_assignment(target.id, loop.gradient)
         if isinstance(value, ast.Call) and value in loop.scale_calls:
             return value
+        # `scaled_loss = optimizer.scale_loss(loss) if amp else loss`: scaled on the path that needs it (adding
+        # another scale_loss would scale that path twice)
+        if isinstance(value, ast.IfExp):
+            return next((arm for arm in (value.body, value.orelse) if arm in loop.scale_calls), None)
     return None
 
 
@@ -449,6 +454,12 @@ def _target_defined_in_block(ctx: StaticContext, loop: _Loop) -> bool:
     return False
 
 
+def _fix_runs_on_target(ctx: StaticContext, wrap: bool) -> bool:
+    """The loss-scaling API a fix writes exists on every release of the file's target: one Keras (scale_loss is
+    Keras 3, get_scaled_loss Keras 2), and for a new LossScaleOptimizer(opt) the non-experimental API (TF 2.4)."""
+    return ctx.target.keras_certain and (not wrap or ctx.target.at_least(FIRST_CURRENT_MIXED_PRECISION))
+
+
 def _lso_spelling(ctx: StaticContext) -> str | None:
     """How this file can spell keras.mixed_precision.LossScaleOptimizer with the names it already imports."""
     aliases = ctx.imports.aliases
@@ -505,7 +516,7 @@ def _add_scaling_fix(ctx: StaticContext, loop: _Loop, optimizer: _Optimizer, *, 
     """Scale the loss inside the tape block, differentiate the scaled loss, unscale (tf_keras) and optionally wrap
     the optimizer constructor in LossScaleOptimizer."""
     target = loop.target
-    if not _target_defined_in_block(ctx, loop):
+    if not _target_defined_in_block(ctx, loop) or not _fix_runs_on_target(ctx, wrap):
         return None
     keras3 = ctx.is_keras3
     opt_text = ctx.segment(loop.optimizer)
@@ -681,7 +692,7 @@ def check_loss_scaling(ctx: StaticContext) -> Iterable[Diagnostic]:
                     loop.gradient,
                     f"custom training loop under {policy} without loss scaling: "
                     f"float16 gradients of `{ctx.segment(target)}` "
-                    f"can underflow to zero; {advice}",
+                    f"can underflow to zero{ctx.target.note()}; {advice}",
                     confidence=confidence,
                     fix=fix,
                 ),
@@ -780,7 +791,7 @@ def _scaled_names(ctx: StaticContext, loop: _Loop) -> list[tuple[str, ast.stmt]]
 
 def _wrap_only_fix(ctx: StaticContext, optimizer: _Optimizer) -> Fix | None:
     spelling = _lso_spelling(ctx)
-    if optimizer.constructor is None or spelling is None:
+    if optimizer.constructor is None or spelling is None or not _fix_runs_on_target(ctx, wrap=True):
         return None
     return Fix(
         "wrap the optimizer in LossScaleOptimizer",

@@ -84,14 +84,20 @@ def trace_float16_loss(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
                 "MP503",
                 where,
                 f"the compiled loss `{loss.name}` of model `{model.name}` computes in {loss.dtype}: it "
-                f"receives the {'/'.join(dict.fromkeys(loss.predictions))} output `{output.id}` (sums overflow "
-                f"at 65504, logs of small probabilities lose their precision); end the model with "
+                f"receives the {'/'.join(dict.fromkeys(loss.predictions))} output `{output.id}` "
+                f"({_consequence(loss.dtype)}); end the model with "
                 f'Activation("linear", dtype="float32") or give `{output.id}` dtype="float32"',
                 layer=output.id,
                 fix=ctx.float32_fix(output.created_at, (output.class_name,), 'set dtype="float32" on the output layer'),
             )
         )
     return found
+
+
+def _consequence(dtype: str | None) -> str:
+    if dtype == "bfloat16":  # float32's range: nothing overflows, but an 8-bit mantissa
+        return "the loss and its sums keep only ~3 significant digits"
+    return "sums overflow at 65504, logs of small probabilities lose their precision"
 
 
 def float16_loss_outputs(facts: Facts):
@@ -102,7 +108,7 @@ def float16_loss_outputs(facts: Facts):
         if loss is None or not low_precision(loss.dtype) or model.graph is None:
             continue
         for node, output in model.graph.output_nodes():
-            if low_precision(output.dtype) and not risky_activation(node.class_name, node.activation):
+            if low_precision(output.actual_dtype) and not risky_activation(node.class_name, node.activation):
                 yield model, model.graph, loss, node
 
 

@@ -7,7 +7,7 @@ import ast
 import functools
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location
 from mpdoctor.facts.dtypes import is_float16_compute
@@ -19,11 +19,11 @@ from mpdoctor.facts.keras_semantics import (
 )
 from mpdoctor.facts.schema import LayerRecord, PolicyEvent, SourceRef
 from mpdoctor.registry import get_rule
-from mpdoctor.static import environment
 from mpdoctor.static.environment import KerasVersion
-from mpdoctor.static.names import FLAVOUR_KERAS2, FLAVOUR_KERAS3, ImportMap
+from mpdoctor.static.names import ImportMap
 from mpdoctor.static.policies import POLICY_SETTERS, dtype_keyword, policy_from_expr
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts
+from mpdoctor.static.target import Overrides, Target, file_evidence, project_for, resolve
 
 DEFAULT_POLICY = "float32"
 _LINE_BREAK = re.compile(r"\r\n?|\n")
@@ -45,11 +45,19 @@ def source_lines(text: str) -> list[str]:
 class Settings:
     keras_version: int | None = None  # forced by config/CLI
     assumed_policy: str | None = None  # the global policy when the file sets none (set by another module)
+    target_tensorflow: str | None = None  # forced by config/CLI: a PEP 440 specifier
+    target_origin: str = "--target-tensorflow"  # where target_tensorflow was set
+    keras_origin: str = "--keras-version"  # where keras_version was set
+    target: Target | None = None  # resolved by the engine (mpdoctor.static.target); else by the context itself
     project: FileContexts | None = None  # policies other modules of the project call this file's code under
 
+    @property
+    def overrides(self) -> Overrides:
+        return Overrides(self.target_tensorflow, self.target_origin, self.keras_version, self.keras_origin)
+
     def alone(self) -> Settings:
-        """The same settings for the file checked on its own (without the project's contexts)."""
-        return Settings(self.keras_version, self.assumed_policy)
+        """The same settings for the file checked on its own (without the project's contexts); same target."""
+        return replace(self, project=None)
 
 
 def _assigned_name(ctx: StaticContext, node: ast.AST) -> str | None:
@@ -319,19 +327,20 @@ class StaticContext:
         found = attributes.get(attr)
         return found[1] if found else None
 
-    # ---------------------------------------------------------------- keras version
+    # ---------------------------------------------------------------- target and keras version
 
     @functools.cached_property
+    def target(self) -> Target:
+        """The TensorFlow/Keras this file is judged against, and where each part came from
+        (mpdoctor.static.target). Rules and fixes read it, never the installed environment."""
+        if self.settings.target is None:  # resolved once per file, from this context's one walk of the tree
+            evidence = file_evidence(self.tree, self.text, self.imports, self.nodes)
+            self.settings.target = resolve(project_for(self.path), evidence, self.settings.overrides)
+        return self.settings.target
+
+    @property
     def keras_version(self) -> KerasVersion:
-        if self.settings.keras_version:
-            return KerasVersion(self.settings.keras_version, "configured", True)
-        flavours = self.imports.flavours
-        if FLAVOUR_KERAS2 in flavours or self.sets_legacy_keras_env:
-            return KerasVersion(2, "the file uses tf_keras / TF_USE_LEGACY_KERAS=1", True)
-        if FLAVOUR_KERAS3 in flavours:
-            major = environment.standalone_keras_major() or 3
-            return KerasVersion(major, "the file imports keras", True)
-        return environment.tf_keras_version()
+        return self.target.keras_version
 
     @functools.cached_property
     def sets_legacy_keras_env(self) -> bool:

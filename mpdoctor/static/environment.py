@@ -49,3 +49,13 @@ def tf_keras_version():
     if tf < (2, 16):
         return KerasVersion(2, f"TensorFlow {tf[0]}.{tf[1]} is installed (tf.keras is Keras 2)", True)
     return KerasVersion(3, f"TensorFlow {tf[0]}.{tf[1]} is installed (tf.keras is Keras 3)", True)
+
+
+@functools.cache
+def hub_installed() -> bool:
+    return _version("tensorflow-hub") is not None
+
+
+def tf_keras_installed() -> bool:
+    """tf_keras can be imported here (the trace can then run a Keras 2 target under TF_USE_LEGACY_KERAS=1)."""
+    return _version("tf-keras") is not None or _version("tf_keras") is not None

@@ -40,6 +40,7 @@ def trace_diagnostics(
     project's policy context this module is run under (its policy is set before the module is imported)."""
     outcome = run_trace(
         path,
+        env=child_environment(settings.target),
         entry=options.entry,
         timeout=options.timeout,
         checkpoints=options.checkpoints,
@@ -58,6 +59,29 @@ def trace_diagnostics(
     if summaries is not None:
         summaries.append(TraceSummary.of(shown, facts, failure))
     return diagnose(facts, failure, outcome.output_tail, ctx, config), verdicts(facts, ctx, config)
+
+
+def child_environment(target) -> dict | None:
+    """The trace runs under the file's target where it can: a `tf.keras` file whose target is Keras 2 runs with
+    TF_USE_LEGACY_KERAS=1 when tf_keras is installed (tf.keras is then tf_keras), one whose target is Keras 3 with it
+    off. None: the caller's environment unchanged (no TensorFlow >= 2.16 installed, so nothing to switch; a target
+    that allows both; a file that imports tf_keras or keras itself, whose Keras the variable does not change)."""
+    import os
+
+    from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV
+    from mpdoctor.facts.tf_releases import FIRST_KERAS3
+    from mpdoctor.static import environment
+
+    installed = environment.tensorflow_version()
+    if target is None or installed is None or installed < FIRST_KERAS3 or not target.keras_certain:
+        return None
+    if target.flavour != "tf.keras":
+        return None
+    if target.keras_major == 2 and environment.tf_keras_installed():
+        return dict(os.environ, **{LEGACY_KERAS_ENV: "1"})
+    if target.keras_major == 3:
+        return dict(os.environ, **{LEGACY_KERAS_ENV: "0"})
+    return None
 
 
 def verdicts(facts: Facts | None, ctx: TraceContext, config: Config) -> dict:

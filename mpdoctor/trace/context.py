@@ -9,8 +9,10 @@ import os
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix, Location
 from mpdoctor.facts.schema import SourceRef
+from mpdoctor.facts.tf_releases import release_text
 from mpdoctor.registry import get_rule
 from mpdoctor.static.context import Settings, StaticContext
+from mpdoctor.static.target import Target
 
 
 class TraceContext:
@@ -28,6 +30,22 @@ class TraceContext:
         if self.tree is None:
             return None
         return StaticContext(self.path, self.display_path, self.text, self.tree, self.settings)
+
+    @property
+    def target(self) -> Target | None:
+        """The file's TensorFlow/Keras target (mpdoctor.static.target), None for a file that did not parse."""
+        if self.settings.target is not None:
+            return self.settings.target
+        return self.static.target if self.static is not None else None
+
+    @functools.cached_property
+    def observed_note(self) -> str:
+        """ " (observed on TensorFlow 2.21; target: ...)" when the run's TensorFlow is outside the file's target:
+        what the trace saw may differ on the target."""
+        target = self.target
+        if target is None or target.installed is None or target.installed_in_range:
+            return ""
+        return f" (observed on TensorFlow {release_text(target.installed)}; target: {target.summary()})"
 
     def shown(self, file: str | None) -> str:
         if not file or os.path.realpath(file) == self.path:
@@ -62,10 +80,12 @@ class TraceContext:
         confidence: Confidence = Confidence.HIGH,
         fix: Fix | None = None,
         notes: tuple[str, ...] = (),
+        observed_note: bool = True,
     ) -> Diagnostic:
+        """`observed_note`: say in the message when the run's TensorFlow is outside the file's target."""
         return Diagnostic(
             code=code,
-            message=message,
+            message=message + (self.observed_note if observed_note else ""),
             location=self.location(where, layer),
             severity=get_rule(code).severity,
             passes=("trace",),

@@ -249,6 +249,18 @@ class ProcessTree:
                 os.waitpid(pid, os.WNOHANG)
 
 
+def end_all() -> None:
+    """Kill the process group of every live tree's child (parallel checks interrupted: the threads that own the
+    trees then see their child gone and end the rest of their trees)."""
+    with _live_lock:
+        pids = list(_live)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def resident_bytes(pid: int) -> int | None:
     """The process's resident set size (Linux /proc; None elsewhere, where the memory limit is not enforced)."""
     try:

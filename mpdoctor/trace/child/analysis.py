@@ -8,7 +8,7 @@ import os
 import re
 import traceback
 
-from mpdoctor.facts.dtypes import compute_dtype
+from mpdoctor.facts.dtypes import dtype_name
 from mpdoctor.facts.keras_semantics import (
     autocast_flag,
     flavour_of,
@@ -16,7 +16,6 @@ from mpdoctor.facts.keras_semantics import (
     sublayers,
 )
 from mpdoctor.facts.schema import (
-    CheckpointAudit,
     Environment,
     ExceptionRecord,
     Facts,
@@ -30,8 +29,8 @@ from mpdoctor.facts.schema import (
     SourceRef,
     new_facts,
 )
+from mpdoctor.trace.child import audits, numerics, samples
 from mpdoctor.trace.child import graph as graph_module
-from mpdoctor.trace.child import numerics
 from mpdoctor.trace.child.keras_adapter import model_classes, policy_now
 
 LIVE_HOW = "live object"
@@ -103,11 +102,13 @@ def analyse_model(name: str, how: str, model, recorder, facts: Facts, numerics_r
     except BaseException as exc:
         session = None
         record.numerics = numerics.failed(options, exc)
+    outputs = None
     try:
         if session is not None and session.ready:
             session.call()  # the one call on a sample batch, instrumented for the float16 statistics
+            outputs = session.outputs
         else:
-            _call_once(model)
+            outputs = _call_once(model, options)
     except BaseException as exc:
         record.error = describe(exc, "call", recorder)
         if facts.exception is None:
@@ -115,6 +116,8 @@ def analyse_model(name: str, how: str, model, recorder, facts: Facts, numerics_r
             facts.status = "exception"
     try:
         record.graph = graph_module.model_graph(model, recorder.layers)
+        if outputs is not None:
+            _observe_outputs(record.graph, outputs)
     except BaseException as exc:
         record.graph_error = f"{type(exc).__name__}: {exc}"
     if session is not None:
@@ -125,12 +128,24 @@ def analyse_model(name: str, how: str, model, recorder, facts: Facts, numerics_r
     return record
 
 
-def _call_once(model) -> None:
-    """Run the model on a small deterministic batch built from its input specs (catches failures that only
-    happen when the model runs, like a Keras 3 TFSMLayer fed float16)."""
-    batch = numerics.sample_inputs(model)
-    if batch is not None:
-        model(batch, training=False)
+def _observe_outputs(graph, outputs) -> None:
+    """The dtypes the model's call returned, on the graph's outputs (same flattening: dicts by sorted key)."""
+    flat = graph_module.flatten(outputs, [])
+    if len(flat) != len(graph.outputs):
+        return  # a model whose call returns another structure than it declares: nothing to pair safely
+    for output, value in zip(graph.outputs, flat, strict=True):
+        dtype = getattr(value, "dtype", None)
+        if dtype is not None:
+            output.observed_dtype = dtype_name(dtype)
+
+
+def _call_once(model, options: dict):
+    """Run the model on a small deterministic batch that matches its inputs (catches failures that only happen
+    when the model runs, like a Keras 3 TFSMLayer fed float16); its outputs, or None without a batch."""
+    sample = samples.sample_batch(model, options)
+    if sample is not None:
+        return model(sample.value, training=False)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------- the run
@@ -149,35 +164,27 @@ def collect(recorder, facts: Facts) -> None:
     for load in recorder.savedmodel_loads:
         if load.handle and load.savedmodel is None:
             load.savedmodel = read_savedmodel(load.handle)
-    match_restores(recorder.live_restores)
+    resolved = match_restores(recorder.live_restores)
+    manual = getattr(recorder, "manual_restores", None)  # hand-written restores (mpdoctor.trace.child.manual_restores)
+    by_hand = manual.resolve() if manual is not None else {}
+    resolved.update(by_hand)
     for path in recorder.extra_checkpoints:
         entry = Restore("--checkpoint", path)
-        match_checkpoint(entry, recorder)
+        resolved[id(entry)] = match_checkpoint(entry, recorder)
         recorder.restores.append(entry)
-    _audit_restores(recorder.restores, policy_now())
+    receivers = {id(entry): receiver for entry, receiver, _ in recorder.live_restores}
+    audits.audit_restores(
+        recorder.restores,
+        audits.computes_in_float16(recorder.layer_objects),
+        audits.Owners(recorder.layer_objects, resolved, receivers),
+        manual.values(by_hand) if manual is not None else None,
+    )
     for export in recorder.exports:
         written = export.written_to or export.path
         if written and export.error is None and os.path.isdir(written):
             export.savedmodel = read_savedmodel(written)
     if facts.environment is not None:
         facts.environment.global_policy = policy_now()
-
-
-def _audit_restores(restores: list[Restore], policy: str | None) -> None:
-    """Range-audit every checkpoint that was (or, with --checkpoint, would be) restored into a model computing in
-    float16: values beyond float16's range become inf when the weights are cast for compute (MP302/MP303)."""
-    target = compute_dtype(policy)
-    if target != "float16":
-        return
-    from mpdoctor.artifacts.checkpoints import audit_checkpoint
-
-    for restore in restores:
-        if restore.error or not restore.path or restore.audit is not None:
-            continue
-        try:
-            restore.audit = CheckpointAudit.from_json(audit_checkpoint(restore.path, target))
-        except BaseException as exc:
-            restore.audit_error = f"{type(exc).__name__}: {exc}"
 
 
 def read_savedmodel(handle: str) -> SavedModelInfo:

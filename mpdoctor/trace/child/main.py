@@ -15,7 +15,7 @@ import os
 import sys
 
 from mpdoctor.facts.schema import ExceptionRecord, Facts, new_facts
-from mpdoctor.trace.child import keras_adapter
+from mpdoctor.trace.child import keras_adapter, manual_restores
 from mpdoctor.trace.child.analysis import (
     analyse_model,
     collect,
@@ -85,6 +85,9 @@ def _prepare(request: dict, facts: Facts):
     if request.get("policy"):
         keras_adapter.set_global_policy(request["policy"], wanted)
     keras_adapter.install(hooks.Hooks(recorder), wanted)
+    more = hooks.Hooks(recorder)
+    manual_restores.install(recorder, more)
+    more.patch()
     facts.environment = environment()
     return recorder
 

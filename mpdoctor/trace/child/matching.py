@@ -13,22 +13,28 @@ from mpdoctor.facts.schema import ErrorRecord, Restore, Unmatched
 _MAX_NAMES = 50  # per side and restore; the counts stay exact
 
 
-def match_restores(live_restores: list[tuple[Restore, Any, Any]]) -> None:
+def match_restores(live_restores: list[tuple[Restore, Any, Any]]) -> dict[int, dict[str, Any]]:
     """Add `unmatched` to each recorded restore entry whose API reports matching: TF2 object-based restores (a
-    tf.train.Checkpoint, tf_keras `load_weights` of a TF-format checkpoint) and TF1 `Saver.restore`."""
+    tf.train.Checkpoint, tf_keras `load_weights` of a TF-format checkpoint) and TF1 `Saver.restore`. Returns, per
+    restore (by id), the variable each checkpoint key was restored into (for the range audit, which judges each
+    value by the layer that uses it)."""
+    resolved: dict[int, dict[str, Any]] = {}
     for entry, receiver, result in live_restores:
         if entry.error:
             continue
         try:
             if _is_object_based_status(result):
                 entry.unmatched = _object_based(result)
+                resolved[id(entry)] = _restored_objects(result)
             elif type(receiver).__name__ == "Saver" and entry.path:
                 entry.unmatched = _name_based(receiver, entry.path)
+                resolved[id(entry)] = _saver_variables(receiver)
         except Exception as exc:
             entry.unmatched_error = f"{type(exc).__name__}: {exc}"
+    return resolved
 
 
-def match_checkpoint(entry: Restore, recorder: Any) -> None:
+def match_checkpoint(entry: Restore, recorder: Any) -> dict[str, Any]:
     """`check --checkpoint PATH`: read an object-based checkpoint into each analysed model, as the root of the
     checkpoint (`model.save_weights`) and as its `model` attribute (`tf.train.Checkpoint(model=...)`); the reading
     that matches the most values is the intended one. A dtype error is recorded like a failed restore (MP301)."""
@@ -39,9 +45,9 @@ def match_checkpoint(entry: Restore, recorder: Any) -> None:
     try:
         check_tf_checkpoint(entry.path)  # TF's reader aborts the process on a crafted index: validate it first
         if not tf.train.load_checkpoint(entry.path).has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
-            return  # name-based (TF1) or Keras files: their keys do not name a model's objects
+            return {}  # name-based (TF1) or Keras files: their keys do not name a model's objects
     except Exception:
-        return
+        return {}
     best = None
     recorder.active_sinks.add(id(recorder.restores))  # these reads are mpdoctor's, not restores of the user's
     try:
@@ -54,16 +60,36 @@ def match_checkpoint(entry: Restore, recorder: Any) -> None:
                 except Exception as exc:
                     entry.error = ErrorRecord(type(exc).__name__, str(exc)[:4000])
                     entry.location = created_at
-                    return
+                    return {}
                 matched = len(status._checkpoint.object_by_proto_id)
                 if best is None or matched > best[0]:
                     best = (matched, status, created_at)
     finally:
         recorder.active_sinks.discard(id(recorder.restores))
-    if best is not None:
-        _, status, entry.location = best
-        entry.unmatched = _object_based(status)
-        entry.unmatched.expect_partial = False  # --checkpoint asks for the whole checkpoint to match
+    if best is None:
+        return {}
+    _, status, entry.location = best
+    entry.unmatched = _object_based(status)
+    entry.unmatched.expect_partial = False  # --checkpoint asks for the whole checkpoint to match
+    return _restored_objects(status)
+
+
+def _restored_objects(status: Any) -> dict[str, Any]:
+    """checkpoint key -> the object (variable) an object-based restore matched it to."""
+    coordinator = status._checkpoint
+    nodes = coordinator.object_graph_proto.nodes
+    return {
+        attribute.checkpoint_key: obj
+        for node_id, obj in coordinator.object_by_proto_id.items()
+        for attribute in nodes[node_id].attributes
+    }
+
+
+def _saver_variables(saver: Any) -> dict[str, Any]:
+    """checkpoint key -> variable of a TF1 Saver (its keys are the variables' names)."""
+    from tensorflow.python.training.saving import saveable_object_util
+
+    return dict(saveable_object_util.op_list_to_dict(saver._var_list))
 
 
 def _is_object_based_status(result: Any) -> bool:

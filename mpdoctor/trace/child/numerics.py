@@ -44,6 +44,7 @@ from mpdoctor.facts.schema import (
     NumericsRow,
     UserLayerScan,
 )
+from mpdoctor.trace.child import samples
 from mpdoctor.trace.child.graph import MISSING, flatten, restore_calls
 
 SAMPLE_CAP = 65536  # compared elements per layer output (strided sample above that)
@@ -78,63 +79,11 @@ def options_from_request(request: dict | None) -> dict:
 
 
 def sample_inputs(model, batch_size: int = 2, seed: int = 0, low: float = 0.0, high: float = 1.0):
-    """A deterministic batch from the model's input specs: floats uniform in [low, high) (often pixel values or
-    indices, hence non-negative by default), integers zero, booleans true, strings empty. None when the model
+    """A deterministic batch in the model's input structure (mpdoctor.trace.child.samples), None when the model
     declares no inputs."""
-    import numpy as np
-
-    inputs = getattr(model, "inputs", None)
-    if not inputs:
-        return None
-    rng = np.random.default_rng(seed)
-    batch = []
-    for spec in inputs:
-        shape = [batch_size if i == 0 or d is None else int(d) for i, d in enumerate(spec.shape)]
-        dtype = np.dtype(getattr(spec.dtype, "name", spec.dtype) if not isinstance(spec.dtype, str) else spec.dtype)
-        if dtype.kind in "iu":
-            batch.append(np.zeros(shape, dtype=dtype))
-        elif dtype.kind == "b":
-            batch.append(np.ones(shape, dtype=dtype))
-        elif dtype.kind in "SOU":
-            batch.append(np.array([""] * shape[0], dtype=object).reshape(shape))
-        else:
-            batch.append((rng.random(shape) * (high - low) + low).astype(dtype))
-    return batch[0] if len(batch) == 1 else batch
-
-
-def _subclassed_sample(model, options: dict):
-    """A sample for a model without symbolic inputs whose input shape is known (built or called before)."""
-    import numpy as np
-
-    from mpdoctor.trace.child.graph import known_input_shapes
-
-    specs = known_input_shapes(model)
-    if not specs:
-        return None
-    rng = np.random.default_rng(options["seed"])
-    low, high = options["range"]
-    batch = []
-    for shape, dtype in specs:
-        dims = [options["batch_size"] if i == 0 or d is None else int(d) for i, d in enumerate(shape)]
-        kind = np.dtype(dtype).kind
-        batch.append(
-            (rng.random(dims) * (high - low) + low).astype(dtype) if kind == "f" else np.zeros(dims, dtype=dtype)
-        )
-    return batch[0] if len(batch) == 1 else batch
-
-
-def _load_sample(path: str, model):
-    """Arrays of an .npz file: by input name when the names match, else in file order."""
-    import numpy as np
-
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {key: data[key] for key in data.files}
-    names = [getattr(t, "name", "").split(":")[0] for t in getattr(model, "inputs", None) or []]
-    if names and all(n in arrays for n in names):
-        ordered = [arrays[n] for n in names]
-    else:
-        ordered = list(arrays.values())
-    return ordered[0] if len(ordered) == 1 else ordered
+    options = {**DEFAULTS, "batch_size": batch_size, "seed": seed, "range": [low, high], "sample": None}
+    sample = samples.sample_batch(model, options)
+    return sample.value if sample is not None else None
 
 
 # ---------------------------------------------------------------------------------------------------- statistics
@@ -209,6 +158,7 @@ class _Run:
         self.errors: dict[str, float | None] = {}
         self.first_bad: tuple | None = None  # (uid, layer, args, kwargs) of the first non-finite call
         self.captured: dict[str, tuple] = {}  # uid -> (args, kwargs) of the first call of a layer to scan
+        self.empty: set[str] = set()  # layers with an output without elements (float32 run)
 
     def record(self, uid: str, layer, outputs, args, kwargs) -> None:
         stats = _stats(outputs)
@@ -228,6 +178,8 @@ class _Run:
                 self.first_bad = (uid, layer, args, kwargs)
             return
         self.calls[uid].append((finite, max_abs, None))
+        if not sample.size:
+            self.empty.add(uid)
         low_calls = self.low.calls.get(uid) or []
         low = low_calls[index] if index < len(low_calls) else None
         if low is None or not finite or not low[0] or low[2].shape != sample.shape:
@@ -276,11 +228,15 @@ def _compute(layer) -> str | None:
 
 
 def _swap_to_float32(layers) -> list:
-    """Set every low-precision layer's policy to float32; returns what `_restore_policies` needs."""
+    """Set every low-precision layer's policy to float32, and cast the low-precision constants such a layer built
+    for its compute dtype (tf_keras `Normalization` keeps its mean and variance as float16 tensors, which a float32
+    call cannot mix with its float32 inputs) to float32: the reference run then uses the same values in float32.
+    Returns what `_restore_policies` needs."""
     saved = []
     for layer in layers:
         if _compute(layer) not in LOW_PRECISION:
             continue
+        saved.append(("constants", layer, _cast_constants(layer)))
         if hasattr(layer, "_set_dtype_policy"):  # tf_keras
             saved.append((layer, layer._dtype_policy, layer.__dict__.get("_compute_dtype_object", MISSING)))
             layer._set_dtype_policy("float32")
@@ -292,8 +248,30 @@ def _swap_to_float32(layers) -> list:
     return saved
 
 
+def _cast_constants(layer) -> dict:
+    """Replace the layer's float16/bfloat16 tensor attributes (constants, never variables) by float32 copies;
+    returns the originals."""
+    import tensorflow as tf
+
+    originals = {}
+    for name, value in list(vars(layer).items()):
+        if (
+            isinstance(value, tf.Tensor)
+            and not isinstance(value, tf.Variable)
+            and value.dtype in (tf.float16, tf.bfloat16)
+        ):
+            originals[name] = value
+            object.__setattr__(layer, name, tf.cast(value, tf.float32))
+    return originals
+
+
 def _restore_policies(saved) -> None:
-    for layer, policy, compute_object in saved:
+    for entry in reversed(saved):
+        if isinstance(entry[0], str):  # ("constants", layer, originals)
+            for name, value in entry[2].items():
+                object.__setattr__(entry[1], name, value)
+            continue
+        layer, policy, compute_object = entry
         layer._dtype_policy = policy
         if compute_object is not MISSING:
             layer._compute_dtype_object = compute_object
@@ -347,6 +325,7 @@ class Session:
         self.sample = None
         self.low: _Run | None = None
         self.outputs = None
+        self.call_error: str | None = None  # what the model raised on the sample batch
         self.layers = _node_layers(model)
         if not options.get("enabled", True):
             self.record.skipped = "disabled (--no-numerics / numerics = false)"
@@ -364,22 +343,21 @@ class Session:
             self.record.skipped = f"{params:,} parameters: above the numerics bound of {MAX_PARAMS:,}"
             return
         try:
-            self.sample = (
-                _load_sample(options["sample"], model)
-                if options.get("sample")
-                else sample_inputs(model, options["batch_size"], options["seed"], *options["range"])
-            )
-            if self.sample is None:
-                self.sample = _subclassed_sample(model, options)
+            sample = samples.sample_batch(model, options)
+        except samples.SampleError as exc:
+            self.record.skipped = f"cannot build the sample batch: {exc}"
+            return
         except Exception as exc:
             self.record.skipped = f"cannot build the sample batch: {type(exc).__name__}: {_first_line(exc)}"
             return
-        if self.sample is None:
+        if sample is None:
             self.record.skipped = "no input shape known to build a sample batch from"
             return
-        first = self.sample[0] if isinstance(self.sample, list) and self.sample else self.sample
-        if getattr(first, "shape", None):
-            self.record.batch_size = int(first.shape[0])
+        self.sample = sample.value
+        self.record.batch_size = sample.batch_size
+        if sample.open_size is not None:
+            self.record.open_size = sample.open_size
+            self.record.open_size_how = sample.open_size_how
 
     @property
     def ready(self) -> bool:
@@ -392,6 +370,9 @@ class Session:
         patched = _instrument(self.layers, run)
         try:
             self.outputs = self.model(self.sample, training=False)
+        except BaseException as exc:
+            self.call_error = f"{type(exc).__name__}: {_first_line(exc)}"
+            raise
         finally:
             _restore(patched)
         self.low = run
@@ -401,7 +382,7 @@ class Session:
         if record.skipped is not None:
             return record
         if self.low is None:
-            record.skipped = "the model raised on its sample batch"
+            record.skipped = f"the model raised on its sample batch ({self.call_error or 'unknown error'})"
             return record
         if not graph:
             record.skipped = "the model has no layer graph"
@@ -453,6 +434,8 @@ def _table(low: _Run, reference: _Run, nodes: dict) -> list[NumericsRow]:
                 reference.errors.get(uid),
             )
         )
+        if uid in reference.empty:
+            rows[-1].empty_reference = True
     return rows
 
 

@@ -1,3 +1,4 @@
+# fix-options: --target-tensorflow >=2.16
 """A tf_keras step ported to Keras 3 that accumulates the unscaled gradients (NVIDIA ELECTRA, TensorFlowTTS):
 dropping get_unscaled_gradients would sum scaled gradients of steps with different loss scales (issue 19)."""
 # fix-refused: gradients are accumulated (accumulator) before apply_gradients

@@ -1,3 +1,4 @@
+# fix-options: --target-tensorflow >=2.16
 """A tf_keras step ported to Keras 3 that clips the unscaled gradients by global norm: dropping
 get_unscaled_gradients would clip scaled gradients, which the LossScaleOptimizer then divides by 2**15 (updates
 ~1e-5 too small). Neither half of the port is applied (issue 19)."""

@@ -1,3 +1,4 @@
+# fix-options: --target-tensorflow >=2.16
 """A tf_keras step ported to Keras 3 that scales only on its float16 path: the port renames get_scaled_loss and
 drops get_unscaled_gradients there, and leaves the float32 `else` branch as it is (issue 19)."""
 import os

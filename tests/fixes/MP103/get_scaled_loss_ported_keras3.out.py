@@ -1,3 +1,4 @@
+# fix-options: --target-tensorflow >=2.16
 # Ported from a tf_keras custom training loop: the LossScaleOptimizer API changed in Keras 3.
 import keras
 import tensorflow as tf

@@ -1,3 +1,4 @@
+# fix-options: --target-tensorflow >=2.16
 """A tf_keras step ported to Keras 3 that applies through the inner optimizer (`opt = optimizer.inner_optimizer`),
 which does not unscale: dropping get_unscaled_gradients would apply gradients 2**15 times too large (issue 19)."""
 # fix-refused: gradients are applied through the inner optimizer (inner), which does not unscale

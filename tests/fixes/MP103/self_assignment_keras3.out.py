@@ -1,3 +1,4 @@
+# fix-options: --target-tensorflow >=2.16
 """A tf_keras step ported to Keras 3 (the NVIDIA UNet pattern): `if amp: gradients =
 optimizer.get_unscaled_gradients(gradients)`. Dropping the call must not leave `gradients = gradients` behind: the
 statement goes, and so does the `if` it leaves empty (issue 19)."""

@@ -1,0 +1,156 @@
+"""MP003 target-mismatch: the TensorFlow/Keras target resolved for a file disagrees with itself or with the run."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+
+from mpdoctor.diagnostics import Confidence, Diagnostic, Location
+from mpdoctor.facts.schema import ExceptionRecord, Facts
+from mpdoctor.facts.tf_releases import release_text, removal_of
+from mpdoctor.registry import define_rule, explains_exception, get_rule, static_check, trace_check
+from mpdoctor.static.context import StaticContext
+from mpdoctor.static.names import canonical
+from mpdoctor.trace.context import TraceContext
+
+define_rule(
+    "MP003",
+    "target-mismatch",
+    "info",
+    "ST",
+    False,
+    summary="The TensorFlow/Keras target disagrees with itself or with the run (a pin vs the code, a trace on "
+    "another TensorFlow).",
+    what="""
+        Every file is judged against one target: a TensorFlow range and a Keras major, resolved from the
+        configuration (`--target-tensorflow`, `--keras-version`), the project's declared dependencies
+        (pyproject.toml, requirements*.txt, setup.cfg/setup.py, Pipfile, environment.yml, a Dockerfile's
+        TensorFlow image), the file's own code, and last the installed environment (`mpdoctor check --show-target
+        FILE` prints it). MP003 reports where that target disagrees:
+        - static: a dependency pin says one Keras and the file's own code another (a pin to TensorFlow < 2.16 but
+          `keras.ops`, which exists only in Keras 3: the code wins and is judged as Keras 3), or the file uses
+          TensorFlow 1 APIs (`tf.contrib`, `tf.Session`) under a TensorFlow 2 pin;
+        - trace: the run failed on an API that the installed TensorFlow lacks but the target has (a TF 1.x or
+          TF 2.8 target traced on TF 2.21): "cannot trace", at info, instead of an MP001 error in your code.
+        Trace findings observed on an installed TensorFlow outside the target say so in their message
+        ("observed on TensorFlow 2.21; target ...").
+        """,
+    why="""
+        Version-dependent rules (removed APIs, Keras 3 only behaviour) are right only for the version the code
+        runs on. When the project's files and its code disagree, one of them is stale, and the findings follow the
+        code; when the trace runs on another TensorFlow than the target, a missing API is the version gap, not a
+        bug of the code.
+        """,
+    bad="""
+        # requirements.txt: tensorflow>=2.12,<2.16
+        import tensorflow as tf
+        from tensorflow import keras
+        y = keras.ops.softmax(x)        # keras.ops exists only in Keras 3
+        """,
+    good="""
+        # requirements.txt: tensorflow>=2.16
+        import tensorflow as tf
+        from tensorflow import keras
+        y = keras.ops.softmax(x)
+        """,
+    fix="No autofix: update the stale pin (or the code), or set the target explicitly with --target-tensorflow / "
+    "--keras-version or [tool.mpdoctor] target-tensorflow / keras-version.",
+)
+
+# Only code that can name a Keras-3-only or TensorFlow-1-only API can disagree with a pin.
+_CONFLICT_TEXT = (
+    r"\bops\b|set_dtype_policy|DTypePolicy|dtype_policies|TFSMLayer|SeedGenerator|scale_loss|contrib|Session|"
+    r"placeholder|get_variable|variable_scope|global_variables_initializer|Optimizer"
+)
+
+
+@static_check("MP003", requires=_CONFLICT_TEXT)
+def check_target_conflicts(ctx: StaticContext) -> Iterable[Diagnostic]:
+    for conflict in ctx.target.conflicts:
+        node = _statement_at(ctx, conflict.line)
+        if node is None:
+            yield Diagnostic("MP003", conflict.message, Location(ctx.display_path), get_rule("MP003").severity)
+        else:
+            yield ctx.diagnostic("MP003", node, conflict.message, confidence=Confidence.MEDIUM)
+
+
+def _statement_at(ctx: StaticContext, line: int | None) -> ast.AST | None:
+    """The first statement starting on `line` (where the clue is)."""
+    if not line:
+        return None
+    return next((n for n in ctx.nodes if isinstance(n, ast.stmt) and n.lineno == line), None)
+
+
+# ------------------------------------------------------------------------------------------------ the trace
+
+_MISSING = (
+    re.compile(r"No module named '([\w.]+)'"),
+    re.compile(r"module '([\w.]+)' has no attribute '(\w+)'"),
+    re.compile(r"cannot import name '(\w+)' from '([\w.]+)'"),
+)
+_MISSING_KINDS = ("ImportError", "ModuleNotFoundError", "AttributeError")
+_OURS = ("tf", "keras", "hub")
+
+
+def missing_api(exception: ExceptionRecord | None) -> str | None:
+    """The TensorFlow/Keras API an ImportError / AttributeError of the run says is missing, canonical
+    (`tf.contrib`, `keras.mixed_precision.experimental`), else None."""
+    if exception is None or exception.type not in _MISSING_KINDS:
+        return None
+    for pattern in _MISSING:
+        match = pattern.search(exception.message)
+        if not match:
+            continue
+        if pattern is _MISSING[0]:
+            dotted = match.group(1)
+        elif pattern is _MISSING[1]:
+            dotted = f"{match.group(1)}.{match.group(2)}"
+        else:
+            dotted = f"{match.group(2)}.{match.group(1)}"
+        dotted = re.sub(r"\._api\.v[12]", "", dotted)
+        name = canonical(dotted)
+        return name if name.split(".")[0] in _OURS else None
+    return None
+
+
+def version_gap(facts: Facts, ctx: TraceContext) -> str | None:
+    """The missing API when the run failed on the gap between the installed TensorFlow and the target: the
+    installed release is outside the target range and the API is not known to be missing from every target
+    release (then the code is wrong on its own target: MP103 / MP001 say so)."""
+    target = ctx.target
+    if target is None or target.installed is None or target.installed_in_range:
+        return None
+    name = missing_api(facts.exception)
+    if name is None:
+        return None
+    removal = removal_of(name)
+    if removal is not None and removal.verdict(target.releases) == "all":
+        return None
+    return name
+
+
+@trace_check("MP003")
+def trace_cannot_trace(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
+    name = version_gap(facts, ctx)
+    if name is None:
+        return []
+    target = ctx.target
+    exception = facts.exception
+    return [
+        ctx.diagnostic(
+            "MP003",
+            exception.location,
+            f"cannot trace: the installed TensorFlow {release_text(target.installed)} lacks `{name}` "
+            f"({exception.type}), and this file targets {target.summary()}; the trace pass checked nothing here, "
+            f"the static findings are still reported",
+            confidence=Confidence.MEDIUM,
+            observed_note=False,
+        )
+    ]
+
+
+@explains_exception("MP003")
+def explained_by_version_gap(exception: ExceptionRecord, facts: Facts, found: list[Diagnostic]) -> bool:
+    """The run's ImportError/AttributeError is the version gap MP003 reported, not an error of the code."""
+    return any(d.code == "MP003" and d.message.startswith("cannot trace:") for d in found)

@@ -1,0 +1,617 @@
+"""The TensorFlow/Keras a file is judged against: one resolved target per file, and where each part came from.
+
+Sources, strongest first (docs in README "Which TensorFlow and Keras a file targets"):
+
+1. the configuration: `--target-tensorflow` / `--keras-version`, `[tool.mpdoctor] target-tensorflow` / `keras-version`;
+2. the project's own declarations (mpdoctor.static.declared), from the file's directory upwards to the project root:
+   the closest directory that declares anything decides;
+3. the file's own evidence: `import tf_keras` or `TF_USE_LEGACY_KERAS=1` set in the file (Keras 2), APIs that exist
+   only in Keras 3 (`keras.ops`, `keras.config.set_dtype_policy`, `optimizer.scale_loss`...) or only in Keras 2
+   (`get_scaled_loss`, the `experimental` mixed precision API, `tf.compat.v1` graph code), TF1-only APIs
+   (`tf.contrib`, `tf.Session`...);
+4. the installed environment (package metadata, TF_USE_LEGACY_KERAS), last.
+
+The TensorFlow range comes from the first of 1, 2, 3 (TF1 APIs), 4 that says anything. The Keras major follows from
+the range (`tf.keras` is Keras 3 from TF 2.16 on), except that the file's own choice of Keras wins: tf_keras, or a
+Keras-3-only API (new code proves a new Keras, whatever an older pin says: MP003 then reports the disagreement). A
+Keras-2-only API decides only where no pin or configuration does (old code in a project pinned to Keras 3 is what
+MP103 reports), and a range that allows both Keras versions is judged as Keras 3 with lower confidence.
+
+Never executes anything: project files are read as text or AST. Declarations are cached per directory for one run
+(`new_run()` starts another).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mpdoctor.facts.keras_semantics import file_legacy_keras_setting, legacy_keras_env
+from mpdoctor.facts.tf_releases import (
+    FIRST_KERAS3,
+    TF2_RELEASES,
+    Release,
+    keras_package_major,
+    known_releases,
+    parse_release,
+    range_text,
+    release_text,
+    tf_keras_major,
+)
+from mpdoctor.static import environment
+from mpdoctor.static.declared import (
+    LEGACY_ENV,
+    TENSORFLOW,
+    Declaration,
+    declarations_in,
+    is_project_root,
+    keras_majors_for,
+    releases_for,
+    shown,
+)
+from mpdoctor.static.environment import KerasVersion
+from mpdoctor.static.names import FLAVOUR_KERAS2, FLAVOUR_KERAS3, ImportMap
+
+# Where a part of the target came from, strongest first.
+CONFIG, DECLARED, FILE, ENVIRONMENT, DEFAULT = "config", "declared", "file", "environment", "default"
+
+FLAVOUR_TF_KERAS_MODULE = "tf.keras"  # `tf.keras` / `tensorflow.keras`: its Keras depends on the TF release
+
+
+# --------------------------------------------------------------------------------------------- file evidence
+
+
+@dataclass(frozen=True)
+class Clue:
+    """One API of the file that exists only in one Keras or one TensorFlow major."""
+
+    kind: str  # "keras2" | "keras3" | "tf1"
+    what: str  # the API as the message names it: "get_scaled_loss", "keras.ops", "tf.contrib"
+    line: int
+
+    @property
+    def text(self) -> str:
+        if self.what.startswith("tf.compat.v1."):
+            return f"TF1 graph code (`{self.what}`, line {self.line}), from the Keras 2 era"
+        only = {"keras2": "Keras 2", "keras3": "Keras 3", "tf1": "TensorFlow 1"}[self.kind]
+        return f"`{self.what}` (line {self.line}), which exists only in {only}"
+
+
+@dataclass(frozen=True)
+class FileEvidence:
+    flavour: str  # "tf_keras" (the file chose Keras 2), "keras" (the keras package), "tf.keras"
+    selection: str  # why, for the tf_keras flavour: "this file imports tf_keras"
+    clues: tuple[Clue, ...] = ()
+    imports_hub: bool = False
+
+    def of(self, kind: str) -> list[Clue]:
+        return [c for c in self.clues if c.kind == kind]
+
+
+# Keras 3 only: canonical prefixes (mpdoctor.static.names) and method names called on any object.
+_KERAS3_NAMES = (
+    "keras.ops",
+    "keras.config.set_dtype_policy",
+    "keras.DTypePolicy",
+    "keras.dtype_policies",
+    "keras.layers.TFSMLayer",
+    "keras.random.SeedGenerator",
+)
+_KERAS3_METHODS = ("scale_loss",)
+_KERAS2_NAMES = ("keras.mixed_precision.experimental",)
+_KERAS2_METHODS = ("get_scaled_loss", "get_unscaled_gradients")
+# TF1 graph code through the compatibility module: written for the Keras 2 era.
+_TF1_GRAPH_CALLS = ("Session", "placeholder", "disable_eager_execution", "disable_v2_behavior", "get_variable")
+# Names TensorFlow 2 no longer has outside tf.compat.v1.
+_TF1_ONLY = (
+    "tf.contrib",
+    "tf.Session",
+    "tf.placeholder",
+    "tf.get_variable",
+    "tf.variable_scope",
+    "tf.global_variables_initializer",
+    "tf.train.AdamOptimizer",
+    "tf.train.GradientDescentOptimizer",
+    "tf.train.MomentumOptimizer",
+)
+# A file without any of these spellings has no clue: the walk of its whole tree is skipped.
+_CLUE_TEXT = re.compile(
+    r"get_scaled_loss|get_unscaled_gradients|scale_loss|mixed_precision|\bops\b|set_dtype_policy|DTypePolicy|"
+    r"dtype_policies|TFSMLayer|SeedGenerator|compat|contrib|Session|placeholder|get_variable|variable_scope|"
+    r"global_variables_initializer|train\.\w+Optimizer"
+)
+# Imports below the module's top-level statements (in a function): only then are imports looked for everywhere.
+_NESTED_IMPORT = re.compile(r"^[ \t]+(?:import|from)\s", re.MULTILINE)
+
+
+def file_evidence(tree: ast.AST, text: str, imports: ImportMap | None = None, nodes: Iterable[ast.AST] | None = None):
+    """What the file itself says about its Keras and TensorFlow. `imports`/`nodes`: a StaticContext's, to save a
+    walk of the tree; without them the tree is walked only when the text may hold a clue."""
+    legacy = file_legacy_keras_setting(tree) if "TF_USE_LEGACY_KERAS" in text else None
+    if nodes is not None:
+        nodes = list(nodes)
+    elif _CLUE_TEXT.search(text) or (_NESTED_IMPORT.search(text) and "keras" in text):
+        nodes = list(ast.walk(tree))
+    else:
+        nodes = _top_level_imports(tree)
+    if imports is None:
+        imports = ImportMap(
+            sorted(
+                (n for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom))),
+                key=lambda n: (n.lineno, n.col_offset),
+            )
+        )
+    if FLAVOUR_KERAS2 in imports.flavours:
+        flavour, selection = "tf_keras", "this file imports tf_keras"
+    elif legacy is not None:
+        flavour, selection = "tf_keras", "this file sets TF_USE_LEGACY_KERAS=1"
+    elif FLAVOUR_KERAS3 in imports.flavours:
+        flavour, selection = "keras", "this file imports keras"
+    else:
+        flavour, selection = FLAVOUR_TF_KERAS_MODULE, ""
+    clues: dict[tuple[str, str], Clue] = {}
+    if _CLUE_TEXT.search(text):
+        for clue in _clues(nodes, imports):
+            clues.setdefault((clue.kind, clue.what), clue)
+    hub = any(m == "tensorflow_hub" or m.startswith("tensorflow_hub.") for m in imports.modules)
+    return FileEvidence(flavour, selection, tuple(sorted(clues.values(), key=lambda c: c.line)), hub)
+
+
+def _top_level_imports(tree: ast.AST) -> list[ast.AST]:
+    """Import statements of the module body, also inside top-level `if`/`try`/`with` blocks (not functions)."""
+    found: list[ast.AST] = []
+    stack = list(getattr(tree, "body", []))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                stack.extend(getattr(node, field, []) or [])
+        elif isinstance(node, ast.ExceptHandler):
+            stack.extend(node.body)
+    return found
+
+
+def _clues(nodes: list[ast.AST], imports: ImportMap) -> Iterable[Clue]:
+    parents = {}
+    for node in nodes:
+        if isinstance(node, ast.Attribute):
+            parents[id(node.value)] = node
+    for node in nodes:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in _KERAS2_METHODS:
+                yield Clue("keras2", node.func.attr, node.lineno)
+            elif node.func.attr in _KERAS3_METHODS:
+                yield Clue("keras3", node.func.attr, node.lineno)
+        if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in parents:  # whole chains only
+            name = imports.resolve(node)
+            if name:
+                yield from _name_clues(name, node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            from mpdoctor.static.names import canonical
+
+            for alias in node.names:
+                yield from _name_clues(canonical(f"{node.module}.{alias.name}"), node.lineno)
+
+
+def _name_clues(name: str, line: int) -> Iterable[Clue]:
+    for prefix in _KERAS3_NAMES:
+        if name == prefix or name.startswith(prefix + "."):
+            yield Clue("keras3", prefix, line)
+    for prefix in _KERAS2_NAMES:
+        if name == prefix or name.startswith(prefix + "."):
+            yield Clue("keras2", "mixed_precision.experimental", line)
+    for prefix in _TF1_ONLY:
+        if name == prefix or name.startswith(prefix + "."):
+            yield Clue("tf1", prefix, line)
+    if name.startswith("tf.compat.v1.") and name.rsplit(".", 1)[-1] in _TF1_GRAPH_CALLS:
+        yield Clue("keras2", name, line)
+
+
+# ------------------------------------------------------------------------------------------- the project
+
+
+@dataclass(frozen=True)
+class Project:
+    """What the closest declaring directory says (None fields: nothing declared)."""
+
+    directory: str | None
+    declarations: tuple[Declaration, ...] = ()
+
+    def of(self, kind: str) -> list[Declaration]:
+        return [d for d in self.declarations if d.kind == kind]
+
+    @functools.cached_property
+    def tensorflow(self) -> tuple[frozenset[Release], str, str] | None:
+        """(releases, range text, origins) of the TensorFlow declarations that say something known. They all hold
+        at once (requirements.txt says >=1.11, the Dockerfile's image is 1.15: 1.15); declarations that allow no
+        common release are alternatives (extras for two TensorFlow lines): then any of them."""
+        usable = [d for d in self.of(TENSORFLOW) if d.releases]
+        if not usable:
+            return None
+        common = frozenset.intersection(*(d.releases for d in usable))
+        texts = list(dict.fromkeys(_declared_text(d) for d in usable))
+        origins = ", ".join(dict.fromkeys(d.origin for d in usable))
+        if len(texts) == 1:
+            return (common or frozenset().union(*(d.releases for d in usable))), texts[0], origins
+        if common:
+            return common, range_text(common), origins
+        return frozenset().union(*(d.releases for d in usable)), " | ".join(texts), origins
+
+
+def _declared_text(declaration: Declaration) -> str:
+    if declaration.text.startswith("FROM "):
+        return range_text(declaration.releases or ())
+    return declaration.specifier or "any version (unpinned)"
+
+
+_generation = 0
+
+
+def new_run() -> None:
+    """Forget the declarations read so far (a new run reads project files afresh)."""
+    global _generation
+    _generation += 1
+
+
+@functools.lru_cache(maxsize=4096)
+def _declarations(directory: str, generation: int) -> tuple[Declaration, ...]:
+    return tuple(declarations_in(Path(directory)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _project(directory: str, generation: int) -> Project:
+    current = Path(directory)
+    while True:
+        found = _declarations(str(current), generation)
+        if found:
+            return Project(shown(current) or ".", found)
+        if is_project_root(current) or current.parent == current:
+            return Project(None)
+        current = current.parent
+
+
+def project_for(path: str) -> Project:
+    """The declarations that count for a file: those of the closest directory, from the file's own upwards to the
+    project root (a directory with .git, pyproject.toml, setup.py or setup.cfg), that declares anything."""
+    return _project(str(Path(path).resolve().parent), _generation)
+
+
+# ---------------------------------------------------------------------------------------------- the target
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """The configuration's part (source 1)."""
+
+    target_tensorflow: str | None = None
+    target_tensorflow_origin: str = "--target-tensorflow"
+    keras_version: int | None = None
+    keras_version_origin: str = "--keras-version"
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """The target disagrees with itself: reported as MP003 at `line` (None: the whole file)."""
+
+    message: str
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    releases: frozenset[Release]  # the TensorFlow releases in range
+    tensorflow_text: str  # the range as declared: ">=2.12,<2.16", "2.21"
+    tensorflow_origin: str  # "requirements.txt:3", "--target-tensorflow", "the installed TensorFlow"
+    tensorflow_source: str  # CONFIG | DECLARED | FILE | ENVIRONMENT | DEFAULT
+    keras_major: int
+    keras_majors: frozenset[int]  # every Keras the target allows this file
+    keras_origin: str
+    keras_source: str
+    keras_derived: bool  # the Keras follows from the TensorFlow range (not chosen by the file or configured)
+    flavour: str  # "tf_keras" | "keras" | "tf.keras"
+    hub: bool
+    hub_origin: str
+    installed: Release | None
+    installed_keras_major: int | None  # this file's Keras in the installed environment
+    conflicts: tuple[Conflict, ...] = ()
+    clues: tuple[Clue, ...] = ()
+    project: Project = field(default_factory=lambda: Project(None))
+
+    # ---- reading it
+
+    @property
+    def keras_certain(self) -> bool:
+        return len(self.keras_majors) == 1 and self.keras_source != DEFAULT
+
+    @property
+    def keras_version(self) -> KerasVersion:
+        return KerasVersion(self.keras_major, self.keras_origin, self.keras_certain)
+
+    def at_least(self, release: Release) -> bool:
+        """Every release of the target is at least `release`."""
+        return all(r >= release for r in self.releases)
+
+    @property
+    def installed_in_range(self) -> bool:
+        return self.installed is None or self.installed in self.releases
+
+    @property
+    def differs_from_installed(self) -> bool:
+        """The target is not what is installed: messages then say which target they assume."""
+        if self.installed is None:
+            return self.tensorflow_source != DEFAULT
+        return self.installed not in self.releases or self.keras_major != self.installed_keras_major
+
+    @property
+    def tensorflow_summary(self) -> str:
+        if self.tensorflow_source == ENVIRONMENT:
+            return f"TensorFlow {self.tensorflow_text} (installed)"
+        if self.tensorflow_source == DEFAULT:
+            return "any TensorFlow (none declared or installed)"
+        return f"TensorFlow {self.tensorflow_text} from {self.tensorflow_origin}"
+
+    def summary(self) -> str:
+        """One line for messages: "TensorFlow >=2.12,<2.16 from requirements.txt:3 -> Keras 2"."""
+        keras = f"Keras {self.keras_major}" if self.keras_certain else f"Keras {self.keras_major} (Keras 2 or 3)"
+        how = "" if self.keras_derived else f" ({self.keras_origin})"
+        return f"{self.tensorflow_summary} -> {keras}{how}"
+
+    def note(self) -> str:
+        """ " (target: ...)" when the target is not simply the installed environment, else ""."""
+        return f" (target: {self.summary()})" if self.differs_from_installed else ""
+
+    def to_json(self) -> dict:
+        return {
+            "tensorflow": {
+                "range": self.tensorflow_text,
+                "releases": [release_text(r) for r in sorted(self.releases)],
+                "source": self.tensorflow_source,
+                "origin": self.tensorflow_origin,
+            },
+            "keras": {
+                "major": self.keras_major,
+                "majors": sorted(self.keras_majors),
+                "certain": self.keras_certain,
+                "flavour": self.flavour,
+                "source": self.keras_source,
+                "origin": self.keras_origin,
+                "derived": self.keras_derived,
+            },
+            "hub": {"present": self.hub, "origin": self.hub_origin},
+            "installed": {
+                "tensorflow": release_text(self.installed) if self.installed else None,
+                "keras_major": self.installed_keras_major,
+            },
+            "differs_from_installed": self.differs_from_installed,
+            "conflicts": [{"message": c.message, "line": c.line} for c in self.conflicts],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> Target:
+        """A target read back from a JSON report (`mpdoctor merge`): what to_json wrote; the declarations read and
+        the file's clues are not in the report, so `describe()` of it lists none."""
+        tensorflow, keras, hub, installed = data["tensorflow"], data["keras"], data["hub"], data["installed"]
+        releases = frozenset(_release(text) for text in tensorflow["releases"])
+        return cls(
+            releases=releases,
+            tensorflow_text=str(tensorflow["range"]),
+            tensorflow_origin=str(tensorflow["origin"]),
+            tensorflow_source=str(tensorflow["source"]),
+            keras_major=int(keras["major"]),
+            keras_majors=frozenset(int(m) for m in keras["majors"]),
+            keras_origin=str(keras["origin"]),
+            keras_source=str(keras["source"]),
+            keras_derived=bool(keras.get("derived", False)),
+            flavour=str(keras["flavour"]),
+            hub=bool(hub["present"]),
+            hub_origin=str(hub["origin"]),
+            installed=_release(installed["tensorflow"]) if installed["tensorflow"] else None,
+            installed_keras_major=installed["keras_major"],
+            conflicts=tuple(Conflict(str(c["message"]), c.get("line")) for c in data.get("conflicts", ())),
+        )
+
+    def describe(self) -> list[str]:
+        """`check --show-target`: the target and every source considered."""
+        lines = [
+            f"  TensorFlow: {self.tensorflow_text}  [{self.tensorflow_source}: {self.tensorflow_origin}]",
+            f"    releases: {range_text(self.releases)}",
+            f"  Keras: {self.keras_major}{'' if self.keras_certain else ' (the range allows Keras 2 and 3)'}  "
+            f"[{self.keras_source}: {self.keras_origin}]",
+            f"    the file's Keras: {_FLAVOUR_TEXT[self.flavour]}",
+            f"  tensorflow-hub: {'yes' if self.hub else 'no'}  [{self.hub_origin}]",
+        ]
+        installed = release_text(self.installed) if self.installed else "not installed"
+        keras = f", this file's Keras there: {self.installed_keras_major}" if self.installed_keras_major else ""
+        lines.append(f"  installed: TensorFlow {installed}{keras}")
+        if self.project.directory is not None:
+            lines.append(f"  declared in {self.project.directory}:")
+            lines += [f"    {d.describe()}" for d in self.project.declarations]
+        else:
+            lines.append("  declared: nothing (no project file up to the project root declares TensorFlow or Keras)")
+        if self.clues:
+            lines.append("  the file's own evidence:")
+            lines += [f"    {c.text}" for c in self.clues]
+        for conflict in self.conflicts:
+            lines.append(f"  conflict: {conflict.message}")
+        return lines
+
+
+def _release(text: str) -> Release:
+    release = parse_release(str(text))
+    if release is None:
+        raise ValueError(f"not a TensorFlow release: {text!r}")
+    return release
+
+
+_FLAVOUR_TEXT = {
+    "tf_keras": "tf_keras (Keras 2 whatever the TensorFlow release)",
+    "keras": "the keras package",
+    FLAVOUR_TF_KERAS_MODULE: "tf.keras (Keras 2 before TF 2.16, Keras 3 from 2.16 unless TF_USE_LEGACY_KERAS=1)",
+}
+
+
+def resolve(project: Project, evidence: FileEvidence, overrides: Overrides | None = None) -> Target:
+    """Combine the four sources (see the module docstring)."""
+    overrides = overrides or Overrides()
+    installed = environment.tensorflow_version()
+    releases, tf_text, tf_origin, tf_source = _tensorflow_range(project, evidence, overrides, installed)
+    conflicts: list[Conflict] = []
+
+    legacy_declared = project.of(LEGACY_ENV)
+    legacy = bool(legacy_declared) or legacy_keras_env()  # the environment's variable is the weakest source
+    legacy_origin = (
+        f"{legacy_declared[0].text} at {legacy_declared[0].origin}"
+        if legacy_declared
+        else "TF_USE_LEGACY_KERAS=1 in the environment"
+    )
+    derived = _keras_of(evidence.flavour, releases, legacy, project, tf_source)
+    derived_text = _derived_text(evidence.flavour, derived, legacy, legacy_origin, releases, tf_source)
+
+    keras2, keras3 = evidence.of("keras2"), evidence.of("keras3")
+    pinned = tf_source in (CONFIG, DECLARED) or (evidence.flavour == "keras" and project.of("keras"))
+    # What the pins alone say (without the environment's TF_USE_LEGACY_KERAS), for conflicts with the code.
+    pinned_majors = _keras_of(evidence.flavour, releases, bool(legacy_declared), project, tf_source)
+    if overrides.keras_version:
+        majors, origin, source = frozenset({overrides.keras_version}), overrides.keras_version_origin, CONFIG
+    elif evidence.flavour == "tf_keras":
+        majors, origin, source = frozenset({2}), evidence.selection, FILE
+    elif keras3:
+        majors, origin, source = frozenset({3}), f"this file uses {keras3[0].text}", FILE
+        if pinned and 3 not in pinned_majors:
+            conflicts.append(
+                Conflict(
+                    f"{tf_origin} says {_range_phrase(tf_text, releases)} (Keras 2 for this file) but this file uses "
+                    f"{keras3[0].text}: judged as Keras 3",
+                    keras3[0].line,
+                )
+            )
+    elif keras2 and (not pinned or derived == {2, 3}):
+        majors, origin, source = frozenset({2}), f"this file uses {keras2[0].text}", FILE
+    else:
+        majors, origin, source = derived, derived_text, tf_source
+    derived_keras = source == tf_source and origin == derived_text
+    tf1 = evidence.of("tf1")
+    if tf1 and tf_source in (CONFIG, DECLARED) and not any(r[0] == 1 for r in releases):
+        conflicts.append(
+            Conflict(
+                f"{tf_origin} says {_range_phrase(tf_text, releases)} but this file uses {tf1[0].text}",
+                tf1[0].line,
+            )
+        )
+    major = 3 if 3 in majors else 2
+
+    hub_declared = project.of("tensorflow-hub")
+    if hub_declared:
+        hub, hub_origin = True, hub_declared[0].origin
+    elif evidence.imports_hub:
+        hub, hub_origin = True, "this file imports tensorflow_hub"
+    elif environment.hub_installed():
+        hub, hub_origin = True, "installed"
+    else:
+        hub, hub_origin = False, "not declared, imported or installed"
+
+    return Target(
+        releases=releases,
+        tensorflow_text=tf_text,
+        tensorflow_origin=tf_origin,
+        tensorflow_source=tf_source,
+        keras_major=major,
+        keras_majors=majors,
+        keras_origin=origin,
+        keras_source=source,
+        keras_derived=derived_keras,
+        flavour=evidence.flavour,
+        hub=hub,
+        hub_origin=hub_origin,
+        installed=installed,
+        installed_keras_major=_installed_keras(evidence.flavour),
+        conflicts=tuple(conflicts),
+        clues=evidence.clues,
+        project=project,
+    )
+
+
+def _tensorflow_range(
+    project: Project, evidence: FileEvidence, overrides: Overrides, installed: Release | None
+) -> tuple[frozenset[Release], str, str, str]:
+    universe = frozenset(known_releases(installed))
+    if overrides.target_tensorflow:
+        releases = releases_for(overrides.target_tensorflow) or frozenset()
+        return releases, overrides.target_tensorflow, overrides.target_tensorflow_origin, CONFIG
+    declared = project.tensorflow
+    if declared is not None:
+        releases, text, origin = declared
+        if installed is not None and installed not in TF2_RELEASES and any(r >= (2, 0) for r in releases):
+            releases = releases | _newer_allowed(installed, text)  # a future TF the specifier also allows
+        return releases & universe, text, origin, DECLARED
+    tf1 = evidence.of("tf1")
+    if tf1:
+        return frozenset(r for r in universe if r[0] == 1), "1.x", f"this file's use of {tf1[0].text}", FILE
+    if installed is not None:
+        return frozenset({installed}), release_text(installed), "the installed TensorFlow", ENVIRONMENT
+    return frozenset(TF2_RELEASES), "any", "nothing declares TensorFlow and none is installed", DEFAULT
+
+
+def _newer_allowed(installed: Release, specifier: str) -> frozenset[Release]:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        allowed = specifier == "" or SpecifierSet(specifier).contains(f"{installed[0]}.{installed[1]}.0")
+    except InvalidSpecifier:
+        allowed = False
+    return frozenset({installed}) if allowed else frozenset()
+
+
+def _keras_of(flavour: str, releases: frozenset[Release], legacy: bool, project: Project, source: str) -> frozenset:
+    if flavour == "tf_keras":
+        return frozenset({2})
+    if flavour == "keras":
+        pins = project.of("keras")
+        if pins:
+            return frozenset().union(*(keras_majors_for(d.specifier) for d in pins))
+        if source == ENVIRONMENT:
+            return frozenset({environment.standalone_keras_major() or 3})
+        return frozenset(keras_package_major(r) for r in releases) or frozenset({3})
+    return frozenset(tf_keras_major(r, legacy) for r in releases) or frozenset({3})
+
+
+def _derived_text(
+    flavour: str, majors: frozenset, legacy: bool, legacy_origin: str, releases: frozenset, source: str
+) -> str:
+    if flavour == "keras":
+        if source == ENVIRONMENT:
+            return "the installed keras package"
+        return "the keras package that comes with TF " + ("<= 2.15" if majors == {2} else ">= 2.16")
+    if majors == {2, 3}:
+        return "tf.keras is Keras 2 before TF 2.16 and Keras 3 from 2.16: the range allows both"
+    if legacy and any(r >= FIRST_KERAS3 for r in releases):
+        return f"tf.keras is tf_keras: {legacy_origin}"
+    version = "before TF 2.16" if 2 in majors else "from TF 2.16"
+    return f"tf.keras is Keras {next(iter(majors))} {version}"
+
+
+def _range_phrase(text: str, releases: frozenset[Release]) -> str:
+    return f"TensorFlow {text}" + (f" ({range_text(releases)})" if text != range_text(releases) else "")
+
+
+def _installed_keras(flavour: str) -> int | None:
+    if flavour == "tf_keras":
+        return 2
+    if flavour == "keras":
+        return environment.standalone_keras_major()
+    if environment.tensorflow_version() is None:
+        return None
+    return environment.tf_keras_version().major
+
+
+def target_for(
+    path: str, tree: ast.AST, text: str, overrides: Overrides | None = None, imports=None, nodes=None
+) -> Target:
+    """The resolved target of one file (its project's declarations are cached per directory)."""
+    return resolve(project_for(path), file_evidence(tree, text, imports, nodes), overrides)

@@ -1,0 +1,338 @@
+"""The TensorFlow/Keras target of a file: every source (configuration, each kind of project file, the file's own
+code, the installed environment), their precedence and their conflicts. The installed environment is held fixed
+(TF 2.21 with tf_keras and keras 3 unless a test says otherwise), so only the sources under test vary."""
+
+from __future__ import annotations
+
+import ast
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mpdoctor.config import Config, ConfigError, apply_overrides, load_config
+from mpdoctor.static import environment, target
+from mpdoctor.static.target import CONFIG, DECLARED, DEFAULT, ENVIRONMENT, FILE, Overrides, target_for
+
+TF_KERAS = "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(2)])\n"
+GET_SCALED_LOSS = TF_KERAS + "scaled = optimizer.get_scaled_loss(loss)\n"
+KERAS_OPS = "import tensorflow as tf\nfrom tensorflow import keras\ny = keras.ops.softmax(x)\n"
+TF1 = "import tensorflow as tf\nx = tf.placeholder(tf.float32, [None, 4])\nsess = tf.Session()\n"
+
+
+@pytest.fixture(autouse=True)
+def installed(monkeypatch):
+    """TF 2.21 installed, TF_USE_LEGACY_KERAS unset, and a fresh read of project files per test."""
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    monkeypatch.setattr(environment, "tensorflow_version", lambda: (2, 21))
+    monkeypatch.setattr(environment, "standalone_keras_major", lambda: 3)
+    target.new_run()
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    """A project root (its .git stops the search for declarations), the current directory (origins are shown
+    relative to it)."""
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def resolve(directory: Path, source: str = TF_KERAS, name: str = "model.py", **overrides):
+    path = directory / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    target.new_run()
+    return target_for(str(path), ast.parse(source), source, Overrides(**overrides))
+
+
+def releases(*minors: int, major: int = 2) -> frozenset:
+    return frozenset((major, m) for m in minors)
+
+
+# ------------------------------------------------------------------------------------------ project files
+
+
+def test_requirements_txt_pins_keras2(project):
+    (project / "requirements.txt").write_text("numpy\ntensorflow>=2.12,<2.16  # GPU box\n")
+    t = resolve(project)
+    assert t.releases == releases(12, 13, 14, 15)
+    assert (t.tensorflow_text, t.tensorflow_origin, t.tensorflow_source) == (
+        ">=2.12,<2.16",
+        "requirements.txt:2",
+        DECLARED,
+    )
+    assert t.keras_major == 2 and t.keras_certain
+
+
+def test_requirements_includes_and_constraints(project):
+    (project / "requirements").mkdir()
+    (project / "requirements" / "base.txt").write_text("tensorflow-gpu==2.4.1\n")
+    (project / "requirements-dev.txt").write_text("-r requirements/base.txt\npytest\n")
+    t = resolve(project)
+    assert t.releases == releases(4) and "requirements/base.txt:1" in t.tensorflow_origin
+    (project / "requirements" / "base.txt").unlink()
+    (project / "constraints.txt").write_text("tensorflow==2.10.1\n")
+    assert resolve(project).releases == releases(10)
+
+
+def test_pyproject_pep621_optional_groups_and_poetry(project):
+    (project / "pyproject.toml").write_text(
+        textwrap.dedent("""
+        [project]
+        name = "x"
+        dependencies = ["numpy"]
+        [project.optional-dependencies]
+        gpu = ["tensorflow[and-cuda]==2.15.*"]
+        """)
+    )
+    t = resolve(project)
+    assert t.releases == releases(15) and "[project.optional-dependencies] gpu" in t.tensorflow_origin
+    (project / "pyproject.toml").write_text('[tool.poetry.dependencies]\npython = "^3.9"\ntensorflow = "^2.10"\n')
+    assert resolve(project).releases == releases(*range(10, 22))
+    (project / "pyproject.toml").write_text(
+        '[tool.poetry.dependencies]\ntensorflow = {version = "~2.11", optional = true}\n'
+    )
+    assert resolve(project).releases == releases(11)
+
+
+def test_setup_cfg_and_setup_py_are_read_never_run(project):
+    (project / "setup.cfg").write_text("[options]\ninstall_requires =\n    numpy\n    tensorflow>=2.8,<2.10\n")
+    assert resolve(project).releases == releases(8, 9)
+    (project / "setup.cfg").unlink()
+    marker = project / "executed"
+    (project / "setup.py").write_text(
+        textwrap.dedent(f"""
+        from setuptools import setup
+        open({str(marker)!r}, "w").write("setup.py was executed")
+        REQUIRED = ["numpy", "tensorflow==2.6.2"]
+        setup(name="x", install_requires=REQUIRED + ["pillow"], extras_require={{"hub": ["tensorflow-hub"]}},
+              keywords=["tensorflow", "keras"])
+        """)
+    )
+    t = resolve(project)
+    assert t.releases == releases(6) and t.tensorflow_origin == "setup.py:4"
+    assert t.hub and t.hub_origin.startswith("setup.py")
+    assert not marker.exists()
+
+
+def test_pipfile_and_conda_environment(project):
+    (project / "Pipfile").write_text('[packages]\ntensorflow = "==2.9.0"\n')
+    assert resolve(project).releases == releases(9)
+    (project / "Pipfile").unlink()
+    (project / "environment.yml").write_text(
+        "name: x\ndependencies:\n  - python=3.8\n  - conda-forge::tensorflow-gpu=2.4\n"
+        "  - pip:\n    - tensorflow-hub==0.12\n"
+    )
+    t = resolve(project)
+    assert t.releases == releases(4) and t.tensorflow_origin == "environment.yml:4" and t.hub
+
+
+@pytest.mark.parametrize(
+    "image,expected",
+    [
+        ("nvcr.io/nvidia/tensorflow:22.12-tf2-py3", releases(10)),
+        ("nvcr.io/nvidia/tensorflow:21.04-tf2-py3", releases(4)),
+        ("nvcr.io/nvidia/tensorflow:23.03-tf1-py3", releases(15, major=1)),
+        ("tensorflow/tensorflow:2.11.0-gpu", releases(11)),
+        ("tensorflow/tensorflow:1.15.5-gpu-py3", releases(15, major=1)),
+        ("gcr.io/deeplearning-platform-release/tf2-gpu.2-8", releases(8)),
+        ("763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-training:2.13.0-gpu-py310", releases(13)),
+    ],
+)
+def test_dockerfile_from_a_tensorflow_image(project, image, expected):
+    (project / "Dockerfile").write_text(f"FROM {image}\nRUN pip install pillow\n")
+    t = resolve(project)
+    assert t.releases == expected and t.tensorflow_origin == "Dockerfile:1"
+
+
+def test_dockerfile_args_env_and_pip_install(project):
+    (project / "docker").mkdir()
+    (project / "docker" / "Dockerfile").write_text(
+        "ARG TAG=22.03-tf2-py3\nFROM nvcr.io/nvidia/tensorflow:${TAG}\nENV TF_USE_LEGACY_KERAS=1\n"
+    )
+    t = resolve(project)
+    assert t.releases == releases(8) and t.tensorflow_origin == "docker/Dockerfile:2"
+    (project / "docker" / "Dockerfile").write_text(
+        "FROM python:3.10\nRUN pip install --no-cache-dir \\\n    numpy tensorflow==2.16.1 && rm -rf /tmp\n"
+        "ENV TF_USE_LEGACY_KERAS=1\n"
+    )
+    t = resolve(project)
+    assert t.releases == releases(16) and t.keras_major == 2  # TF 2.16 with TF_USE_LEGACY_KERAS=1 declared
+    assert "TF_USE_LEGACY_KERAS" in t.keras_origin
+
+
+def test_unknown_container_tag_is_ignored_and_said(project):
+    (project / "Dockerfile").write_text("FROM nvcr.io/nvidia/tensorflow:26.01-tf2-py3\n")
+    t = resolve(project)
+    assert t.tensorflow_source == ENVIRONMENT
+    assert any("not in mpdoctor's table" in line for line in t.describe())
+
+
+def test_unpinned_dependency_means_any_release(project):
+    (project / "requirements.txt").write_text("tensorflow\n")
+    t = resolve(project)
+    assert t.releases == releases(*range(22)) and t.keras_majors == {2, 3}
+    assert t.keras_major == 3 and not t.keras_certain
+
+
+def test_closest_declaring_directory_wins_up_to_the_project_root(project):
+    (project / "requirements.txt").write_text("tensorflow>=2.16\n")
+    (project / "examples" / "old").mkdir(parents=True)
+    (project / "examples" / "old" / "requirements.txt").write_text("tensorflow==2.3.0\n")
+    assert resolve(project / "examples" / "old").releases == releases(3)
+    assert resolve(project / "src").releases == releases(*range(16, 22))
+    inner = project / "vendored"
+    inner.mkdir()
+    (inner / "setup.py").write_text("from setuptools import setup\nsetup(name='v')\n")  # a root that declares nothing
+    assert resolve(inner).tensorflow_source == ENVIRONMENT
+    utils = project / "src" / "utils"
+    utils.mkdir(parents=True)
+    (utils / "setup.py").write_text("def set_flags():\n    pass\n")  # a module named setup.py: not a root
+    assert resolve(utils).releases == releases(*range(16, 22))
+
+
+# --------------------------------------------------------------------------------------- the file's evidence
+
+
+def test_file_choosing_tf_keras_is_keras2_whatever_the_pin(project):
+    (project / "requirements.txt").write_text("tensorflow>=2.16\ntf-keras\n")
+    t = resolve(project, "import tf_keras as keras\nmodel = keras.Sequential()\n")
+    assert t.keras_major == 2 and t.keras_source == FILE and t.keras_origin == "this file imports tf_keras"
+    t = resolve(project, 'import os\nos.environ["TF_USE_LEGACY_KERAS"] = "1"\n' + TF_KERAS)
+    assert t.keras_major == 2 and t.keras_origin == "this file sets TF_USE_LEGACY_KERAS=1"
+
+
+def test_keras2_api_without_a_pin_beats_the_installed_keras3(project):
+    t = resolve(project, GET_SCALED_LOSS)
+    assert t.tensorflow_source == ENVIRONMENT and t.releases == {(2, 21)}
+    assert t.keras_major == 2 and t.keras_source == FILE and "get_scaled_loss" in t.keras_origin
+    assert t.differs_from_installed and not t.conflicts
+
+
+def test_keras2_api_under_a_keras3_pin_is_judged_keras3(project):
+    """Old code in a project pinned to Keras 3: the pin wins (MP103 reports the API), no MP003."""
+    (project / "requirements.txt").write_text("tensorflow>=2.16\n")
+    t = resolve(project, GET_SCALED_LOSS)
+    assert t.keras_major == 3 and t.keras_source == DECLARED and not t.conflicts
+
+
+def test_keras2_api_narrows_a_range_that_allows_both(project):
+    (project / "requirements.txt").write_text("tensorflow>=2.12\n")
+    t = resolve(project, GET_SCALED_LOSS)
+    assert t.keras_major == 2 and t.keras_source == FILE and t.keras_certain
+
+
+def test_keras3_api_under_a_keras2_pin_wins_and_conflicts(project):
+    """The issue's example: a pin says <2.16 but the file uses keras.ops: Keras 3, and MP003's conflict."""
+    (project / "requirements.txt").write_text("tensorflow>=2.12,<2.16\n")
+    t = resolve(project, KERAS_OPS)
+    assert t.releases == releases(12, 13, 14, 15)  # the TensorFlow range stays the pin's
+    assert t.keras_major == 3 and t.keras_source == FILE
+    [conflict] = t.conflicts
+    assert conflict.line == 3 and "requirements.txt:1" in conflict.message and "keras.ops" in conflict.message
+
+
+def test_tf1_api_gives_a_tf1_range_or_a_conflict_with_a_tf2_pin(project):
+    t = resolve(project, TF1)
+    assert t.tensorflow_source == FILE and all(r[0] == 1 for r in t.releases) and t.keras_major == 2
+    (project / "requirements.txt").write_text("tensorflow==2.4.0\n")
+    t = resolve(project, TF1)
+    assert t.releases == releases(4)
+    assert [c.line for c in t.conflicts] == [2] and "tf.placeholder" in t.conflicts[0].message
+
+
+def test_compat_v1_graph_code_is_keras2_era(project):
+    source = "import tensorflow.compat.v1 as tf\ntf.disable_v2_behavior()\nx = tf.placeholder(tf.float32)\n"
+    t = resolve(project, source)
+    assert t.keras_major == 2 and t.tensorflow_source == ENVIRONMENT  # compat.v1 runs on TF 2.21
+
+
+def test_standalone_keras_follows_its_own_pin(project):
+    (project / "requirements.txt").write_text("tensorflow==2.15.*\nkeras<3\n")
+    assert resolve(project, "import keras\nm = keras.Sequential()\n").keras_major == 2
+    (project / "requirements.txt").write_text("tensorflow==2.15.*\n")
+    assert resolve(project, "import keras\nm = keras.Sequential()\n").keras_major == 2  # keras 2.15 with TF 2.15
+
+
+# ---------------------------------------------------------------------------------------- configuration
+
+
+def test_configuration_beats_every_other_source(project):
+    (project / "requirements.txt").write_text("tensorflow==2.10\n")
+    t = resolve(project, KERAS_OPS, target_tensorflow=">=2.16", target_tensorflow_origin="--target-tensorflow")
+    assert t.tensorflow_source == CONFIG and t.releases == releases(*range(16, 22)) and not t.conflicts
+    t = resolve(project, KERAS_OPS, keras_version=2, keras_version_origin="--keras-version")
+    assert t.keras_major == 2 and t.keras_source == CONFIG and t.releases == releases(10)
+
+
+def test_target_tensorflow_option_and_key_are_validated(tmp_path):
+    config = Config()
+    apply_overrides(config, "command line", target_tensorflow="2.15")
+    assert config.target_tensorflow == "==2.15.*" and config.target_tensorflow_origin == "--target-tensorflow"
+    for bad in ("banana", ">=9", True):
+        with pytest.raises(ConfigError, match="target-tensorflow"):
+            apply_overrides(Config(), "command line", target_tensorflow=bad)
+    (tmp_path / "pyproject.toml").write_text('[tool.mpdoctor]\ntarget-tensorflow = ">=2.12,<2.16"\nkeras-version = 2\n')
+    config = load_config(tmp_path)
+    assert config.target_tensorflow == ">=2.12,<2.16" and config.keras_version == 2
+    assert config.target_tensorflow_origin.startswith("[tool.mpdoctor] target-tensorflow in ")
+
+
+def test_environment_last_and_default_when_nothing_is_installed(project, monkeypatch):
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1")
+    t = resolve(project)
+    assert t.tensorflow_source == ENVIRONMENT and t.keras_major == 2 and not t.differs_from_installed
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS")
+    monkeypatch.setattr(environment, "tensorflow_version", lambda: None)
+    t = resolve(project)
+    assert t.tensorflow_source == DEFAULT and t.keras_major == 3 and not t.keras_certain
+
+
+def test_declarations_are_cached_per_run(project):
+    (project / "requirements.txt").write_text("tensorflow==2.10\n")
+    path = project / "a.py"
+    path.write_text(TF_KERAS)
+    target.new_run()
+    first = target_for(str(path), ast.parse(TF_KERAS), TF_KERAS)
+    (project / "requirements.txt").write_text("tensorflow==2.11\n")
+    assert target_for(str(path), ast.parse(TF_KERAS), TF_KERAS).releases == first.releases  # same run: cached
+    target.new_run()
+    assert target_for(str(path), ast.parse(TF_KERAS), TF_KERAS).releases == releases(11)
+
+
+# ----------------------------------------------------------------------------------------- the command line
+
+
+def run_cli(args: list[str], cwd: Path, capsys, monkeypatch) -> tuple[int, str, str]:
+    from mpdoctor.cli import main
+
+    monkeypatch.chdir(cwd)
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_show_target_json_target_and_the_summary_line(project, capsys, monkeypatch):
+    (project / "requirements.txt").write_text("tensorflow>=2.12,<2.16\n")
+    (project / "train.py").write_text(GET_SCALED_LOSS)
+    code, out, err = run_cli(["check", "--show-target", "train.py"], project, capsys, monkeypatch)
+    assert code == 0 and err == ""
+    assert out.splitlines()[0] == "train.py"
+    assert "TensorFlow: >=2.12,<2.16  [declared: requirements.txt:1]" in out and "Keras: 2" in out
+    code, out, _ = run_cli(["check", "--no-trace", "--format", "json", "train.py"], project, capsys, monkeypatch)
+    [entry] = json.loads(out)["files"]
+    assert entry["path"] == "train.py"
+    assert entry["target"]["tensorflow"]["range"] == ">=2.12,<2.16" and entry["target"]["keras"]["major"] == 2
+    assert entry["target"]["tensorflow"]["origin"] == "requirements.txt:1"
+    code, out, _ = run_cli(["check", "--no-trace", "train.py"], project, capsys, monkeypatch)
+    assert "Target: TensorFlow >=2.12,<2.16 from requirements.txt:1 -> Keras 2 (1 file)" in out
+
+
+def test_bad_target_option_is_one_line_exit_2(project, capsys, monkeypatch):
+    (project / "m.py").write_text(TF_KERAS)
+    code, out, err = run_cli(
+        ["check", "--no-trace", "--target-tensorflow", "2.x", "m.py"], project, capsys, monkeypatch
+    )
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "target-tensorflow" in err

@@ -1,0 +1,75 @@
+"""No MP103/MP104 false positives on files that target Keras 2, with TensorFlow 2.21 installed: mpdoctor judges them
+against the target their own project declares (tests/data/target_corpus/README.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from mpdoctor.config import Config
+from mpdoctor.engine import check_paths
+from mpdoctor.static import environment
+
+CORPUS = Path(__file__).parent / "data" / "target_corpus"
+REPRO = sorted(p for p in (CORPUS / "repro").iterdir() if p.is_dir())
+MANIFEST = tomllib.loads((CORPUS / "MANIFEST.toml").read_text(encoding="utf-8"))["file"]
+VERSION_CODES = {"MP103", "MP104"}
+
+
+def findings(directory: Path, monkeypatch, paths: list[Path] | None = None):
+    monkeypatch.chdir(directory)
+    return check_paths(paths or [Path(".")], Config())
+
+
+@pytest.fixture(autouse=True)
+def installed_tensorflow_2_21(monkeypatch):
+    """The environment of the issue: a fresh venv pulled TF 2.21 (tf.keras is Keras 3 there)."""
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    monkeypatch.setattr(environment, "tensorflow_version", lambda: (2, 21))
+    monkeypatch.setattr(environment, "standalone_keras_major", lambda: 3)
+
+
+@pytest.mark.parametrize("project", REPRO, ids=[p.name for p in REPRO])
+def test_repro_corpus(project, monkeypatch):
+    report = findings(project, monkeypatch)
+    assert report.files_checked and not report.errors
+    wrong = [
+        (d.code, d.location.path, d.location.line, d.message) for d in report.diagnostics if d.code in VERSION_CODES
+    ]
+    assert wrong == []
+    # ...because each file is judged as Keras 2, from its project's declaration or (an unknown container) its code.
+    assert {t.keras_major for t in report.targets.values()} == {2}
+
+
+def test_the_repro_corpus_would_fail_against_the_installed_environment(monkeypatch):
+    """The test above can fail: judged against TF 2.21 itself, the same files get MP103."""
+    monkeypatch.chdir(REPRO[0].parent)
+    config = Config()
+    config.target_tensorflow = "==2.21.*"
+    report = check_paths([Path(".")], config)
+    assert sum(d.code == "MP103" for d in report.diagnostics) >= 10
+
+
+def test_manifest_lists_at_least_twenty_licensed_files():
+    assert len(MANIFEST) >= 20
+    for entry in MANIFEST:
+        assert entry["licence"] in ("Apache-2.0", "BSD-3-Clause", "MIT"), entry["slug"]
+        assert entry["url"].startswith(f"https://github.com/{entry['repository']}/blob/{entry['commit']}/")
+        assert entry["declarations"], entry["slug"]
+
+
+@pytest.mark.skipif(not os.environ.get("MPDOCTOR_TARGET_CORPUS"), reason="MPDOCTOR_TARGET_CORPUS not set")
+def test_real_corpus(monkeypatch):
+    root = Path(os.environ["MPDOCTOR_TARGET_CORPUS"])
+    wrong = []
+    for entry in MANIFEST:
+        path = root / entry["slug"] / entry["path"]
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"], entry["slug"]
+        report = findings(root / entry["slug"], monkeypatch, [Path(entry["path"])])
+        assert not report.errors, entry["slug"]
+        wrong += [(entry["slug"], d.code, d.location.line) for d in report.diagnostics if d.code in VERSION_CODES]
+    assert wrong == []
