@@ -23,6 +23,8 @@ from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.fixes import apply_edits, edit_spans, overlaps
 from mpdoctor.printable import escape_controls
 from mpdoctor.reads import read_bytes
+from mpdoctor.static.defuse import describe, introduced_undefined_reads
+from mpdoctor.static.simplify import simplify_artifacts
 
 MAX_ROUNDS = 10
 MAX_TRACE_ROUNDS = 3  # verified rounds: each re-traces the file
@@ -33,6 +35,7 @@ MAX_FIX_DEPTH = 300
 TOO_DEEP = "too deeply nested"
 VERIFIED = "verified"
 UNVERIFIED = "unverified (no trace pass)"
+RE_TRACED = "the trace re-ran; the training step was not compared with float32"
 
 
 @dataclass
@@ -190,7 +193,7 @@ def plan_fixes(
         taken = _compatible(text, candidates, refused)
         if not taken:
             break
-        new_text = same_line_endings(text, apply_edits(text, [e for d in taken for e in d.fix.edits]))
+        new_text = same_line_endings(text, _apply(text, taken))
         if new_text == text:
             break
         mapped = line_mapper(text, new_text)
@@ -244,34 +247,66 @@ def _too_deep(text: str) -> bool:
 
 
 def _compatible(text: str, candidates: list[Diagnostic], refused: dict) -> list[Diagnostic]:
-    """The candidates whose edits clash with no earlier one; if their result does not parse, the ones that keep it
-    parsing (one by one: rare, so the common case costs a single parse)."""
+    """The candidates whose edits clash with no earlier one and whose result passes the final checks (it parses, and
+    it reads no name where the original did not have it on every path); when the round's result fails them, the
+    candidates are tried one by one (rare, so the common case costs a single parse)."""
     taken: list[tuple[Diagnostic, list]] = []
     for d in candidates:
         spans = edit_spans(text, d.fix.edits)
         if not any(overlaps(spans, other) for _, other in taken):
             taken.append((d, spans))
-    if _parses(apply_edits(text, [e for d, _ in taken for e in d.fix.edits])):
+    before = _tree(text)
+    if _problem(text, before, [d for d, _ in taken]) is None:
         return [d for d, _ in taken]
     kept: list[Diagnostic] = []
     for d, _ in taken:
-        if _parses(apply_edits(text, [e for k in kept for e in k.fix.edits] + list(d.fix.edits))):
+        problem = _problem(text, before, [*kept, d])
+        if problem is None:
             kept.append(d)
         else:
-            refused[_key(d)] = (d, "the fixed source would not parse")
+            refused[_key(d)] = (d, problem)
     return kept
+
+
+def _apply(text: str, diagnostics: list[Diagnostic]) -> str:
+    """The text with the fixes' edits, then without the artifacts they leave (`x = x`, `a if c else a`)."""
+    return simplify_artifacts(text, _edited(text, diagnostics))
+
+
+def _edited(text: str, diagnostics: list[Diagnostic]) -> str:
+    return apply_edits(text, [e for d in diagnostics for e in d.fix.edits])
+
+
+def _problem(text: str, before: ast.Module | None, diagnostics: list[Diagnostic]) -> str | None:
+    """Why the fixes must not be applied to `text`: the result does not parse, or (the def-use guard) it reads a
+    name on a path where nothing assigned it although the original did not (a fix that rewrites the float32 branch
+    to differentiate `scaled_loss`, which only the float16 branch assigns). Checked on the edits as made and after
+    their clean-up: merging two arms that became identical leaves one read where there were two, which would hide
+    the new one from a count."""
+    edited = _edited(text, diagnostics)
+    for fixed in dict.fromkeys((edited, simplify_artifacts(text, edited))):
+        after = _tree(fixed)
+        if after is None:
+            return "the fixed source would not parse"
+        if before is not None:
+            try:
+                reads = introduced_undefined_reads(before, after)
+            except RecursionError:
+                return "the fixed source is too deeply nested to check its data flow"
+            if reads:
+                return f"the fix would read {describe(reads)}, where it is not assigned on every path reaching it"
+    return None
 
 
 def _key(d: Diagnostic) -> tuple:
     return (d.code, d.location.line, d.location.column, d.fix.description if d.fix else "")
 
 
-def _parses(text: str) -> bool:
+def _tree(text: str) -> ast.Module | None:
     try:
-        ast.parse(text)
+        return ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
+        return None
 
 
 def _must_round_trip(text: str) -> str | None:
@@ -404,6 +439,8 @@ def _fix_file(
         current, before = fixed, after
         if not trace.enabled or verification != VERIFIED:
             break
+    if result.verification == VERIFIED and any(d.fix and d.fix.changes_training for d in result.applied):
+        result.verification = RE_TRACED  # the file builds and the finding is gone: the training update is unchecked
     return result
 
 

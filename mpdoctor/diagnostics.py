@@ -62,6 +62,9 @@ class Fix:
     edits: tuple[Edit, ...]
     applicability: str = "safe"  # "safe" | "unsafe"
     cell: int | None = None  # a fix of a notebook cell: its edits are lines of that cell (see Diagnostic.cell_fix)
+    # Changes what a training step computes (loss scaling): re-tracing the file shows it builds and the finding is
+    # gone, not that the step still trains right, so such a fix is never called "verified" on that ground.
+    changes_training: bool = False
 
 
 @dataclass(frozen=True)

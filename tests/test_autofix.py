@@ -104,7 +104,7 @@ def test_diff_prints_unified_diffs_and_writes_nothing(tmp_path, capsys, monkeypa
     target = tmp_path / "seed.py"
     target.write_text(SEED)
     monkeypatch.chdir(tmp_path)
-    assert main(["check", "--diff", "--no-trace", "seed.py"]) == 1
+    assert main(["check", "--diff", "--no-trace", "--unsafe-fixes", "seed.py"]) == 1
     captured = capsys.readouterr()
     assert target.read_text() == SEED
     assert captured.out.startswith("--- a/seed.py\n+++ b/seed.py\n@@")
@@ -119,7 +119,7 @@ def test_diff_prints_unified_diffs_and_writes_nothing(tmp_path, capsys, monkeypa
             'activation="softmax"', 'activation="softmax", dtype="float32"'
         )
     )
-    assert main(["check", "--diff", "--no-trace", "seed.py"]) == 0
+    assert main(["check", "--diff", "--no-trace", "--unsafe-fixes", "seed.py"]) == 0
     captured = capsys.readouterr()
     assert captured.out == "" and "No fixes available." in captured.err
 
@@ -135,7 +135,7 @@ def test_json_after_fix_carries_applicability_and_what_was_fixed(tmp_path, capsy
     assert fixes and all(f["applicability"] in ("safe", "unsafe") and f["edits"] for f in fixes)
     assert "fixes" not in before
 
-    main(["check", "--fix", "--no-trace", "--format", "json", "seed.py"])
+    main(["check", "--fix", "--no-trace", "--unsafe-fixes", "--format", "json", "seed.py"])
     after = json.loads(capsys.readouterr().out)
     [result] = after["fixes"]
     assert result["written"] and result["verification"] == "unverified (no trace pass)"
@@ -154,7 +154,7 @@ def test_a_failed_write_leaves_the_original_intact_and_no_temporary_file(tmp_pat
 
     monkeypatch.setattr(autofix.os, "replace", refuse)
     monkeypatch.chdir(tmp_path)
-    assert main(["check", "--fix", "--no-trace", "seed.py"]) == 1
+    assert main(["check", "--fix", "--no-trace", "--unsafe-fixes", "seed.py"]) == 1
     out = capsys.readouterr().out
     assert target.read_text() == SEED
     assert sorted(p.name for p in tmp_path.iterdir()) == ["seed.py"]
@@ -162,7 +162,7 @@ def test_a_failed_write_leaves_the_original_intact_and_no_temporary_file(tmp_pat
 
     monkeypatch.undo()
     monkeypatch.chdir(tmp_path)
-    main(["check", "--fix", "--no-trace", "seed.py"])
+    main(["check", "--fix", "--no-trace", "--unsafe-fixes", "seed.py"])
     assert 'dtype="float32"' in target.read_text()
     assert stat.S_IMODE(target.stat().st_mode) == 0o640  # the mode survives the rename
     assert sorted(p.name for p in tmp_path.iterdir()) == ["seed.py"]
@@ -181,7 +181,7 @@ def test_a_file_changed_since_it_was_analysed_is_not_touched(tmp_path, monkeypat
 
     monkeypatch.setattr(autofix, "fix_file", edit_behind_our_back)
     monkeypatch.chdir(tmp_path)
-    main(["check", "--fix", "--no-trace", "seed.py"])
+    main(["check", "--fix", "--no-trace", "--unsafe-fixes", "seed.py"])
     out = capsys.readouterr().out
     assert target.read_text() == edited
     assert "changed since it was analysed; not touched" in out
@@ -250,7 +250,7 @@ def test_fix_keeps_crlf_line_endings_and_encoding_cookie(tmp_path, monkeypatch):
     target = tmp_path / "seed.py"
     target.write_bytes(text.encode("latin-1"))
     monkeypatch.chdir(tmp_path)
-    main(["check", "--fix", "--no-trace", "seed.py"])
+    main(["check", "--fix", "--no-trace", "--unsafe-fixes", "seed.py"])
     data = target.read_bytes()
     assert b"caf\xe9" in data and b'dtype="float32"),  # a float32-only SavedModel\r\n' in data
     assert b"\n" not in data.replace(b"\r\n", b"")
@@ -366,7 +366,7 @@ def test_verification_drops_only_the_fix_the_rerun_still_reports(tmp_path, monke
     target.write_text(SEED)
     diagnostics, _ = real(SEED, "seed.py", Config(), path=str(target))
     result = autofix.fix_file(
-        target, "seed.py", SEED, diagnostics, Config(), engine.TraceOptions(enabled=True), unsafe=False
+        target, "seed.py", SEED, diagnostics, Config(), engine.TraceOptions(enabled=True), unsafe=True
     )
     assert [d.code for d in result.applied] == ["MP401"] and result.verification == "verified"
     assert [(d.code, reason) for d, reason in result.not_applied] == [
@@ -376,3 +376,64 @@ def test_verification_drops_only_the_fix_the_rerun_still_reports(tmp_path, monke
     assert 'activation="softmax", dtype="float32")' in result.fixed
     assert len(runs) == 2  # the whole round, then the round without the fix that did not work
     assert target.read_text() == SEED  # planning never writes
+
+
+REFUSED = sorted(FIXES.glob("MP*/*.refused.py"))
+
+
+@pytest.mark.parametrize("source", REFUSED, ids=lambda p: f"{p.parent.name}/{p.name[:-11]}")
+def test_a_fix_that_would_be_wrong_is_refused_with_its_reason(source, tmp_path, capsys):
+    """Issue 19: loss-scaling fixes whose gradients meet something other than the LossScaleOptimizer's apply (a clip,
+    an accumulation, the inner optimizer, an unknown tape wrapper) are not made; the finding says why."""
+    text = source.read_text(encoding="utf-8")
+    reason = re.search(r"# fix-refused: (.*)", text).group(1).strip()
+    options = _options(source)
+    _, fixed = _fix(tmp_path, "step.py", text, "--unsafe-fixes", *options)
+    assert fixed == text
+    out = capsys.readouterr().out
+    assert "0 problems fixed" in out
+    assert f"not fixed automatically: {reason}" in " ".join(out.split())
+    config = Config()
+    if "--target-tensorflow" in options:
+        config.target_tensorflow = options[options.index("--target-tensorflow") + 1]
+    diagnostics, _ = check_source(text, "step.py", config)
+    assert [d for d in diagnostics if d.code == source.parent.name and "not fixed automatically" in d.message]
+    assert not [d for d in diagnostics if d.code == source.parent.name and d.fix is not None]
+
+
+def test_a_static_savedmodel_fix_says_the_layer_runs_in_float32_and_is_unsafe(tmp_path, capsys, monkeypatch):
+    """Issue 19: dtype="float32" on a SavedModel layer the static pass cannot read may turn mixed precision off for
+    the model's main compute (a whole encoder): it says so and waits for --unsafe-fixes."""
+    (tmp_path / "seed.py").write_text(SEED)
+    monkeypatch.chdir(tmp_path)
+    diagnostics, _ = check_source(SEED, "seed.py", Config())
+    [mp201] = [d for d in diagnostics if d.code == "MP201"]
+    assert mp201.fix.applicability == "unsafe"
+    assert "this layer will run in float32: all it computes loses mixed precision" in mp201.fix.description
+    main(["check", "--diff", "--no-trace", "seed.py"])
+    captured = capsys.readouterr()
+    assert 'hub.KerasLayer("/models/feature_vector", dtype="float32")' not in captured.out
+    assert "Would fix 1 problem. 1 more with --unsafe-fixes." in captured.err
+
+
+def test_a_re_traced_loss_scaling_fix_is_not_called_verified(tmp_path, monkeypatch):
+    """Issue 19: re-tracing shows the fixed file builds and the finding is gone, not that the training step still
+    moves the weights the right way: a loss-scaling fix is reported as re-traced, not "verified"."""
+    from mpdoctor import engine
+
+    real = engine.check_source
+
+    def traced(text, shown, config, path=None, trace=None, traces=None, run_from=None, project=None):
+        return real(text, shown, config, path=path)  # a stand-in trace that finds what the static pass finds
+
+    monkeypatch.setattr(engine, "check_source", traced)
+    text = (FIXES / "MP501" / "custom_loop_keras3.in.py").read_text(encoding="utf-8")
+    target = tmp_path / "loop.py"
+    target.write_text(text)
+    diagnostics, _ = real(text, "loop.py", Config(), path=str(target))
+    result = autofix.fix_file(
+        target, "loop.py", text, diagnostics, Config(), engine.TraceOptions(enabled=True), unsafe=True
+    )
+    assert [d.code for d in result.applied] == ["MP501"]
+    assert result.verification == autofix.RE_TRACED != autofix.VERIFIED
+    assert "verified" not in result.verification

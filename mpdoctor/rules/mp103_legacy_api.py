@@ -16,6 +16,7 @@ from mpdoctor.facts.tf_releases import (
 from mpdoctor.registry import absorbs_crash, define_rule, static_check
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 from mpdoctor.static.edits import after_imports, module_alias
+from mpdoctor.static.gradient_flow import refusal, scaled_consumer
 
 define_rule(
     "MP103",
@@ -78,7 +79,9 @@ define_rule(
         `set_global_policy`, `experimental.Policy` -> `Policy`, `experimental.LossScaleOptimizer(opt, "dynamic")` ->
         `LossScaleOptimizer(opt)`, `get_layer_policy(layer)` -> `layer.dtype_policy`; on Keras 3
         `opt.get_scaled_loss(loss)` -> `opt.scale_loss(loss)` and `opt.get_unscaled_gradients(grads)` -> `grads`
-        (`apply_gradients` unscales). The graph rewrite of a Keras optimizer becomes
+        (`apply_gradients` unscales), unless the gradients are clipped, accumulated, all-reduced, transformed or
+        applied through the inner optimizer before that apply (then neither half of the port is made: the finding
+        says why). The graph rewrite of a Keras optimizer becomes
         `keras.mixed_precision.LossScaleOptimizer(opt)` plus `set_global_policy("mixed_float16")` after the imports
         when the file sets no policy (unsafe: every layer then computes in float16). No fix for a fixed numeric loss
         scale, the LossScale classes or the rewrite of a TF1 optimizer in graph code (it still works there), nor
@@ -520,13 +523,23 @@ def _tf_keras_loss_scale_calls(ctx: StaticContext) -> Iterator[Diagnostic]:
     defined = {n.name for n in ctx.nodes if isinstance(n, FUNCTION_NODES)}
     confidence = Confidence.HIGH if ctx.keras_version.certain else Confidence.MEDIUM
     on = ctx.target.note() or ("" if ctx.keras_version.certain else f" (target: {ctx.target.summary()})")
+    refused = _unscaling_refusals(ctx)
     for call in ctx.calls:
         func = call.func
         if not isinstance(func, ast.Attribute) or func.attr in defined:
             continue
         single = len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred)
+        reason = refused.get(call) or refused.get(ctx.enclosing_function(call) or ctx.tree)
         if func.attr == "get_scaled_loss":
-            fix = Fix("use scale_loss", (ctx.edit(func, f"{ctx.segment(func.value)}.scale_loss"),)) if single else None
+            fix = (
+                Fix(
+                    "use scale_loss",
+                    (ctx.edit(func, f"{ctx.segment(func.value)}.scale_loss"),),
+                    changes_training=True,
+                )
+                if single
+                else None
+            )
             message = (
                 f"{ctx.segment(func)}() is the tf_keras LossScaleOptimizer API: Keras 3 optimizers have no "
                 f"get_scaled_loss (AttributeError){on}; use optimizer.scale_loss(loss)"
@@ -536,6 +549,7 @@ def _tf_keras_loss_scale_calls(ctx: StaticContext) -> Iterator[Diagnostic]:
                 Fix(
                     "drop the unscaling: apply_gradients unscales on Keras 3",
                     (ctx.edit(call, ctx.segment(call.args[0])),),
+                    changes_training=True,
                 )
                 if single
                 else None
@@ -549,7 +563,25 @@ def _tf_keras_loss_scale_calls(ctx: StaticContext) -> Iterator[Diagnostic]:
             continue
         if not ctx.keras_version.certain:
             fix = None  # scale_loss would not run on the Keras 2 part of the target
+        if fix is not None and reason:
+            fix, message = None, f"{message}; {reason}"
         yield ctx.diagnostic("MP103", call, message, confidence=confidence, fix=fix)
+
+
+def _unscaling_refusals(ctx: StaticContext) -> dict[ast.AST, str]:
+    """Why dropping a get_unscaled_gradients call would be wrong (keyed by the call, and by its function for the
+    get_scaled_loss -> scale_loss half of the same port): on Keras 3 only the LossScaleOptimizer's apply unscales,
+    so gradients that are clipped, accumulated, all-reduced or applied through the inner optimizer on the way would
+    stay 2**15 times too large there (mpdoctor.static.gradient_flow)."""
+    refused: dict[ast.AST, str] = {}
+    for call in ctx.calls:
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "get_unscaled_gradients":
+            scope = ctx.enclosing_function(call) or ctx.tree
+            reason = refusal(scaled_consumer(ctx, scope, call, call.func.value), ctx.segment(call.func.value), "MP501")
+            if reason:
+                refused[call] = reason
+                refused.setdefault(scope, reason)
+    return refused
 
 
 @absorbs_crash("MP103")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import compute_dtype, is_float, low_precision
@@ -113,7 +114,10 @@ define_rule(
         Adds `dtype="float32"` to the SavedModel layer's constructor (or replaces its float16 `dtype=`). The layer
         then casts its input to float32 and calls the SavedModel's float32 function; the layers after it still
         compute in float16. A SavedModel that really was exported in float16 would need the opposite: check its
-        signature with `saved_model_cli show --dir PATH --all`.
+        signature with `saved_model_cli show --dir PATH --all`. From the static pass alone (the SavedModel's
+        signatures not read) the fix is unsafe and says "this layer will run in float32": were the finding wrong,
+        the layer's whole computation (an encoder, say) would leave mixed precision. The trace pass reads the
+        signatures and gives the same fix as safe.
         """,
 )
 
@@ -151,8 +155,17 @@ def check_savedmodel_input_dtype(ctx: StaticContext) -> Iterable[Diagnostic]:
         )
         fix = None
         if not has_star_kwargs(layer.node):
-            fix = ctx.add_keyword_fix(
-                layer.node, "dtype", '"float32"', f'compute {layer.kind} in float32 (dtype="float32")'
+            # Unsafe: the SavedModel's signatures were not read, and if the finding is wrong the user's main compute
+            # (a whole encoder) loses mixed precision. The trace pass, which reads them, gives a safe fix instead.
+            fix = replace(
+                ctx.add_keyword_fix(
+                    layer.node,
+                    "dtype",
+                    '"float32"',
+                    f'compute {layer.kind} in float32 (dtype="float32"); this layer will run in float32: all it '
+                    "computes loses mixed precision unless its SavedModel only has float32 functions anyway",
+                ),
+                applicability="unsafe",
             )
         notes = (
             f"A Lambda or tf.cast to float32 before {layer.kind} does not help: the layer casts its input "

@@ -11,6 +11,7 @@ from mpdoctor.facts.tf_releases import FIRST_CURRENT_MIXED_PRECISION
 from mpdoctor.registry import define_rule, static_check
 from mpdoctor.static.astutil import contains
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
+from mpdoctor.static.gradient_flow import applying_consumer, refusal, scaled_consumer, tape_wrapper
 
 define_rule(
     "MP501",
@@ -82,7 +83,13 @@ define_rule(
         `scaled_loss = optimizer.scale_loss(loss)` (Keras 3) / `optimizer.get_scaled_loss(loss)` (tf_keras) at
         the end of the tape block, differentiates `scaled_loss`, and for tf_keras wraps the gradients in
         `optimizer.get_unscaled_gradients(...)`. Marked unsafe: it changes the optimizer object other code may
-        share. Otherwise no autofix.
+        share. Otherwise no autofix. Never when the gradients meet something on their way to the
+        LossScaleOptimizer's `apply_gradients` that must not see them scaled (clipping, accumulation, an
+        all-reduce, manual averaging, another function, the inner optimizer `.inner_optimizer` / `._optimizer`, a
+        tape wrapper other than Horovod's `DistributedGradientTape`): the finding then says "not fixed
+        automatically" and why; unscale the gradients before that point yourself (tf_keras:
+        `get_unscaled_gradients`; Keras 3: divide by the optimizer's loss scale and apply through the inner
+        optimizer, or clip with the optimizer's `clipnorm` / `global_clipnorm`).
         """,
 )
 
@@ -150,7 +157,8 @@ define_rule(
         Mechanical cases only: differentiate the scaled loss instead of the unscaled one; add the missing
         `scale_loss` line at the end of the tape block (Keras 3); wrap `tape.gradient(...)` in
         `get_unscaled_gradients(...)` (tf_keras, when the variables are a list or `trainable_variables`).
-        A loss scaled outside the tape, or unscaled gradients of a loss that was never scaled, get no autofix.
+        A loss scaled outside the tape, or unscaled gradients of a loss that was never scaled, get no autofix;
+        nor do gradients that meet something other than the LossScaleOptimizer's apply while scaled (see MP501).
         """,
 )
 
@@ -380,6 +388,10 @@ def _scale_call_of(ctx: StaticContext, target: ast.AST | None, loop: _Loop) -> a
         value = ctx.last_assignment(target.id, loop.gradient)
         if isinstance(value, ast.Call) and value in loop.scale_calls:
             return value
+        # `scaled_loss = optimizer.scale_loss(loss) if amp else loss`: scaled on the path that needs it (adding
+        # another scale_loss would scale that path twice)
+        if isinstance(value, ast.IfExp):
+            return next((arm for arm in (value.body, value.orelse) if arm in loop.scale_calls), None)
     return None
 
 
@@ -538,7 +550,12 @@ def _add_scaling_fix(ctx: StaticContext, loop: _Loop, optimizer: _Optimizer, *, 
         )
     if wrap:
         description = "wrap the optimizer in LossScaleOptimizer, " + description
-    return Fix(description, tuple(sorted(edits, key=lambda e: (e.line, e.column))), applicability="unsafe")
+    return Fix(
+        description,
+        tuple(sorted(edits, key=lambda e: (e.line, e.column))),
+        applicability="unsafe",
+        changes_training=True,
+    )
 
 
 @static_check("MP501", "MP502", requires=r"GradientTape")
@@ -574,18 +591,23 @@ def check_loss_scaling(ctx: StaticContext) -> Iterable[Diagnostic]:
                 continue
             if keras3 and optimizer.kind == "plain" and needs_scaling:
                 found.append(
-                    ctx.diagnostic(
-                        "MP501",
-                        loop.gradient,
-                        f"{opt_text} is a plain optimizer under a float16 policy, so scale_loss() returns the loss "
-                        f"unchanged and float16 gradients can underflow; wrap it in "
-                        f"keras.mixed_precision.LossScaleOptimizer",
-                        confidence=confidence,
-                        fix=_wrap_only_fix(ctx, optimizer),
+                    _guarded(
+                        ctx,
+                        loop,
+                        "scaled",
+                        ctx.diagnostic(
+                            "MP501",
+                            loop.gradient,
+                            f"{opt_text} is a plain optimizer under a float16 policy, so scale_loss() returns the loss "
+                            f"unchanged and float16 gradients can underflow; wrap it in "
+                            f"keras.mixed_precision.LossScaleOptimizer",
+                            confidence=confidence,
+                            fix=_wrap_only_fix(ctx, optimizer),
+                        ),
                     )
                 )
             if not keras3 and not loop.unscale_calls:
-                found.append(_unscale_missing(ctx, loop, scale_call, opt_text))
+                found.append(_guarded(ctx, loop, "unscaled", _unscale_missing(ctx, loop, scale_call, opt_text)))
             continue
         if loop.scale_calls and isinstance(target, ast.Name):
             scaled_names = _scaled_names(ctx, loop)
@@ -593,15 +615,24 @@ def check_loss_scaling(ctx: StaticContext) -> Iterable[Diagnostic]:
                 name, assign = scaled_names[0]
                 fix = None
                 if _in_block(assign, loop.with_node) or _in_block(loop.gradient, loop.with_node):
-                    fix = Fix(f"differentiate {name} instead of {target.id}", (ctx.edit(target, name),))
+                    fix = Fix(
+                        f"differentiate {name} instead of {target.id}",
+                        (ctx.edit(target, name),),
+                        changes_training=True,
+                    )
                 what = "divided by the loss scale in apply" if keras3 else "unscaled by get_unscaled_gradients"
                 found.append(
-                    ctx.diagnostic(
-                        "MP502",
-                        target,
-                        f"{loop.tape}.gradient() differentiates the unscaled `{target.id}` although `{name}` holds "
-                        f"the scaled loss: the gradients are then {what} and updates are ~32768 times too small",
-                        fix=fix,
+                    _guarded(
+                        ctx,
+                        loop,
+                        "scaled" if keras3 else "until unscaled",
+                        ctx.diagnostic(
+                            "MP502",
+                            target,
+                            f"{loop.tape}.gradient() differentiates the unscaled `{target.id}` although `{name}` holds "
+                            f"the scaled loss: the gradients are then {what} and updates are ~32768 times too small",
+                            fix=fix,
+                        ),
                     )
                 )
                 continue
@@ -615,15 +646,20 @@ def check_loss_scaling(ctx: StaticContext) -> Iterable[Diagnostic]:
                 else "the LossScaleOptimizer compile() creates under mixed_float16"
             )
             found.append(
-                ctx.diagnostic(
-                    "MP502",
-                    loop.gradient,
-                    f"{opt_text} is {origin}, whose {loop.apply.func.attr}() "  # type: ignore[attr-defined]
-                    "divides the gradients by the loss scale, "
-                    f"but the loss was never passed through {opt_text}.scale_loss(): "
-                    "updates are ~32768 times too small",
-                    confidence=Confidence.HIGH if optimizer.kind == "lso" else Confidence.MEDIUM,
-                    fix=_add_scaling_fix(ctx, loop, optimizer, wrap=False),
+                _guarded(
+                    ctx,
+                    loop,
+                    "scaled",
+                    ctx.diagnostic(
+                        "MP502",
+                        loop.gradient,
+                        f"{opt_text} is {origin}, whose {loop.apply.func.attr}() "  # type: ignore[attr-defined]
+                        "divides the gradients by the loss scale, "
+                        f"but the loss was never passed through {opt_text}.scale_loss(): "
+                        "updates are ~32768 times too small",
+                        confidence=Confidence.HIGH if optimizer.kind == "lso" else Confidence.MEDIUM,
+                        fix=_add_scaling_fix(ctx, loop, optimizer, wrap=False),
+                    ),
                 )
             )
             continue
@@ -647,19 +683,45 @@ def check_loss_scaling(ctx: StaticContext) -> Iterable[Diagnostic]:
         fixable = optimizer.kind in ("lso", "plain") or (optimizer.kind == "compiled" and policy == "mixed_float16")
         fix = _add_scaling_fix(ctx, loop, optimizer, wrap=wrap) if fixable else None
         found.append(
-            ctx.diagnostic(
-                "MP501",
-                loop.gradient,
-                f"custom training loop under {policy} without loss scaling: "
-                f"float16 gradients of `{ctx.segment(target)}` "
-                f"can underflow to zero{ctx.target.note()}; {advice}",
-                confidence=confidence,
-                fix=fix,
+            _guarded(
+                ctx,
+                loop,
+                "scaled" if keras3 else "unscaled",
+                ctx.diagnostic(
+                    "MP501",
+                    loop.gradient,
+                    f"custom training loop under {policy} without loss scaling: "
+                    f"float16 gradients of `{ctx.segment(target)}` "
+                    f"can underflow to zero{ctx.target.note()}; {advice}",
+                    confidence=confidence,
+                    fix=fix,
+                ),
             )
         )
     if not keras3:
         found += _unpaired_tf_keras_calls(ctx, loops)
     return _dedupe(found)
+
+
+def _guarded(ctx: StaticContext, loop: _Loop, mode: str, diagnostic: Diagnostic) -> Diagnostic:
+    """The finding without its fix, and the reason in its message, when the gradients meet something between the
+    tape and the LossScaleOptimizer's apply that must not see them scaled (mpdoctor.static.gradient_flow). `mode`:
+    "scaled" (after the fix they stay scaled until apply unscales them: Keras 3), "until unscaled" (scaled until a
+    get_unscaled_gradients call: tf_keras), "unscaled" (the fix unscales them where they are taken: only who
+    applies them matters)."""
+    if diagnostic.fix is None:
+        return diagnostic
+    consumer = tape_wrapper(ctx, loop.scope, loop.tape)
+    if consumer is None and mode == "unscaled":
+        consumer = applying_consumer(ctx, loop.scope, loop.gradient, loop.optimizer)
+    elif consumer is None:
+        consumer = scaled_consumer(
+            ctx, loop.scope, loop.gradient, loop.optimizer, until_unscaled=mode == "until unscaled"
+        )
+    reason = refusal(consumer, ctx.segment(loop.optimizer), diagnostic.code)
+    if reason is None:
+        return diagnostic
+    return replace(diagnostic, fix=None, message=f"{diagnostic.message}; {reason}")
 
 
 def _on_its_branch(ctx: StaticContext, loop: _Loop) -> _Loop | None:
@@ -670,6 +732,19 @@ def _on_its_branch(ctx: StaticContext, loop: _Loop) -> _Loop | None:
     unscale = [c for c in loop.unscale_calls if not _exclusive(ctx, c, loop.gradient)]
     if (loop.scale_calls or loop.unscale_calls) and not (scale or unscale):
         return None
+    # `if use_float16: ... get_unscaled_gradients(...) else: grads = tape.gradient(loss, ...)`: the other arm of an
+    # `if` around the gradient call does the scaling, so this arm is the float32 path on purpose, even when the
+    # loss is scaled under a differently spelled condition (`if FLAGS.fp16:` in the tape, `if use_fp16:` here).
+    arms = {(node, arm) for node, arm, _ in _branch_arms(ctx, loop.gradient)}
+    scaled = {name for name, _ in _scaled_names(ctx, loop)}
+    scaled_gradients = [  # Keras 3: the other arm differentiates the scaled loss (no unscaling call to see)
+        c
+        for c in _method_calls(ctx, loop.scope, "gradient")
+        if c.args and isinstance(c.args[0], ast.Name) and c.args[0].id in scaled
+    ]
+    for call in [*loop.scale_calls, *loop.unscale_calls, *scaled_gradients]:
+        if any((node, not arm) in arms for node, arm, _ in _branch_arms(ctx, call)):
+            return None
     return replace(loop, scale_calls=scale, unscale_calls=unscale)
 
 
@@ -722,6 +797,7 @@ def _wrap_only_fix(ctx: StaticContext, optimizer: _Optimizer) -> Fix | None:
         "wrap the optimizer in LossScaleOptimizer",
         (ctx.edit(optimizer.constructor, f"{spelling}({ctx.segment(optimizer.constructor)})"),),
         applicability="unsafe",
+        changes_training=True,
     )
 
 
@@ -732,6 +808,7 @@ def _unscale_missing(ctx: StaticContext, loop: _Loop, scale_call: ast.Call, opt_
         fix = Fix(
             f"unscale the gradients with {owner}.get_unscaled_gradients()",
             (ctx.edit(loop.gradient, f"{owner}.get_unscaled_gradients({ctx.segment(loop.gradient)})"),),
+            changes_training=True,
         )
     return ctx.diagnostic(
         "MP502",

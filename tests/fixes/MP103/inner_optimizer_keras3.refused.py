@@ -1,0 +1,29 @@
+# fix-options: --target-tensorflow >=2.16
+"""A tf_keras step ported to Keras 3 that applies through the inner optimizer (`opt = optimizer.inner_optimizer`),
+which does not unscale: dropping get_unscaled_gradients would apply gradients 2**15 times too large (issue 19)."""
+# fix-refused: gradients are applied through the inner optimizer (inner), which does not unscale
+import keras
+import numpy as np
+import tensorflow as tf
+
+keras.mixed_precision.set_global_policy("mixed_float16")
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16), keras.layers.Dense(1, dtype="float32")])
+optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+
+
+@tf.function
+def train_step(x, y):
+    inner = optimizer.inner_optimizer
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x) - y))
+        scaled_loss = optimizer.get_scaled_loss(loss)
+    scaled_grads = tape.gradient(scaled_loss, model.trainable_variables)
+    grads = optimizer.get_unscaled_gradients(scaled_grads)
+    inner.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+
+x_batch = np.random.RandomState(0).normal(size=(32, 8)).astype("float32")
+y_batch = np.random.RandomState(1).normal(size=(32, 1)).astype("float32")
+if __name__ == "__main__":
+    train_step(x_batch, y_batch)

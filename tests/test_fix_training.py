@@ -1,0 +1,158 @@
+"""Ground truth for loss-scaling fixes (issue 19): one training step of a fixed fixture, from the same weights as a
+float32 reference step on the same batch, must move the weights the same way (cosine > 0.99, norm ratio within
+0.5-2). And the rewrite mpdoctor refuses for a loop that clips before apply_gradients (what it wrote before issue
+19) really breaks that: its step moves the weights ~1e-4 times as far. One child per Keras version runs all cases
+(TensorFlow starts once)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+FIXES = Path(__file__).parent / "fixes"
+
+# In the child: exec each variant (a complete fixture file, `__name__` not "__main__" so it only builds), give its
+# model the reference's initial weights, run `train_step(x_batch, y_batch)` once and compare the weight updates.
+STEP = textwrap.dedent(
+    """
+    import json, os, sys
+    import numpy as np
+
+    import tensorflow as tf
+
+    def run(text, env):
+        os.environ.update(env)
+        tf.keras.mixed_precision.set_global_policy("float32")  # no policy left over from the case before
+        namespace = {"__name__": "fixture"}
+        exec(compile(text, "fixture.py", "exec"), namespace)
+        return namespace
+
+    def update(namespace, start):
+        # The first applied step: dynamic loss scaling skips a step whose scaled gradients overflow float16 and
+        # halves the scale (tf_keras starts at 2**15 and skips the first step of this model), as it should.
+        variables = namespace["model"].trainable_variables
+        for _ in range(8):
+            for variable, value in zip(variables, start):
+                variable.assign(value)
+            namespace["train_step"](namespace["x_batch"], namespace["y_batch"])
+            delta = np.concatenate([(v.numpy() - s).ravel() for v, s in zip(variables, start)]).astype("float64")
+            if np.any(delta):
+                break
+        return delta
+
+    results = {}
+    for name, case in json.loads(sys.argv[1]).items():
+        reference = run(case["reference"], case.get("reference_env", {}))
+        start = [v.numpy() for v in reference["model"].trainable_variables]
+        expected = update(reference, start)
+        try:
+            got = update(run(case["candidate"], case.get("env", {})), start)
+        except Exception as exc:
+            results[name] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+            continue
+        cosine = float(got @ expected / (np.linalg.norm(got) * np.linalg.norm(expected)))
+        results[name] = {"cosine": cosine, "ratio": float(np.linalg.norm(got) / np.linalg.norm(expected))}
+    print("RESULTS " + json.dumps(results))
+    """
+)
+
+
+def _float32(text: str) -> str:
+    return text.replace('"mixed_float16"', '"float32"')
+
+
+def _steps(cases: dict, *, legacy: bool) -> dict:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0")
+    done = subprocess.run(
+        [sys.executable, "-c", STEP, json.dumps(cases)], capture_output=True, text=True, env=env, timeout=600
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULTS ")), None)
+    assert line is not None, done.stderr[-2000:]
+    return json.loads(line[len("RESULTS ") :])
+
+
+def _agrees(result: dict) -> bool:
+    return "cosine" in result and result["cosine"] > 0.99 and 0.5 <= result["ratio"] <= 2
+
+
+def _read(name: str) -> str:
+    return (FIXES / name).read_text(encoding="utf-8")
+
+
+def test_fixed_steps_train_like_float32_keras3():
+    clipped = _read("MP501/clip_by_value_keras3.refused.py")
+    # What --fix --unsafe-fixes wrote for this loop before issue 19: wrap the optimizer, scale the loss.
+    naive = clipped.replace(
+        "optimizer = keras.optimizers.SGD(0.1)",
+        "optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.SGD(0.1))",
+    ).replace(
+        "    grads = tape.gradient(loss, model.trainable_variables)",
+        "        scaled_loss = optimizer.scale_loss(loss)\n"
+        "    grads = tape.gradient(scaled_loss, model.trainable_variables)",
+    )
+    assert naive.count("scale_loss") == 1 and "LossScaleOptimizer(" in naive
+    else_branch = _read("MP103/else_branch_keras3.out.py")
+    results = _steps(
+        {
+            "else branch, float16 path": {
+                "reference": else_branch,
+                "reference_env": {"FP16": "0"},
+                "candidate": else_branch,
+                "env": {"FP16": "1"},
+            },
+            "else branch, float32 path": {
+                "reference": _float32(else_branch),
+                "reference_env": {"FP16": "0"},
+                "candidate": else_branch,
+                "env": {"FP16": "0"},
+            },
+            "clip by value, original": {"reference": _float32(clipped), "candidate": clipped},
+            "clip by value, the refused rewrite": {"reference": _float32(clipped), "candidate": naive},
+        },
+        legacy=False,
+    )
+    print(results)  # the measured cosines and ratios (pytest -s)
+    assert _agrees(results["else branch, float16 path"]), results
+    assert _agrees(results["else branch, float32 path"]), results
+    assert _agrees(results["clip by value, original"]), results
+    refused = results["clip by value, the refused rewrite"]
+    assert refused["ratio"] < 0.01, results  # training silently stops: why the fix is refused
+
+
+def test_fixed_steps_train_like_float32_tf_keras():
+    clip_in, clip_out = (
+        _read("MP501/clip_by_global_norm_keras2.in.py"),
+        _read("MP501/clip_by_global_norm_keras2.out.py"),
+    )
+    else_in, else_out = _read("MP103/else_branch_keras2.in.py"), _read("MP103/else_branch_keras2.out.py")
+    results = _steps(
+        {
+            "clip by global norm, original": {"reference": _float32(clip_in), "candidate": clip_in},
+            "clip by global norm, fixed": {"reference": _float32(clip_in), "candidate": clip_out},
+            "else branch, original float16 path": {
+                "reference": else_in,
+                "reference_env": {"FP16": "0"},
+                "candidate": else_in,
+                "env": {"FP16": "1"},
+            },
+            "else branch, fixed float16 path": {
+                "reference": else_out,
+                "reference_env": {"FP16": "0"},
+                "candidate": else_out,
+                "env": {"FP16": "1"},
+            },
+        },
+        legacy=True,
+    )
+    print(results)  # the measured cosines and ratios (pytest -s)
+    assert "error" in results["else branch, original float16 path"], results  # the removed experimental API
+    for name in ("clip by global norm, original", "clip by global norm, fixed", "else branch, fixed float16 path"):
+        assert _agrees(results[name]), results
