@@ -66,6 +66,11 @@ def fast_float16_gpu(summaries: list) -> bool:
     )
 
 
+def selection(rule: Rule) -> set[str]:
+    """The default selection, plus the rule itself when it is opt-in (MP603)."""
+    return Config().select | {rule.code}
+
+
 @pytest.mark.parametrize(("rule", "kind"), list(cases()))
 def test_example(rule: Rule, kind: str, tmp_path, monkeypatch):
     text = example(rule, kind)
@@ -80,14 +85,16 @@ def test_example(rule: Rule, kind: str, tmp_path, monkeypatch):
         path.write_text(text + "\n", encoding="utf-8")
         monkeypatch.chdir(tmp_path)
         summaries: list = []
-        diagnostics = trace_check(path, legacy=legacy, summaries=summaries)
+        diagnostics = trace_check(path, legacy=legacy, summaries=summaries, select=selection(rule))
         if rule.code == "MP603" and kind == "bad" and fast_float16_gpu(summaries):
             pytest.skip("this machine has a GPU of compute capability >= 7.0: mixed_float16 is fast here")
     else:
         monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1" if legacy else "0")
         path = tmp_path / "example.py"
         path.write_text(text + "\n", encoding="utf-8")
-        diagnostics, error = check_source(text, "example.py", Config(), path=str(path))
+        config = Config()
+        config.select = selection(rule)
+        diagnostics, error = check_source(text, "example.py", config, path=str(path))
         assert error is None, error.render()
     found = sorted({d.code for d in diagnostics})
     flavour = "tf_keras" if legacy else "Keras 3"

@@ -306,6 +306,8 @@ def _run_child(request: dict) -> None:
         traceback.print_exc()
     finally:
         with contextlib.suppress(BaseException):
+            atexit._run_exitfuncs()  # as the interpreter's exit would: the user's handlers run (and may misbehave)
+        with contextlib.suppress(BaseException):
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
