@@ -11,6 +11,8 @@ import ast
 import os
 from collections.abc import Mapping
 
+from mpdoctor.facts.tf_releases import FIRST_KERAS3  # the TensorFlow whose tf.keras is Keras 3
+
 # ------------------------------------------------------------------------------------------- which Keras
 
 LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
@@ -213,7 +215,6 @@ def _is_keras2_base(module: str) -> bool:
 # on TF 2.13-2.14, it is the `keras` package, whose own version says which Keras it is (2.x up to TF 2.15, 3.x from
 # TF 2.16, which requires Keras 3).
 FIRST_TF_HONOURING_LEGACY_KERAS = (2, 15)
-FIRST_TF_WITH_KERAS3 = (2, 16)
 
 
 def tf_keras_package(tensorflow_version: tuple[int, int] | None, legacy: bool, tf_keras_installed: bool = True) -> str:
@@ -231,7 +232,7 @@ def tf_keras_major(
     found = version_tuple(keras_version)
     if found is not None:
         return found[0]
-    return 2 if tensorflow_version is not None and tensorflow_version < FIRST_TF_WITH_KERAS3 else 3
+    return 2 if tensorflow_version is not None and tensorflow_version < FIRST_KERAS3 else 3
 
 
 def version_tuple(version: str | None) -> tuple[int, int] | None:
