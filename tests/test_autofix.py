@@ -396,7 +396,7 @@ def test_a_fix_that_would_be_wrong_is_refused_with_its_reason(source, tmp_path, 
     config = Config()
     if "--target-tensorflow" in options:
         config.target_tensorflow = options[options.index("--target-tensorflow") + 1]
-    diagnostics, _ = check_source(text, "step.py", config)
+    diagnostics, _ = check_source(text, "step.py", config, path=str(source))  # judged as the fixtures are
     assert [d for d in diagnostics if d.code == source.parent.name and "not fixed automatically" in d.message]
     assert not [d for d in diagnostics if d.code == source.parent.name and d.fix is not None]
 

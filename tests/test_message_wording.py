@@ -136,10 +136,15 @@ CASES = {
 }
 
 
+# Rules whose two forms state different facts: MP003's static form is a pin that disagrees with the code, its trace
+# form a run that failed on an API the installed TensorFlow lacks ("cannot trace").
+DIFFERENT_FACTS = {"MP003"}
+
+
 def test_every_rule_with_both_forms_has_a_case():
     static = {code for check in static_checks() for code in check.codes}
     traced = {code for hook in hooks("trace") for code in hook.codes}
-    assert set(CASES) == static & traced
+    assert set(CASES) == (static & traced) - DIFFERENT_FACTS
 
 
 def _messages(code: str, tmp_path: Path, monkeypatch) -> tuple[str, str]:

@@ -514,10 +514,15 @@ def test_F08_signals_end_the_trace_child_and_remove_its_folder(tmp_path, monkeyp
         time.sleep(0.2)
         os.kill(os.getpid(), number)
 
+    # As in a terminal: Ctrl-C raises KeyboardInterrupt (a pytest-xdist worker runs with SIGINT ignored).
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     before = signal.getsignal(signal.SIGTERM)
     sender = threading.Thread(target=send_signal_once_running, daemon=True)
     sender.start()
-    code, _, err = run_main("check", "--trace", "--no-numerics", "m.py", cwd=tmp_path)
+    try:
+        code, _, err = run_main("check", "--trace", "--no-numerics", "m.py", cwd=tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, previous_int)
     sender.join(5)
     pid, folder = record.read_text().split(" ", 1)
     assert code == exit_code, err

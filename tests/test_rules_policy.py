@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -13,10 +14,13 @@ from mpdoctor.engine import check_source
 from mpdoctor.fixes import apply_fixes as _apply_fixes
 
 
-def run(source: str, code: str, keras_version: int | None = None):
+def run(source: str, code: str, keras_version: int | None = None, directory: Path = Path(__file__).parent):
     config = Config()
     config.keras_version = keras_version
-    diagnostics, error = check_source(textwrap.dedent(source), "model.py", config)
+    # By default in the tests folder: judged against tests/requirements.txt like the fixtures (not mpdoctor's own
+    # [tf] range).
+    path = str(directory / "model.py")
+    diagnostics, error = check_source(textwrap.dedent(source), "model.py", config, path=path)
     assert error is None, error.render()
     return [d for d in diagnostics if d.code == code]
 
@@ -395,12 +399,12 @@ def test_mp104_uncertain_version_lowers_confidence(monkeypatch, tmp_path):
         import tensorflow_hub as hub
         model = tf.keras.Sequential([hub.KerasLayer("/m", input_shape=(4,))])
     """
-    [d] = run(src, "MP104")
+    [d] = run(src, "MP104", directory=tmp_path)
     assert d.confidence == Confidence.MEDIUM
     monkeypatch.setattr(environment, "tensorflow_version", lambda: (2, 21))
     (tmp_path / "requirements.txt").write_text("tensorflow\ntensorflow-hub\n")
     target.new_run()
-    [d] = run(src, "MP104")
+    [d] = run(src, "MP104", directory=tmp_path)
     assert d.confidence == Confidence.MEDIUM and "on part of its target" in d.message
     assert "TensorFlow any version (unpinned) from requirements.txt:1" in d.message
 
