@@ -65,6 +65,12 @@ def file_legacy_keras_setting(tree: ast.AST) -> str | None:
     return "set" if "set" in found else "default" if "default" in found else None
 
 
+def file_turns_on_legacy_keras(setting: str | None, environ: Mapping[str, str]) -> bool:
+    """Whether a file's `file_legacy_keras_setting` sets TF_USE_LEGACY_KERAS=1 in `environ`: an assignment does,
+    `setdefault` only where the variable is not set already."""
+    return setting == "set" or (setting == "default" and LEGACY_KERAS_ENV not in environ)
+
+
 def imported_roots(tree: ast.AST) -> set[str]:
     """Top-level packages a file imports (`tf_keras`, `keras`, `tensorflow_hub`, ...)."""
     roots = set()

@@ -33,6 +33,8 @@ import subprocess
 import sys
 import threading
 
+from mpdoctor.trace.processes import TOKEN_VARIABLE
+
 READY = "ready"
 _ENV_SWITCH = "MPDOCTOR_FORK_SERVER"
 _MAX_SERVERS = 3  # environments kept warm at once (Keras 3 and tf_keras are two); the oldest is closed beyond
@@ -169,12 +171,13 @@ def notes() -> list[str]:
 
 
 def server_for(env: dict) -> ForkServer | None:
-    """A ready server whose TensorFlow was imported under `env` (PYTHONPATH and the trace token aside, which each
-    child sets for itself), started on first use; None when none can run here."""
+    """A ready server whose TensorFlow was imported under `env` (the trace token aside, which is each child's own;
+    PYTHONPATH included, so no file's import path reaches another file's child), started on first use; None when
+    none can run here."""
     if not available():
         note("trace: a process per file (the fork server is off: MPDOCTOR_FORK_SERVER=0, or no os.fork here)")
         return None
-    key = tuple(sorted((k, v) for k, v in env.items() if k not in _PER_CHILD))
+    key = tuple(sorted((k, v) for k, v in env.items() if k != TOKEN_VARIABLE))
     with _servers_lock:
         server = _servers.get(key)
         if server is not None and not server.alive:
@@ -200,9 +203,6 @@ def close_all() -> None:
     with _servers_lock:
         while _servers:
             _servers.popitem()[1].close()
-
-
-_PER_CHILD = frozenset({"MPDOCTOR_TRACE_TOKEN"})
 
 
 # ---------------------------------------------------------------------------------------------------- server side

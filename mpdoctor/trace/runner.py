@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpdoctor.facts.codec import SchemaError
-from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV, file_legacy_keras_setting
+from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV, file_legacy_keras_setting, file_turns_on_legacy_keras
 from mpdoctor.facts.schema import Facts
 from mpdoctor.reads import not_regular
 from mpdoctor.trace import forkserver
@@ -167,9 +167,7 @@ def _with_legacy_request(env: dict, source_path: str) -> dict:
             setting = file_legacy_keras_setting(ast.parse(handle.read()))
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return env
-    if setting == "set" or (setting == "default" and LEGACY_KERAS_ENV not in env):
-        return dict(env, **{LEGACY_KERAS_ENV: "1"})
-    return env
+    return dict(env, **{LEGACY_KERAS_ENV: "1"}) if file_turns_on_legacy_keras(setting, env) else env
 
 
 def child_command(request_path: str, result_path: str) -> list[str]:

@@ -19,6 +19,7 @@ from mpdoctor.facts.keras_semantics import (
     LEGACY_KERAS_ENV,
     TF_KERAS,
     file_legacy_keras_setting,
+    file_turns_on_legacy_keras,
     flavour_of,
     imported_roots,
     legacy_keras_env,
@@ -47,11 +48,8 @@ def flavours(tree: ast.AST, tensorflow_version: str | None = None) -> set[str]:
 def honour_legacy_request(tree: ast.AST) -> None:
     """A file that sets TF_USE_LEGACY_KERAS gets tf_keras: TensorFlow resolves `tf.keras` on first use, after the
     file set the variable, so the child (which installs its hooks before the file runs) sets it the same way."""
-    setting = file_legacy_keras_setting(tree)
-    if setting == "set":
+    if file_turns_on_legacy_keras(file_legacy_keras_setting(tree), os.environ):
         os.environ[LEGACY_KERAS_ENV] = "1"
-    elif setting == "default":
-        os.environ.setdefault(LEGACY_KERAS_ENV, "1")
 
 
 def set_global_policy(policy: str, wanted: set[str]) -> None:
