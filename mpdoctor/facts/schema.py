@@ -652,6 +652,9 @@ class Facts(FactsRecord):
     # directory.
     saved_paths: dict[str, str] = field(default_factory=dict)
     tool_failure: ToolFailure | None = None  # mpdoctor's own failure (the first): the facts are incomplete
+    # Absolute paths of what the run read besides the file (local modules, opened files, restored checkpoints,
+    # loaded SavedModels): the result cache's dependencies (mpdoctor.trace.child.inputs). ABSENT: not recorded.
+    inputs: list[str] = ABSENT
 
     def layer(self, uid: str | None) -> LayerRecord | None:
         return self.layers.get(uid) if uid else None
@@ -739,6 +742,8 @@ class TraceSummary(FactsRecord):
     models: list[ModelSummary] = field(default_factory=list)
     checkpoints: list[CheckpointSummary] = field(default_factory=list)
     savedmodels: list[SavedModelSummary] = field(default_factory=list)
+    # What the run read besides the file (Facts.inputs), for the result cache; None: unknown. Not in reports.
+    inputs: list[str] | None = field(default=None, metadata=NOT_JSON)
 
     def to_json(self) -> dict:
         data = codec.to_json(self)
@@ -771,6 +776,7 @@ class TraceSummary(FactsRecord):
                 if r.audit is not None or r.audit_error is not None
             ],
             savedmodels=[SavedModelSummary(load.api, load.handle, load.savedmodel) for load in facts.savedmodel_loads],
+            inputs=None if facts.inputs is ABSENT else list(facts.inputs),
         )
 
 
