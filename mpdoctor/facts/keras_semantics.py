@@ -269,6 +269,9 @@ def layer_policy(layer: object) -> tuple[str | None, str | None, str | None]:
 
 # --------------------------------------------------------------------------------------------- activations
 # Activations whose float16 result saturates or overflows (MP401): `activation=` strings and what they compute.
+# The scale a dynamic LossScaleOptimizer starts at, Keras 3 and tf_keras alike (their `initial_scale` default).
+INITIAL_LOSS_SCALE = 2.0**15
+
 RISKY_ACTIVATIONS = {"softmax": "softmax", "log_softmax": "log_softmax", "sigmoid": "sigmoid", "exponential": "exp"}
 # Layer classes that are activations in themselves.
 ACTIVATION_LAYERS = {
