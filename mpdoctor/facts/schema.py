@@ -597,7 +597,7 @@ class PlanRecord(FactsRecord):
     # Training files: what the training step with the plan applied (final.gradients) still needs, e.g. loss scaling
     gradient_advice: str | None = None
     model_location: SourceRef | None = None  # where the model was built (the plan's snippet goes after it)
-    flavour: str | None = None  # keras | tf_keras
+    flavour: str | None = None  # keras3 | tf_keras | keras2 (the graph's)
 
     @property
     def low_precision_share(self) -> float | None:
