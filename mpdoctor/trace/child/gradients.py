@@ -24,10 +24,17 @@ MAX_VARIABLES = 20  # per-variable rows kept: the ones with the most flushed val
 
 
 def gradient_record(
-    model, record: ModelRecord, module, numerics_request: dict | None, *, loss_scale: float | None = None
+    model,
+    record: ModelRecord,
+    module,
+    numerics_request: dict | None,
+    *,
+    loss_scale: float | None = None,
+    sample=None,
 ) -> GradientRecord | None:
-    """None when the file does not train this model (or its numerics did not run). `loss_scale`: the step as if the
-    script scaled its loss by this (`mpdoctor plan` asks what loss scaling would do for a script without it)."""
+    """None when the file does not train this model (or its numerics did not run). `mpdoctor plan` passes
+    `loss_scale` (the step as if the script scaled its loss by this: what loss scaling would do for a script without
+    it) and its `sample` batch (its configurations may leave no layer in float16, where a new sample is refused)."""
     if record.numerics is None or record.numerics.skipped or record.error is not None:
         return None
     loss, loss_name, optimizer, optimizer_name = _training(model, module)
@@ -35,7 +42,7 @@ def gradient_record(
         return None
     result = GradientRecord(policy=str(record.numerics.dtype or ""), loss=loss_name)
     try:
-        _run(model, result, loss, optimizer, optimizer_name, numerics_request, loss_scale)
+        _run(model, result, loss, optimizer, optimizer_name, numerics_request, loss_scale, sample)
     except Exception as exc:
         result.skipped = f"internal error: {type(exc).__name__}: {str(exc)[:300]}"
     return result
@@ -90,15 +97,17 @@ def _run(
     optimizer_name: str,
     numerics_request: dict | None,
     loss_scale: float | None = None,
+    sample=None,
 ) -> None:
     import numpy as np
 
-    options = numerics.options_from_request(dict(numerics_request or {}, enabled=True))
-    session = numerics.Session(model, options, None)
-    if not session.ready:
-        result.skipped = session.record.skipped or "no sample batch"
-        return
-    sample = session.sample
+    if sample is None:
+        options = numerics.options_from_request(dict(numerics_request or {}, enabled=True))
+        session = numerics.Session(model, options, None)
+        if not session.ready:
+            result.skipped = session.record.skipped or "no sample batch"
+            return
+        sample = session.sample
     kind, scale = ("assumed LossScaleOptimizer", loss_scale) if loss_scale else _scale(optimizer)
     result.loss_scaling = kind
     result.loss_scale = scale

@@ -342,7 +342,9 @@ class _Planner:
 
     def _step(self, members: set[str], policy: str, loss_scale: float | None = None) -> GradientRecord | None:
         self._apply(members, policy)
-        return gradient_record(self.model, self.record, self.module, self.numerics_request, loss_scale=loss_scale)
+        return gradient_record(
+            self.model, self.record, self.module, self.numerics_request, loss_scale=loss_scale, sample=self.sample
+        )
 
     def _gradients(self, policy: str, graph: ModelGraph) -> None:
         result = self.result
