@@ -95,7 +95,7 @@ def _run(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
                 from mpdoctor.trace.child.plan import plan_model
 
                 record = facts.models[-1]
-                record.plan = plan_model(model, record, recorder, request["plan"], request.get("numerics"))
+                record.plan = plan_model(model, record, recorder, request["plan"], request.get("numerics"), module)
     except EntryNotFound as exc:  # the command line named what the file does not define: the user's to fix
         if facts.exception is None:
             facts.exception = describe(exc, "internal", recorder)
