@@ -170,6 +170,22 @@ def test_item03_output_dtype_is_the_one_the_call_returns(keras):
     assert output.observed_dtype == "float32"
 
 
+# ------------------------------------------------------------------------------------- 6 and 8. builders
+
+
+@pytest.mark.parametrize("keras", KERAS)
+def test_item06_item08_helper_builders_are_parts_and_second_builds_keep_the_names(keras):
+    path = fixture(f"item06_helper_builders_{keras}.py")
+    ground = run_fixture(path, "softmax_layer", "encoder_output", "classifier_output")
+    # the helper's output really is float16 (what MP402 would say of it as a model of its own)
+    assert ground["encoder_output"] == "float16" and ground["classifier_output"] == "float16", ground
+    diagnostics, facts = traced(path)
+    assert_expected(path, diagnostics)
+    assert {m.name for m in facts.models} == {"classifier", "critic"}, [m.name for m in facts.models]
+    [mp401] = [d for d in diagnostics if d.code == "MP401"]
+    assert f"output `head/{ground['softmax_layer']}` of model `classifier`" in mp401.message, mp401.message
+
+
 # ------------------------------------------------------------------------------------- 10. bfloat16 wording
 
 
