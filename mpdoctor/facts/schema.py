@@ -424,6 +424,7 @@ class FirstNonFinite(FactsRecord):
     id: str
     op: str | None = None
     inputs_finite: bool = True
+    line: int | None = ABSENT  # the line of the checked file that ran that op (its innermost frame there)
 
 
 @dataclass
