@@ -574,7 +574,13 @@ def step_function(fixed: str, training: list[tuple[Diagnostic, str]]) -> tuple[s
         names.add(owner)
     if len(names) != 1:
         return None, "the training fixes are in more than one function"
-    return names.pop(), None
+    name = names.pop()
+    node = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name)
+    # Called as step(inputs, labels): a function of other parameters (a `main()`, a whole training loop) is not run.
+    required = len(node.args.posonlyargs) + len(node.args.args) - len(node.args.defaults)
+    if isinstance(node, ast.AsyncFunctionDef) or required != 2 or any(d is None for d in node.args.kw_defaults):
+        return None, f"`{name}` does not take (inputs, labels) as a training step does"
+    return name, None
 
 
 def _declared_encoding(text: str) -> str:

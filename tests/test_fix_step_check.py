@@ -97,7 +97,7 @@ def test_the_comparison_wording():
 
 
 def test_the_step_is_the_module_level_function_holding_the_fix():
-    text = "import tf\n\n\n@tf.function\ndef train_step(x):\n    return x\n\n\nfor i in range(2):\n    pass\n"
+    text = "import tf\n\n\n@tf.function\ndef train_step(x, y):\n    return x\n\n\nfor i in range(2):\n    pass\n"
 
     def at(line: int) -> Diagnostic:
         edit = Edit("f.py", line, 1, line, 1, "")
@@ -108,3 +108,6 @@ def test_the_step_is_the_module_level_function_holding_the_fix():
     assert step_function(text, [(at(4), text)]) == ("train_step", None)  # the decorator's line
     name, why = step_function(text, [(at(10), text)])
     assert name is None and "module-level function" in why
+    loop = "def train(epochs=10):\n    for i in range(epochs):\n        pass\n"
+    name, why = step_function(loop, [(at(2), loop)])
+    assert name is None and why == "`train` does not take (inputs, labels) as a training step does"
