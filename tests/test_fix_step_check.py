@@ -30,6 +30,7 @@ FILES = {
     "good_keras2.py": TESTS / "fixes" / "MP501" / "clip_by_global_norm_keras2.in.py",
     "bad_keras3.py": TESTS / "fix_steps" / "nonlinear_tape_keras3.py",
     "bad_keras2.py": TESTS / "fix_steps" / "nonlinear_tape_keras2.py",
+    "random_keras3.py": TESTS / "fix_steps" / "dropout_step_keras3.py",
 }
 
 
@@ -77,6 +78,15 @@ def test_a_fix_whose_step_does_not_train_is_not_applied_and_says_why(fixed, kera
     assert found, done.stdout + done.stderr
     assert float(found.group(1)) < 0.01  # the wrapper clips the scaled gradients: training would silently stop
     assert done.returncode == 1  # the bad files' MP501 findings remain
+
+
+def test_a_random_step_is_not_judged_and_its_fix_is_applied_as_re_traced(fixed):
+    folder, done = fixed
+    assert "scale_loss" in (folder / "random_keras3.py").read_text(encoding="utf-8")
+    assert (
+        "Fixed 1 problem in random_keras3.py (the trace re-ran; the training step was not compared with float32: "
+        "`train_step`: two float32 steps from the same weights differ (the step is random: dropout?))."
+    ) in " ".join(done.stdout.split()), done.stdout
 
 
 def test_the_comparison_wording():

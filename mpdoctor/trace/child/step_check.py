@@ -12,9 +12,9 @@ otherwise replay its float16 graph in the float32 call. Labels are zeros shaped 
 sparse if the step rejects dense ones), as MP504's step has them. The model's variables (weights, batch statistics)
 and the optimizers' (slots, iterations, the dynamic scale) are restored after each call and at the end. Dynamic
 loss scaling skips a step whose scaled gradients overflow and lowers the scale: the low-precision call is repeated
-(weights restored, the optimizer kept) until the weights move. The float32 reference runs twice: when the two
-disagree (dropout, random augmentation in the step), the step is not deterministic enough to judge and nothing is
-claimed either way.
+(weights restored, the optimizer kept) until the weights move. The float32 reference runs twice, the second time
+without restoring the model's non-trainable variables (seed states among them): when the two disagree (dropout,
+random augmentation in the step), the step is random and nothing is claimed either way.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _compare(module, models: list, record: StepCheckRecord, numerics_request: di
     optimizers = _optimizers(module)
     for optimizer in optimizers:
         _build(optimizer, variables)
-    state = _State(list(model.variables), [v for o in optimizers for v in _variables_of(o)])
+    state = _State(variables, list(model.non_trainable_variables), [v for o in optimizers for v in _variables_of(o)])
     predictions = model(session.sample, training=False)
     calls = [(session.sample, _labels(predictions, sparse)) for sparse in (False, True)]
     eager = tf.config.functions_run_eagerly()
@@ -75,8 +75,11 @@ def _compare(module, models: list, record: StepCheckRecord, numerics_request: di
             if _compute(layer) in LOW_PRECISION
         ]
         try:
-            for _ in range(2):
-                state.restore()
+            for second in (False, True):
+                # The second call keeps the model's other variables as the first left them: a random step (dropout,
+                # whose seed state is such a variable, and whose noise differs between float16 and float32 inputs)
+                # then draws anew and the two disagree.
+                state.restore(keep_model_state=second)
                 if not all(_set_scale(o, 1.0) for o in optimizers):
                     record.skipped = "the optimizer's loss scale cannot be set to 1 for the float32 reference"
                     return
@@ -112,7 +115,7 @@ def _low_precision_update(step, calls: list, variables: list, state: _State):
     error = None
     for attempt in range(1, MAX_ATTEMPTS + 1):
         for arguments in calls:
-            state.restore(weights_only=True)
+            state.restore(keep_optimizer=True)
             try:
                 step(*arguments)
             except Exception as exc:  # the other label form, or the step's own error when both fail
@@ -136,16 +139,23 @@ def _cosine(a, b) -> float:
 
 
 class _State:
-    """Values of the model's and the optimizers' variables to come back to."""
+    """Values to come back to: the trainable weights, the model's other variables (batch statistics, seed states)
+    and the optimizers' variables."""
 
-    def __init__(self, weights: list, optimizer_variables: list) -> None:
+    def __init__(self, weights: list, model_state: list, optimizer_variables: list) -> None:
         self.weights = [(v, v.numpy()) for v in _unique(weights)]
         known = {id(v) for v, _ in self.weights}
+        self.model_state = [(v, v.numpy()) for v in _unique(model_state) if id(v) not in known]
+        known |= {id(v) for v, _ in self.model_state}
         self.optimizer = [(v, v.numpy()) for v in _unique(optimizer_variables) if id(v) not in known]
 
-    def restore(self, weights_only: bool = False) -> None:
-        """`weights_only`: the model's (a skipped low-precision step keeps the scale it lowered)."""
-        for variable, value in self.weights if weights_only else self.weights + self.optimizer:
+    def restore(self, keep_optimizer: bool = False, keep_model_state: bool = False) -> None:
+        """`keep_optimizer`: a skipped low-precision step keeps the scale it lowered."""
+        for variable, value in [
+            *self.weights,
+            *(() if keep_model_state else self.model_state),
+            *(() if keep_optimizer else self.optimizer),
+        ]:
             variable.assign(value)
 
     def delta(self, variables: list):
