@@ -543,6 +543,23 @@ class GradientRecord(FactsRecord):
         return not self.skipped and self.flushed_share > GRADIENT_FLUSH_THRESHOLD
 
 
+# ------------------------------------------------------------------------------------------ fix verification
+
+
+@dataclass
+class StepCheckRecord(FactsRecord):
+    """A loss-scaling fix verified by training (issue 19): the weight update of one call of the fixed file's
+    training step function on the sample batch under its policy, against the same step from the same weights
+    with the model computing in float32 and the loss scale at 1 (what the code trains without mixed precision)."""
+
+    function: str = ""
+    skipped: str | None = None  # why the step could not be compared (then nothing is claimed either way)
+    cosine: float | None = None  # of the two updates, over the model's trainable variables
+    norm_ratio: float | None = None  # |fixed update| / |float32 update|
+    loss_scale: float = 1.0  # the scale of the low-precision step (the optimizer's, when it scales)
+    attempts: int = 0  # calls until the low-precision step moved the weights (dynamic scaling skips overflows)
+
+
 # ------------------------------------------------------------------------------------------------- plan
 
 
@@ -666,6 +683,7 @@ class Facts(FactsRecord):
     # directory.
     saved_paths: dict[str, str] = field(default_factory=dict)
     tool_failure: ToolFailure | None = None  # mpdoctor's own failure (the first): the facts are incomplete
+    step_check: StepCheckRecord | None = ABSENT  # a fix verified by training (the request asked for it)
 
     def layer(self, uid: str | None) -> LayerRecord | None:
         return self.layers.get(uid) if uid else None
@@ -753,6 +771,7 @@ class TraceSummary(FactsRecord):
     models: list[ModelSummary] = field(default_factory=list)
     checkpoints: list[CheckpointSummary] = field(default_factory=list)
     savedmodels: list[SavedModelSummary] = field(default_factory=list)
+    step_check: StepCheckRecord | None = ABSENT  # verifying a training fix: the fixed step against float32
 
     def to_json(self) -> dict:
         data = codec.to_json(self)
@@ -785,6 +804,7 @@ class TraceSummary(FactsRecord):
                 if r.audit is not None or r.audit_error is not None
             ],
             savedmodels=[SavedModelSummary(load.api, load.handle, load.savedmodel) for load in facts.savedmodel_loads],
+            step_check=facts.step_check,
         )
 
 

@@ -99,6 +99,12 @@ def _run(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
 
                 record = facts.models[-1]
                 record.plan = plan_model(model, record, recorder, request["plan"], request.get("numerics"), module)
+        if request.get("step_check"):  # verifying a loss-scaling fix: its training step against float32
+            from mpdoctor.trace.child.step_check import step_check
+
+            facts.step_check = step_check(
+                module, recorder.analysed_models, request["step_check"], request.get("numerics")
+            )
     except EntryNotFound as exc:  # the command line named what the file does not define: the user's to fix
         if facts.exception is None:
             facts.exception = describe(exc, "internal", recorder)
