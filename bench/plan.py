@@ -120,7 +120,7 @@ def measure(n: int, directory: Path) -> dict:
         reason = document.get("failure") or done.stderr.strip()[-500:]
         raise RuntimeError(f"mpdoctor plan failed on n={n}: {reason}")
     plan = document["models"][0]["plan"]
-    baseline, _ = _run(["check", "--exit-zero", "-q", "--trace-timeout", "1800", str(path)])
+    baseline, _ = _run(["check", "--no-cache", "--exit-zero", "-q", "--trace-timeout", "1800", str(path)])
     found = {layer["name"] for layer in plan["layers"]}
     return {"n": n, "plan": plan, "found": found, "seconds": seconds, "check_seconds": baseline}
 

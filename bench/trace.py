@@ -47,7 +47,7 @@ def overhead(repeat: int) -> tuple[float, float, float]:
         plain = min(
             timed([sys.executable, "-c", f"import runpy; runpy.run_path({str(script)!r})"], env) for _ in range(repeat)
         )
-        check = [sys.executable, "-m", "mpdoctor", "check", "--trace", "--exit-zero", "-q", str(script)]
+        check = [sys.executable, "-m", "mpdoctor", "check", "--trace", "--no-cache", "--exit-zero", "-q", str(script)]
         traced = min(timed(check, env) for _ in range(repeat))
         without_numerics = min(timed(check + ["--no-numerics"], env) for _ in range(repeat))
     return plain, traced, without_numerics

@@ -31,6 +31,7 @@ DEFAULT_EXCLUDE = (
     ".mypy_cache",
     ".pytest_cache",
     ".ruff_cache",
+    ".mpdoctor_cache",
     ".ipynb_checkpoints",
 )
 
@@ -55,6 +56,7 @@ KNOWN_KEYS = {
     "sample-range",
     "trace-memory",
     "jobs",
+    "cache-dir",
 }
 
 
@@ -102,6 +104,7 @@ class Config:
     numerics: NumericsConfig = field(default_factory=lambda: NumericsConfig())
     trace_memory: float | None = None  # MiB of resident memory for the trace child; None: no limit
     jobs: int | None = None  # trace children at once; None: the number of usable cores
+    cache_dir: Path | None = None  # the result cache (mpdoctor.cache); None: .mpdoctor_cache in the root
     root: Path = field(default_factory=Path.cwd)  # directory of the pyproject.toml, or cwd
     source: Path | None = None  # the pyproject.toml read, if any
 
@@ -248,6 +251,7 @@ def apply_overrides(
     sample_range=None,
     trace_memory=None,
     jobs=None,
+    cache_dir=None,
 ) -> None:
     if select is not None:  # a later layer's select starts afresh, dropping earlier ignores (ruff semantics)
         config.select = _selectors(select, f"{where} select")
@@ -308,6 +312,10 @@ def apply_overrides(
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise ConfigError(f"{where} jobs: expected a positive integer, got {jobs!r}")
         config.jobs = jobs
+    if cache_dir is not None:
+        if not isinstance(cache_dir, str) or not cache_dir:
+            raise ConfigError(f"{where} cache-dir: expected the path of a directory, got {cache_dir!r}")
+        config.cache_dir = config.root / cache_dir
 
 
 def _origin(where: str, option: str, key: str) -> str:

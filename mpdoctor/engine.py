@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 import stat
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -129,11 +130,13 @@ def check_paths(
     progress: Callable[[int, int, str], None] | None = None,
     collected: tuple[list[Path], list[FileError], list[FileError]] | None = None,
     shard: tuple[int, int] | None = None,
+    cache=None,
 ) -> Report:
     """`progress(index, total, shown)` is called before each file (the CLI draws it on a terminal). The report keeps
     the text of every file that has findings (`Report.sources`), for the renderers and --fix. `collected`: what
     `collect_files(paths, config)` returned, when the caller already walked the paths. `shard` (I, N): check only
-    the I-th of N disjoint parts of the files (`--shard`); the project analysis still reads them all."""
+    the I-th of N disjoint parts of the files (`--shard`); the project analysis still reads them all. `cache`: a
+    mpdoctor.cache.ResultCache whose entries replace checking a file that has not changed."""
     trace = trace or TraceOptions()
     targets_module.new_run()  # project files are read afresh, once per directory
     files, errors, skipped = collected or collect_files(paths, config)
@@ -172,12 +175,22 @@ def check_paths(
     def check(index: int, shown: str, source: SourceText, notebook, options: dict):
         if progress is not None:
             progress(index, len(checks), shown)
+        key = None
+        if cache is not None:
+            key, target = _cache_key(cache, shown, source, options, config)
+            cached = cache.load(key, shown) if key is not None else None
+            if cached is not None:
+                options["targets"][shown] = target
+                return cached
+        started = time.time()
         traces: list = []
         diagnostics, error = check_source(
             source.text, shown, config, path=str(source.path), trace=trace, traces=traces, **options
         )
         if notebook is not None:
             diagnostics, error = notebook.map_results(shown, source.path, diagnostics, error, traces)
+        if key is not None:
+            cache.store(key, diagnostics, error, traces, started)
         return diagnostics, error, traces
 
     jobs = trace.jobs if trace.enabled else 1  # the static pass alone is quicker in one thread
@@ -193,11 +206,25 @@ def check_paths(
         if error:
             report.errors.append(error)
     report.diagnostics.sort(key=Diagnostic.sort_key)
+    if cache is not None:
+        report.notes.append(cache.note())
     if trace.enabled:
         from mpdoctor.trace import forkserver
 
         report.notes += forkserver.notes()
     return report
+
+
+def _cache_key(cache, shown: str, source: SourceText, options: dict, config: Config):
+    """(key, target) of a file for the result cache; (None, None) for a file that does not parse (never cached)."""
+    tree = options["tree"]
+    if tree is None:
+        tree, _error = parse_source(source.text, shown)
+        if tree is None:
+            return None, None
+        options["tree"] = tree  # parsed once
+    target = targets_module.target_for(str(source.path), tree, source.text, settings_for(config).overrides)
+    return cache.key(shown, source.path, source.text, target, options["project"]), target
 
 
 def usable_cores() -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import os
 import re
 import sys
 from pathlib import Path
@@ -18,6 +19,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+# Every run of the suite computes its results: a result replayed from the cache would hide what a test checks (that
+# --jobs traces in parallel, what a stand-in child reports). tests/test_cache.py turns the cache on where it tests it.
+os.environ["MPDOCTOR_NO_CACHE"] = "1"
 
 _TF_PACKAGES = ("tensorflow", "tf_keras", "keras", "numpy", "h5py", "tensorflow_hub")
 _SKIPS_WITHOUT_TF = re.compile(r"importorskip\(\s*[\"'](?:{})[\"']".format("|".join(_TF_PACKAGES)))

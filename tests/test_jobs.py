@@ -74,3 +74,25 @@ def test_ctrl_c_ends_every_child_of_a_parallel_run(tmp_path):
 def test_a_bad_jobs_value_is_a_usage_error(tmp_path, value):
     result = mpdoctor("check", "--no-trace", "--jobs", value, ".", cwd=tmp_path)
     assert result.returncode == 2 and "--jobs" in result.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sweep reads /proc")
+@pytest.mark.parametrize("spared", [True, False])
+def test_a_trace_that_ends_spares_a_fork_server_started_meanwhile(spared):
+    """A server started for another environment while a trace runs (--jobs 2 over a Keras 3 and a tf_keras file) is
+    a child of mpdoctor started after that trace's child: the trace's end must not sweep it up as an orphan of its
+    model code. Unspared, such a process is swept (the sweep is real)."""
+    from mpdoctor.trace.processes import ProcessTree, spare
+
+    with ProcessTree([sys.executable, "-c", "import time; time.sleep(1)"], env=dict(os.environ)) as tree:
+        helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+        if spared:
+            spare(helper.pid)
+        tree.supervise(30)
+    try:
+        if not spared:  # the sweep kills it as the tree ends; give the kill a moment to land
+            wait_for(lambda: helper.poll() is not None, 10, "the unspared process to be swept")
+        assert (helper.poll() is None) is spared
+    finally:
+        kill_quietly(helper.pid)
+        helper.wait()

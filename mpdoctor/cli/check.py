@@ -14,6 +14,8 @@ from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from mpdoctor.printable import escape_controls
 from mpdoctor.writes import write_atomic
 
+NO_CACHE_VARIABLE = "MPDOCTOR_NO_CACHE"  # as --no-cache (ruff's RUFF_NO_CACHE): test suites and one-off runs
+
 
 def add_parser(sub) -> None:
     from mpdoctor.report import FORMATS
@@ -126,6 +128,17 @@ def add_parser(sub) -> None:
         type=_shard,
         metavar="I/N",
         help="check only part I of N (CI matrix jobs; combine their --format json reports with `mpdoctor merge`)",
+    )
+    cache = check.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--cache-dir",
+        type=Path,
+        metavar="DIR",
+        help="where the result cache lives (default: $MPDOCTOR_CACHE_DIR, [tool.mpdoctor] cache-dir, else "
+        ".mpdoctor_cache in the project root)",
+    )
+    cache.add_argument(
+        "--no-cache", action="store_true", help="check every file afresh: neither read nor write the result cache"
     )
     check.add_argument("--config", type=Path, metavar="FILE", help="read [tool.mpdoctor] from this pyproject.toml")
     check.add_argument("-q", "--quiet", action="store_true", help="no summary line")
@@ -282,7 +295,15 @@ def run_check(args) -> int:
         if output is not None and any(_same_file(output, path) for path in checked):
             return _error(f"{output}: is one of the files being checked; not overwritten ({option})")
     progress = Progress.for_stream(sys.stderr, tracing)
-    report = check_paths(paths, config, options, progress=progress, collected=collected, shard=args.shard)
+    report = check_paths(
+        paths,
+        config,
+        options,
+        progress=progress,
+        collected=collected,
+        shard=args.shard,
+        cache=_result_cache(args, config, options),
+    )
     if progress is not None:
         progress.clear()
     if baseline_keys is not None:
@@ -316,6 +337,18 @@ def run_check(args) -> int:
             return EXIT_ERROR if report.errors else (EXIT_FINDINGS if count else EXIT_OK)
 
     return deliver(report, args, config, refuse=checked)
+
+
+def _result_cache(args, config, options):
+    """The result cache when the trace runs (it caches the static and trace result of a file as one): a file's static
+    pass alone costs about what reading its entry would. --fix is served from it too: an entry is keyed on the
+    file's text, so its fixes are the ones a fresh run computes for that text, and fix_report re-traces each fixed
+    text before writing it either way."""
+    if args.no_cache or os.environ.get(NO_CACHE_VARIABLE, "") not in ("", "0") or not options.enabled:
+        return None
+    from mpdoctor.cache import ResultCache, cache_directory
+
+    return ResultCache(cache_directory(args.cache_dir, config.cache_dir, config.root), config, options)
 
 
 def deliver(report, args, config, refuse=()) -> int:

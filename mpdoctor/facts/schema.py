@@ -684,6 +684,9 @@ class Facts(FactsRecord):
     saved_paths: dict[str, str] = field(default_factory=dict)
     tool_failure: ToolFailure | None = None  # mpdoctor's own failure (the first): the facts are incomplete
     step_check: StepCheckRecord | None = ABSENT  # a fix verified by training (the request asked for it)
+    # Absolute paths of what the run read besides the file (local modules, opened files, restored checkpoints,
+    # loaded SavedModels): the result cache's dependencies (mpdoctor.trace.child.inputs). ABSENT: not recorded.
+    inputs: list[str] = ABSENT
 
     def layer(self, uid: str | None) -> LayerRecord | None:
         return self.layers.get(uid) if uid else None
@@ -772,6 +775,8 @@ class TraceSummary(FactsRecord):
     checkpoints: list[CheckpointSummary] = field(default_factory=list)
     savedmodels: list[SavedModelSummary] = field(default_factory=list)
     step_check: StepCheckRecord | None = ABSENT  # verifying a training fix: the fixed step against float32
+    # What the run read besides the file (Facts.inputs), for the result cache; None: unknown. Not in reports.
+    inputs: list[str] | None = field(default=None, metadata=NOT_JSON)
 
     def to_json(self) -> dict:
         data = codec.to_json(self)
@@ -805,6 +810,7 @@ class TraceSummary(FactsRecord):
             ],
             savedmodels=[SavedModelSummary(load.api, load.handle, load.savedmodel) for load in facts.savedmodel_loads],
             step_check=facts.step_check,
+            inputs=None if facts.inputs is ABSENT else list(facts.inputs),
         )
 
 

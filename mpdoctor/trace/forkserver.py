@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 
-from mpdoctor.trace.processes import TOKEN_VARIABLE
+from mpdoctor.trace.processes import TOKEN_VARIABLE, spare
 
 READY = "ready"
 _ENV_SWITCH = "MPDOCTOR_FORK_SERVER"
@@ -78,6 +78,7 @@ class ForkServer:
             env=env,
             start_new_session=True,  # Ctrl-C reaches mpdoctor, which ends the children; the server follows
         )
+        spare(self._process.pid)  # a trace ending meanwhile must not take it for an orphan of its model code
         self._lock = threading.Condition()
         self._ids = itertools.count()
         self._answers: dict[int, dict] = {}

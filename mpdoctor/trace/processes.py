@@ -42,6 +42,16 @@ _PROC = "/proc"
 
 _live_lock = threading.Lock()
 _live: set[int] = set()  # pids of the children of live ProcessTrees: never claimed as another tree's orphan
+# pids of mpdoctor's own helpers (the fork servers): children of mpdoctor that no tree may claim as an orphan of its
+# model code, even when started after the tree's child (a server for another environment, started while a Keras 3
+# file is traced beside a tf_keras one, was swept up and killed while it imported TensorFlow).
+_own_helpers: set[int] = set()
+
+
+def spare(pid: int) -> None:
+    """Never end `pid` when a tree ends: it is mpdoctor's own helper process, not what a trace started."""
+    with _live_lock:
+        _own_helpers.add(pid)
 
 
 class Terminated(BaseException):
@@ -216,7 +226,7 @@ class ProcessTree:
         me = os.getpid()
         members: set[int] = set()
         with _live_lock:
-            others = _live - {self.pid}
+            others = (_live | _own_helpers) - {self.pid}
         for pid, (_state, ppid, session, started) in table.items():
             if pid == self.pid or pid == me or pid in others:
                 continue

@@ -116,6 +116,7 @@ def _normalise(value):
 
 def _run(args: list[str], legacy: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_USE_LEGACY_KERAS=legacy, TF_CPP_MIN_LOG_LEVEL="3", NO_COLOR="1", COLUMNS="200")
+    env["MPDOCTOR_NO_CACHE"] = "1"  # the snapshot records what a run computes, never a replay
     env.pop("FORCE_COLOR", None)
     return subprocess.run(
         [sys.executable, "-m", "mpdoctor", "check", *args],

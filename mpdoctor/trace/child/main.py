@@ -20,7 +20,7 @@ import os
 import sys
 
 from mpdoctor.facts.schema import ExceptionRecord, Facts, new_facts
-from mpdoctor.trace.child import dry_run, hooks, keras_adapter, manual_restores
+from mpdoctor.trace.child import dry_run, hooks, inputs, keras_adapter, manual_restores
 from mpdoctor.trace.child.analysis import (
     analyse_model,
     collect,
@@ -46,6 +46,7 @@ def main(argv: list[str]) -> int:
         keras_adapter.check_unhooked(recorder)
     try:
         collect(recorder, facts)
+        facts.inputs = inputs.collect(facts, request["file"], os.path.dirname(os.path.abspath(result_path)))
     except BaseException as exc:
         recorder.failed("child", "collecting the facts", exc)
     facts.tool_failure = recorder.tool_failure
@@ -82,6 +83,7 @@ def _run(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
         recorder.extra_checkpoints = request.get("checkpoints") or []
         if request.get("notebook"):
             _notebook_builtins()
+        inputs.start()  # after TensorFlow's own imports: what the user's code reads from here on
         module = _import_user_file(request["file"], facts, recorder, request.get("source_file"))
         facts.layers_created_on_import = len(recorder.layers)
         models = discover(
