@@ -31,6 +31,31 @@ FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
+def _node_fields(cls: type) -> tuple[str, ...]:
+    """The fields of an ast class that may hold nodes. `ctx` (Load/Store/Del) is left out: those are shared
+    singletons, never a construct of their own, and about a fifth of all nodes."""
+    fields = _NODE_FIELDS[cls] = tuple(name for name in cls._fields if name != "ctx")
+    return fields
+
+
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """ast.iter_child_nodes without its two generators (the walk of every file is the static pass's largest
+    cost) and without the expression contexts."""
+    found = []
+    cls = type(node)
+    fields = _NODE_FIELDS.get(cls)
+    for name in fields if fields is not None else _node_fields(cls):
+        value = getattr(node, name, None)
+        if isinstance(value, list):
+            found += [item for item in value if isinstance(item, ast.AST)]
+        elif isinstance(value, ast.AST):
+            found.append(value)
+    return found
+
+
 def policy_confidence(policies: Iterable[str | None]) -> Confidence:
     """HIGH when every policy the node may run under is float16, MEDIUM when some run may be float32."""
     return Confidence.HIGH if all(is_float16_compute(p) for p in policies) else Confidence.MEDIUM
@@ -91,7 +116,7 @@ class StaticContext:
             parent, members = stack.pop()
             if isinstance(parent, _SCOPE_NODES):
                 members = scope_nodes[parent] = []
-            for child in ast.iter_child_nodes(parent):
+            for child in child_nodes(parent):
                 parents[child] = parent
                 nodes.append(child)
                 members.append(child)
@@ -170,12 +195,12 @@ class StaticContext:
         nodes = self._scope_nodes.get(scope)
         if nodes is None:  # any other subtree: walk it now
             nodes = []
-            stack = list(ast.iter_child_nodes(scope))
+            stack = child_nodes(scope)
             while stack:
                 node = stack.pop()
                 nodes.append(node)
                 if not isinstance(node, _SCOPE_NODES):
-                    stack.extend(ast.iter_child_nodes(node))
+                    stack.extend(child_nodes(node))
         return nodes
 
     def _assignments(self, scope: ast.AST) -> dict[str, list[tuple[int, ast.AST]]]:
