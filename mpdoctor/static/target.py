@@ -118,11 +118,14 @@ _TF1_ONLY = (
     "tf.train.GradientDescentOptimizer",
     "tf.train.MomentumOptimizer",
 )
-# A file without any of these spellings has no clue: the walk of its whole tree is skipped.
+# A file without any of these spellings has no clue: the walk of its whole tree is skipped. Every clue's name is
+# made of identifiers the file spells (imports only rename the roots: mpdoctor.static.names), so each clue has a
+# word here: `experimental` for keras.mixed_precision.experimental (not `mixed_precision`, which every file that
+# sets a policy has), the optimizer's own name for tf.train.AdamOptimizer (also when imported from tf.train).
 _CLUE_TEXT = re.compile(
-    r"get_scaled_loss|get_unscaled_gradients|scale_loss|mixed_precision|\bops\b|set_dtype_policy|DTypePolicy|"
+    r"get_scaled_loss|get_unscaled_gradients|scale_loss|experimental|\bops\b|set_dtype_policy|DTypePolicy|"
     r"dtype_policies|TFSMLayer|SeedGenerator|compat|contrib|Session|placeholder|get_variable|variable_scope|"
-    r"global_variables_initializer|train\.\w+Optimizer"
+    r"global_variables_initializer|AdamOptimizer|GradientDescentOptimizer|MomentumOptimizer"
 )
 # Imports below the module's top-level statements (in a function): only then are imports looked for everywhere.
 _NESTED_IMPORT = re.compile(r"^[ \t]+(?:import|from)\s", re.MULTILINE)
@@ -134,7 +137,7 @@ def file_evidence(tree: ast.AST, text: str, imports: ImportMap | None = None, no
     legacy = file_legacy_keras_setting(tree) if "TF_USE_LEGACY_KERAS" in text else None
     if nodes is not None:
         nodes = list(nodes)
-    elif _CLUE_TEXT.search(text) or (_NESTED_IMPORT.search(text) and "keras" in text):
+    elif _CLUE_TEXT.search(text) or (_NESTED_IMPORT.search(text) and ("keras" in text or "hub" in text)):
         nodes = list(ast.walk(tree))
     else:
         nodes = _top_level_imports(tree)
