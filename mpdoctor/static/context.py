@@ -152,6 +152,25 @@ class StaticContext:
             result = self._resolved[node] = self.imports.resolve(node)
             return result
 
+    @functools.cached_property
+    def imported_names(self) -> list[tuple[ast.AST, str]]:
+        """Every whole Name/Attribute chain rooted in an import (`tf.keras.layers.Dense`, not its inner `tf.keras`)
+        with its canonical name, in source order. Found from the Name nodes that are imported aliases, climbing
+        to the top of their chain: a rule looking for an API by name need not visit every node."""
+        aliases, parents = self.imports.aliases, self.parents
+        found = []
+        for root in self.nodes_of(ast.Name):
+            if root.id not in aliases:
+                continue
+            node, parent = root, parents.get(root)
+            while isinstance(parent, ast.Attribute) and parent.value is node:
+                node, parent = parent, parents.get(parent)
+            name = self.resolve(node)
+            if name:
+                found.append((node, name))
+        found.sort(key=lambda item: (item[0].lineno, item[0].col_offset))
+        return found
+
     def call_name(self, call: ast.Call) -> str | None:
         return self.resolve(call.func)
 
