@@ -111,19 +111,28 @@ class StaticContext:
         self.nodes: list[ast.AST] = []  # every node below the module, parents before children
         self._scope_nodes: dict[ast.AST, list[ast.AST]] = {tree: []}
         stack: list[tuple[ast.AST, list[ast.AST]]] = [(tree, self._scope_nodes[tree])]
-        parents, nodes, scope_nodes = self.parents, self.nodes, self._scope_nodes
-        while stack:
+        self._by_type: dict[type, list[ast.AST]] = {}
+        parents, nodes, scope_nodes, by_type = self.parents, self.nodes, self._scope_nodes, self._by_type
+        node_class = ast.AST
+        while stack:  # child_nodes() inlined: a call per node costs a tenth of the walk
             parent, members = stack.pop()
             if isinstance(parent, _SCOPE_NODES):
                 members = scope_nodes[parent] = []
-            for child in child_nodes(parent):
-                parents[child] = parent
-                nodes.append(child)
-                members.append(child)
-                stack.append((child, members))
-        self._by_type: dict[type, list[ast.AST]] = {}
-        for node in nodes:
-            self._by_type.setdefault(type(node), []).append(node)
+            cls = type(parent)
+            fields = _NODE_FIELDS.get(cls)
+            for name in fields if fields is not None else _node_fields(cls):
+                value = getattr(parent, name, None)
+                for child in value if isinstance(value, list) else (value,):
+                    if isinstance(child, node_class):
+                        parents[child] = parent
+                        nodes.append(child)
+                        members.append(child)
+                        stack.append((child, members))
+                        kind = type(child)
+                        if kind in by_type:
+                            by_type[kind].append(child)
+                        else:
+                            by_type[kind] = [child]
         self.calls: list[ast.Call] = sorted(self.nodes_of(ast.Call), key=lambda c: (c.lineno, c.col_offset))
         import_nodes = self.nodes_of(ast.Import, ast.ImportFrom)
         self.imports = ImportMap(sorted(import_nodes, key=lambda n: (n.lineno, n.col_offset)))
