@@ -42,6 +42,7 @@ from mpdoctor.facts.tf_releases import (
     release_text,
     tf_keras_major,
 )
+from mpdoctor.spellings import Spellings
 from mpdoctor.static import environment
 from mpdoctor.static.declared import (
     LEGACY_ENV,
@@ -122,7 +123,7 @@ _TF1_ONLY = (
 # made of identifiers the file spells (imports only rename the roots: mpdoctor.static.names), so each clue has a
 # word here: `experimental` for keras.mixed_precision.experimental (not `mixed_precision`, which every file that
 # sets a policy has), the optimizer's own name for tf.train.AdamOptimizer (also when imported from tf.train).
-_CLUE_TEXT = re.compile(
+_CLUE_TEXT = Spellings(
     r"get_scaled_loss|get_unscaled_gradients|scale_loss|experimental|\bops\b|set_dtype_policy|DTypePolicy|"
     r"dtype_policies|TFSMLayer|SeedGenerator|compat|contrib|Session|placeholder|get_variable|variable_scope|"
     r"global_variables_initializer|AdamOptimizer|GradientDescentOptimizer|MomentumOptimizer"
@@ -137,7 +138,7 @@ def file_evidence(tree: ast.AST, text: str, imports: ImportMap | None = None, no
     legacy = file_legacy_keras_setting(tree) if "TF_USE_LEGACY_KERAS" in text else None
     if nodes is not None:
         nodes = list(nodes)
-    elif _CLUE_TEXT.search(text) or (_NESTED_IMPORT.search(text) and ("keras" in text or "hub" in text)):
+    elif _CLUE_TEXT.found_in(text) or (_NESTED_IMPORT.search(text) and ("keras" in text or "hub" in text)):
         nodes = list(ast.walk(tree))
     else:
         nodes = _top_level_imports(tree)
@@ -157,7 +158,7 @@ def file_evidence(tree: ast.AST, text: str, imports: ImportMap | None = None, no
     else:
         flavour, selection = FLAVOUR_TF_KERAS_MODULE, ""
     clues: dict[tuple[str, str], Clue] = {}
-    if _CLUE_TEXT.search(text):
+    if _CLUE_TEXT.found_in(text):
         for clue in _clues(nodes, imports):
             clues.setdefault((clue.kind, clue.what), clue)
     hub = any(m == "tensorflow_hub" or m.startswith("tensorflow_hub.") for m in imports.modules)
