@@ -307,6 +307,22 @@ def test_environment_last_and_default_when_nothing_is_installed(project, monkeyp
     assert t.tensorflow_source == DEFAULT and t.keras_major == 3 and not t.keras_certain
 
 
+def test_declarations_of_a_linked_file_are_those_beside_its_real_file(project):
+    """Directories are resolved once per run; a file that is a link to another directory still gets the
+    declarations of the directory it really is in."""
+    (project / "real").mkdir()
+    (project / "real" / "requirements.txt").write_text("tensorflow==2.10\n")
+    (project / "real" / "model.py").write_text(TF_KERAS)
+    (project / "linked").mkdir()
+    (project / "linked" / "requirements.txt").write_text("tensorflow==2.12\n")
+    (project / "linked" / "beside.py").write_text(TF_KERAS)
+    (project / "linked" / "model.py").symlink_to(project / "real" / "model.py")
+    target.new_run()
+    beside = target_for(str(project / "linked" / "beside.py"), ast.parse(TF_KERAS), TF_KERAS)
+    linked = target_for(str(project / "linked" / "model.py"), ast.parse(TF_KERAS), TF_KERAS)
+    assert beside.releases == releases(12) and linked.releases == releases(10)
+
+
 def test_declarations_are_cached_per_run(project):
     (project / "requirements.txt").write_text("tensorflow==2.10\n")
     path = project / "a.py"

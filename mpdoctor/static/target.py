@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -283,7 +284,21 @@ def _project(directory: str, generation: int) -> Project:
 def project_for(path: str) -> Project:
     """The declarations that count for a file: those of the closest directory, from the file's own upwards to the
     project root (a directory with .git, pyproject.toml, setup.py or setup.cfg), that declares anything."""
-    return _project(str(Path(path).resolve().parent), _generation)
+    return _project(_real_directory(path), _generation)
+
+
+def _real_directory(path: str) -> str:
+    """`Path(path).resolve().parent`, resolving each directory once per run: a file of a tree of thousands
+    costs one lstat (is it a link to elsewhere?) instead of one per component of its path."""
+    if os.path.islink(path):
+        return str(Path(path).resolve().parent)
+    directory = os.path.dirname(path)  # not normalised: `link/..` must be resolved as the file system has it
+    return _resolved_directory(os.path.join(os.getcwd(), directory), _generation)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved_directory(directory: str, generation: int) -> str:
+    return str(Path(directory).resolve())
 
 
 # ---------------------------------------------------------------------------------------------- the target
