@@ -4,6 +4,7 @@ renderers use it instead, for speed)."""
 from __future__ import annotations
 
 import enum
+import io
 import json
 import math
 from pathlib import Path
@@ -12,8 +13,8 @@ import pytest
 
 from mpdoctor.config import Config
 from mpdoctor.engine import check_paths
-from mpdoctor.report import json_format, sarif
-from mpdoctor.report.json_text import dumps_indented
+from mpdoctor.report import json_format, json_text, sarif
+from mpdoctor.report.json_text import dumps_indented, write_indented
 
 HERE = Path(__file__).parent
 
@@ -74,3 +75,12 @@ def test_reports_of_the_fixtures_render_as_before():
     for module in (json_format, sarif):
         document = module.to_dict(report)
         assert dumps_indented(document) == json.dumps(document, indent=2)
+
+
+def test_written_in_pieces_the_text_is_the_same(monkeypatch):
+    """write_indented writes every few thousand pieces (memory stays bounded); pieces of 3 here."""
+    monkeypatch.setattr(json_text, "_FLUSH_AT", 3)
+    value = {"diagnostics": [{"code": f"MP{i}", "edits": [[i, "x"], {}]} for i in range(20)], "empty": []}
+    stream = io.StringIO()
+    write_indented(value, stream)
+    assert stream.getvalue() == json.dumps(value, indent=2)

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from mpdoctor.diagnostics import Severity
 from mpdoctor.fingerprints import fingerprint_materials, posix_path
-from mpdoctor.report.json_text import dumps_indented
+from mpdoctor.report.json_text import write_indented
 from mpdoctor.report.sarif import cell_prefix
 
 SEVERITIES = {Severity.ERROR: "critical", Severity.WARNING: "major", Severity.INFO: "info"}
@@ -53,4 +53,5 @@ def to_list(report) -> list[dict]:
 
 
 def render(report, stream: TextIO, **_options) -> None:
-    stream.write(dumps_indented(to_list(report)) + "\n")  # one write of the whole text: see json_text
+    write_indented(to_list(report), stream)
+    stream.write("\n")

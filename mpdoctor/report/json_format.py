@@ -7,7 +7,7 @@ from typing import TextIO
 from mpdoctor._version import __version__
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.registry import rule_name
-from mpdoctor.report.json_text import dumps_indented
+from mpdoctor.report.json_text import write_indented
 
 SCHEMA_VERSION = 1
 
@@ -70,4 +70,5 @@ def to_dict(report) -> dict:
 
 
 def render(report, stream: TextIO, **_options) -> None:
-    stream.write(dumps_indented(to_dict(report)) + "\n")  # one write of the whole text: see json_text
+    write_indented(to_dict(report), stream)
+    stream.write("\n")

@@ -1,16 +1,19 @@
-"""`json.dumps(value, indent=2)`, the same text, several times faster.
+"""`json.dump(value, stream, indent=2)`, the same text, several times faster.
 
 The standard library encodes with its C encoder only without `indent`; with it, every value passes through three
-nested Python generators and `json.dump` writes each piece to the stream separately. On a report with thousands of
-findings that was a quarter of a static run (bench/static.py, "directory of 2,000 files"). Strings still go
-through the C quoting function; tests/test_json_text.py compares the output with the standard library's.
+nested Python generators and `json.dump` writes each piece to the stream separately (a million writes). On a
+report with thousands of findings that was a quarter of a static run (bench/static.py, "directory of 2,000
+files"). Strings still go through the C quoting function; tests/test_json_text.py compares the output with the
+standard library's.
 """
 
 from __future__ import annotations
 
 from json.encoder import encode_basestring_ascii as _quoted
+from typing import TextIO
 
 _INFINITY = float("inf")
+_FLUSH_AT = 8192  # pieces held before a write_indented writes them
 
 
 def dumps_indented(value: object) -> str:
@@ -18,6 +21,26 @@ def dumps_indented(value: object) -> str:
     parts: list[str] = []
     _encode(value, parts, "\n")
     return "".join(parts)
+
+
+def write_indented(value: object, stream: TextIO) -> None:
+    """`json.dump(value, stream, indent=2)`: the same text, written a few thousand pieces at a time (the whole
+    text of a report with thousands of findings at once would double the run's peak memory)."""
+    parts = _Flushing(stream)
+    _encode(value, parts, "\n")
+    parts.flush()
+
+
+class _Flushing(list):
+    """The pieces not written yet; every list and object element checks whether it is time to write them."""
+
+    def __init__(self, stream: TextIO):
+        super().__init__()
+        self.stream = stream
+
+    def flush(self) -> None:
+        self.stream.write("".join(self))
+        self.clear()
 
 
 def _encode(value: object, parts: list[str], newline: str) -> None:
@@ -60,6 +83,8 @@ def _encode_list(value, parts: list[str], newline: str) -> None:
         parts.append(separator)
         separator = "," + inner
         _encode(item, parts, inner)
+        if len(parts) > _FLUSH_AT and isinstance(parts, _Flushing):
+            parts.flush()
     parts.append(newline + "]")
 
 

@@ -17,7 +17,7 @@ from mpdoctor._version import __version__
 from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.fingerprints import fingerprint, fingerprint_materials, posix_path
 from mpdoctor.printable import name_bytes
-from mpdoctor.report.json_text import dumps_indented
+from mpdoctor.report.json_text import write_indented
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -195,4 +195,5 @@ def to_dict(report) -> dict:
 
 
 def render(report, stream: TextIO, **_options) -> None:
-    stream.write(dumps_indented(to_dict(report)) + "\n")  # one write of the whole text: see json_text
+    write_indented(to_dict(report), stream)
+    stream.write("\n")
