@@ -36,6 +36,10 @@ TOO_DEEP = "too deeply nested"
 VERIFIED = "verified"
 UNVERIFIED = "unverified (no trace pass)"
 RE_TRACED = "the trace re-ran; the training step was not compared with float32"
+STEP_VERIFIED = "verified by a training step"
+# The behavioural check of a training fix (issue 19): the fixed step's weight update against the float32 step's.
+MIN_COSINE = 0.99
+NORM_RATIO = (0.5, 2.0)
 
 
 @dataclass
@@ -49,6 +53,10 @@ class FileFix:
     not_applied: list[tuple[Diagnostic, str]] = field(default_factory=list)
     remaining: list[Diagnostic] | None = None  # diagnostics of the text that is on disk afterwards (if known)
     verification: str = UNVERIFIED
+    # The training fixes whose step was compared with float32 and agreed ({id(diagnostic)}), and why the others of
+    # the last round were not compared.
+    step_verified: set = field(default_factory=set)
+    step_unchecked: str | None = None
     written: bool = False
     error: str | None = None  # why nothing was written
 
@@ -420,8 +428,9 @@ def _fix_file(
             break
         problem = _must_round_trip(fixed)
         verification, after, culprits = UNVERIFIED, remaining, []
+        step = None
         if problem is None and trace.enabled:
-            problem, verification, after, culprits = _verify_by_trace(
+            problem, verification, after, culprits, step = _verify_by_trace(
                 path, shown, current, fixed, before, applied, config, trace, project
             )
         if problem and culprits and len(culprits) < len(applied) and not retried:
@@ -436,30 +445,52 @@ def _fix_file(
             break
         result.applied += [d for d, _ in applied]
         result.fixed, result.remaining, result.verification = fixed, after, verification
+        if step is not None and step.agrees:
+            result.step_verified |= {id(d) for d, _ in applied if _trains(d)}
+        elif step is not None:
+            result.step_unchecked = step.unchecked
         current, before = fixed, after
         if not trace.enabled or verification != VERIFIED:
             break
-    if result.verification == VERIFIED and any(d.fix and d.fix.changes_training for d in result.applied):
-        result.verification = RE_TRACED  # the file builds and the finding is gone: the training update is unchecked
+    training = [d for d in result.applied if _trains(d)]
+    if result.verification == VERIFIED and training:
+        # The file builds and the finding is gone; the training update is checked only where a step was compared.
+        if all(id(d) in result.step_verified for d in training):
+            result.verification = STEP_VERIFIED
+        else:
+            unchecked = result.step_unchecked
+            result.verification = f"{RE_TRACED}: {unchecked}" if unchecked else RE_TRACED
     return result
+
+
+def _trains(d: Diagnostic) -> bool:
+    return bool(d.fix and d.fix.changes_training)
 
 
 def _verify_by_trace(
     path, shown, original, fixed, before, applied, config, trace, project=None
-) -> tuple[str | None, str, list[Diagnostic], list[Diagnostic]]:
+) -> tuple[str | None, str, list[Diagnostic], list[Diagnostic], StepComparison | None]:
     """Trace the fixed text from a temporary file outside the user's tree, as if it were `path`: (problem,
-    verification, diagnostics of the fixed text, the applied fixes to drop when they alone are the problem)."""
+    verification, diagnostics of the fixed text, the applied fixes to drop when they alone are the problem, the
+    training step's comparison with float32 when the round holds a training fix)."""
     from mpdoctor.engine import check_source
 
+    training = [d for d, _ in applied if _trains(d)]
+    function, why_not = (
+        step_function(fixed, [(d, text) for d, text in applied if _trains(d)]) if training else (None, None)
+    )
+    if function is not None:
+        trace = replace(trace, step_check={"function": function})
+    traces: list = []
     with tempfile.TemporaryDirectory(prefix="mpdoctor-fix-") as workdir:
         candidate = os.path.join(workdir, os.path.basename(path))
         with open(candidate, "wb") as handle:
             handle.write(fixed.encode(_declared_encoding(fixed)))
         after, error = check_source(
-            fixed, shown, config, path=str(path), trace=trace, run_from=candidate, project=project
+            fixed, shown, config, path=str(path), trace=trace, traces=traces, run_from=candidate, project=project
         )
     if error is not None:
-        return f"the fixed file cannot be checked: {error.message}", UNVERIFIED, before, []
+        return f"the fixed file cannot be checked: {error.message}", UNVERIFIED, before, [], None
     problems = verification_problems(original, fixed, before, applied, after)
     if problems:
         culprits = [d for d, _ in ineffective(fixed, applied, after)]
@@ -469,6 +500,7 @@ def _verify_by_trace(
             UNVERIFIED,
             before,
             culprits if only_ineffective else [],
+            None,
         )
     crashed = [a for a in after if a.code == "MP001"]
     # The run dies before and after the fix for a reason of its own: the fix is no worse, but nothing is proven.
@@ -476,8 +508,79 @@ def _verify_by_trace(
         from mpdoctor.tf_messages import shorten
 
         reason = shorten(crashed[0].message, 120)
-        return None, f"unverified (the trace fails before and after the fix: {reason})", after, []
-    return None, VERIFIED, after, []
+        return None, f"unverified (the trace fails before and after the fix: {reason})", after, [], None
+    if not training:
+        return None, VERIFIED, after, [], None
+    record = getattr(traces[0], "step_check", None) if traces else None
+    step = StepComparison.of(function, record, why_not)
+    if step.problem:  # the fixed step does not train like float32: the round's training fixes are the culprits
+        return step.problem, UNVERIFIED, before, training, step
+    return None, VERIFIED, after, [], step
+
+
+@dataclass
+class StepComparison:
+    """What one training step of a fixed file did against the float32 step (trace/child/step_check.py)."""
+
+    agrees: bool = False
+    problem: str | None = None  # the fix must not be applied
+    unchecked: str | None = None  # why nothing is claimed either way
+
+    @classmethod
+    def of(cls, function: str | None, record, why_not: str | None) -> StepComparison:
+        if function is None:
+            return cls(unchecked=why_not)
+        if record is None:
+            return cls(unchecked=f"the training step `{function}` was not run")
+        if record.skipped:
+            return cls(unchecked=f"`{function}`: {record.skipped}")
+        ratio, cosine = record.norm_ratio or 0.0, record.cosine or 0.0
+        if ratio == 0.0:
+            return cls(problem="the fixed step does not move the weights; the float32 step does")
+        if not NORM_RATIO[0] <= ratio <= NORM_RATIO[1]:
+            return cls(problem=f"the fixed step updates weights {_times(ratio)}x the float32 step")
+        if cosine <= MIN_COSINE:
+            return cls(
+                problem=f"the fixed step moves the weights another way than the float32 step (cosine {cosine:.2f})"
+            )
+        return cls(agrees=True)
+
+
+def _times(ratio: float) -> str:
+    """3.1e-05 -> 3.1e-5 (small and large ratios in scientific notation); 0.31 -> 0.31."""
+    text = f"{ratio:.1e}" if ratio < 0.01 or ratio >= 100 else f"{ratio:.2g}"
+    return re.sub(r"e([+-])0*(\d)", lambda m: "e" + ("-" if m.group(1) == "-" else "") + m.group(2), text)
+
+
+def step_function(fixed: str, training: list[tuple[Diagnostic, str]]) -> tuple[str | None, str | None]:
+    """(the module-level function holding every training fix, in `fixed`; or None and why there is none). That is
+    the step the trace child can call by name once the module is imported."""
+    tree = _tree(fixed)
+    if tree is None:
+        return None, "the fixed file does not parse"
+    functions = [
+        (node.name, range(min([node.lineno, *(d.lineno for d in node.decorator_list)]), node.end_lineno + 1))
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    names = set()
+    for d, text in training:
+        mapped = line_mapper(text, fixed)
+        # Where the finding is, else where its edits are (a fix reported at the optimizer may edit the step).
+        lines = [mapped(line).start for line in (d.location.line, *(e.line for e in d.fix.edits))]
+        owner = next((name for line in lines for name, span in functions if line in span), None)
+        if owner is None:
+            return None, "the fixed training code is not in a module-level function"
+        names.add(owner)
+    if len(names) != 1:
+        return None, "the training fixes are in more than one function"
+    name = names.pop()
+    node = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name)
+    # Called as step(inputs, labels): a function of other parameters (a `main()`, a whole training loop) is not run.
+    required = len(node.args.posonlyargs) + len(node.args.args) - len(node.args.defaults)
+    if isinstance(node, ast.AsyncFunctionDef) or required != 2 or any(d is None for d in node.args.kw_defaults):
+        return None, f"`{name}` does not take (inputs, labels) as a training step does"
+    return name, None
 
 
 def _declared_encoding(text: str) -> str:

@@ -119,6 +119,7 @@ class TraceOptions:
     numerics: dict | None = None  # float16 vs float32 per layer: options for the child (mpdoctor.config)
     memory_limit_mb: float | None = None  # --trace-memory: the child is killed beyond this resident memory
     plan: dict | None = None  # `mpdoctor plan`: the plan request for the child (mpdoctor/plan.py)
+    step_check: dict | None = None  # --fix verifying a training fix: {"function": the step to run} (autofix)
     jobs: int = 1  # trace children at once (--jobs)
 
 

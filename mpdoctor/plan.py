@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Edit, Report
-from mpdoctor.facts.keras_semantics import keep_float32_snippet
+from mpdoctor.facts.keras_semantics import KERAS3, TF_KERAS, keep_float32_snippet
 from mpdoctor.facts.schema import PlanLayer, PlanRecord, TraceSummary
 from mpdoctor.fixes import apply_edits
 
@@ -170,11 +170,13 @@ def _snippet_edit(ctx, plan: PlanRecord, layers: list[PlanLayer], module_alias) 
         return "the statement that builds the model is neither `name = ...` nor `return ...`"
     line_text = static.lines[statement.lineno - 1]
     indent = line_text[: len(line_text) - len(line_text.lstrip())]
-    keras_module = module_alias(static, "tf_keras") or (
+    # The rebuild needs the Keras 2 module by the name the file gave it: tf_keras (or Keras 2.13-2.15's `keras`),
+    # else tf.keras.
+    keras_module = module_alias(static, "tf_keras" if plan.flavour == TF_KERAS else "keras") or (
         f"{module_alias(static, 'tensorflow')}.keras" if module_alias(static, "tensorflow") else None
     )
     snippet = keep_float32_snippet(plan.flavour or "", name, [layer.path for layer in layers], keras_module, indent)
-    if not snippet or (plan.flavour == "tf_keras" and keras_module is None):
+    if not snippet or (plan.flavour != KERAS3 and keras_module is None):
         return "no snippet for this Keras line (tf_keras: only top-level layers of a functional or Sequential model)"
     newline = "\r\n" if "\r\n" in ctx.text else "\n"
     snippet = snippet.replace("\n", newline)

@@ -1,8 +1,9 @@
 """Ground truth for loss-scaling fixes (issue 19): one training step of a fixed fixture, from the same weights as a
 float32 reference step on the same batch, must move the weights the same way (cosine > 0.99, norm ratio within
-0.5-2). And the rewrite mpdoctor refuses for a loop that clips before apply_gradients (what it wrote before issue
-19) really breaks that: its step moves the weights ~1e-4 times as far. One child per Keras version runs all cases
-(TensorFlow starts once)."""
+0.5-2). And the rewrite mpdoctor does not make for a loop that clips before apply_gradients (what it wrote before
+issue 19) really breaks that: its step moves the weights ~1e-4 times as far; Keras 3 fixes move the clip into the
+optimizer instead (clipvalue, global_clipnorm, clipnorm), and their step trains like float32. One child per Keras
+version runs all cases (TensorFlow starts once)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,9 @@ STEP = textwrap.dedent(
 )
 
 
+CLIP_MOVES = ("clip_by_value", "clip_by_global_norm", "clip_by_norm")  # Keras 3: the clip moved into the optimizer
+
+
 def _float32(text: str) -> str:
     return text.replace('"mixed_float16"', '"float32"')
 
@@ -88,7 +92,7 @@ def _read(name: str) -> str:
 
 
 def test_fixed_steps_train_like_float32_keras3():
-    clipped = _read("MP501/clip_by_value_keras3.refused.py")
+    clipped = _read("MP501/clip_by_value_keras3.in.py")
     # What --fix --unsafe-fixes wrote for this loop before issue 19: wrap the optimizer, scale the loss.
     naive = clipped.replace(
         "optimizer = keras.optimizers.SGD(0.1)",
@@ -116,6 +120,14 @@ def test_fixed_steps_train_like_float32_keras3():
             },
             "clip by value, original": {"reference": _float32(clipped), "candidate": clipped},
             "clip by value, the refused rewrite": {"reference": _float32(clipped), "candidate": naive},
+            # The rewrites that move the clip into the optimizer (clipvalue / global_clipnorm / clipnorm).
+            **{
+                f"{name}, fixed": {
+                    "reference": _float32(_read(f"MP501/{name}_keras3.in.py")),
+                    "candidate": _read(f"MP501/{name}_keras3.out.py"),
+                }
+                for name in CLIP_MOVES
+            },
         },
         legacy=False,
     )
@@ -124,7 +136,9 @@ def test_fixed_steps_train_like_float32_keras3():
     assert _agrees(results["else branch, float32 path"]), results
     assert _agrees(results["clip by value, original"]), results
     refused = results["clip by value, the refused rewrite"]
-    assert refused["ratio"] < 0.01, results  # training silently stops: why the fix is refused
+    assert refused["ratio"] < 0.01, results  # training silently stops: why that rewrite is not made
+    for name in CLIP_MOVES:
+        assert _agrees(results[f"{name}, fixed"]), results
 
 
 def test_fixed_steps_train_like_float32_tf_keras():

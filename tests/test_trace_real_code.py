@@ -170,6 +170,53 @@ def test_item03_output_dtype_is_the_one_the_call_returns(keras):
     assert output.observed_dtype == "float32"
 
 
+# ------------------------------------------------------------------------------------- 6 and 8. builders
+
+
+@pytest.mark.parametrize("keras", KERAS)
+def test_item06_item08_helper_builders_are_parts_and_second_builds_keep_the_names(keras):
+    path = fixture(f"item06_helper_builders_{keras}.py")
+    ground = run_fixture(path, "softmax_layer", "encoder_output", "classifier_output")
+    # the helper's output really is float16 (what MP402 would say of it as a model of its own)
+    assert ground["encoder_output"] == "float16" and ground["classifier_output"] == "float16", ground
+    diagnostics, facts = traced(path)
+    assert_expected(path, diagnostics)
+    assert {m.name for m in facts.models} == {"classifier", "critic"}, [m.name for m in facts.models]
+    [mp401] = [d for d in diagnostics if d.code == "MP401"]
+    assert f"output `head/{ground['softmax_layer']}` of model `classifier`" in mp401.message, mp401.message
+
+
+# ------------------------------------------------------------------------------------- 7. dry run
+
+
+@pytest.mark.parametrize("keras", KERAS)
+def test_item07_module_level_training_is_a_dry_run(keras):
+    path = fixture(f"item07_module_level_training_{keras}.py")
+    # ground truth: one real epoch is 250 batches, and the file asks for 300 epochs with validation (minutes)
+    assert run_fixture(path, "ground") == {"ground": "250"}
+    # a timeout the real training would exceed many times over; the dry run ends well within it
+    diagnostics, facts = traced(path, timeout=120)
+    assert_expected(path, diagnostics)
+    assert facts.exception is None and [m.name for m in facts.models] == ["model"], facts.exception
+    assert facts.models[0].numerics.skipped is None
+
+
+# ------------------------------------------------------------------------------------- 9. MP404's location
+
+
+@pytest.mark.parametrize("keras", KERAS)
+def test_item09_mp404_points_at_the_op_in_the_innermost_layer(keras):
+    path = fixture(f"item09_mp404_innermost_{keras}.py")
+    ground = run_fixture(path, "float16_finite", "float32_finite")
+    assert ground == {"float16_finite": "False", "float32_finite": "True"}, ground
+    diagnostics, facts = traced(path)
+    assert_expected(path, diagnostics)  # the square's line, not `class AttentionBlock` (what it was)
+    [mp404] = [d for d in diagnostics if d.code == "MP404"]
+    assert "`attention_block`" in mp404.message and "`Square`" in mp404.message, mp404.message
+    record = numerics_of(facts, "model")
+    assert record.first_non_finite.op == "Square" and record.first_non_finite.line == mp404.location.line
+
+
 # ------------------------------------------------------------------------------------- 10. bfloat16 wording
 
 

@@ -19,8 +19,9 @@ def add_parser(sub) -> None:
         help="find the smallest set of layers to keep in float32 (traced, verified)",
         description="Trace the model file like `check`, run its sample batch under the policy and in float32, and "
         "find by bisection the smallest set of layers that must compute in float32 for finite outputs within "
-        "--rtol of float32. Exit 0: nothing to keep in float32 (or --fix applied and verified); 1: layers to "
-        "keep in float32, or no verified plan; 2: error.",
+        "--rtol of float32; for a file that trains the model, one training step's gradients too. Exit 0: nothing "
+        "to keep in float32 (or --fix applied and verified); 1: layers to keep in float32, gradients that need "
+        "loss scaling, or no verified plan; 2: error.",
     )
     plan.add_argument("path", type=Path, metavar="FILE", help="the model file (.py)")
     plan.add_argument(
@@ -143,5 +144,8 @@ def run_plan(args) -> int:
         return EXIT_ERROR
     if result.fix is not None and result.fix.written:
         return EXIT_OK
-    ok = plans and all(not p.skipped and p.final is not None and p.final.passed and not p.layers for _, p in plans)
+    ok = plans and all(
+        not p.skipped and p.final is not None and p.final.passed and not p.layers and not p.gradient_advice
+        for _, p in plans
+    )
     return EXIT_OK if ok else EXIT_FINDINGS

@@ -269,6 +269,9 @@ def layer_policy(layer: object) -> tuple[str | None, str | None, str | None]:
 
 # --------------------------------------------------------------------------------------------- activations
 # Activations whose float16 result saturates or overflows (MP401): `activation=` strings and what they compute.
+# The scale a dynamic LossScaleOptimizer starts at, Keras 3 and tf_keras alike (their `initial_scale` default).
+INITIAL_LOSS_SCALE = 2.0**15
+
 RISKY_ACTIVATIONS = {"softmax": "softmax", "log_softmax": "log_softmax", "sigmoid": "sigmoid", "exponential": "exp"}
 # Layer classes that are activations in themselves.
 ACTIVATION_LAYERS = {
@@ -300,15 +303,16 @@ def keep_float32_snippet(flavour: str, model: str, paths: list[list[str]], keras
     to a built layer takes effect at its next call, for the layer and each of its sublayers (a block keeps its own
     sublayers' policies). tf_keras has no public policy setter: the model is rebuilt by `clone_model` with a
     `clone_function` giving those layers `dtype="float32"` (top-level layers only), and the weights are copied
-    over (`mixed_*` variables are float32 either way)."""
+    over (`mixed_*` variables are float32 either way). Keras 2.13-2.15 is tf_keras' codebase: the same rebuild.
+    `flavour` is the graph's: KERAS3, TF_KERAS or KERAS2."""
     lines = [f"{indent}# mpdoctor plan: keep these layers in float32"]
-    if flavour == "keras":
+    if flavour == KERAS3:
         for path in paths:
             chain = "".join(f".get_layer({name!r})" for name in path)
             lines.append(f"{indent}for _layer in {model}{chain}._flatten_layers():")
             lines.append(f'{indent}    _layer.dtype_policy = "float32"')
         return "\n".join(lines) + "\n"
-    if flavour == "tf_keras" and all(len(path) == 1 for path in paths):
+    if flavour in (TF_KERAS, KERAS2) and all(len(path) == 1 for path in paths):
         names = ", ".join(repr(path[0]) for path in paths)
         lines += [
             f"{indent}_weights = {model}.get_weights()",

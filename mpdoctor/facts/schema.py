@@ -424,6 +424,7 @@ class FirstNonFinite(FactsRecord):
     id: str
     op: str | None = None
     inputs_finite: bool = True
+    line: int | None = ABSENT  # the line of the checked file that ran that op (its innermost frame there)
 
 
 @dataclass
@@ -503,6 +504,13 @@ class VariableGradient(FactsRecord):
     max_abs_reference: float = 0.0
 
 
+# Share of the gradient values that are nonzero in float32 but zero or non-finite under the policy above which a
+# training step's gradients count as underflowing (MP504 reports it, `mpdoctor plan` acts on it). Measured on TF 2.21:
+# the catalogue's custom loop without loss scaling flushes 100 %; the same loop with a LossScaleOptimizer 1.5 % (the
+# first layer's gradients, four orders of magnitude smaller again, still flush at 2**15). 10 % keeps such tails quiet.
+GRADIENT_FLUSH_THRESHOLD = 0.10
+
+
 @dataclass
 class GradientRecord(FactsRecord):
     """Gradients of one training step (loss on the sample batch), float32 vs the policy with the loss scaling the
@@ -529,6 +537,27 @@ class GradientRecord(FactsRecord):
     @property
     def flushed_share(self) -> float:
         return self.flushed / self.nonzero_reference if self.nonzero_reference else 0.0
+
+    @property
+    def underflows(self) -> bool:
+        return not self.skipped and self.flushed_share > GRADIENT_FLUSH_THRESHOLD
+
+
+# ------------------------------------------------------------------------------------------ fix verification
+
+
+@dataclass
+class StepCheckRecord(FactsRecord):
+    """A loss-scaling fix verified by training (issue 19): the weight update of one call of the fixed file's
+    training step function on the sample batch under its policy, against the same step from the same weights
+    with the model computing in float32 and the loss scale at 1 (what the code trains without mixed precision)."""
+
+    function: str = ""
+    skipped: str | None = None  # why the step could not be compared (then nothing is claimed either way)
+    cosine: float | None = None  # of the two updates, over the model's trainable variables
+    norm_ratio: float | None = None  # |fixed update| / |float32 update|
+    loss_scale: float = 1.0  # the scale of the low-precision step (the optimizer's, when it scales)
+    attempts: int = 0  # calls until the low-precision step moved the weights (dynamic scaling skips overflows)
 
 
 # ------------------------------------------------------------------------------------------------- plan
@@ -583,8 +612,10 @@ class PlanRecord(FactsRecord):
     low_precision_flops: float = 0.0  # what still computes in low precision with the plan applied
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # Training files: what the training step with the plan applied (final.gradients) still needs, e.g. loss scaling
+    gradient_advice: str | None = None
     model_location: SourceRef | None = None  # where the model was built (the plan's snippet goes after it)
-    flavour: str | None = None  # keras | tf_keras
+    flavour: str | None = None  # keras3 | tf_keras | keras2 (the graph's)
 
     @property
     def low_precision_share(self) -> float | None:
@@ -652,6 +683,7 @@ class Facts(FactsRecord):
     # directory.
     saved_paths: dict[str, str] = field(default_factory=dict)
     tool_failure: ToolFailure | None = None  # mpdoctor's own failure (the first): the facts are incomplete
+    step_check: StepCheckRecord | None = ABSENT  # a fix verified by training (the request asked for it)
 
     def layer(self, uid: str | None) -> LayerRecord | None:
         return self.layers.get(uid) if uid else None
@@ -739,6 +771,7 @@ class TraceSummary(FactsRecord):
     models: list[ModelSummary] = field(default_factory=list)
     checkpoints: list[CheckpointSummary] = field(default_factory=list)
     savedmodels: list[SavedModelSummary] = field(default_factory=list)
+    step_check: StepCheckRecord | None = ABSENT  # verifying a training fix: the fixed step against float32
 
     def to_json(self) -> dict:
         data = codec.to_json(self)
@@ -771,6 +804,7 @@ class TraceSummary(FactsRecord):
                 if r.audit is not None or r.audit_error is not None
             ],
             savedmodels=[SavedModelSummary(load.api, load.handle, load.savedmodel) for load in facts.savedmodel_loads],
+            step_check=facts.step_check,
         )
 
 

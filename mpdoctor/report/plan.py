@@ -7,7 +7,7 @@ from typing import TextIO
 
 from mpdoctor._version import __version__
 from mpdoctor.facts.dtypes import compute_dtype
-from mpdoctor.facts.schema import PlanCheck, PlanRecord
+from mpdoctor.facts.schema import GradientRecord, PlanCheck, PlanRecord
 
 SCHEMA_VERSION = 1
 
@@ -58,6 +58,10 @@ def _model_text(shown: str, name: str | None, plan: PlanRecord, environment) -> 
         lines.append(f"  with nothing in float32: {_state(plan.initial, plan.rtol)}")
     if plan.final is not None:
         lines.append(f"  with the plan: {_state(plan.final, plan.rtol)}")
+        if plan.final.gradients is not None and not plan.final.gradients.skipped:
+            lines.append(f"  training step with the plan: {_gradient_state(plan.final.gradients)}")
+    if plan.gradient_advice:
+        lines.append(f"  gradients: {plan.gradient_advice}")
     lines.append(
         f"  forward passes: {plan.forward_passes} (a one-layer-at-a-time sweep: {plan.naive_passes}); "
         f"{plan.seconds:.1f} s"
@@ -84,6 +88,13 @@ def _state(check: PlanCheck | None, rtol: float) -> str:
     if check.passed:
         return f"verified: outputs finite, max relative error {_percent(check.max_relative_error)}"
     return f"outputs finite, max relative error {_percent(check.max_relative_error)} above rtol {rtol:.2%}"
+
+
+def _gradient_state(record: GradientRecord) -> str:
+    scaling = "no loss scaling" if record.loss_scaling == "none" else f"loss scale {record.loss_scale:g}"
+    return (
+        f"{record.flushed_share:.1%} of the gradient values nonzero in float32 flush to zero ({scaling}, {record.loss})"
+    )
 
 
 def _bfloat16_hardware(environment) -> str:

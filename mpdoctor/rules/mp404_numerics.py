@@ -142,7 +142,8 @@ define_rule(
 
 
 def _where(ctx: TraceContext, node: GraphNode | None) -> SourceRef | None:
-    """The layer's constructor line, or for a custom layer class defined in this file its class line."""
+    """The layer's constructor line, or for a custom layer class defined in this file its class line (when the
+    run did not name the line of the op that went non-finite)."""
     if node is None:
         return None
     cls = ctx.static.classes.get(node.class_name) if ctx.static is not None else None
@@ -173,6 +174,9 @@ def trace_non_finite(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
             continue
         culprit = record.first_non_finite
         op = ""
+        where = _where(ctx, _node(model.graph, first.id))
+        if culprit is not None and culprit.id == first.id and culprit.line:
+            where = ctx.at_line(culprit.line)  # the op's own line, inside the innermost layer that ran it
         if culprit is not None and culprit.id == first.id and culprit.op:
             op = f" (first non-finite op: `{culprit.op}`)"
         elif culprit is not None and culprit.id == first.id and culprit.inputs_finite is False:
@@ -181,7 +185,7 @@ def trace_non_finite(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
         found.append(
             ctx.diagnostic(
                 "MP404",
-                _where(ctx, _node(model.graph, first.id)),
+                where,
                 f"layer `{first.id}` ({first.class_name}) of model `{model.name}` outputs inf/NaN under "
                 f"{record.dtype}{op} while float32 with the same weights stays finite (max |x| "
                 f"{_number(first.max_abs_reference)}) on a sample batch of {record.batch_size}; "

@@ -88,8 +88,16 @@ define_rule(
         all-reduce, manual averaging, another function, the inner optimizer `.inner_optimizer` / `._optimizer`, a
         tape wrapper other than Horovod's `DistributedGradientTape`): the finding then says "not fixed
         automatically" and why; unscale the gradients before that point yourself (tf_keras:
-        `get_unscaled_gradients`; Keras 3: divide by the optimizer's loss scale and apply through the inner
-        optimizer, or clip with the optimizer's `clipnorm` / `global_clipnorm`).
+        `get_unscaled_gradients`; Keras 3: clip with the inner optimizer's `clipnorm` / `global_clipnorm` /
+        `clipvalue`, which it applies after the LossScaleOptimizer has unscaled). One exception, Keras 3: a single
+        statement of the step that clips the gradients as they come from the tape, exactly as an optimizer
+        argument does (`grads, _ = tf.clip_by_global_norm(grads, 1.0)`, `[tf.clip_by_value(g, -c, c) for g in
+        grads]`, `[tf.clip_by_norm(g, c) for g in grads]`, c a positive literal), when the fix wraps a plain
+        optimizer constructed in the file without clipping or accumulation arguments: the fix deletes the
+        statement and passes `global_clipnorm` / `clipvalue` / `clipnorm` to the wrapped optimizer. (Dividing by
+        the scale before the LossScaleOptimizer's `apply_gradients` would unscale twice, and applying through the
+        inner optimizer would skip its overflow check: mpdoctor writes neither.) With the trace pass the fix is
+        written only when one training step of the fixed file moves the weights like the float32 step.
         """,
 )
 
@@ -512,9 +520,11 @@ def _replace_inside(ctx: StaticContext, outer: ast.AST, inner: ast.AST, new: str
     return (data[o_start:i_start] + new.encode() + data[i_end:o_end]).decode()
 
 
-def _add_scaling_fix(ctx: StaticContext, loop: _Loop, optimizer: _Optimizer, *, wrap: bool) -> Fix | None:
+def _add_scaling_fix(
+    ctx: StaticContext, loop: _Loop, optimizer: _Optimizer, *, wrap: bool, clip: _ClipMove | None = None
+) -> Fix | None:
     """Scale the loss inside the tape block, differentiate the scaled loss, unscale (tf_keras) and optionally wrap
-    the optimizer constructor in LossScaleOptimizer."""
+    the optimizer constructor in LossScaleOptimizer; `clip`: move the step's clipping into the wrapped optimizer."""
     target = loop.target
     if not _target_defined_in_block(ctx, loop) or not _fix_runs_on_target(ctx, wrap):
         return None
@@ -527,7 +537,11 @@ def _add_scaling_fix(ctx: StaticContext, loop: _Loop, optimizer: _Optimizer, *, 
         spelling = _lso_spelling(ctx)
         if optimizer.constructor is None or spelling is None:
             return None
-        edits.append(ctx.edit(optimizer.constructor, f"{spelling}({ctx.segment(optimizer.constructor)})"))
+        inner = ctx.segment(optimizer.constructor)
+        if clip is not None:
+            inner = _with_keyword(inner, clip.keyword, clip.value)
+            edits.append(clip.removal)
+        edits.append(ctx.edit(optimizer.constructor, f"{spelling}({inner})"))
     scaled = _fresh_name(ctx, loop.scope, "scaled_loss")
     method = "scale_loss" if keras3 else "get_scaled_loss"
     insert = _insert_line_edit(ctx, loop, f"{scaled} = {opt_text}.{method}({target.id})")  # type: ignore[union-attr]
@@ -550,6 +564,11 @@ def _add_scaling_fix(ctx: StaticContext, loop: _Loop, optimizer: _Optimizer, *, 
         )
     if wrap:
         description = "wrap the optimizer in LossScaleOptimizer, " + description
+    if clip is not None:
+        description += (
+            f", and clip in the optimizer ({clip.keyword}={clip.value}: after it unscales the gradients) instead of "
+            f"{clip.what} before apply_gradients"
+        )
     return Fix(
         description,
         tuple(sorted(edits, key=lambda e: (e.line, e.column))),
@@ -721,7 +740,146 @@ def _guarded(ctx: StaticContext, loop: _Loop, mode: str, diagnostic: Diagnostic)
     reason = refusal(consumer, ctx.segment(loop.optimizer), diagnostic.code)
     if reason is None:
         return diagnostic
+    if consumer.kind == "clipped" and mode == "scaled":
+        moved = _clip_moved_into_optimizer(ctx, loop, consumer, diagnostic)
+        if moved is not None:
+            return replace(diagnostic, fix=moved)
     return replace(diagnostic, fix=None, message=f"{diagnostic.message}; {reason}")
+
+
+# ---------------------------------------------------------------------------- Keras 3: clipping into the optimizer
+
+# The clip arguments of a Keras 3 optimizer: its apply() clips the gradients the LossScaleOptimizer has unscaled
+# (keras/src/optimizers/base_optimizer.py `_clip_gradients`, Keras 3.15), with the same arithmetic as the tf calls.
+_CLIP_KEYWORDS = ("clipnorm", "clipvalue", "global_clipnorm")
+
+
+@dataclass(frozen=True)
+class _ClipMove:
+    """A clip statement of the step that the optimizer's own clipping replaces exactly."""
+
+    keyword: str  # global_clipnorm | clipvalue | clipnorm
+    value: str  # the positive literal, as the file writes it
+    what: str  # `tf.clip_by_global_norm(grads, 1.0)`
+    removal: Edit  # deletes the statement's lines
+
+
+def _clip_moved_into_optimizer(ctx: StaticContext, loop: _Loop, consumer, diagnostic: Diagnostic) -> Fix | None:
+    """Keras 3 (issue 19): gradients clipped before the LossScaleOptimizer's apply would be clipped while scaled.
+    When the clip is one statement of the step's body that an optimizer argument does exactly (clip by global norm,
+    by value with symmetric bounds, per-tensor by norm, with a positive literal), on the gradients as they come from
+    the tape and going on to apply unchanged, and the fix wraps a plain optimizer constructed in the file without
+    clipping or accumulation arguments of its own: the fix deletes the statement and gives the inner optimizer the
+    argument. Anything else stays refused."""
+    if not ctx.is_keras3 or diagnostic.code != "MP501" or diagnostic.fix is None:
+        return None
+    optimizer = _optimizer(ctx, loop.optimizer)
+    constructor = optimizer.constructor
+    if optimizer.kind != "plain" or constructor is None or not diagnostic.fix.description.startswith("wrap"):
+        return None
+    if any(k.arg is None or k.arg in (*_CLIP_KEYWORDS, "gradient_accumulation_steps") for k in constructor.keywords):
+        return None
+    move = _clip_statement(ctx, loop, consumer.line)
+    if move is None:
+        return None
+    stmt = move[0]
+    if scaled_consumer(ctx, loop.scope, loop.gradient, loop.optimizer, through=stmt) is not None:
+        return None  # something else sees them scaled too (or the clip is not the only way they go)
+    indent = _line_indent(ctx, stmt)
+    rest = ctx.lines[stmt.end_lineno - 1].encode()[stmt.end_col_offset :].decode(errors="replace")
+    if indent is None or rest.strip():
+        return None
+    removal = Edit(ctx.display_path, stmt.lineno, 1, stmt.end_lineno + 1, 1, "")
+    return _add_scaling_fix(ctx, loop, optimizer, wrap=True, clip=_ClipMove(*move[1:], removal))
+
+
+def _clip_statement(ctx: StaticContext, loop: _Loop, line: int) -> tuple[ast.stmt, str, str, str] | None:
+    """(statement, keyword, value, its text) for `grads, _ = tf.clip_by_global_norm(grads, C)`,
+    `grads = tf.clip_by_global_norm(grads, C)[0]`, `grads = [tf.clip_by_value(g, -C, C) for g in grads]` and
+    `grads = [tf.clip_by_norm(g, C) for g in grads]`, a statement of the step's own body (not under a condition)."""
+    body = getattr(loop.scope, "body", [])
+    stmt = next((n for n in body if isinstance(n, ast.Assign) and n.lineno <= line <= n.end_lineno), None)
+    if stmt is None or len(stmt.targets) != 1:
+        return None
+    target, value = stmt.targets[0], stmt.value
+    what = ctx.segment(value)
+    if isinstance(target, ast.Tuple) and len(target.elts) == 2 and all(isinstance(e, ast.Name) for e in target.elts):
+        grads, norm = target.elts
+        if norm.id != "_" and _read_after(ctx, loop.scope, norm.id, stmt):
+            return None
+        clip = _global_norm_clip(ctx, value, grads.id)
+        return (stmt, "global_clipnorm", clip, what) if clip else None
+    if not isinstance(target, ast.Name):
+        return None
+    if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant) and value.slice.value == 0:
+        clip = _global_norm_clip(ctx, value.value, target.id)
+        return (stmt, "global_clipnorm", clip, what) if clip else None
+    if not (isinstance(value, ast.ListComp) and len(value.generators) == 1):
+        return None
+    generator = value.generators[0]
+    element = value.elt
+    if (
+        generator.ifs
+        or generator.is_async
+        or not isinstance(generator.target, ast.Name)
+        or not _is_name(generator.iter, target.id)
+        or not isinstance(element, ast.Call)
+        or element.keywords
+        or not element.args
+        or not _is_name(element.args[0], generator.target.id)
+    ):
+        return None
+    if _tf_function(ctx, element, "clip_by_value") and len(element.args) == 3:
+        low, high = (_literal(a) for a in element.args[1:])
+        if low and high and high[0] > 0 and low[0] == -high[0]:
+            return stmt, "clipvalue", high[1], what
+    if _tf_function(ctx, element, "clip_by_norm") and len(element.args) == 2:
+        norm_value = _literal(element.args[1])
+        if norm_value and norm_value[0] > 0:
+            return stmt, "clipnorm", norm_value[1], what
+    return None
+
+
+def _global_norm_clip(ctx: StaticContext, call: ast.AST, grads: str) -> str | None:
+    if not (isinstance(call, ast.Call) and _tf_function(ctx, call, "clip_by_global_norm")):
+        return None
+    if call.keywords or len(call.args) != 2 or not _is_name(call.args[0], grads):
+        return None
+    value = _literal(call.args[1])
+    return value[1] if value and value[0] > 0 else None
+
+
+def _tf_function(ctx: StaticContext, call: ast.Call, name: str) -> bool:
+    return ctx.call_name(call) in (f"tf.{name}", f"tensorflow.{name}")
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _literal(node: ast.AST) -> tuple[float, str] | None:
+    """(value, text) of a number literal, `-` allowed."""
+    sign = 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        sign, node = -1, node.operand
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return sign * float(node.value), repr(node.value)
+    return None
+
+
+def _read_after(ctx: StaticContext, scope: ast.AST, name: str, stmt: ast.stmt) -> bool:
+    return any(
+        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and n.lineno > stmt.end_lineno
+        for n in ctx.walk_scope(scope)
+    )
+
+
+def _with_keyword(constructor: str, keyword: str, value: str) -> str:
+    """`keras.optimizers.SGD(0.1)` -> `keras.optimizers.SGD(0.1, global_clipnorm=1.0)`."""
+    head = constructor[: constructor.rindex(")")].rstrip()
+    if head.endswith("(") or head.endswith(","):
+        return f"{head}{' ' if head.endswith(',') else ''}{keyword}={value})"
+    return f"{head}, {keyword}={value})"
 
 
 def _on_its_branch(ctx: StaticContext, loop: _Loop) -> _Loop | None:

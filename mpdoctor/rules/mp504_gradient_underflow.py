@@ -6,15 +6,11 @@ import ast
 from collections.abc import Iterable
 
 from mpdoctor.diagnostics import Diagnostic, Fix
-from mpdoctor.facts.schema import Facts, GradientRecord
+from mpdoctor.facts.schema import GRADIENT_FLUSH_THRESHOLD, Facts, GradientRecord
 from mpdoctor.registry import define_rule, trace_check
 from mpdoctor.trace.context import TraceContext
 
-# Share of the gradient values that are nonzero in float32 but zero or non-finite under the policy above which the
-# step is reported. Measured on TF 2.21: the catalogue's custom loop without loss scaling flushes 100 %; the same
-# loop with a LossScaleOptimizer 1.5 % (the first layer's gradients, four orders of magnitude smaller again, still
-# flush at 2**15). 10 % keeps such tails quiet.
-THRESHOLD = 0.10
+THRESHOLD = GRADIENT_FLUSH_THRESHOLD  # measured on TF 2.21: see mpdoctor/facts/schema.py
 
 define_rule(
     "MP504",

@@ -62,12 +62,21 @@ def refusal(consumer: Consumer | None, optimizer: str, code: str) -> str | None:
 
 
 def scaled_consumer(
-    ctx: StaticContext, scope: ast.AST, start: ast.AST, optimizer: ast.AST, *, until_unscaled: bool = False
+    ctx: StaticContext,
+    scope: ast.AST,
+    start: ast.AST,
+    optimizer: ast.AST,
+    *,
+    until_unscaled: bool = False,
+    through: ast.stmt | None = None,
 ) -> Consumer | None:
     """The first consumer of the value of `start` (a `tape.gradient(...)` or `get_unscaled_gradients(...)` call)
     other than `optimizer`'s apply, when that value is scaled; None when every path takes it straight to
-    `optimizer.apply_gradients/apply` (or, `until_unscaled`, to a `get_unscaled_gradients` call)."""
-    return _Flow(ctx, scope, optimizer, scaled=True, until_unscaled=until_unscaled).first(start)
+    `optimizer.apply_gradients/apply` (or, `until_unscaled`, to a `get_unscaled_gradients` call). `through`: an
+    assignment that counts as passing the gradients on unchanged (a clip a fix moves into the optimizer)."""
+    flow = _Flow(ctx, scope, optimizer, scaled=True, until_unscaled=until_unscaled)
+    flow.through = through
+    return flow.first(start)
 
 
 def applying_consumer(ctx: StaticContext, scope: ast.AST, start: ast.AST, optimizer: ast.AST) -> Consumer | None:
@@ -103,6 +112,7 @@ class _Flow:
         self.until_unscaled = until_unscaled
         self.nodes = ctx.walk_scope(scope)
         self.reached = False
+        self.through: ast.stmt | None = None
 
     def first(self, start: ast.AST) -> Consumer | None:
         seen: set[int] = set()
@@ -123,6 +133,9 @@ class _Flow:
         """Where the value of `node` goes next: more carriers on `work`, or the consumer that stops the fix."""
         parent = self.ctx.parents.get(node)
         line = getattr(node, "lineno", 0)
+        if parent is not None and parent is not self.through and self._inside_through(parent):
+            work.append(parent)  # inside the pass-through statement: its value is still the gradients
+            return None
         if isinstance(parent, ast.keyword):
             node, parent = parent, self.ctx.parents.get(parent)
         if isinstance(parent, ast.Call) and parent.func is not node:
@@ -155,6 +168,13 @@ class _Flow:
             return self.transform("transformed", f"`.{parent.attr}`", line, None)
         # Compare, BoolOp, If/While tests, a bare expression statement: read, not changed
         return None
+
+    def _inside_through(self, node: ast.AST) -> bool:
+        while node is not None and self.through is not None:
+            if node is self.through:
+                return True
+            node = self.ctx.parents.get(node)
+        return False
 
     def transform(
         self, kind: str, detail: str, line: int, result: ast.AST | None, work: list | None = None

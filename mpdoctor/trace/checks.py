@@ -57,6 +57,7 @@ def trace_diagnostics(
         policy=context.policy if context is not None else config.assume_policy,
         search_path=(os.path.dirname(context.entry),) if context is not None and context.entry else (),
         plan=getattr(options, "plan", None),
+        step_check=getattr(options, "step_check", None),
     )
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts

@@ -59,6 +59,7 @@ def run_trace(
     policy: str | None = None,
     search_path: tuple[str, ...] = (),
     plan: dict | None = None,
+    step_check: dict | None = None,
 ) -> TraceOutcome:
     """`run_from`: a file whose text is run as if it were `path` (same `__file__`, code filename and sys.path), so a
     fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
@@ -87,6 +88,7 @@ def run_trace(
                     "checkpoints": [os.path.abspath(c) for c in checkpoints],
                     "policy": policy,
                     "plan": plan,  # `mpdoctor plan` (mpdoctor/plan.py): None for `check`
+                    "step_check": step_check,  # verifying a training fix: {"function": its step} (autofix)
                 },
                 handle,
             )

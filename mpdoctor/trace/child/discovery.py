@@ -3,6 +3,7 @@ models; else every top-level model created during import."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 
@@ -43,7 +44,7 @@ def discover(module, entry: str | None, recorder, facts: Facts, describe) -> lis
             for key, item in value.items():
                 add(item, f"{name}[{key!r}]", how)
 
-    def call(name):
+    def call(name, fresh_names=False):
         target = getattr(module, name, None)
         if target is None:
             raise EntryNotFound(f"--entry {name}: the file defines no such name")
@@ -51,22 +52,26 @@ def discover(module, entry: str | None, recorder, facts: Facts, describe) -> lis
             add(target, name, f"module attribute `{name}`")
             return
         try:
-            value = target()
+            value = _build(target, fresh_names)
         except BaseException as exc:
             if facts.exception is None:
                 facts.exception = describe(exc, "build")
                 facts.status = "exception"
             return
         add(value, value.name if hasattr(value, "name") else name, f"{name}()")
+        built[name] = value
 
+    built: dict = {}  # builder name -> what it returned
     if entry:
-        call(entry)
+        call(entry, fresh_names=True)
         return found
     if facts.exception is None:
-        for name in _builder_names(module):
-            call(name)
+        names = _builder_names(module)
+        with _NestedBuilderCalls(module, names) as nested_calls:
+            for name in names:
+                call(name, fresh_names=True)
         if found:
-            return found
+            return _drop_helper_builds(found, built, nested_calls.returned)
         for name, value in list(vars(module).items()):
             if not name.startswith("__"):
                 add(value, name, f"module attribute `{name}`")
@@ -79,6 +84,82 @@ def discover(module, entry: str | None, recorder, facts: Facts, describe) -> lis
             where = record.created_at if record is not None else None
             add(model, getattr(model, "name", "model"), f"created at line {where.line if where else '?'}")
     return found
+
+
+def _build(builder, fresh_names: bool):
+    """Call a builder. `fresh_names`: with Keras' automatic layer names restarted first, so the model built again
+    here names its layers as a run that builds it first does (`dense`, not `dense_1`: issue 14 item 8; a file that
+    builds several models in one run names the later ones on from the earlier ones, which no order here can know
+    for every file: each gets the names of a first build). Where that makes two
+    names clash (the builder also uses a layer the file made at import, named `dense` too), build it again with
+    the names counting on: the trace must not fail where the user's run works."""
+    if not fresh_names:
+        return builder()
+    from mpdoctor.trace.child.keras_adapter import reset_layer_names
+
+    reset_layer_names()
+    try:
+        return builder()
+    except ValueError:  # both Keras lines raise ValueError on duplicate layer names
+        return builder()
+
+
+class _NestedBuilderCalls:
+    """While the builders run, which ones another builder called and what they returned (`returned`: outer
+    builder name -> values of the builders it called), so a helper's model that the outer model contains is
+    recognised although the helper's own call built another instance of it. The module's globals are swapped for
+    counting wrappers (a function looks its callees up there at call time) and put back on exit."""
+
+    def __init__(self, module, names: list[str]) -> None:
+        self.module = module
+        self.names = names
+        self.originals: dict = {}
+        self.returned: dict[str, list] = {}
+        self._outer: list[str] = []
+
+    def __enter__(self):
+        namespace = vars(self.module)
+        for name in self.names:
+            self.originals[name] = namespace[name]
+            namespace[name] = self._wrap(name, namespace[name])
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        namespace = vars(self.module)
+        for name, original in self.originals.items():
+            if namespace.get(name) is not original:
+                namespace[name] = original
+
+    def _wrap(self, name: str, original):
+        @functools.wraps(original)
+        def counted(*args, **kwargs):
+            self._outer.append(name)
+            try:
+                value = original(*args, **kwargs)
+            finally:
+                self._outer.pop()
+            if self._outer:  # called by another builder: the value belongs to the outermost one
+                self.returned.setdefault(self._outer[0], []).append((name, value))
+            return value
+
+        return counted
+
+
+def _drop_helper_builds(found: list, built: dict, returned: dict) -> list:
+    """Drop the model of a builder whose result another builder's model contains (`build_encoder()` composed by
+    `build_classifier()`): it is analysed where it is used, as an inner part, never as a model of its own (issue
+    14 item 6). Then the models contained in another found model, as for module attributes."""
+    helpers = set()
+    for outer, calls in returned.items():
+        outer_model = built.get(outer)
+        if outer_model is None:
+            continue
+        inner_layers = {id(layer) for layer in sublayers(outer_model, recursive=True)}
+        for helper, value in calls:
+            if helper != outer and id(value) in inner_layers:
+                helpers.add(helper)
+    helper_values = {id(built[name]) for name in helpers if name in built}
+    return _drop_contained([entry for entry in found if id(entry[2]) not in helper_values])
 
 
 def _builder_names(module) -> list[str]:

@@ -23,8 +23,18 @@ from mpdoctor.trace.child.keras_adapter import restore_layer_policy, set_layer_p
 MAX_VARIABLES = 20  # per-variable rows kept: the ones with the most flushed values
 
 
-def gradient_record(model, record: ModelRecord, module, numerics_request: dict | None) -> GradientRecord | None:
-    """None when the file does not train this model (or its numerics did not run)."""
+def gradient_record(
+    model,
+    record: ModelRecord,
+    module,
+    numerics_request: dict | None,
+    *,
+    loss_scale: float | None = None,
+    sample=None,
+) -> GradientRecord | None:
+    """None when the file does not train this model (or its numerics did not run). `mpdoctor plan` passes
+    `loss_scale` (the step as if the script scaled its loss by this: what loss scaling would do for a script without
+    it) and its `sample` batch (its configurations may leave no layer in float16, where a new sample is refused)."""
     if record.numerics is None or record.numerics.skipped or record.error is not None:
         return None
     loss, loss_name, optimizer, optimizer_name = _training(model, module)
@@ -32,7 +42,7 @@ def gradient_record(model, record: ModelRecord, module, numerics_request: dict |
         return None
     result = GradientRecord(policy=str(record.numerics.dtype or ""), loss=loss_name)
     try:
-        _run(model, result, loss, optimizer, optimizer_name, numerics_request)
+        _run(model, result, loss, optimizer, optimizer_name, numerics_request, loss_scale, sample)
     except Exception as exc:
         result.skipped = f"internal error: {type(exc).__name__}: {str(exc)[:300]}"
     return result
@@ -79,16 +89,26 @@ def _scale(optimizer) -> tuple[str, float]:
     return "LossScaleOptimizer", 1.0
 
 
-def _run(model, result: GradientRecord, loss, optimizer, optimizer_name: str, numerics_request: dict | None) -> None:
+def _run(
+    model,
+    result: GradientRecord,
+    loss,
+    optimizer,
+    optimizer_name: str,
+    numerics_request: dict | None,
+    loss_scale: float | None = None,
+    sample=None,
+) -> None:
     import numpy as np
 
-    options = numerics.options_from_request(dict(numerics_request or {}, enabled=True))
-    session = numerics.Session(model, options, None)
-    if not session.ready:
-        result.skipped = session.record.skipped or "no sample batch"
-        return
-    sample = session.sample
-    kind, scale = _scale(optimizer)
+    if sample is None:
+        options = numerics.options_from_request(dict(numerics_request or {}, enabled=True))
+        session = numerics.Session(model, options, None)
+        if not session.ready:
+            result.skipped = session.record.skipped or "no sample batch"
+            return
+        sample = session.sample
+    kind, scale = ("assumed LossScaleOptimizer", loss_scale) if loss_scale else _scale(optimizer)
     result.loss_scaling = kind
     result.loss_scale = scale
     result.optimizer = optimizer_name
@@ -123,7 +143,7 @@ def _run(model, result: GradientRecord, loss, optimizer, optimizer_name: str, nu
             continue
         nonzero = want != 0
         row = VariableGradient(
-            name=str(getattr(variable, "path", None) or variable.name),
+            name=variable_name(variable),
             layer=owners.get(id(variable)),
             values=int(want.size),
             nonzero_reference=int(nonzero.sum()),
@@ -146,6 +166,11 @@ def _run(model, result: GradientRecord, loss, optimizer, optimizer_name: str, nu
             )
         )
     result.variables = kept
+
+
+def variable_name(variable) -> str:
+    """How a VariableGradient names its variable (Keras 3: its path; tf_keras: its name)."""
+    return str(getattr(variable, "path", None) or variable.name)
 
 
 def _step(model, sample, loss, variables, scale: float):

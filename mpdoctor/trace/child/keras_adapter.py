@@ -118,6 +118,16 @@ def model_classes() -> tuple[type, ...]:
     return tuple(classes)
 
 
+def reset_layer_names() -> None:
+    """Restart the automatic layer names of every Keras line loaded: the trace calls the file's builders after the
+    file ran, and without this `model.summary()`'s `dense` would be `dense_1` in the messages (issue 14 item 8)."""
+    for name in KERAS_PACKAGES:
+        package = sys.modules.get(name)
+        if package is not None:
+            with contextlib.suppress(Exception):  # a Keras without the counters: names as they come
+                adapter_for(package).reset_names(package)
+
+
 def policy_now() -> str | None:
     """The global dtype policy in force (tf_keras' when both lines are loaded, as before)."""
     policy = None

@@ -1,8 +1,9 @@
 """The trace child: `python -m mpdoctor.trace.child REQUEST.json RESULT.json`.
 
 Imports TensorFlow, installs the hooks, imports the user's file as a module (never as `__main__`, so a training
-block under `if __name__ == "__main__":` does not run), finds its models, builds and calls them once, and writes
-the facts (mpdoctor.facts.schema, version 1) to RESULT.json. Whatever happens, it tries to write what it recorded.
+block under `if __name__ == "__main__":` does not run; training at module level is a dry run: dry_run.py), finds
+its models, builds and calls them once, and writes the facts (mpdoctor.facts.schema, version 1) to RESULT.json.
+Whatever happens, it tries to write what it recorded.
 
 An exception of mpdoctor's own (installing the hooks on a Keras the adapters do not fit, a hook, the child's
 analysis) becomes `facts.tool_failure`, never the user's exception: the parent reports that mpdoctor cannot trace
@@ -19,7 +20,7 @@ import os
 import sys
 
 from mpdoctor.facts.schema import ExceptionRecord, Facts, new_facts
-from mpdoctor.trace.child import hooks, keras_adapter, manual_restores
+from mpdoctor.trace.child import dry_run, hooks, keras_adapter, manual_restores
 from mpdoctor.trace.child.analysis import (
     analyse_model,
     collect,
@@ -67,6 +68,8 @@ def _prepare(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
     if request.get("policy"):  # before the hooks: the project's entry point set it, not this file
         keras_adapter.set_global_policy(request["policy"], wanted)
     keras_adapter.install(hooks.Hooks(recorder), wanted)
+    for model_class in keras_adapter.model_classes():  # training in the file runs a batch or two (dry_run)
+        dry_run.install(model_class)
     more = hooks.Hooks(recorder)  # hand-written restores: arrays assigned to variables (manual_restores)
     manual_restores.install(recorder, more)
     more.patch()
@@ -95,7 +98,13 @@ def _run(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
                 from mpdoctor.trace.child.plan import plan_model
 
                 record = facts.models[-1]
-                record.plan = plan_model(model, record, recorder, request["plan"], request.get("numerics"))
+                record.plan = plan_model(model, record, recorder, request["plan"], request.get("numerics"), module)
+        if request.get("step_check"):  # verifying a loss-scaling fix: its training step against float32
+            from mpdoctor.trace.child.step_check import step_check
+
+            facts.step_check = step_check(
+                module, recorder.analysed_models, request["step_check"], request.get("numerics")
+            )
     except EntryNotFound as exc:  # the command line named what the file does not define: the user's to fix
         if facts.exception is None:
             facts.exception = describe(exc, "internal", recorder)

@@ -398,7 +398,9 @@ class Session:
             nodes.setdefault(node.uid, node)
         record.layers = _table(self.low, reference, nodes)
         if self.low.first_bad is not None and self.low.first_bad[0] in nodes:
-            record.first_non_finite = _first_non_finite(nodes[self.low.first_bad[0]].id, *self.low.first_bad[1:])
+            record.first_non_finite = _first_non_finite(
+                nodes[self.low.first_bad[0]].id, *self.low.first_bad[1:], user_file=self.user_file
+            )
         layers = {str(id(layer)): layer for layer in self.layers}
         record.user_layers = [
             _scan_layer(nodes[uid].id, layers[uid], args, kwargs, self.user_file)
@@ -444,9 +446,11 @@ def _first_line(exc: BaseException) -> str:
     return (lines[0] if lines else type(exc).__name__)[:200]
 
 
-def _first_non_finite(node_id: str, layer, args, kwargs) -> FirstNonFinite:
+def _first_non_finite(node_id: str, layer, args, kwargs, user_file: str | None = None) -> FirstNonFinite:
     """Which op of the first non-finite layer produced the first inf/NaN: its float16 call re-run with TF's
-    numerics checking, which raises at the first op with a non-finite output and names its type."""
+    numerics checking, which raises at the first op with a non-finite output and names its type. The op runs
+    eagerly, so the exception's traceback holds the Python frames that ran it: the innermost one in the user's
+    file is the op's line (inside the innermost custom layer, not the outer layer's class: issue 14 item 9)."""
     import numpy as np
     import tensorflow as tf
 
@@ -460,9 +464,29 @@ def _first_non_finite(node_id: str, layer, args, kwargs) -> FirstNonFinite:
     except Exception as exc:
         match = re.search(r'op "(\w+)"', str(exc))
         found.op = match.group(1) if match else None
+        line = _innermost_user_line(exc, user_file)
+        if line is not None:
+            found.line = line
     finally:
         tf.debugging.disable_check_numerics()
     return found
+
+
+def _innermost_user_line(exc: BaseException, user_file: str | None) -> int | None:
+    """The line of the last frame in `user_file` over the exception's traceback and its causes (Keras re-raises
+    a layer's exception with its own message; the original's traceback goes deepest)."""
+    if user_file is None:
+        return None
+    line, seen = None, set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        tb = exc.__traceback__
+        while tb is not None:
+            if os.path.realpath(tb.tb_frame.f_code.co_filename) == user_file:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        exc = exc.__cause__ or exc.__context__
+    return line
 
 
 # ---------------------------------------------------------------------------------------------------- user layers

@@ -20,6 +20,11 @@ bfloat16 alternative included):
    whose low precision breaks the outputs. Add it, continue from j + 1 (P(j + 1) with the new S is P(j)).
 3. Minimise: drop each member found in 2 whose removal still passes; a kept member's removal is its "why"
    (non-finite outputs, with the op named by re-running the layer under check_numerics, or the error it causes).
+4. Training files (the trace ran MP504's training step for the model): one training step with S applied and the
+   script's loss scaling (gradients.py). If its gradients still underflow (MP504's threshold) and the script has no
+   loss scaling, the step is tried with the scale a LossScaleOptimizer starts at; if that clears it, the plan says
+   to use loss scaling. Otherwise the layers holding the variables that flush join S (reason "gradient"), a few
+   rounds at most (keeping a later layer in float32 can show an earlier one flushing), and what remains is said.
 """
 
 from __future__ import annotations
@@ -27,15 +32,26 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import replace
 
 from mpdoctor.facts.dtypes import LOW_PRECISION, compute_dtype
-from mpdoctor.facts.keras_semantics import risky_activation, sublayers
-from mpdoctor.facts.schema import ModelGraph, ModelRecord, PlanCheck, PlanLayer, PlanRecord
+from mpdoctor.facts.keras_semantics import INITIAL_LOSS_SCALE, risky_activation, sublayers
+from mpdoctor.facts.schema import (
+    GRADIENT_FLUSH_THRESHOLD,
+    GradientRecord,
+    ModelGraph,
+    ModelRecord,
+    PlanCheck,
+    PlanLayer,
+    PlanRecord,
+)
 from mpdoctor.trace.child import numerics
+from mpdoctor.trace.child.gradients import gradient_record, variable_name
 from mpdoctor.trace.child.graph import MISSING, flatten, restore_calls
 from mpdoctor.trace.child.keras_adapter import restore_layer_policy, set_layer_policy
 
 DEFAULT_RTOL = 0.01
+GRADIENT_ROUNDS = 3  # layers added for flushing gradients, then the step re-run: at most this many times
 POLICIES = ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16")
 
 
@@ -46,12 +62,16 @@ def options_from_request(request: dict | None) -> dict:
     return options
 
 
-def plan_model(model, record: ModelRecord, recorder, request: dict, numerics_request: dict | None) -> PlanRecord:
-    """The plan of one analysed model (its graph and numerics are in `record`); never raises."""
+def plan_model(
+    model, record: ModelRecord, recorder, request: dict, numerics_request: dict | None, module=None
+) -> PlanRecord:
+    """The plan of one analysed model (its graph and numerics are in `record`; `module`, the user's, tells how the
+    file trains it); never raises."""
     options = options_from_request(request)
     planner = None
     try:
         planner = _Planner(model, record, recorder, options, numerics_request)
+        planner.module = module
         return planner.run()
     except Exception as exc:
         return PlanRecord(
@@ -142,6 +162,8 @@ class _Planner:
             result.final = self._check(frozenset(), policy)
         else:
             self._search(policy, nodes, graph)
+            if self._trains():
+                self._gradients(policy, graph)
         members = {u.uid for u in self.units if u.uid in {m.uid for m in self._members(result)}}
         result.low_precision_flops = sum(u.flops for u in self.units if u.uid not in members)
         if compute_dtype(policy) == "float16" and not self.options["verify"]:
@@ -310,6 +332,75 @@ class _Planner:
                 entry.detail = f"max relative error {check.max_relative_error:.2%} without it (rtol {result.rtol:.2%})"
         result.layers = [members[u.uid] for u in units if u.uid in members]
         result.final = self._check(frozenset(members), policy)
+
+    # ------------------------------------------------------------------------------------------ gradients
+
+    def _trains(self) -> bool:
+        """The trace ran MP504's training step for this model: the file compiles or trains it."""
+        gradients = self.record.gradients
+        return gradients is not None and not gradients.skipped and self.module is not None
+
+    def _step(self, members: set[str], policy: str, loss_scale: float | None = None) -> GradientRecord | None:
+        self._apply(members, policy)
+        return gradient_record(
+            self.model, self.record, self.module, self.numerics_request, loss_scale=loss_scale, sample=self.sample
+        )
+
+    def _gradients(self, policy: str, graph: ModelGraph) -> None:
+        result = self.result
+        members = {self._uid(layer.id): layer for layer in result.layers}  # uid -> PlanLayer
+        record = self._step(set(members), policy)
+        if record is None or record.skipped:
+            return
+        if record.underflows and record.loss_scaling == "none":
+            scaled = self._step(set(members), policy, INITIAL_LOSS_SCALE)
+            if scaled is not None and not scaled.skipped and not scaled.underflows:
+                result.gradient_advice = (
+                    f"{record.flushed_share:.0%} of the gradient values that are nonzero in float32 flush to zero "
+                    f"under {policy} without loss scaling ({scaled.flushed_share:.1%} with the loss scaled by "
+                    f"{INITIAL_LOSS_SCALE:g}, where a LossScaleOptimizer starts): use loss scaling "
+                    "(keras.mixed_precision.LossScaleOptimizer, or model.fit, which scales for you) rather than more "
+                    "float32 layers"
+                )
+                result.final = replace(result.final, gradients=record)  # a copy: checks are cached and shared
+                return
+        by_variable = {}
+        for unit in self.units:
+            for variable in getattr(unit.layer, "trainable_weights", []) or []:
+                by_variable.setdefault(variable_name(variable), unit)
+        for _ in range(GRADIENT_ROUNDS):
+            if not record.underflows:
+                break
+            flushing = [
+                by_variable[v.name]
+                for v in record.variables
+                if v.name in by_variable and v.flushed > v.nonzero_reference * GRADIENT_FLUSH_THRESHOLD
+            ]
+            added = [u for u in dict.fromkeys(flushing) if u.uid not in members]
+            if not added:
+                break
+            for unit in added:
+                entry = self._layer(unit, "gradient", "", graph)
+                lost = [v for v in record.variables if by_variable.get(v.name) is unit]
+                share = sum(v.flushed for v in lost) / max(sum(v.nonzero_reference for v in lost), 1)
+                entry.detail = f"{share:.0%} of its gradient values flush to zero in {compute_dtype(policy)}"
+                members[unit.uid] = entry
+            stepped = self._step(set(members), policy)
+            if stepped is None or stepped.skipped:
+                break
+            record = stepped
+        order = {u.uid: i for i, u in enumerate(self.units)}
+        result.layers = sorted(members.values(), key=lambda layer: order[self._uid(layer.id)])
+        result.final = replace(self._check(frozenset(members), policy), gradients=record)
+        if record.underflows:
+            result.gradient_advice = (
+                f"{record.flushed_share:.0%} of the gradient values that are nonzero in float32 still flush to zero "
+                f"under {policy} with the plan ({_scaling(record)}): raise the loss scale or keep the layers holding "
+                "the variables that flush in float32"
+            )
+
+    def _uid(self, layer_id: str) -> str:
+        return next(u.uid for u in self.units if u.node.id == layer_id)
 
     def _seeds(self, graph: ModelGraph):
         """(unit, reason, detail) of the layers the rules say must compute in float32 whatever the sample shows."""
@@ -480,6 +571,12 @@ def _first_bad_op(layer, captured: dict) -> str | None:
     finally:
         tf.debugging.disable_check_numerics()
     return None
+
+
+def _scaling(record: GradientRecord) -> str:
+    if record.loss_scaling == "none":
+        return "without loss scaling"
+    return f"{record.loss_scaling} at scale {record.loss_scale:g}"
 
 
 def _first_line(exc: BaseException) -> str:

@@ -9,7 +9,9 @@ Each adapter module has:
 - `install(hooks, package)`: the hooks of mpdoctor.trace.child.hooks.Hooks on that package's APIs;
 - `model_class(package)`: the Model base class;
 - `set_policy(layer, package, policy)`: give a layer another dtype policy in place, returning the undo (the
-  numerics' float32 reference run, MP504's float32 step, `mpdoctor plan`).
+  numerics' float32 reference run, MP504's float32 step, `mpdoctor plan`);
+- `reset_names(package)`: restart the automatic layer names, so a model built again by the trace is named as the
+  user's own build was.
 """
 
 from __future__ import annotations

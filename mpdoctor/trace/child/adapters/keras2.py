@@ -69,3 +69,8 @@ def set_policy(layer, package: types.ModuleType, policy: str) -> Callable[[], No
             layer._compute_dtype_object = compute_object
 
     return undo
+
+
+def reset_names(package: types.ModuleType) -> None:
+    """Restart the automatic layer names (`dense`, `dense_1`, ...) as in a fresh process (public in Keras 2)."""
+    package.backend.reset_uids()

@@ -20,6 +20,7 @@ PRIVATE_NAMES = (
     "keras.src.models.model.Model",
     "keras.src.dtype_policies.get",  # per-layer policies (numerics, MP504, plan); else mixed_precision.DTypePolicy
     "Layer._dtype_policy",  # ditto; Keras 3.0 keeps the policy in the attribute `dtype_policy` itself
+    "keras.src.utils.naming.reset_uids",  # layer names of a second build as the user's first build had them
 )
 
 
@@ -66,3 +67,10 @@ def set_policy(layer, package: types.ModuleType, policy: str) -> Callable[[], No
     saved = getattr(layer, attribute)
     setattr(layer, attribute, policy_object(package, policy))
     return lambda: setattr(layer, attribute, saved)
+
+
+def reset_names(package: types.ModuleType) -> None:
+    """Restart the automatic layer names (`dense`, `dense_1`, ...) as in a fresh process."""
+    from keras.src.utils import naming
+
+    naming.reset_uids()

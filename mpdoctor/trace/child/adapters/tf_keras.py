@@ -33,3 +33,4 @@ def model_class(package: types.ModuleType) -> type:
 
 
 set_policy = keras2.set_policy
+reset_names = keras2.reset_names

@@ -1,0 +1,26 @@
+"""Keras 3: gradients clipped by value with bounds that are not symmetric: no optimizer argument clips like that
+(clipvalue=c clips to [-c, c]), so the clip cannot move into the optimizer and the loss-scaling fix stays refused."""
+# fix-refused: gradients are clipped (tf.clip_by_value) before apply_gradients; unscale them first (see explain MP501)
+import keras
+import numpy as np
+import tensorflow as tf
+
+keras.mixed_precision.set_global_policy("mixed_float16")
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16), keras.layers.Dense(1, dtype="float32")])
+optimizer = keras.optimizers.SGD(0.1)
+
+
+@tf.function
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x) - y))
+    grads = tape.gradient(loss, model.trainable_variables)
+    grads = [tf.clip_by_value(g, -1.0, 0.5) for g in grads]
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+
+x_batch = np.random.RandomState(0).normal(size=(32, 8)).astype("float32")
+y_batch = np.random.RandomState(1).normal(size=(32, 1)).astype("float32")
+if __name__ == "__main__":
+    train_step(x_batch, y_batch)
