@@ -33,13 +33,14 @@ from mpdoctor.rules.mp001_run import (
     unused_suppressions,
 )
 from mpdoctor.sources import SourceText, read_source
+from mpdoctor.spellings import Spellings
 from mpdoctor.static import target as targets_module
 from mpdoctor.static.context import Settings, StaticContext
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts, PolicyContext
 from mpdoctor.suppress import find_suppressions, is_suppressed
 
 # A file that mentions none of these cannot hold a finding: skip the rules (ruff/torchfix-style cheap path).
-_MARKER = re.compile(r"tensorflow|keras|tensorflow_hub|mixed_precision")
+_MARKER = Spellings(r"tensorflow|keras|tensorflow_hub|mixed_precision")
 # Tokenizing is slower than parsing: only files that may hold one of our comments pay for it.
 _MAY_SUPPRESS = re.compile(r"noqa\s*:[^\n]*MP\d|mpdoctor\s*:", re.IGNORECASE)
 
@@ -359,7 +360,7 @@ def check_source(
         alone, _ = _static_diagnostics(text, shown, tree, config, path, settings.alone(), {d.code for d in raw})
         raw = _in_context(raw, alone, project, tree)
     passes = "S"
-    if trace is not None and trace.enabled and _MARKER.search(text):
+    if trace is not None and trace.enabled and _MARKER.found_in(text):
         from mpdoctor.trace.checks import trace_diagnostics
 
         context = project.trace_context() if project is not None else None
@@ -395,7 +396,7 @@ def _static_diagnostics(
     """`only`: run just the checks that can raise one of these codes."""
     raw: list[Diagnostic] = []
     internal: FileError | None = None
-    if not _MARKER.search(text):
+    if not _MARKER.found_in(text):
         return raw, internal
     ctx = None  # built only for a file some check may fire on: most files of a big tree need none
     float16_assumed = is_float16_compute(config.assume_policy) or (

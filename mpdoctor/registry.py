@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mpdoctor.diagnostics import PASS_NAMES, Severity
+from mpdoctor.spellings import Spellings
 
 CODE_PATTERN = re.compile(r"^MP\d{3}$")
 PASS_LETTERS = ("S", "T", "A")
@@ -59,7 +60,7 @@ class Rule:
 class StaticCheck:
     codes: tuple[str, ...]
     fn: Callable
-    requires: tuple[re.Pattern, ...]  # the check cannot fire on a file whose text misses one (cheap early skip)
+    requires: tuple[Spellings, ...]  # the check cannot fire on a file whose text misses one (cheap early skip)
 
     def may_fire(self, text: str, float16_assumed: bool, seen: dict[str, bool]) -> bool:
         """`seen` caches pattern -> found for one file (checks share patterns)."""
@@ -67,7 +68,7 @@ class StaticCheck:
             if float16_assumed and pattern.pattern == FLOAT16_TEXT:
                 continue
             if pattern.pattern not in seen:
-                seen[pattern.pattern] = pattern.search(text) is not None
+                seen[pattern.pattern] = pattern.found_in(text)
             if not seen[pattern.pattern]:
                 return False
         return True
@@ -155,7 +156,7 @@ def static_check(*codes: str, requires: str | tuple[str, ...] = FLOAT16_TEXT) ->
 
     def register(fn: Callable) -> Callable:
         _check_codes(codes, "S", "static")
-        patterns = tuple(re.compile(r) for r in ((requires,) if isinstance(requires, str) else requires))
+        patterns = tuple(Spellings(r) for r in ((requires,) if isinstance(requires, str) else requires))
         _STATIC_CHECKS[_key(fn)] = StaticCheck(codes, fn, patterns)
         return fn
 

@@ -47,6 +47,27 @@ def test_resolve(source, expr, expected):
     assert ctx.resolve(ast.parse(expr, mode="eval").body) == expected
 
 
+def test_imported_names_are_the_whole_chains_rooted_in_imports():
+    """What MP103 looks for removed APIs in, instead of every node: each chain once, at its top, in source order;
+    local names and the inner parts of a chain are not in it."""
+    ctx = ctx_of(
+        """
+        import tensorflow as tf
+        from tensorflow.keras import mixed_precision as mp
+        tf.keras.layers.Dense(4)(x)
+        mp.experimental.set_policy("mixed_float16")
+        local.attr = tf
+        tf.keras.layers.Dense = None
+        """
+    )
+    assert [(n.lineno, ctx.segment(n), name) for n, name in ctx.imported_names] == [
+        (4, "tf.keras.layers.Dense", "keras.layers.Dense"),
+        (5, "mp.experimental.set_policy", "keras.mixed_precision.experimental.set_policy"),
+        (6, "tf", "tf"),
+        (7, "tf.keras.layers.Dense", "keras.layers.Dense"),
+    ]
+
+
 @pytest.mark.parametrize(
     "source,major",
     [

@@ -249,6 +249,23 @@ def test_compat_v1_graph_code_is_keras2_era(project):
     assert t.keras_major == 2 and t.tensorflow_source == ENVIRONMENT  # compat.v1 runs on TF 2.21
 
 
+def test_clues_need_their_own_spelling_not_mixed_precision(project, monkeypatch):
+    """The walk for clues runs only on a file that spells one (bench/static.py: every synthetic file sets a
+    policy through keras.mixed_precision, none has a clue); the experimental API and a TF1 optimizer imported
+    from tf.train are still found."""
+    policy = "import tensorflow as tf\ntf.keras.mixed_precision.set_global_policy('mixed_float16')\n"
+    experimental = "from tensorflow.keras.mixed_precision import experimental as mp\nmp.set_policy('mixed_float16')\n"
+    tf1_optimizer = "import tensorflow as tf\nfrom tensorflow.train import AdamOptimizer\nopt = AdamOptimizer(0.1)\n"
+    assert [c.what for c in resolve(project, experimental).clues] == ["mixed_precision.experimental"]
+    assert [c.what for c in resolve(project, tf1_optimizer).clues] == ["tf.train.AdamOptimizer"]
+
+    def no_walk(*_args):
+        raise AssertionError("the clue walk ran on a file without a clue's spelling")
+
+    monkeypatch.setattr(target, "_clues", no_walk)
+    assert resolve(project, policy).clues == ()
+
+
 def test_standalone_keras_follows_its_own_pin(project):
     (project / "requirements.txt").write_text("tensorflow==2.15.*\nkeras<3\n")
     assert resolve(project, "import keras\nm = keras.Sequential()\n").keras_major == 2
@@ -288,6 +305,22 @@ def test_environment_last_and_default_when_nothing_is_installed(project, monkeyp
     monkeypatch.setattr(environment, "tensorflow_version", lambda: None)
     t = resolve(project)
     assert t.tensorflow_source == DEFAULT and t.keras_major == 3 and not t.keras_certain
+
+
+def test_declarations_of_a_linked_file_are_those_beside_its_real_file(project):
+    """Directories are resolved once per run; a file that is a link to another directory still gets the
+    declarations of the directory it really is in."""
+    (project / "real").mkdir()
+    (project / "real" / "requirements.txt").write_text("tensorflow==2.10\n")
+    (project / "real" / "model.py").write_text(TF_KERAS)
+    (project / "linked").mkdir()
+    (project / "linked" / "requirements.txt").write_text("tensorflow==2.12\n")
+    (project / "linked" / "beside.py").write_text(TF_KERAS)
+    (project / "linked" / "model.py").symlink_to(project / "real" / "model.py")
+    target.new_run()
+    beside = target_for(str(project / "linked" / "beside.py"), ast.parse(TF_KERAS), TF_KERAS)
+    linked = target_for(str(project / "linked" / "model.py"), ast.parse(TF_KERAS), TF_KERAS)
+    assert beside.releases == releases(12) and linked.releases == releases(10)
 
 
 def test_declarations_are_cached_per_run(project):

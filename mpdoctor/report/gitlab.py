@@ -8,11 +8,11 @@ broken file cannot pass for a clean one.
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import TextIO
 
 from mpdoctor.diagnostics import Severity
 from mpdoctor.fingerprints import fingerprint_materials, posix_path
+from mpdoctor.report.json_text import write_indented
 from mpdoctor.report.sarif import cell_prefix
 
 SEVERITIES = {Severity.ERROR: "critical", Severity.WARNING: "major", Severity.INFO: "info"}
@@ -53,5 +53,5 @@ def to_list(report) -> list[dict]:
 
 
 def render(report, stream: TextIO, **_options) -> None:
-    json.dump(to_list(report), stream, indent=2)
+    write_indented(to_list(report), stream)
     stream.write("\n")

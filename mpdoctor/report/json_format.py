@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import TextIO
 
 from mpdoctor._version import __version__
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.registry import rule_name
+from mpdoctor.report.json_text import write_indented
 
 SCHEMA_VERSION = 1
 
@@ -70,5 +70,5 @@ def to_dict(report) -> dict:
 
 
 def render(report, stream: TextIO, **_options) -> None:
-    json.dump(to_dict(report), stream, indent=2)
+    write_indented(to_dict(report), stream)
     stream.write("\n")

@@ -8,7 +8,6 @@ identity when code above it moves.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import TextIO
@@ -18,6 +17,7 @@ from mpdoctor._version import __version__
 from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.fingerprints import fingerprint, fingerprint_materials, posix_path
 from mpdoctor.printable import name_bytes
+from mpdoctor.report.json_text import write_indented
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -195,5 +195,5 @@ def to_dict(report) -> dict:
 
 
 def render(report, stream: TextIO, **_options) -> None:
-    json.dump(to_dict(report), stream, indent=2)
+    write_indented(to_dict(report), stream)
     stream.write("\n")

@@ -120,11 +120,9 @@ _TF1_ADVICE = (
 @static_check("MP103", requires=r"mixed_precision|get_scaled_loss|get_unscaled_gradients|LossScale")
 def check_legacy_mixed_precision_api(ctx: StaticContext) -> Iterable[Diagnostic]:
     found = list(_legacy_imports(ctx))
-    for node in ctx.nodes:
-        if isinstance(node, (ast.Name, ast.Attribute)) and not _inner_of_chain(ctx, node):
-            name = ctx.resolve(node)
-            if name and not _harmless_tf1_reference(ctx, node, name):
-                found += _legacy_reference(ctx, node, name)
+    for node, name in ctx.imported_names:
+        if not _harmless_tf1_reference(ctx, node, name):
+            found += _legacy_reference(ctx, node, name)
     if ctx.is_keras3:
         found += _tf_keras_loss_scale_calls(ctx)
     guarded = _version_guarded_lines(ctx)
@@ -147,7 +145,7 @@ def _version_guarded_lines(ctx: StaticContext) -> set[int]:
     """Lines of compatibility shims: a `try` body whose handler catches ImportError/AttributeError, or an `if`
     arm chosen by a version / `hasattr` test (`if tf.__version__ < "2.4":`)."""
     lines: set[int] = set()
-    for node in ctx.nodes:
+    for node in ctx.nodes_of(ast.Try, ast.If):
         blocks: list[list[ast.stmt]] = []
         if isinstance(node, ast.Try) and any(_catches_missing_api(h) for h in node.handlers):
             blocks.append(node.body)
@@ -180,7 +178,7 @@ def _is_version_test(test: ast.AST) -> bool:
 def _legacy_imports(ctx: StaticContext) -> Iterator[Diagnostic]:
     from mpdoctor.static.names import canonical
 
-    for node in ctx.nodes:
+    for node in sorted(ctx.nodes_of(ast.Import, ast.ImportFrom), key=lambda n: (n.lineno, n.col_offset)):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             full = [canonical(f"{node.module}.{a.name}") for a in node.names]
             reported, confidence = _verdict(ctx, _EXPERIMENTAL)
@@ -295,11 +293,6 @@ def _import_fix(ctx: StaticContext, node: ast.Import) -> Fix | None:
         "import the non-experimental mixed_precision module",
         (ctx.edit(node, f"from {parent} import mixed_precision as {node.names[0].asname}"),),
     )
-
-
-def _inner_of_chain(ctx: StaticContext, node: ast.AST) -> bool:
-    parent = ctx.parents.get(node)
-    return isinstance(parent, ast.Attribute) and parent.value is node
 
 
 def _legacy_reference(ctx: StaticContext, node: ast.AST, name: str) -> Iterator[Diagnostic]:

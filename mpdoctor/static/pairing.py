@@ -72,10 +72,16 @@ def _added_layer(stmt: ast.stmt) -> tuple[str, ast.AST] | None:
 
 def _statement_lists(ctx: StaticContext) -> Iterator[list[ast.stmt]]:
     for node in [ctx.tree, *ctx.nodes]:
-        for field in ("body", "orelse", "finalbody"):
-            value = getattr(node, field, None)
-            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
-                yield value
+        if isinstance(node, _BLOCK_NODES):
+            for field in ("body", "orelse", "finalbody"):
+                value = getattr(node, field, None)
+                if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                    yield value
+
+
+# Only statements, exception handlers, match cases and the module hold lists of statements: the other nodes (most
+# of them) are not asked for three fields each.
+_BLOCK_NODES = (ast.stmt, ast.excepthandler, ast.match_case, ast.Module)
 
 
 def functional_pairs(ctx: StaticContext) -> Iterator[tuple[ast.AST, LayerRecord, bool]]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from mpdoctor.facts.tf_releases import (
     release_text,
     tf_keras_major,
 )
+from mpdoctor.spellings import Spellings
 from mpdoctor.static import environment
 from mpdoctor.static.declared import (
     LEGACY_ENV,
@@ -118,11 +120,14 @@ _TF1_ONLY = (
     "tf.train.GradientDescentOptimizer",
     "tf.train.MomentumOptimizer",
 )
-# A file without any of these spellings has no clue: the walk of its whole tree is skipped.
-_CLUE_TEXT = re.compile(
-    r"get_scaled_loss|get_unscaled_gradients|scale_loss|mixed_precision|\bops\b|set_dtype_policy|DTypePolicy|"
+# A file without any of these spellings has no clue: the walk of its whole tree is skipped. Every clue's name is
+# made of identifiers the file spells (imports only rename the roots: mpdoctor.static.names), so each clue has a
+# word here: `experimental` for keras.mixed_precision.experimental (not `mixed_precision`, which every file that
+# sets a policy has), the optimizer's own name for tf.train.AdamOptimizer (also when imported from tf.train).
+_CLUE_TEXT = Spellings(
+    r"get_scaled_loss|get_unscaled_gradients|scale_loss|experimental|\bops\b|set_dtype_policy|DTypePolicy|"
     r"dtype_policies|TFSMLayer|SeedGenerator|compat|contrib|Session|placeholder|get_variable|variable_scope|"
-    r"global_variables_initializer|train\.\w+Optimizer"
+    r"global_variables_initializer|AdamOptimizer|GradientDescentOptimizer|MomentumOptimizer"
 )
 # Imports below the module's top-level statements (in a function): only then are imports looked for everywhere.
 _NESTED_IMPORT = re.compile(r"^[ \t]+(?:import|from)\s", re.MULTILINE)
@@ -134,7 +139,7 @@ def file_evidence(tree: ast.AST, text: str, imports: ImportMap | None = None, no
     legacy = file_legacy_keras_setting(tree) if "TF_USE_LEGACY_KERAS" in text else None
     if nodes is not None:
         nodes = list(nodes)
-    elif _CLUE_TEXT.search(text) or (_NESTED_IMPORT.search(text) and "keras" in text):
+    elif _CLUE_TEXT.found_in(text) or (_NESTED_IMPORT.search(text) and ("keras" in text or "hub" in text)):
         nodes = list(ast.walk(tree))
     else:
         nodes = _top_level_imports(tree)
@@ -154,7 +159,7 @@ def file_evidence(tree: ast.AST, text: str, imports: ImportMap | None = None, no
     else:
         flavour, selection = FLAVOUR_TF_KERAS_MODULE, ""
     clues: dict[tuple[str, str], Clue] = {}
-    if _CLUE_TEXT.search(text):
+    if _CLUE_TEXT.found_in(text):
         for clue in _clues(nodes, imports):
             clues.setdefault((clue.kind, clue.what), clue)
     hub = any(m == "tensorflow_hub" or m.startswith("tensorflow_hub.") for m in imports.modules)
@@ -279,7 +284,21 @@ def _project(directory: str, generation: int) -> Project:
 def project_for(path: str) -> Project:
     """The declarations that count for a file: those of the closest directory, from the file's own upwards to the
     project root (a directory with .git, pyproject.toml, setup.py or setup.cfg), that declares anything."""
-    return _project(str(Path(path).resolve().parent), _generation)
+    return _project(_real_directory(path), _generation)
+
+
+def _real_directory(path: str) -> str:
+    """`Path(path).resolve().parent`, resolving each directory once per run: a file of a tree of thousands
+    costs one lstat (is it a link to elsewhere?) instead of one per component of its path."""
+    if os.path.islink(path):
+        return str(Path(path).resolve().parent)
+    directory = os.path.dirname(path)  # not normalised: `link/..` must be resolved as the file system has it
+    return _resolved_directory(os.path.join(os.getcwd(), directory), _generation)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved_directory(directory: str, generation: int) -> str:
+    return str(Path(directory).resolve())
 
 
 # ---------------------------------------------------------------------------------------------- the target

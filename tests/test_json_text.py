@@ -1,0 +1,86 @@
+"""mpdoctor.report.json_text writes exactly what `json.dumps(value, indent=2)` writes (the JSON, SARIF and GitLab
+renderers use it instead, for speed)."""
+
+from __future__ import annotations
+
+import enum
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from mpdoctor.config import Config
+from mpdoctor.engine import check_paths
+from mpdoctor.report import json_format, json_text, sarif
+from mpdoctor.report.json_text import dumps_indented, write_indented
+
+HERE = Path(__file__).parent
+
+
+class Level(str, enum.Enum):
+    HIGH = "high"
+
+
+class Count(enum.IntEnum):
+    TWO = 2
+
+
+VALUES = [
+    None,
+    True,
+    False,
+    0,
+    -7,
+    2**70,
+    1.5,
+    -0.0,
+    1e-300,
+    math.inf,
+    -math.inf,
+    math.nan,
+    "",
+    "plain",
+    'quote " backslash \\ tab \t newline \n',
+    "non-ASCII é ✓ \U0001f600 and \x00 control",
+    [],
+    {},
+    (),
+    [[], {}, [[]], [{}]],
+    (1, "two", (3.0, None)),
+    {"a": 1, "b": [1, 2, {"c": None}], "d": {}},
+    {7: "int key", 2.5: "float key", True: "bool key", False: "false key", None: "none key", "é": "str key"},
+    {"level": Level.HIGH, "count": Count.TWO, "nested": [Level.HIGH, Count.TWO]},
+]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))
+def test_same_text_as_the_standard_library(value):
+    assert dumps_indented(value) == json.dumps(value, indent=2)
+
+
+def test_unserialisable_values_raise_as_the_standard_library_does():
+    for value in (object(), {"k": {1, 2}}, {(1, 2): "tuple key"}):
+        with pytest.raises(TypeError):
+            json.dumps(value, indent=2)
+        with pytest.raises(TypeError):
+            dumps_indented(value)
+
+
+def test_reports_of_the_fixtures_render_as_before():
+    """A real report (findings with fixes, targets, summary) in the JSON and SARIF formats, byte for byte."""
+    report = check_paths([HERE / "fixtures" / "MP403", HERE / "fixtures" / "MP103"], Config())
+    assert report.diagnostics  # the comparison covers findings, not only an empty report
+    for module in (json_format, sarif):
+        document = module.to_dict(report)
+        assert dumps_indented(document) == json.dumps(document, indent=2)
+
+
+def test_written_in_pieces_the_text_is_the_same(monkeypatch):
+    """write_indented writes every few thousand pieces (memory stays bounded); pieces of 3 here."""
+    monkeypatch.setattr(json_text, "_FLUSH_AT", 3)
+    value = {"diagnostics": [{"code": f"MP{i}", "edits": [[i, "x"], {}]} for i in range(20)], "empty": []}
+    stream = io.StringIO()
+    write_indented(value, stream)
+    assert stream.getvalue() == json.dumps(value, indent=2)
