@@ -263,7 +263,9 @@ def test_two_runs_at_once_share_the_cache_safely(tmp_path):
     entries = list((tmp_path / ".mpdoctor_cache").glob("*/*"))
     assert len(entries) == len(names)  # one whole entry per file, no temporary file left
     assert all(json.loads(e.read_text())["format"] == cache_module.FORMAT for e in entries)
-    assert note(cli(".", cwd=tmp_path)).startswith(f"mpdoctor: cache: {len(names)} of {len(names)} files")
+    # The same environment as the two runs: PYTHONPATH is part of the key (the trace child imports through it).
+    again = cli(".", cwd=tmp_path, env={"PYTHONPATH": env["PYTHONPATH"]})
+    assert note(again).startswith(f"mpdoctor: cache: {len(names)} of {len(names)} files")
 
 
 # ------------------------------------------------------------------------------------- the cache itself
