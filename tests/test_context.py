@@ -186,3 +186,26 @@ def test_producer_and_layer_instance_resolution():
     out_name = ast.parse("out", mode="eval").body
     out_name.lineno = 6
     assert ctx.producer(out_name).node.lineno == 3
+
+
+def test_a_checked_file_leaves_no_reference_cycle_for_the_garbage_collector():
+    """The static pass frees each file's tree by reference counting (StaticContext.release): a cycle through the
+    context kept every tree for the collector, a sixth of a 2,000-file run's CPU time."""
+    import gc
+
+    from mpdoctor.config import Config
+    from mpdoctor.engine import check_source
+
+    source = Path(__file__).parents[1] / "bench" / "_synthetic.py"
+    namespace: dict = {}
+    exec(compile(source.read_text(), str(source), "exec"), namespace)  # module_text: findings from several rules
+    text = namespace["module_text"](2)
+    check_source(text, "tests/model.py", Config())  # rules loaded, lazy imports done
+    gc.collect()
+    gc.disable()
+    try:
+        diagnostics, _ = check_source(text, "tests/model.py", Config())
+        assert {d.code for d in diagnostics} >= {"MP401", "MP403"}  # the rules that memoise per file did run
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

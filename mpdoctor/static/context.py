@@ -146,6 +146,12 @@ class StaticContext:
         refer back to the context would keep every checked file's context alive)."""
         return self._memos.setdefault(name, {})
 
+    def release(self) -> None:
+        """Drop the rules' per-file caches once every check has run. Their values (dataflow's Flow, for one) refer
+        back to the context, so without this the context and the whole syntax tree are a reference cycle that only
+        the garbage collector frees: on a 2,000-file run it examined every file's tree, a sixth of the CPU time."""
+        self._memos.clear()
+
     def nodes_of(self, *types: type) -> list:
         """Every node of exactly these ast types, from the one traversal (use instead of ast.walk(ctx.tree))."""
         if len(types) == 1:
