@@ -187,6 +187,19 @@ def test_item06_item08_helper_builders_are_parts_and_second_builds_keep_the_name
     assert f"output `head/{ground['softmax_layer']}` of model `classifier`" in mp401.message, mp401.message
 
 
+@pytest.mark.parametrize("keras", KERAS)
+def test_item06_an_inference_model_beside_the_trained_one_gets_no_mp402(keras):
+    path = fixture(f"item06_inference_model_{keras}.py")
+    # ground truth: the decoder's output really is float16, and the decoder has no loss to compute in float16
+    assert run_fixture(path, "ground") == {"ground": "float16 False"}
+    diagnostics, facts = traced(path)
+    assert_expected(path, diagnostics)  # the scorer (compiled) keeps its finding; the decoder gets none
+    assert {m.name: m.compiled for m in facts.models if m.name in ("decoder", "scorer")} == {
+        "decoder": False,
+        "scorer": True,
+    }
+
+
 # ------------------------------------------------------------------------------------- 7. dry run
 
 

@@ -705,6 +705,11 @@ class Facts(FactsRecord):
         return self.environment.global_policy if self.environment else None
 
     @property
+    def stopped(self) -> bool:
+        """The trace ran out of time and stopped the run: these facts are what ran before (`timeout`)."""
+        return self.timeout is not None and self.timeout is not ABSENT
+
+    @property
     def keras_major(self) -> int:
         return (self.environment.keras_major if self.environment else None) or 3
 

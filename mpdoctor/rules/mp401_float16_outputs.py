@@ -100,7 +100,8 @@ define_rule(
     what="""
         The trace pass builds the model and finds an output tensor whose dtype is float16 or bfloat16 that MP401
         does not already explain (typically a linear `Dense(n)` head under `mixed_float16`, a regression output,
-        or logits used with `from_logits=True`).
+        or logits used with `from_logits=True`). A model the file leaves uncompiled while it compiles others (a
+        decoder for inference built from a trained autoencoder's layers) is not reported: no loss reads its outputs.
         """,
     why="""
         Keras computes the loss and metrics on the output tensor. In float16 a regression target above 65504 (or
@@ -393,6 +394,10 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
     computing in float16)."""
     found = []
     by_loss = {(id(model), node.id) for model, _, _, node in float16_loss_outputs(facts)}
+    # A file that compiled its training models by the end of the run and left this one uncompiled uses it for
+    # inference only (the decoder built from an autoencoder's layers): no loss or metric reads its outputs, so MP402
+    # would be false there (issue 14 item 6). Its saturating activations (MP401) still matter to `predict`.
+    trains_others = any(record.compiled for record in facts.models)
     for model, graph in facts.graphs():
         for node, output in graph.output_nodes():
             # Judge what the model returns on its sample call; the declared dtype only when the call did not run.
@@ -400,7 +405,7 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
             if not low_precision(dtype):
                 continue
             confidence = Confidence.HIGH if output.observed else Confidence.MEDIUM
-            declared = "" if output.observed else " (its declared dtype: the model could not be called to observe it)"
+            declared = "" if output.observed else f" (its declared dtype: {_not_called(facts)})"
             activation = risky_activation(node.class_name, node.activation)
             if (id(model), node.id) in by_loss and not activation:
                 continue
@@ -417,7 +422,7 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
                         confidence=confidence,
                     )
                 )
-            else:
+            elif model.compiled or not trains_others:
                 found.append(
                     ctx.diagnostic(
                         "MP402",
@@ -431,6 +436,12 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
                     )
                 )
     return found
+
+
+def _not_called(facts: Facts) -> str:
+    if facts.stopped:
+        return "the trace ran out of time before it could call the model"
+    return "the model could not be called to observe it"
 
 
 @trace_check("MP401")

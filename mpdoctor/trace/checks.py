@@ -16,7 +16,6 @@ import os
 
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic
-from mpdoctor.facts.codec import ABSENT
 from mpdoctor.facts.schema import ExceptionRecord, Facts, TraceSummary
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.registry import hooks, verdict_of
@@ -103,13 +102,9 @@ def verdicts(facts: Facts | None, ctx: TraceContext, config: Config) -> dict | N
     for hook in hooks("verdicts"):
         if facts is not None and any(config.enabled(code, ctx.display_path) for code in hook.codes):
             found.update(hook.fn(facts, ctx))
-    if facts is not None and _stopped(facts):  # what did not run yet proves nothing: only confirmations stand
+    if facts is not None and facts.stopped:  # what did not run yet proves nothing: only confirmations stand
         found = {key: verdict for key, verdict in found.items() if verdict is not None and verdict[0] == "confirm"}
     return found
-
-
-def _stopped(facts: Facts) -> bool:
-    return facts.timeout is not None and facts.timeout is not ABSENT
 
 
 def _changed_during_trace(path: str, text: str) -> str | None:
@@ -144,7 +139,7 @@ def diagnose(
     if facts.tool_failure is not None and not failure:
         return [cannot_trace(ctx, facts)]
     found = run_checks(facts, ctx, config)
-    if _stopped(facts):
+    if facts.stopped:
         found.append(trace_timed_out(ctx, facts, timeout))
     elif failure:
         found.append(trace_failed(ctx, failure, output_tail))
