@@ -100,8 +100,8 @@ define_rule(
     what="""
         The trace pass builds the model and finds an output tensor whose dtype is float16 or bfloat16 that MP401
         does not already explain (typically a linear `Dense(n)` head under `mixed_float16`, a regression output,
-        or logits used with `from_logits=True`). A model the file leaves uncompiled while it compiles others (a
-        decoder for inference built from a trained autoencoder's layers) is not reported: no loss reads its outputs.
+        or logits used with `from_logits=True`). An uncompiled model whose output layer a compiled model uses inside
+        (a decoder for inference built from a trained autoencoder's layers) is not reported: no loss reads it.
         """,
     why="""
         Keras computes the loss and metrics on the output tensor. In float16 a regression target above 65504 (or
@@ -394,10 +394,10 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
     computing in float16)."""
     found = []
     by_loss = {(id(model), node.id) for model, _, _, node in float16_loss_outputs(facts)}
-    # A file that compiled its training models by the end of the run and left this one uncompiled uses it for
-    # inference only (the decoder built from an autoencoder's layers): no loss or metric reads its outputs, so MP402
-    # would be false there (issue 14 item 6). Its saturating activations (MP401) still matter to `predict`.
-    trains_others = any(record.compiled for record in facts.models)
+    # An uncompiled model whose output layer a compiled model uses inside (the decoder built for `predict` from a
+    # trained autoencoder's layers) is an inference model: no loss or metric reads that output, and in the trained
+    # model it is an inner tensor, so MP402 would be false there (issue 14 item 6). MP401 still stands (`predict`).
+    trained_layers = {n.uid for m, g in facts.graphs() if m.compiled for n in g.nodes if n.uid}
     for model, graph in facts.graphs():
         for node, output in graph.output_nodes():
             # Judge what the model returns on its sample call; the declared dtype only when the call did not run.
@@ -422,7 +422,7 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
                         confidence=confidence,
                     )
                 )
-            elif model.compiled or not trains_others:
+            elif model.compiled or node.uid is None or node.uid not in trained_layers:
                 found.append(
                     ctx.diagnostic(
                         "MP402",
