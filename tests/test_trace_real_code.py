@@ -17,6 +17,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
+from test_reliability import alive
 from trace_support import trace_check
 
 from mpdoctor.diagnostics import Severity
@@ -186,6 +187,19 @@ def test_item06_item08_helper_builders_are_parts_and_second_builds_keep_the_name
     assert f"output `head/{ground['softmax_layer']}` of model `classifier`" in mp401.message, mp401.message
 
 
+@pytest.mark.parametrize("keras", KERAS)
+def test_item06_an_inference_model_beside_the_trained_one_gets_no_mp402(keras):
+    path = fixture(f"item06_inference_model_{keras}.py")
+    # ground truth: the decoder's output really is float16, and the decoder has no loss to compute in float16
+    assert run_fixture(path, "ground") == {"ground": "float16 False"}
+    diagnostics, facts = traced(path)
+    assert_expected(path, diagnostics)  # the scorer (compiled) keeps its finding; the decoder gets none
+    assert {m.name: m.compiled for m in facts.models if m.name in ("decoder", "scorer")} == {
+        "decoder": False,
+        "scorer": True,
+    }
+
+
 # ------------------------------------------------------------------------------------- 7. dry run
 
 
@@ -199,6 +213,23 @@ def test_item07_module_level_training_is_a_dry_run(keras):
     assert_expected(path, diagnostics)
     assert facts.exception is None and [m.name for m in facts.models] == ["model"], facts.exception
     assert facts.models[0].numerics.skipped is None
+
+
+@pytest.mark.parametrize("keras", KERAS)
+def test_item07_findings_before_a_timeout_are_kept_and_mp001_names_the_line(keras, tmp_path, monkeypatch):
+    path = fixture(f"item07_timeout_keeps_findings_{keras}.py")
+    assert run_fixture(path, "ground") == {"ground": "float16"}  # ground truth: the head computes in float16
+    pid_file = tmp_path / "pid"
+    monkeypatch.setenv("MPDOCTOR_TEST_PID_FILE", str(pid_file))  # the trace child inherits it
+    diagnostics, facts = traced(path, timeout=8)  # the file never ends: the trace stops it at the timeout
+    assert_expected(path, diagnostics)  # MP401 on the head, MP001 on the loop's line inside train_forever()
+    [mp401] = [d for d in diagnostics if d.code == "MP401"]
+    assert "trace" in mp401.passes, mp401
+    [mp001] = [d for d in diagnostics if d.code == "MP001"]
+    assert f"ran out of time at line {mp001.location.line} of {path.name} (timeout 8 s)" in mp001.message
+    assert facts.status == "timeout" and facts.timeout.phase == "import" and facts.exception is None
+    assert [m.name for m in facts.models] == ["model"] and facts.models[0].graph is not None
+    assert not alive(int(pid_file.read_text()))  # the child was stopped, then ended: nothing left running
 
 
 # ------------------------------------------------------------------------------------- 9. MP404's location

@@ -638,6 +638,14 @@ class ExceptionRecord(FactsRecord):
 
 
 @dataclass
+class TimeoutRecord(FactsRecord):
+    """The trace ran out of time and stopped (issue 14 item 7): the facts hold what ran before."""
+
+    phase: str = "import"  # what the child was doing: prepare (importing TensorFlow) | import | build | analysis
+    location: SourceRef | None = None  # the line of the user's file that was running (innermost frame)
+
+
+@dataclass
 class ToolFailure(FactsRecord):
     """mpdoctor's own failure in the trace child: an adapter that does not fit the installed Keras, a hook that
     raised while the file ran, an error of the child's own analysis. Never an exception of the user's code (those
@@ -667,7 +675,7 @@ class ModelRecord(FactsRecord):
 @dataclass
 class Facts(FactsRecord):
     version: int = FACTS_VERSION
-    status: str = "ok"  # ok | exception
+    status: str = "ok"  # ok | exception | timeout (stopped at the timeout: `timeout` says where)
     environment: Environment | None = None
     policy_events: list[PolicyEvent] = field(default_factory=list)
     layers: dict[str, LayerRecord] = field(default_factory=dict)  # by uid, str(id(layer))
@@ -683,6 +691,7 @@ class Facts(FactsRecord):
     # directory.
     saved_paths: dict[str, str] = field(default_factory=dict)
     tool_failure: ToolFailure | None = None  # mpdoctor's own failure (the first): the facts are incomplete
+    timeout: TimeoutRecord | None = ABSENT  # the trace ran out of time: the facts are what ran before it
     step_check: StepCheckRecord | None = ABSENT  # a fix verified by training (the request asked for it)
     # Absolute paths of what the run read besides the file (local modules, opened files, restored checkpoints,
     # loaded SavedModels): the result cache's dependencies (mpdoctor.trace.child.inputs). ABSENT: not recorded.
@@ -694,6 +703,11 @@ class Facts(FactsRecord):
     @property
     def final_policy(self) -> str | None:
         return self.environment.global_policy if self.environment else None
+
+    @property
+    def stopped(self) -> bool:
+        """The trace ran out of time and stopped the run: these facts are what ran before (`timeout`)."""
+        return self.timeout is not None and self.timeout is not ABSENT
 
     @property
     def keras_major(self) -> int:

@@ -3,6 +3,7 @@ child fails or the run's exception is explained by no other rule, MP002 after su
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -106,6 +107,33 @@ def trace_failed(ctx: TraceContext, reason: str, output_tail: str) -> Diagnostic
         "MP001",
         None,
         f"trace pass failed: {reason}{hint}; static findings are still reported",
+        confidence=Confidence.HIGH,
+    )
+
+
+_STOPPED_WHILE = {
+    "prepare": "while TensorFlow was imported",
+    "import": "while the file ran",
+    "build": "while its builders ran",
+    "analysis": "while its models were analysed",
+}
+
+
+def trace_timed_out(ctx: TraceContext, facts: Facts, timeout: float | None) -> Diagnostic:
+    """The child stopped at the timeout and wrote what it had gathered (issue 14 item 7): the other trace findings
+    come from that; this one says where the time ran out, at that line of the user's file."""
+    record = facts.timeout
+    where = record.location if record.location is not None and record.location.line else None
+    if where is not None:
+        place = f"at line {where.line} of {os.path.basename(ctx.shown(where.file))}"
+    else:
+        place = _STOPPED_WHILE.get(record.phase, "while the file ran")
+    limit = f" (timeout {timeout:g} s)" if timeout is not None else ""
+    return ctx.diagnostic(
+        "MP001",
+        where,
+        f"the trace ran out of time {place}{limit}; findings above are from what ran before (raise "
+        '--trace-timeout, or put training under `if __name__ == "__main__":`)',
         confidence=Confidence.HIGH,
     )
 

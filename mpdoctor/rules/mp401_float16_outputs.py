@@ -100,7 +100,8 @@ define_rule(
     what="""
         The trace pass builds the model and finds an output tensor whose dtype is float16 or bfloat16 that MP401
         does not already explain (typically a linear `Dense(n)` head under `mixed_float16`, a regression output,
-        or logits used with `from_logits=True`).
+        or logits used with `from_logits=True`). An uncompiled model whose output layer a compiled model uses inside
+        (a decoder for inference built from a trained autoencoder's layers) is not reported: no loss reads it.
         """,
     why="""
         Keras computes the loss and metrics on the output tensor. In float16 a regression target above 65504 (or
@@ -393,6 +394,10 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
     computing in float16)."""
     found = []
     by_loss = {(id(model), node.id) for model, _, _, node in float16_loss_outputs(facts)}
+    # An uncompiled model whose output layer a compiled model uses inside (the decoder built for `predict` from a
+    # trained autoencoder's layers) is an inference model: no loss or metric reads that output, and in the trained
+    # model it is an inner tensor, so MP402 would be false there (issue 14 item 6). MP401 still stands (`predict`).
+    trained_layers = {n.uid for m, g in facts.graphs() if m.compiled for n in g.nodes if n.uid}
     for model, graph in facts.graphs():
         for node, output in graph.output_nodes():
             # Judge what the model returns on its sample call; the declared dtype only when the call did not run.
@@ -400,7 +405,7 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
             if not low_precision(dtype):
                 continue
             confidence = Confidence.HIGH if output.observed else Confidence.MEDIUM
-            declared = "" if output.observed else " (its declared dtype: the model could not be called to observe it)"
+            declared = "" if output.observed else f" (its declared dtype: {_not_called(facts)})"
             activation = risky_activation(node.class_name, node.activation)
             if (id(model), node.id) in by_loss and not activation:
                 continue
@@ -417,7 +422,7 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
                         confidence=confidence,
                     )
                 )
-            else:
+            elif model.compiled or node.uid is None or node.uid not in trained_layers:
                 found.append(
                     ctx.diagnostic(
                         "MP402",
@@ -431,6 +436,12 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
                     )
                 )
     return found
+
+
+def _not_called(facts: Facts) -> str:
+    if facts.stopped:
+        return "the trace ran out of time before it could call the model"
+    return "the model could not be called to observe it"
 
 
 @trace_check("MP401")

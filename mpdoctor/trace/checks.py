@@ -19,7 +19,7 @@ from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.facts.schema import ExceptionRecord, Facts, TraceSummary
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.registry import hooks, verdict_of
-from mpdoctor.rules.mp001_run import cannot_trace, internal_error, trace_failed, unexplained_exception
+from mpdoctor.rules.mp001_run import cannot_trace, internal_error, trace_failed, trace_timed_out, unexplained_exception
 from mpdoctor.sources import read_source
 from mpdoctor.static.context import Settings
 from mpdoctor.static.policy_context import PolicyContext
@@ -64,7 +64,10 @@ def trace_diagnostics(
     failure = outcome.failure or _changed_during_trace(run_from or path, text)
     if summaries is not None:
         summaries.append(TraceSummary.of(shown, facts, failure))
-    return diagnose(facts, failure, outcome.output_tail, ctx, config), verdicts(facts, ctx, config)
+    return (
+        diagnose(facts, failure, outcome.output_tail, ctx, config, timeout=options.timeout),
+        verdicts(facts, ctx, config),
+    )
 
 
 def child_environment(target) -> dict | None:
@@ -99,6 +102,8 @@ def verdicts(facts: Facts | None, ctx: TraceContext, config: Config) -> dict | N
     for hook in hooks("verdicts"):
         if facts is not None and any(config.enabled(code, ctx.display_path) for code in hook.codes):
             found.update(hook.fn(facts, ctx))
+    if facts is not None and facts.stopped:  # what did not run yet proves nothing: only confirmations stand
+        found = {key: verdict for key, verdict in found.items() if verdict is not None and verdict[0] == "confirm"}
     return found
 
 
@@ -118,17 +123,25 @@ def _changed_during_trace(path: str, text: str) -> str | None:
 
 
 def diagnose(
-    facts: Facts | None, failure: str | None, output_tail: str, ctx: TraceContext, config: Config
+    facts: Facts | None,
+    failure: str | None,
+    output_tail: str,
+    ctx: TraceContext,
+    config: Config,
+    timeout: float | None = None,
 ) -> list[Diagnostic]:
     """Diagnostics from one trace: every trace check, then MP001 for a failed child or an unexplained exception.
     A failure of the one forward pass on mpdoctor's own synthetic batch (index ranges, strings, ragged inputs) may
-    be the batch's fault, not the model's: rules that recognise it report it, it is never MP001."""
+    be the batch's fault, not the model's: rules that recognise it report it, it is never MP001. A child stopped
+    at the timeout (`facts.timeout`) gets the checks on what it gathered, and the MP001 says where time ran out."""
     if facts is None:
         return [trace_failed(ctx, failure or "the trace child reported nothing", output_tail)]
     if facts.tool_failure is not None and not failure:
         return [cannot_trace(ctx, facts)]
     found = run_checks(facts, ctx, config)
-    if failure:
+    if facts.stopped:
+        found.append(trace_timed_out(ctx, facts, timeout))
+    elif failure:
         found.append(trace_failed(ctx, failure, output_tail))
     exception = facts.exception
     if exception and exception.phase != "call" and not _explained(exception, facts, found):

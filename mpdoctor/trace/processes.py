@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 TOKEN_VARIABLE = "MPDOCTOR_TRACE_TOKEN"
 GRACE_AFTER_RESULT = 2.0  # seconds a child may take to exit once its result is written (atexit, threads)
+STOP_GRACE = (5.0, 30.0)  # seconds a child asked to stop at the timeout has to write what it has: 10% of the
+# timeout within these bounds (a big model's graph takes longer to read on a loaded machine)
 _POLL = 0.05  # seconds between checks of the child's exit, memory and result
 _PR_SET_CHILD_SUBREAPER = 36
 _PROC = "/proc"
@@ -154,10 +156,14 @@ class ProcessTree:
         memory_limit_mb: float | None = None,
         result_written: Callable[[], bool] | None = None,
         grace: float = GRACE_AFTER_RESULT,
+        stop_signal: int | None = None,
+        stop_grace: float | None = None,
     ) -> Ending:
         """Wait for the child. It is ended when the timeout passes, when its resident memory exceeds the limit,
         and `grace` seconds after `result_written()` first says its result is complete (threads or atexit
-        handlers of the user's code that keep it alive must not cost the whole timeout)."""
+        handlers of the user's code that keep it alive must not cost the whole timeout). `stop_signal`: at the
+        timeout the child is first sent this signal and given `stop_grace` seconds (default: 10% of the timeout
+        within STOP_GRACE) to write what it gathered (mpdoctor.trace.child.stop) before it is ended."""
         deadline = time.monotonic() + timeout
         limit = int(memory_limit_mb * 2**20) if memory_limit_mb else None
         done_at = None
@@ -181,10 +187,24 @@ class ProcessTree:
                     f"the model code exceeded the memory limit of {memory_limit_mb:g} MiB (--trace-memory)",
                 )
             if now >= deadline:
+                if stop_signal is not None:
+                    if stop_grace is None:
+                        stop_grace = min(max(timeout / 10, STOP_GRACE[0]), STOP_GRACE[1])
+                    self._ask_to_stop(stop_signal, stop_grace)
                 self.end()
                 return Ending(
                     self.process.returncode, f"the model code did not finish within {timeout:g} s (--trace-timeout)"
                 )
+
+    def _ask_to_stop(self, signum: int, grace: float) -> None:
+        """Send the child (itself only: what it started is ended with it) `signum` and wait up to `grace` seconds
+        for it to exit."""
+        try:
+            os.kill(self.pid, signum)
+        except OSError:
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=grace)
 
     def end(self) -> None:
         """Kill the child and every process it started (repeatedly, until a sweep finds none: a process may fork

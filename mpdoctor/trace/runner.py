@@ -26,6 +26,7 @@ from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV, file_legacy_keras_s
 from mpdoctor.facts.schema import Facts
 from mpdoctor.reads import not_regular
 from mpdoctor.trace import forkserver
+from mpdoctor.trace.child.stop import STOP_SIGNAL
 from mpdoctor.trace.processes import ProcessTree
 
 DEFAULT_TIMEOUT = 300.0
@@ -101,7 +102,12 @@ def run_trace(
         # Its own session and process group; whatever it starts is ended with it (mpdoctor.trace.processes).
         child = _Child(child_command(request_path, result_path), child_env, cwd, workdir, run_from or path)
         with child.tree as tree:
-            ending = tree.supervise(timeout, memory_limit_mb, result_written=lambda: os.path.exists(result_path))
+            ending = tree.supervise(
+                timeout,
+                memory_limit_mb,
+                result_written=lambda: os.path.exists(result_path),
+                stop_signal=child.stop_signal,
+            )
         tail = child.finish()
         failure = ending.failure
         if failure is None and ending.returncode and not ending.after_result:
@@ -126,7 +132,9 @@ class _Child:
     def __init__(self, argv: list[str], env: dict, cwd: str | None, workdir: str, source_path: str) -> None:
         self._hold = None
         server = None
+        self.stop_signal = None  # what asks the child to stop at the timeout (a stand-in child of the tests: none)
         if argv[1:3] == ["-m", _CHILD_MODULE]:  # not a stand-in child of the tests
+            self.stop_signal = STOP_SIGNAL
             env = _with_legacy_request(env, source_path)
             server = forkserver.server_for(env)
         if server is not None:

@@ -29,7 +29,7 @@ from mpdoctor.facts.schema import (
     SourceRef,
     new_facts,
 )
-from mpdoctor.trace.child import audits, numerics, samples
+from mpdoctor.trace.child import audits, numerics, samples, stop
 from mpdoctor.trace.child import graph as graph_module
 from mpdoctor.trace.child.keras_adapter import model_classes, policy_now
 
@@ -88,9 +88,13 @@ def _cpu_has_bf16() -> bool:
 # ---------------------------------------------------------------------------------------------- one model
 
 
-def analyse_model(name: str, how: str, model, recorder, facts: Facts, numerics_request: dict | None) -> ModelRecord:
+def analyse_model(
+    name: str, how: str, model, recorder, facts: Facts, numerics_request: dict | None, call: bool = True
+) -> ModelRecord:
     """Call the model once on its sample batch (the float16 run of the numerics), read its graph, finish the
-    numerics. A model that raises is a finding (`record.error`, the run's exception), never a crash."""
+    numerics. A model that raises is a finding (`record.error`, the run's exception), never a crash. `call=False`:
+    its graph only (the trace ran out of time: stop.py). The timeout arriving here ends the call and the numerics,
+    never the graph, and is no error of the model's."""
     created = recorder.layers.get(str(id(model)))
     record = ModelRecord(
         name,
@@ -99,23 +103,28 @@ def analyse_model(name: str, how: str, model, recorder, facts: Facts, numerics_r
         bool(getattr(model, "compiled", False) or getattr(model, "_is_compiled", False)),
     )
     options = numerics.options_from_request(numerics_request)
-    try:
-        session = numerics.Session(model, options, recorder.user_file)
-    except BaseException as exc:
-        session = None
-        record.numerics = numerics.failed(options, exc)
-    outputs = None
-    try:
-        if session is not None and session.ready:
-            session.call()  # the one call on a sample batch, instrumented for the float16 statistics
-            outputs = session.outputs
-        else:
-            outputs = _call_once(model, options)
-    except BaseException as exc:
-        record.error = describe(exc, "call", recorder)
-        if facts.exception is None:
-            facts.exception = record.error
-            facts.status = "exception"
+    session = outputs = None
+    if not call:
+        record.numerics = _out_of_time(options)
+    else:
+        try:
+            session = numerics.Session(model, options, recorder.user_file)
+        except BaseException as exc:
+            record.numerics = _out_of_time(options) if stop.is_timeout(exc) else numerics.failed(options, exc)
+        try:
+            if session is not None and session.ready:
+                session.call()  # the one call on a sample batch, instrumented for the float16 statistics
+                outputs = session.outputs
+            elif stop.requested() is None:  # (the numerics' set-up may have been what ran out of time)
+                outputs = _call_once(model, options)
+        except stop.TimedOut:
+            session = None
+            record.numerics = _out_of_time(options)
+        except BaseException as exc:
+            record.error = describe(exc, "call", recorder)
+            if facts.exception is None:
+                facts.exception = record.error
+                facts.status = "exception"
     try:
         record.graph = graph_module.model_graph(model, recorder.layers)
         if outputs is not None:
@@ -125,9 +134,15 @@ def analyse_model(name: str, how: str, model, recorder, facts: Facts, numerics_r
     if session is not None:
         try:
             record.numerics = session.finish(record.graph)
+        except stop.TimedOut:
+            record.numerics = _out_of_time(options)
         except BaseException as exc:
             record.numerics = numerics.failed(options, exc)
     return record
+
+
+def _out_of_time(options: dict):
+    return numerics.skipped(options, "the trace ran out of time")
 
 
 def _observe_outputs(graph, outputs) -> None:

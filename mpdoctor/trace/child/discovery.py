@@ -9,6 +9,7 @@ import re
 
 from mpdoctor.facts.keras_semantics import sublayers
 from mpdoctor.facts.schema import Facts
+from mpdoctor.trace.child import stop
 from mpdoctor.trace.child.keras_adapter import model_classes
 
 BUILDER_NAMES = ("build_model", "create_model", "get_model", "make_model")
@@ -51,9 +52,13 @@ def discover(module, entry: str | None, recorder, facts: Facts, describe) -> lis
         if not callable(target) or isinstance(target, classes):
             add(target, name, f"module attribute `{name}`")
             return
+        if stop.requested() is not None:  # out of time: no more of the user's code runs
+            return
         try:
             value = _build(target, fresh_names)
         except BaseException as exc:
+            if stop.is_timeout(exc):  # the builders that finished are analysed; this one never returned
+                return
             if facts.exception is None:
                 facts.exception = describe(exc, "build")
                 facts.status = "exception"

@@ -20,7 +20,7 @@ import os
 import sys
 
 from mpdoctor.facts.schema import ExceptionRecord, Facts, new_facts
-from mpdoctor.trace.child import dry_run, hooks, inputs, keras_adapter, manual_restores
+from mpdoctor.trace.child import dry_run, hooks, inputs, keras_adapter, manual_restores, stop
 from mpdoctor.trace.child.analysis import (
     analyse_model,
     collect,
@@ -37,10 +37,12 @@ def main(argv: list[str]) -> int:
         request = json.load(handle)
     facts = new_facts()
     recorder = hooks.Recorder(request["file"], request.get("scratch"))
+    stop.install(recorder.user_file)  # the parent's timeout stops the run; what ran before is still written
     try:
         _prepare(request, facts, recorder)
     except BaseException as exc:
-        recorder.failed("hooks", "installing the hooks", exc)
+        if not stop.is_timeout(exc):  # (importing TensorFlow outlasted the timeout)
+            recorder.failed("hooks", "installing the hooks", exc)
     else:
         _run(request, facts, recorder)
         keras_adapter.check_unhooked(recorder)
@@ -48,7 +50,12 @@ def main(argv: list[str]) -> int:
         collect(recorder, facts)
         facts.inputs = inputs.collect(facts, request["file"], os.path.dirname(os.path.abspath(result_path)))
     except BaseException as exc:
-        recorder.failed("child", "collecting the facts", exc)
+        if not stop.is_timeout(exc):
+            recorder.failed("child", "collecting the facts", exc)
+    if stop.requested() is not None:
+        facts.timeout = stop.requested()
+        if facts.status == "ok":
+            facts.status = "timeout"
     facts.tool_failure = recorder.tool_failure
     _write(result_path, facts)
     return 0
@@ -78,20 +85,29 @@ def _prepare(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
 
 def _run(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
     """Import the user's file, find its models and analyse each. The user's exceptions become facts.exception;
-    any other exception reaching here is mpdoctor's own."""
+    any other exception reaching here is mpdoctor's own, or the parent's timeout (stop.py)."""
+    models = None
     try:
         recorder.extra_checkpoints = request.get("checkpoints") or []
         if request.get("notebook"):
             _notebook_builtins()
         inputs.start()  # after TensorFlow's own imports: what the user's code reads from here on
+        stop.enter("import")
         module = _import_user_file(request["file"], facts, recorder, request.get("source_file"))
         facts.layers_created_on_import = len(recorder.layers)
+        stop.enter("build")
         models = discover(
             module, request.get("entry"), recorder, facts, lambda exc, phase: describe(exc, phase, recorder)
         )
         for name, how, model in models:
+            if stop.requested() is not None:  # out of time: the rest only from their graphs
+                _analyse_after_timeout(models, recorder, facts)
+                return
+            stop.enter("analysis")
             facts.models.append(analyse_model(name, how, model, recorder, facts, request.get("numerics")))
             recorder.analysed_models.append(model)
+            if stop.requested() is not None:  # the model's own analysis ran out of time
+                continue
             if (request.get("numerics") or {}).get("enabled", True):  # MP504: a model the file trains
                 from mpdoctor.trace.child.gradients import gradient_record
 
@@ -101,7 +117,8 @@ def _run(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
 
                 record = facts.models[-1]
                 record.plan = plan_model(model, record, recorder, request["plan"], request.get("numerics"), module)
-        if request.get("step_check"):  # verifying a loss-scaling fix: its training step against float32
+        # verifying a loss-scaling fix: its training step against float32
+        if request.get("step_check") and stop.requested() is None:
             from mpdoctor.trace.child.step_check import step_check
 
             facts.step_check = step_check(
@@ -112,7 +129,20 @@ def _run(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
             facts.exception = describe(exc, "internal", recorder)
             facts.status = "exception"
     except BaseException as exc:
-        recorder.failed("child", None, exc)
+        if not stop.is_timeout(exc):
+            recorder.failed("child", None, exc)
+        elif models is not None:  # out of time in a model's gradients, plan or step check
+            _analyse_after_timeout(models, recorder, facts)
+
+
+def _analyse_after_timeout(models, recorder, facts: Facts) -> None:
+    """The found models not analysed yet, from their layer graphs alone: no call of the model (the call may be what
+    ran out of time) and no numerics, so the child writes its facts within the parent's grace period."""
+    for name, how, model in models:
+        if any(model is done for done in recorder.analysed_models):
+            continue
+        facts.models.append(analyse_model(name, how, model, recorder, facts, {"enabled": False}, call=False))
+        recorder.analysed_models.append(model)
 
 
 def _notebook_builtins() -> None:
@@ -157,8 +187,9 @@ def _import_user_file(path: str, facts: Facts, recorder, source_file: str | None
         )
         facts.status = "exception"
     except BaseException as exc:
-        facts.exception = describe(exc, "import", recorder)
-        facts.status = "exception"
+        if not stop.is_timeout(exc):  # out of time: the module as far as it ran, its models found from there
+            facts.exception = describe(exc, "import", recorder)
+            facts.status = "exception"
     return module
 
 
