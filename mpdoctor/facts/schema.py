@@ -9,6 +9,7 @@ signatures, checkpoint range audits) are typed here too: they reach the rules th
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -635,6 +636,10 @@ class ExceptionRecord(FactsRecord):
     location: SourceRef | None = None  # the deepest frame in the user's file
     layer_uid: str | None = None
     traceback: str = ABSENT
+
+
+# The parent asks a trace child that ran out of time to write what it has, then end (mpdoctor/trace/child/stop.py).
+STOP_SIGNAL = signal.SIGUSR1
 
 
 @dataclass

@@ -23,10 +23,9 @@ from typing import Any
 
 from mpdoctor.facts.codec import SchemaError
 from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV, file_legacy_keras_setting, file_turns_on_legacy_keras
-from mpdoctor.facts.schema import Facts
+from mpdoctor.facts.schema import STOP_SIGNAL, Facts
 from mpdoctor.reads import not_regular
 from mpdoctor.trace import forkserver
-from mpdoctor.trace.child.stop import STOP_SIGNAL
 from mpdoctor.trace.processes import ProcessTree
 
 DEFAULT_TIMEOUT = 300.0

@@ -18,9 +18,7 @@ from __future__ import annotations
 import os
 import signal
 
-from mpdoctor.facts.schema import SourceRef, TimeoutRecord
-
-STOP_SIGNAL = signal.SIGUSR1
+from mpdoctor.facts.schema import STOP_SIGNAL, SourceRef, TimeoutRecord
 
 
 class TimedOut(BaseException):
