@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
@@ -62,13 +63,24 @@ else:
 """
 
 
-def run_measured(args: list[str], *, cwd: str | None = None, env: dict | None = None) -> tuple[float, int, int, bytes]:
-    """Run `python ARGS` (`-m module ...` or `-c code ...`); (wall seconds, its peak RSS in bytes, exit code,
-    stdout). The wrapper's own start-up is in both the figure and its baseline."""
+@dataclass(frozen=True)
+class Measured:
+    seconds: float  # wall time
+    cpu: float  # user + system CPU seconds of the process and every descendant it waited for (its workers)
+    rss: int  # its own peak RSS in bytes
+    code: int
+    stdout: bytes
+
+
+def measure(args: list[str], *, cwd: str | None = None, env: dict | None = None) -> Measured:
+    """Run `python ARGS` (`-m module ...` or `-c code ...`) and measure it. The wrapper's own start-up is in both
+    the figure and its baseline."""
+    import resource
     import tempfile
 
     with tempfile.NamedTemporaryFile(prefix="mpdoctor-bench-rss-") as rss_file:
         env = dict(env or python_env(), MPDOCTOR_BENCH_RSS=rss_file.name)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         result = subprocess.run(
             [PYTHON, "-c", _RSS_WRAPPER, *args],
@@ -80,9 +92,18 @@ def run_measured(args: list[str], *, cwd: str | None = None, env: dict | None = 
             stderr=subprocess.DEVNULL,
         )
         seconds = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         with open(rss_file.name) as handle:
             peak = int(handle.read() or 0)
-    return seconds, peak, result.returncode, result.stdout
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Measured(seconds, cpu, peak, result.returncode, result.stdout)
+
+
+def run_measured(args: list[str], *, cwd: str | None = None, env: dict | None = None) -> tuple[float, int, int, bytes]:
+    """Run `python ARGS` (`-m module ...` or `-c code ...`); (wall seconds, its peak RSS in bytes, exit code,
+    stdout). The wrapper's own start-up is in both the figure and its baseline."""
+    measured = measure(args, cwd=cwd, env=env)
+    return measured.seconds, measured.rss, measured.code, measured.stdout
 
 
 def mib(n: float | None) -> str:
