@@ -31,9 +31,10 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
-# Below this much source text one process is quicker: forking the workers and sending the results back cost more
-# than the second core saves (measured with bench/static.py `break_even_rows`).
-MIN_PARALLEL_CHARACTERS = 120_000
+# Below this much source text one process is as quick: forking the workers and sending the results back cost about
+# what the second core saves. Measured on 2 cores (bench/static.py `break_even_rows`): the break-even lies near
+# 40,000 characters of bench/_synthetic.py's models (dense with findings) and near 100,000 of Keras's own source.
+MIN_PARALLEL_CHARACTERS = 100_000
 _CHUNKS_PER_WORKER = 8  # the last chunks to finish leave a core idle: smaller chunks, shorter tail
 _PR_SET_PDEATHSIG = 1
 # Ctrl-C, SIGTERM and SIGHUP reach the whole process group: the parent handles them, its workers ignore them.
