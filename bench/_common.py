@@ -44,14 +44,17 @@ def best_of(repeat: int, fn, *args) -> float:
 
 
 # Runs a Python program (`-m module` or `-c code`, then its arguments) and writes its own peak RSS (VmHWM: reset at
-# exec, unlike wait4's ru_maxrss, which keeps the forking parent's) to the file named by MPDOCTOR_BENCH_RSS.
+# exec, unlike wait4's ru_maxrss, which keeps the forking parent's) to the file named by MPDOCTOR_BENCH_RSS, then
+# the largest peak of the children it forked without exec and waited for (its worker processes; their pages still
+# shared with it count too), 0 without any.
 _RSS_WRAPPER = """
-import atexit, os, runpy, sys
+import atexit, os, resource, runpy, sys
 def _peak():
     with open("/proc/self/status") as status:
         peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     with open(os.environ["MPDOCTOR_BENCH_RSS"], "w") as out:
-        out.write(str(peak))
+        out.write(f"{peak} {children}")
 atexit.register(_peak)
 mode, target, *sys.argv[1:] = sys.argv[1:]
 if mode == "-m":
@@ -68,6 +71,7 @@ class Measured:
     seconds: float  # wall time
     cpu: float  # user + system CPU seconds of the process and every descendant it waited for (its workers)
     rss: int  # its own peak RSS in bytes
+    children_rss: int  # the largest peak RSS of its worker processes (forked, not exec'd), 0 without any
     code: int
     stdout: bytes
 
@@ -94,9 +98,9 @@ def measure(args: list[str], *, cwd: str | None = None, env: dict | None = None)
         seconds = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         with open(rss_file.name) as handle:
-            peak = int(handle.read() or 0)
+            peak, children = (int(n) for n in (handle.read() or "0 0").split())
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Measured(seconds, cpu, peak, result.returncode, result.stdout)
+    return Measured(seconds, cpu, peak, children, result.returncode, result.stdout)
 
 
 def run_measured(args: list[str], *, cwd: str | None = None, env: dict | None = None) -> tuple[float, int, int, bytes]:
