@@ -135,6 +135,7 @@ def scale_rows(quick: bool) -> list[dict]:
             default, one, parse = (_best(runs[k]) for k in ("default", "one", "parse"))
             cpu = {k: min(m.cpu for m in measured) for k, measured in runs.items()}  # each best on its own
             findings = default.stdout.count(b'"code":') if default.code == 0 else f"exit {default.code}"
+            workers = f"workers: {mib(default.children_rss)} at most each" if default.children_rss else "no workers"
             same = "same report" if default.stdout == one.stdout else "REPORTS DIFFER"
             rows += [
                 row(
@@ -153,8 +154,7 @@ def scale_rows(quick: bool) -> list[dict]:
                     parse.rss / 2**20,
                     unit="MiB",
                     target="bounded",
-                    note=f"mpdoctor's own process, --jobs {cores} (workers: {mib(default.children_rss)} at most "
-                    f"each); --jobs 1: {mib(one.rss)}",
+                    note=f"mpdoctor's own process, --jobs {cores} ({workers}); --jobs 1: {mib(one.rss)}",
                 ),
             ]
     return rows
