@@ -20,7 +20,7 @@ from pathlib import Path
 from mpdoctor import writes
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic, Severity
-from mpdoctor.fixes import apply_edits, edit_spans, overlaps
+from mpdoctor.fixes import apply_edits, edit_spans, overlaps, unified_diff
 from mpdoctor.printable import escape_controls
 from mpdoctor.reads import read_bytes
 from mpdoctor.static.defuse import describe, introduced_undefined_reads
@@ -67,15 +67,7 @@ class FileFix:
     def diff(self) -> str:
         if not self.changed:
             return ""
-        shown = escape_controls(self.shown)  # the file's lines are its own business; its name is printed as text
-        return "".join(
-            difflib.unified_diff(
-                self.original.splitlines(keepends=True),
-                self.fixed.splitlines(keepends=True),
-                f"a/{shown}",
-                f"b/{shown}",
-            )
-        )
+        return unified_diff(self.original, self.fixed, self.shown)
 
     def to_dict(self) -> dict:
         def one(d: Diagnostic) -> dict:
@@ -113,14 +105,7 @@ class NotebookFix(FileFix):
 
     def diff(self) -> str:
         return "".join(
-            "".join(
-                difflib.unified_diff(
-                    before.splitlines(keepends=True),
-                    after.splitlines(keepends=True),
-                    f"a/{self.shown} (cell {cell})",
-                    f"b/{self.shown} (cell {cell})",
-                )
-            )
+            unified_diff(before, after, self.shown, f" (cell {cell})")
             for cell, (before, after) in sorted(self.cells.items())
         )
 

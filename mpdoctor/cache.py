@@ -107,6 +107,10 @@ class ResultCache:
             (self.hits if result is not None else self.misses).append(shown)
         return result
 
+    def holds(self, key: str) -> bool:
+        """Whether an entry exists under `key` (it may still be stale: only `load` tells)."""
+        return self._entry(key).is_file()
+
     def store(self, key: str, diagnostics, error, traces, started: float) -> None:
         """Keep a result computed from a run that started at `started` (time.time()); not when it cannot be
         reproduced, or when something it read changed while it ran."""

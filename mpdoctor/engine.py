@@ -202,6 +202,8 @@ def _check_paths(paths, config, trace, progress, collected, shard, cache) -> Rep
             cache.store(key, diagnostics, error, traces, started)
         return diagnostics, error, traces, targets.get(shown)
 
+    if trace.enabled and trace.jobs > 1:
+        _start_trace_servers(checks, config, cache)
     results = _results_in_order(check, checks, trace, progress, processes=cache is None, notes=report.notes)
     with contextlib.closing(results):  # Ctrl-C, or an error here: the worker processes end now
         merged = zip(checks, results, strict=True)
@@ -257,6 +259,29 @@ def _results_in_order(check: Callable, checks: list[tuple], trace: TraceOptions,
 
     arguments = [(index, *c) for index, c in enumerate(checks, start=1)]
     yield from in_order(announced, arguments, trace.jobs if trace.enabled else 1)
+
+
+def _start_trace_servers(checks: list[tuple], config: Config, cache) -> None:
+    """Start the fork servers the traces will be forked from, without waiting for them: each imports TensorFlow
+    for its environment (Keras 3, tf_keras), side by side, instead of when the first file of that environment comes
+    up while the other jobs wait (on 20 small scripts that import was most of a --jobs 2 run). Not for a file whose
+    result the cache holds, so a warm run starts none."""
+    from mpdoctor.trace.checks import start_server_for
+
+    for shown, source, notebook, options in checks:
+        if notebook is not None or not _MARKER.found_in(source.text):
+            continue  # a notebook's environment is read from its generated program; its trace starts its own
+        if cache is not None:
+            key, target = _cache_key(cache, shown, source, options, config)
+            if key is None or cache.holds(key):
+                continue
+        else:
+            tree = options["tree"] = options["tree"] or parse_source(source.text, shown)[0]
+            if tree is None:
+                continue
+            target = targets_module.target_for(str(source.path), tree, source.text, settings_for(config).overrides)
+        project = options["project"]
+        start_server_for(str(source.path), target, project.trace_context() if project is not None else None)
 
 
 def _cache_key(cache, shown: str, source: SourceText, options: dict, config: Config):

@@ -3,10 +3,12 @@ applied."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable
 
 from mpdoctor.diagnostics import Diagnostic, Edit
+from mpdoctor.printable import escape_controls
 
 # Lines as ast numbers them: only \r\n, \r and \n end a line (str.splitlines also splits on \f, \x1c, \u2028...).
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -50,3 +52,14 @@ def apply_edits(text: str, edits: Iterable[Edit]) -> str:
 def apply_fixes(text: str, diagnostics: Iterable[Diagnostic]) -> str:
     """Apply the edits of every diagnostic that carries a fix."""
     return apply_edits(text, [e for d in diagnostics if d.fix for e in d.fix.edits])
+
+
+def unified_diff(before: str, after: str, shown: str, part: str = "") -> str:
+    """The change as a unified diff with git's `a/` and `b/` names (an absolute path without its leading slash, as
+    `git diff --no-index` prints it); `part` names where in the file (a notebook's cell)."""
+    name = escape_controls(shown).lstrip("/")  # the file's lines are its own business; its name is printed as text
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{name}{part}", f"b/{name}{part}"
+        )
+    )

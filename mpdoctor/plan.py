@@ -12,7 +12,6 @@ and written (--fix) or shown (--diff) only when that check passes.
 from __future__ import annotations
 
 import ast
-import difflib
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from mpdoctor.config import Config
 from mpdoctor.diagnostics import Edit, Report
 from mpdoctor.facts.keras_semantics import KERAS3, TF_KERAS, keep_float32_snippet
 from mpdoctor.facts.schema import PlanLayer, PlanRecord, TraceSummary
-from mpdoctor.fixes import apply_edits
+from mpdoctor.fixes import apply_edits, unified_diff
 
 PLAN_POLICIES = ("mixed_float16", "mixed_bfloat16")
 
@@ -49,14 +48,7 @@ class PlanFix:
     def diff(self) -> str:
         if not self.changed:
             return ""
-        return "".join(
-            difflib.unified_diff(
-                self.original.splitlines(keepends=True),
-                self.fixed.splitlines(keepends=True),
-                f"a/{self.shown}",
-                f"b/{self.shown}",
-            )
-        )
+        return unified_diff(self.original, self.fixed, self.shown)
 
     def to_dict(self) -> dict:
         return {

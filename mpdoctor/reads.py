@@ -45,6 +45,16 @@ def not_regular(mode: int) -> str | None:
     return f"not a regular file ({kind_of(mode)})"
 
 
+def regular_file_problem(path) -> str | None:
+    """Why `path` (named on the command line) cannot be read as a file, or None when it is a regular file."""
+    try:
+        return not_regular(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+
+
 def check_regular(path) -> None:
     """Raise UnsuitableFile (or the OSError of stat) unless `path` is a regular file, following symlinks."""
     problem = not_regular(os.stat(path).st_mode)

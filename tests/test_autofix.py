@@ -124,6 +124,17 @@ def test_diff_prints_unified_diffs_and_writes_nothing(tmp_path, capsys, monkeypa
     assert captured.out == "" and "No fixes available." in captured.err
 
 
+def test_diff_names_a_file_outside_the_current_directory_as_git_does(tmp_path, capsys, monkeypatch):
+    target = tmp_path / "models" / "seed.py"
+    target.parent.mkdir()
+    target.write_text(SEED)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["check", "--diff", "--no-trace", "--unsafe-fixes", str(target)]) == 1  # an absolute path, shown so
+    name = str(target).lstrip("/")
+    assert capsys.readouterr().out.startswith(f"--- a/{name}\n+++ b/{name}\n@@")  # a/tmp/..., not a//tmp/...
+
+
 def test_json_after_fix_carries_applicability_and_what_was_fixed(tmp_path, capsys, monkeypatch):
     import json
 

@@ -84,21 +84,28 @@ class Counted:
     """Runs `check_paths` over the project with the cache, counting the trace children it starts."""
 
     def __init__(self, root: Path, monkeypatch) -> None:
-        from mpdoctor.trace import checks
+        from mpdoctor.trace import checks, forkserver
 
         self.root = root
         self.traced: list[str] = []
-        real = checks.run_trace
+        self.servers_started: list[str | None] = []  # TF_USE_LEGACY_KERAS of each server started ahead (--jobs 2)
+        real, real_start = checks.run_trace, forkserver.start
 
         def counting(path, **options):
             self.traced.append(os.path.basename(path))
             return real(path, **options)
 
+        def counting_start(env):
+            self.servers_started.append(env.get("TF_USE_LEGACY_KERAS"))
+            return real_start(env)
+
         monkeypatch.setattr(checks, "run_trace", counting)
+        monkeypatch.setattr(forkserver, "start", counting_start)
         monkeypatch.chdir(root)
 
     def run(self):
         self.traced.clear()
+        self.servers_started.clear()
         config = Config(root=self.root)
         trace = TraceOptions(enabled=True, timeout=300, numerics=config.numerics.request(), jobs=2)
         cache = ResultCache(self.root / ".mpdoctor_cache", config, trace)
@@ -121,6 +128,7 @@ def test_a_warm_run_replays_every_format_without_tracing(project, monkeypatch):
     cold, cold_cache, traced = counted.run()
     assert traced == sorted(FILES)
     assert cold_cache.hits == []
+    assert sorted(counted.servers_started, key=str) == sorted([None, None, "1"], key=str)  # per traced file, ahead
     assert (
         (project / ".mpdoctor_cache" / "CACHEDIR.TAG")
         .read_text()
@@ -129,6 +137,7 @@ def test_a_warm_run_replays_every_format_without_tracing(project, monkeypatch):
     assert (project / ".mpdoctor_cache" / ".gitignore").read_text().splitlines()[-1] == "*"
     warm, warm_cache, traced = counted.run()
     assert traced == []
+    assert counted.servers_started == []  # nothing to trace: no TensorFlow imported for nothing
     assert sorted(warm_cache.hits) == sorted(FILES)
     assert rendered(warm) == rendered(cold)
     assert any(d.fix is not None for d in cold.diagnostics)  # fixes are replayed too (MP401's dtype="float32")

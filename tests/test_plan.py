@@ -5,6 +5,7 @@ test_plan_real_models.py."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import textwrap
 
@@ -143,6 +144,10 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     broken.write_text("import keras\ndef (:\n")
     assert main(["plan", str(broken)]) == 2
     assert "syntax error" in capsys.readouterr().err
+    fifo = tmp_path / "sample.npz"
+    os.mkfifo(fifo)  # read, it would block the run
+    assert main(["plan", "--sample", str(fifo), str(broken)]) == 2
+    assert capsys.readouterr().err.strip() == f"mpdoctor: error: {fifo}: not a regular file (a FIFO)"
 
 
 # The same hazards built by a helper module next to the file (as keras.applications or keras-hub build theirs): the

@@ -261,7 +261,9 @@ def run_check(args) -> int:
         )
         return EXIT_ERROR
     if args.sample is not None:
-        problem = _not_a_regular_file(args.sample)
+        from mpdoctor.reads import regular_file_problem
+
+        problem = regular_file_problem(args.sample)
         if problem:
             return _error(f"{args.sample}: {problem}")
     if args.numerics is not None:
@@ -435,17 +437,6 @@ def show_contexts(paths: list[Path], config, *, verbose: bool = False, stream=No
 def _error(message: str) -> int:
     print(escape_controls(f"mpdoctor: error: {message}"), file=sys.stderr)
     return EXIT_ERROR
-
-
-def _not_a_regular_file(path: Path) -> str | None:
-    from mpdoctor.reads import not_regular
-
-    try:
-        return not_regular(path.stat().st_mode)
-    except FileNotFoundError:
-        return "no such file"
-    except OSError as exc:
-        return f"cannot read: {exc.strerror or exc}"
 
 
 def _same_file(a: Path, b: Path) -> bool:

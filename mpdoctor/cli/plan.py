@@ -57,19 +57,18 @@ def run_plan(args) -> int:
     from mpdoctor.config import ConfigError, load_config
     from mpdoctor.engine import TraceOptions
     from mpdoctor.plan import make_plan, plan_edits, plan_request, verify_plan
+    from mpdoctor.reads import regular_file_problem
     from mpdoctor.trace.runner import tensorflow_available
 
     path: Path = args.path
-    if not path.is_file():
-        return _error(f"{path}: no such file")
+    for given in (path, args.sample, args.config):
+        problem = regular_file_problem(given) if given else None
+        if problem:
+            return _error(f"{given}: {problem}")
     if path.suffix != ".py":
         return _error(f"{path}: plan takes a Python model file (.py)")
-    if args.sample is not None and not args.sample.is_file():
-        return _error(f"{args.sample}: no such file")
     if args.rtol is not None and not args.rtol > 0:
         return _error("--rtol must be positive")
-    if args.config and not args.config.is_file():
-        return _error(f"{args.config}: no such file")
     if not tensorflow_available():
         return _error("plan runs the model: it needs TensorFlow in this environment (pip install 'mpdoctor[tf]')")
     try:

@@ -24,7 +24,7 @@ from mpdoctor.sources import read_source
 from mpdoctor.static.context import Settings
 from mpdoctor.static.policy_context import PolicyContext
 from mpdoctor.trace.context import TraceContext
-from mpdoctor.trace.runner import run_trace
+from mpdoctor.trace.runner import run_trace, start_server
 
 
 def trace_diagnostics(
@@ -55,7 +55,7 @@ def trace_diagnostics(
         memory_limit_mb=options.memory_limit_mb,
         # The project's entry point's policy when one reaches this module, else --assume-policy's.
         policy=context.policy if context is not None else config.assume_policy,
-        search_path=(os.path.dirname(context.entry),) if context is not None and context.entry else (),
+        search_path=_search_path(context),
         plan=getattr(options, "plan", None),
         step_check=getattr(options, "step_check", None),
     )
@@ -68,6 +68,17 @@ def trace_diagnostics(
         diagnose(facts, failure, outcome.output_tail, ctx, config, timeout=options.timeout),
         verdicts(facts, ctx, config),
     )
+
+
+def start_server_for(path: str, target, context: PolicyContext | None = None) -> None:
+    """Start, without waiting, the fork server the trace of `path` (under `target` and `context`, as
+    `trace_diagnostics` will run it) is forked from."""
+    start_server(path, env=child_environment(target), search_path=_search_path(context))
+
+
+def _search_path(context: PolicyContext | None) -> tuple[str, ...]:
+    """The entry point's directory, where imports are found from when the project's entry point runs the module."""
+    return (os.path.dirname(context.entry),) if context is not None and context.entry else ()
 
 
 def child_environment(target) -> dict | None:

@@ -37,7 +37,7 @@ from mpdoctor.trace.processes import TOKEN_VARIABLE, spare
 
 READY = "ready"
 _ENV_SWITCH = "MPDOCTOR_FORK_SERVER"
-_MAX_SERVERS = 3  # environments kept warm at once (Keras 3 and tf_keras are two); the oldest is closed beyond
+_MAX_SERVERS = 3  # environments kept warm at once (Keras 3 and tf_keras are two); the oldest idle one is closed beyond
 _START_TIMEOUT = 600.0  # seconds to import TensorFlow on a loaded machine
 
 
@@ -85,6 +85,8 @@ class ForkServer:
         self._exits: dict[int, int] = {}
         self._ready = False
         self._dead = False
+        self._reserved = 0  # handed out by server_for, not yet spawned from: guarded by _servers_lock
+        self._running: set[int] = set()  # children not yet reported ended
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -100,6 +102,17 @@ class ForkServer:
     def spawn(self, argv: list[str], env: dict, cwd: str | None, output: str) -> ForkedChild:
         """Fork a child running `python -m mpdoctor.trace.child ARGS` as `argv` describes. Raises OSError when
         the server cannot (it is gone, or the fork failed)."""
+        try:
+            return self._spawn(argv, env, cwd, output)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """What server_for reserved is spawned from, or will not be."""
+        with _servers_lock:
+            self._reserved = max(0, self._reserved - 1)
+
+    def _spawn(self, argv: list[str], env: dict, cwd: str | None, output: str) -> ForkedChild:
         request_id = next(self._ids)
         line = json.dumps({"id": request_id, "argv": argv, "env": env, "cwd": cwd, "output": output}) + "\n"
         with self._lock:
@@ -112,9 +125,17 @@ class ForkServer:
                 raise OSError(f"the fork server has ended ({exc})") from exc
             self._lock.wait_for(lambda: request_id in self._answers or self._dead, 60)
             answer = self._answers.pop(request_id, None)
+            if answer is not None and "pid" in answer and answer["pid"] not in self._exits:
+                self._running.add(answer["pid"])
         if answer is None or "pid" not in answer:
             raise OSError((answer or {}).get("error") or "the fork server did not answer")
         return ForkedChild(self, answer["pid"])
+
+    @property
+    def idle(self) -> bool:
+        """No child running and none about to be: closing it ends nobody's trace. Under _servers_lock."""
+        with self._lock:
+            return not self._running and not self._reserved
 
     def returncode(self, pid: int) -> int | None:
         with self._lock:
@@ -129,8 +150,18 @@ class ForkServer:
             return self._exits.get(pid, -signal.SIGKILL)
 
     def close(self) -> None:
+        self.ask_to_end()
+        self.wait_ended()
+
+    def ask_to_end(self) -> None:
         with contextlib.suppress(OSError, ValueError):
             self._process.stdin.close()  # the server kills what it still runs and exits
+        with self._lock:
+            importing = not self._ready and not self._dead
+        if importing:  # started ahead (`start`) and never used: no child of its own yet, nothing to wait for
+            self._process.kill()
+
+    def wait_ended(self) -> None:
         try:
             self._process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -148,6 +179,7 @@ class ForkServer:
                     self._ready = True
                 elif "exited" in message:
                     self._exits[message["exited"]] = message["returncode"]
+                    self._running.discard(message["exited"])
                 elif "id" in message:
                     self._answers[message["id"]] = message
                 self._lock.notify_all()
@@ -171,6 +203,22 @@ def notes() -> list[str]:
     return list(_notes)
 
 
+def _key(env: dict) -> tuple:
+    return tuple(sorted((k, v) for k, v in env.items() if k != TOKEN_VARIABLE))
+
+
+def start(env: dict) -> None:
+    """Start the server of `env` without waiting for it, so that servers of different environments import
+    TensorFlow side by side; `server_for` then finds it. Never closes another server to make room."""
+    key = _key(env)
+    with _servers_lock:
+        server = _servers.get(key)
+        if (server is not None and server.alive) or len(_servers) >= _MAX_SERVERS:
+            return
+        with contextlib.suppress(OSError):  # server_for tries again, and says why it cannot
+            _servers[key] = ForkServer(env)
+
+
 def server_for(env: dict) -> ForkServer | None:
     """A ready server whose TensorFlow was imported under `env` (the trace token aside, which is each child's own;
     PYTHONPATH included, so no file's import path reaches another file's child), started on first use; None when
@@ -178,32 +226,52 @@ def server_for(env: dict) -> ForkServer | None:
     if not available():
         note("trace: a process per file (the fork server is off: MPDOCTOR_FORK_SERVER=0, or no os.fork here)")
         return None
-    key = tuple(sorted((k, v) for k, v in env.items() if k != TOKEN_VARIABLE))
+    key = _key(env)
     with _servers_lock:
         server = _servers.get(key)
         if server is not None and not server.alive:
             del _servers[key]
             server = None
         if server is None:
-            while len(_servers) >= _MAX_SERVERS:
-                _servers.pop(next(iter(_servers))).close()
+            if not _make_room():
+                note("trace: a process per file where more environments than fork servers were busy at once")
+                return None
             try:
                 server = _servers[key] = ForkServer(env)
             except OSError as exc:
                 note(f"trace: a process per file (the fork server did not start: {exc})")
                 return None
+        server._reserved += 1  # not closed to make room for another environment before this file's child runs
     if not server.wait_ready():
+        server.release()
         note("trace: a process per file (the fork server could not import TensorFlow)")
         return None
     note("trace: TensorFlow imported once per environment; a fresh fork of it per file (fork server)")
     return server
 
 
+def _make_room() -> bool:
+    """Close the oldest idle servers until one more fits; False when every server has a trace running (closing one
+    would kill that trace's child). Under _servers_lock."""
+    for key in [key for key, server in _servers.items() if not server.alive]:
+        del _servers[key]
+    while len(_servers) >= _MAX_SERVERS:
+        idle = next((key for key, server in _servers.items() if server.idle), None)
+        if idle is None:
+            return False
+        _servers.pop(idle).close()
+    return True
+
+
 @atexit.register
 def close_all() -> None:
     with _servers_lock:
-        while _servers:
-            _servers.popitem()[1].close()
+        servers = list(_servers.values())
+        _servers.clear()
+    for server in servers:  # all asked first: they end side by side
+        server.ask_to_end()
+    for server in servers:
+        server.wait_ended()
 
 
 # ---------------------------------------------------------------------------------------------------- server side
@@ -316,3 +384,4 @@ def _run_child(request: dict) -> None:
 
 if __name__ == "__main__":
     serve()
+    os._exit(0)  # its children are ended and its answers flushed: skip TensorFlow's slow interpreter teardown

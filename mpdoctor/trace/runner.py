@@ -92,12 +92,7 @@ def run_trace(
                 },
                 handle,
             )
-        child_env = dict(os.environ if env is None else env)
-        child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-        child_env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in the user's tree
-        child_env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [_package_root(), *search_path, child_env.get("PYTHONPATH")])
-        )
+        child_env = _child_environment(env, search_path)
         # Its own session and process group; whatever it starts is ended with it (mpdoctor.trace.processes).
         child = _Child(child_command(request_path, result_path), child_env, cwd, workdir, run_from or path)
         with child.tree as tree:
@@ -121,6 +116,23 @@ def run_trace(
         elif failure is None:
             failure = "the trace child exited without reporting (the model code may have called os._exit)"
         return TraceOutcome(facts, failure, tail)
+
+
+def _child_environment(env: dict | None, search_path: tuple[str, ...]) -> dict:
+    child_env = dict(os.environ if env is None else env)
+    child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    child_env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in the user's tree
+    child_env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [_package_root(), *search_path, child_env.get("PYTHONPATH")])
+    )
+    return child_env
+
+
+def start_server(path: str, *, env: dict | None = None, search_path: tuple[str, ...] = ()) -> None:
+    """Start the fork server that `run_trace(path, env=env, search_path=search_path)` will fork its child from,
+    without waiting for it to import TensorFlow."""
+    if forkserver.available():
+        forkserver.start(_with_legacy_request(_child_environment(env, search_path), path))
 
 
 class _Child:
