@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
@@ -43,14 +44,17 @@ def best_of(repeat: int, fn, *args) -> float:
 
 
 # Runs a Python program (`-m module` or `-c code`, then its arguments) and writes its own peak RSS (VmHWM: reset at
-# exec, unlike wait4's ru_maxrss, which keeps the forking parent's) to the file named by MPDOCTOR_BENCH_RSS.
+# exec, unlike wait4's ru_maxrss, which keeps the forking parent's) to the file named by MPDOCTOR_BENCH_RSS, then
+# the largest peak of the children it forked without exec and waited for (its worker processes; their pages still
+# shared with it count too), 0 without any.
 _RSS_WRAPPER = """
-import atexit, os, runpy, sys
+import atexit, os, resource, runpy, sys
 def _peak():
     with open("/proc/self/status") as status:
         peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     with open(os.environ["MPDOCTOR_BENCH_RSS"], "w") as out:
-        out.write(str(peak))
+        out.write(f"{peak} {children}")
 atexit.register(_peak)
 mode, target, *sys.argv[1:] = sys.argv[1:]
 if mode == "-m":
@@ -62,13 +66,25 @@ else:
 """
 
 
-def run_measured(args: list[str], *, cwd: str | None = None, env: dict | None = None) -> tuple[float, int, int, bytes]:
-    """Run `python ARGS` (`-m module ...` or `-c code ...`); (wall seconds, its peak RSS in bytes, exit code,
-    stdout). The wrapper's own start-up is in both the figure and its baseline."""
+@dataclass(frozen=True)
+class Measured:
+    seconds: float  # wall time
+    cpu: float  # user + system CPU seconds of the process and every descendant it waited for (its workers)
+    rss: int  # its own peak RSS in bytes
+    children_rss: int  # the largest peak RSS of its worker processes (forked, not exec'd), 0 without any
+    code: int
+    stdout: bytes
+
+
+def measure(args: list[str], *, cwd: str | None = None, env: dict | None = None) -> Measured:
+    """Run `python ARGS` (`-m module ...` or `-c code ...`) and measure it. The wrapper's own start-up is in both
+    the figure and its baseline."""
+    import resource
     import tempfile
 
     with tempfile.NamedTemporaryFile(prefix="mpdoctor-bench-rss-") as rss_file:
         env = dict(env or python_env(), MPDOCTOR_BENCH_RSS=rss_file.name)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         result = subprocess.run(
             [PYTHON, "-c", _RSS_WRAPPER, *args],
@@ -80,9 +96,18 @@ def run_measured(args: list[str], *, cwd: str | None = None, env: dict | None = 
             stderr=subprocess.DEVNULL,
         )
         seconds = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         with open(rss_file.name) as handle:
-            peak = int(handle.read() or 0)
-    return seconds, peak, result.returncode, result.stdout
+            peak, children = (int(n) for n in (handle.read() or "0 0").split())
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Measured(seconds, cpu, peak, children, result.returncode, result.stdout)
+
+
+def run_measured(args: list[str], *, cwd: str | None = None, env: dict | None = None) -> tuple[float, int, int, bytes]:
+    """Run `python ARGS` (`-m module ...` or `-c code ...`); (wall seconds, its peak RSS in bytes, exit code,
+    stdout). The wrapper's own start-up is in both the figure and its baseline."""
+    measured = measure(args, cwd=cwd, env=env)
+    return measured.seconds, measured.rss, measured.code, measured.stdout
 
 
 def mib(n: float | None) -> str:

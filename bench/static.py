@@ -1,13 +1,20 @@
-"""Static-pass throughput against baselines measured in the same run (issue 2 and issue 8 targets).
+"""Static-pass throughput against baselines measured in the same run (issue 2, issue 8 and issue 17 targets).
 
     python bench/static.py [--quick] [--json]
 
 1. Corpus: the .py files of the installed `keras` and `tf_keras` packages (real Keras source), falling back to this
-   repository's fixtures and examples; the static pass in-process against reading + `ast.parse` of the same files.
-   Target: ratio <= 3.
+   repository's fixtures and examples; the static pass in-process (one process) against reading + `ast.parse` of
+   the same files. Target: ratio <= 3.
 2. Start-up of `mpdoctor check --no-trace` on one file against `python -c pass`. Target: well under 0.5 s.
-3. Scale: a 50,000-line module and a directory of 2,000 files (bench/_synthetic.py), `mpdoctor check --no-trace`
-   in its own process against a process that reads and `ast.parse`s the same files; time and peak RSS.
+3. Scale (issue 17: <= 3x): a 50,000-line module and a directory of 2,000 files (bench/_synthetic.py),
+   `mpdoctor check --no-trace --format json` in its own process against a process that reads and `ast.parse`s the
+   same files, best of 3 interleaved runs. The first row of each input is the default command, whose --jobs is
+   the number of usable cores (the row's name says how many: worker processes for the directory; the big file is
+   one file, checked in one process either way); then the same with --jobs 1; the user+system CPU of both (the
+   workers included); mpdoctor's peak RSS (its own process, not its workers'). mpdoctor's bytecode is compiled
+   once beforehand, as in an installed mpdoctor (see `compiled_env`).
+4. Break-even of the static worker processes: N small files with two workers forced against --jobs 1 (ratio
+   below 1: the workers pay off); mpdoctor.static_workers.MIN_PARALLEL_CHARACTERS comes from these rows.
 Prints figures only; never asserts on time.
 """
 
@@ -23,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import contextlib
 
-from _common import ROOT, best_of, main_for, mib, row, run_measured
+from _common import ROOT, Measured, best_of, main_for, measure, mib, python_env, row, run_measured
 from _synthetic import big_file, many_files
 
 sys.path.insert(0, ROOT)
@@ -104,43 +111,102 @@ def startup_row(quick: bool) -> dict:
 
 
 def scale_rows(quick: bool) -> list[dict]:
+    """Each input with the default command (--jobs = the usable cores) and with --jobs 1, interleaved with the
+    parse baseline, best of 3 (1 with --quick): wall time, and the user+system CPU of the process and its workers."""
     lines, files = (5_000, 200) if quick else (50_000, 2_000)
+    from mpdoctor.engine import usable_cores
+
+    repeat = 1 if quick else 3
+    cores = usable_cores()  # the default --jobs
     rows = []
     with tempfile.TemporaryDirectory(prefix="mpdoctor-bench-") as tmp:
+        env = compiled_env(Path(tmp))
         cases = [
-            (f"static, one {lines:,}-line file", big_file(Path(tmp) / "big_model.py", lines)),
-            (f"static, directory of {files:,} files", many_files(Path(tmp) / "tree", files)),
+            (f"one {lines:,}-line file", big_file(Path(tmp) / "big_model.py", lines)),
+            (f"directory of {files:,} files", many_files(Path(tmp) / "tree", files)),
         ]
         for name, target in cases:
-            seconds, rss, code, out = run_measured(
-                ["-m", "mpdoctor", "check", "--no-trace", "--exit-zero", "--format", "json", "-q", str(target)]
-            )
-            base_seconds, base_rss, _, _ = run_measured(["-c", PARSE_ALL, str(target)])
-            findings = out.count(b'"code":') if code == 0 else f"exit {code}"
-            rows.append(
+            check = ["-m", "mpdoctor", "check", "--no-trace", "--exit-zero", "--format", "json", "-q", str(target)]
+            runs: dict[str, list[Measured]] = {"default": [], "one": [], "parse": []}
+            for _ in range(repeat):
+                runs["default"].append(measure(check, env=env))
+                runs["one"].append(measure([*check, "--jobs", "1"], env=env))
+                runs["parse"].append(measure(["-c", PARSE_ALL, str(target)], env=env))
+            default, one, parse = (_best(runs[k]) for k in ("default", "one", "parse"))
+            cpu = {k: min(m.cpu for m in measured) for k, measured in runs.items()}  # each best on its own
+            findings = default.stdout.count(b'"code":') if default.code == 0 else f"exit {default.code}"
+            workers = f"workers: {mib(default.children_rss)} at most each" if default.children_rss else "no workers"
+            same = "same report" if default.stdout == one.stdout else "REPORTS DIFFER"
+            rows += [
                 row(
-                    name,
-                    seconds,
-                    base_seconds,
-                    target="finishes",
-                    note=f"vs a process that ast.parses the same; {findings} findings",
-                )
-            )
-            rows.append(
+                    f"static, {name} (--jobs {cores})",
+                    default.seconds,
+                    parse.seconds,
+                    target="<= 3",
+                    note=f"default jobs; vs a process that ast.parses the same; best of {repeat}; {findings} findings",
+                ),
+                row("  same, --jobs 1", one.seconds, parse.seconds, note=f"{same} as --jobs {cores}"),
+                row(f"  CPU user+sys, --jobs {cores}", cpu["default"], cpu["parse"], note="with its workers"),
+                row("  CPU user+sys, --jobs 1", cpu["one"], cpu["parse"]),
                 row(
-                    f"  peak RSS, {name.split(', ', 1)[1]}",
-                    rss / 2**20,
-                    base_rss / 2**20,
+                    f"  peak RSS, {name}",
+                    default.rss / 2**20,
+                    parse.rss / 2**20,
                     unit="MiB",
                     target="bounded",
-                    note=f"{mib(rss)} vs {mib(base_rss)}",
+                    note=f"mpdoctor's own process, --jobs {cores} ({workers}); --jobs 1: {mib(one.rss)}",
+                ),
+            ]
+    return rows
+
+
+def break_even_rows(quick: bool) -> list[dict]:
+    """Where worker processes start to pay off: N small model files with two workers forced (below the size at
+    which mpdoctor.static_workers stays in one process) against --jobs 1, best of 3."""
+    force = (
+        "import sys, mpdoctor.static_workers as w; w.MIN_PARALLEL_CHARACTERS = 0\n"
+        "from mpdoctor.cli import main; sys.exit(main(sys.argv[1:]))\n"
+    )
+    counts = (10, 40) if quick else (10, 20, 40, 80, 160)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mpdoctor-bench-") as tmp:
+        env = compiled_env(Path(tmp))
+        for count in counts:
+            target = many_files(Path(tmp) / f"tree{count}", count)
+            characters = sum(len(p.read_text()) for p in target.rglob("*.py"))
+            check = ["check", "--no-trace", "--exit-zero", "--format", "json", "-q", str(target)]
+            two, one = [], []
+            for _ in range(1 if quick else 3):
+                two.append(measure(["-c", force, *check, "--jobs", "2"], env=env))
+                one.append(measure(["-c", force, *check, "--jobs", "1"], env=env))
+            rows.append(
+                row(
+                    f"static workers, {count} files",
+                    _best(two).seconds,
+                    _best(one).seconds,
+                    note=f"two workers forced vs --jobs 1; {characters:,} characters",
                 )
             )
     return rows
 
 
+def _best(runs: list[Measured]) -> Measured:
+    return min(runs, key=lambda m: m.seconds)
+
+
+def compiled_env(tmp: Path) -> dict:
+    """The environment for measured runs, with mpdoctor's bytecode compiled once (PYTHONPYCACHEPREFIX), as an
+    installed mpdoctor has it: PYTHONDONTWRITEBYTECODE (set here) would make every start-up compile mpdoctor's
+    sources again, about 0.2 s of CPU."""
+    env = python_env(PYTHONPYCACHEPREFIX=str(tmp / "pycache"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    (tmp / "warm.py").write_text("import keras\n")
+    measure(["-m", "mpdoctor", "check", "--no-trace", "--exit-zero", "-q", str(tmp / "warm.py")], env=env)
+    return env
+
+
 def results(quick: bool = False) -> list[dict]:
-    return [*corpus_rows(quick), startup_row(quick), *scale_rows(quick)]
+    return [*corpus_rows(quick), startup_row(quick), *scale_rows(quick), *break_even_rows(quick)]
 
 
 if __name__ == "__main__":

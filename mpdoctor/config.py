@@ -103,7 +103,7 @@ class Config:
     baseline: Path | None = None  # findings listed there do not fail the run (relative to the pyproject.toml)
     numerics: NumericsConfig = field(default_factory=lambda: NumericsConfig())
     trace_memory: float | None = None  # MiB of resident memory for the trace child; None: no limit
-    jobs: int | None = None  # trace children at once; None: the number of usable cores
+    jobs: int | None = None  # files checked at once (trace children, static workers); None: the usable cores
     cache_dir: Path | None = None  # the result cache (mpdoctor.cache); None: .mpdoctor_cache in the root
     root: Path = field(default_factory=Path.cwd)  # directory of the pyproject.toml, or cwd
     source: Path | None = None  # the pyproject.toml read, if any

@@ -7,6 +7,7 @@ findings, which crashes it explains) comes from the rule's own hooks in mpdoctor
 from __future__ import annotations
 
 import ast
+import contextlib
 import errno
 import functools
 import hashlib
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from mpdoctor import static_workers
 from mpdoctor.collector import fewer_collections
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence, Diagnostic, FileError, Report
@@ -122,7 +124,7 @@ class TraceOptions:
     memory_limit_mb: float | None = None  # --trace-memory: the child is killed beyond this resident memory
     plan: dict | None = None  # `mpdoctor plan`: the plan request for the child (mpdoctor/plan.py)
     step_check: dict | None = None  # --fix verifying a training fix: {"function": the step to run} (autofix)
-    jobs: int = 1  # trace children at once (--jobs)
+    jobs: int = 1  # files checked at once (--jobs): trace children, or static worker processes
 
 
 def check_paths(
@@ -176,44 +178,37 @@ def _check_paths(paths, config, trace, progress, collected, shard, cache) -> Rep
         project = projects.contexts_for(path) if notebook is None else None
         if project is not None:
             report.contexts[shown] = project
-        options = {"project": project, "tree": shared[1] if shared else None, "targets": report.targets}
+        options = {"project": project, "tree": shared[1] if shared else None}
         checks.append((shown, source, notebook, options))
 
-    def check(index: int, shown: str, source: SourceText, notebook, options: dict):
-        if progress is not None:
-            progress(index, len(checks), shown)
+    def check(shown: str, source: SourceText, notebook, options: dict) -> tuple:
+        """(diagnostics, error, traces, target) of one file. Runs in a worker process when the static pass has
+        several: everything the report needs from it is in what it returns."""
         key = None
         if cache is not None:
             key, target = _cache_key(cache, shown, source, options, config)
             cached = cache.load(key, shown) if key is not None else None
             if cached is not None:
-                options["targets"][shown] = target
-                return cached
+                return (*cached, target)
         started = time.time()
         traces: list = []
+        targets: dict = {}
         diagnostics, error = check_source(
-            source.text, shown, config, path=str(source.path), trace=trace, traces=traces, **options
+            source.text, shown, config, path=str(source.path), trace=trace, traces=traces, targets=targets, **options
         )
         if notebook is not None:
             diagnostics, error = notebook.map_results(shown, source.path, diagnostics, error, traces)
         if key is not None:
             cache.store(key, diagnostics, error, traces, started)
-        return diagnostics, error, traces
+        return diagnostics, error, traces, targets.get(shown)
 
-    jobs = trace.jobs if trace.enabled else 1  # the static pass alone is quicker in one thread
-    if jobs > 1:
+    if trace.enabled and trace.jobs > 1:
         _start_trace_servers(checks, config, cache)
-    for (shown, source, _notebook, _options), (diagnostics, error, traces) in zip(
-        checks, in_order(check, [(i, *c) for i, c in enumerate(checks, start=1)], jobs), strict=True
-    ):
-        report.traces += traces
-        if error is None or error.kind != "syntax":  # a file that does not parse was not checked
-            report.files_checked += 1
-        if diagnostics:
-            report.sources[shown] = source
-        report.diagnostics += diagnostics
-        if error:
-            report.errors.append(error)
+    results = _results_in_order(check, checks, trace, progress, processes=cache is None, notes=report.notes)
+    with contextlib.closing(results):  # Ctrl-C, or an error here: the worker processes end now
+        merged = zip(checks, results, strict=True)
+        for (shown, source, _notebook, _options), (diagnostics, error, traces, target) in merged:
+            _merge_file(report, shown, source, diagnostics, error, traces, target)
     report.diagnostics.sort(key=Diagnostic.sort_key)
     if cache is not None:
         report.notes.append(cache.note())
@@ -222,6 +217,48 @@ def _check_paths(paths, config, trace, progress, collected, shard, cache) -> Rep
 
         report.notes += forkserver.notes()
     return report
+
+
+def _merge_file(report: Report, shown: str, source: SourceText, diagnostics, error, traces, target) -> None:
+    report.traces += traces
+    if target is not None:
+        report.targets[shown] = target
+    if error is None or error.kind != "syntax":  # a file that does not parse was not checked
+        report.files_checked += 1
+    if diagnostics:
+        report.sources[shown] = source
+    report.diagnostics += diagnostics
+    if error:
+        report.errors.append(error)
+
+
+def _results_in_order(check: Callable, checks: list[tuple], trace: TraceOptions, progress, processes: bool, notes):
+    """`check(*c)` for each of `checks`, in their order. The trace runs `trace.jobs` files at once in threads (what
+    runs in parallel is the trace children, which the threads wait for); the static pass alone is Python code that
+    threads would run one at a time: it runs in forked worker processes (mpdoctor.static_workers) where that pays
+    off. `processes`: worker processes are allowed (not with the result cache, which counts its hits here)."""
+    total = len(checks)
+    sizes = [len(source.text) for _shown, source, _notebook, _options in checks]
+    workers, note = static_workers.plan_workers(trace.jobs if processes and not trace.enabled else 1, sizes)
+    if note is not None:
+        notes.append(note)
+    if workers > 1:
+        with contextlib.closing(
+            static_workers.results_in_order(check, checks, sizes, workers, [c[0] for c in checks])
+        ) as results:
+            for index, ((shown, *_rest), result) in enumerate(zip(checks, results, strict=True), start=1):
+                if progress is not None:  # drawn as results arrive: a worker has no terminal to draw on
+                    progress(index, total, shown)
+                yield result
+        return
+
+    def announced(index: int, shown: str, *rest) -> tuple:
+        if progress is not None:
+            progress(index, total, shown)
+        return check(shown, *rest)
+
+    arguments = [(index, *c) for index, c in enumerate(checks, start=1)]
+    yield from in_order(announced, arguments, trace.jobs if trace.enabled else 1)
 
 
 def _start_trace_servers(checks: list[tuple], config: Config, cache) -> None:

@@ -121,7 +121,8 @@ def add_parser(sub) -> None:
         "--jobs",
         type=_positive_integer,
         metavar="N",
-        help="trace N files at once (default: the number of usable cores; the output does not depend on it)",
+        help="check N files at once: N trace children, or the static pass alone in N worker processes (default: "
+        "the number of usable cores; the output does not depend on it)",
     )
     check.add_argument(
         "--shard",

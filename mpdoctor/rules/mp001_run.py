@@ -200,6 +200,8 @@ def internal_error(ctx: TraceContext, check_name: str, exc: Exception) -> Diagno
 
 def unused_suppressions(suppressions, shown: str, text: str, could_have_run: Callable[[str], bool]) -> list[Diagnostic]:
     """A suppression comment naming codes that were not reported on its line (and could have been)."""
+    if not suppressions:
+        return []
     found = []
     lines = source_lines(text)
     for s in suppressions:

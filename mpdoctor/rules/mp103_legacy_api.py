@@ -121,7 +121,7 @@ _TF1_ADVICE = (
 def check_legacy_mixed_precision_api(ctx: StaticContext) -> Iterable[Diagnostic]:
     found = list(_legacy_imports(ctx))
     for node, name in ctx.imported_names:
-        if not _harmless_tf1_reference(ctx, node, name):
+        if name.startswith(_LEGACY_PREFIXES) and not _harmless_tf1_reference(ctx, node, name):
             found += _legacy_reference(ctx, node, name)
     if ctx.is_keras3:
         found += _tf_keras_loss_scale_calls(ctx)
@@ -293,6 +293,10 @@ def _import_fix(ctx: StaticContext, node: ast.Import) -> Fix | None:
         "import the non-experimental mixed_precision module",
         (ctx.edit(node, f"from {parent} import mixed_precision as {node.names[0].asname}"),),
     )
+
+
+# Every name _legacy_reference may report starts with one of these (most imported names are layers and ops).
+_LEGACY_PREFIXES = (_EXPERIMENTAL, _CONTRIB, *_COMPAT_V1, "tf.mixed_precision", "tf.train.experimental.")
 
 
 def _legacy_reference(ctx: StaticContext, node: ast.AST, name: str) -> Iterator[Diagnostic]:
@@ -512,14 +516,17 @@ def _get_layer_policy_fix(ctx: StaticContext, call: ast.Call) -> Fix | None:
     return None
 
 
+_TF_KERAS_LOSS_SCALING = frozenset({"get_scaled_loss", "get_unscaled_gradients"})
+
+
 def _tf_keras_loss_scale_calls(ctx: StaticContext) -> Iterator[Diagnostic]:
-    defined = {n.name for n in ctx.nodes if isinstance(n, FUNCTION_NODES)}
+    defined = {n.name for n in ctx.nodes_of(*FUNCTION_NODES)}
     confidence = Confidence.HIGH if ctx.keras_version.certain else Confidence.MEDIUM
     on = ctx.target.note() or ("" if ctx.keras_version.certain else f" (target: {ctx.target.summary()})")
     refused = _unscaling_refusals(ctx)
     for call in ctx.calls:
         func = call.func
-        if not isinstance(func, ast.Attribute) or func.attr in defined:
+        if not isinstance(func, ast.Attribute) or func.attr not in _TF_KERAS_LOSS_SCALING or func.attr in defined:
             continue
         single = len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred)
         reason = refused.get(call) or refused.get(ctx.enclosing_function(call) or ctx.tree)

@@ -230,6 +230,7 @@ def _literal_definitions(ctx: StaticContext, regions: list[Region]) -> dict[ast.
 
     for region in regions:
         fn = region.function
+        literal_names = _literal_names(ctx, region)
         for node in ctx.walk_scope(fn):
             if isinstance(node, ast.Constant) and isinstance(node.value, float):
                 literal = _signed(ctx, node)
@@ -237,7 +238,7 @@ def _literal_definitions(ctx: StaticContext, regions: list[Region]) -> dict[ast.
                 if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
                     continue  # bound to a name: followed through its uses below
                 note(literal, region, literal)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            elif isinstance(node, ast.Name) and node.id in literal_names and isinstance(node.ctx, ast.Load):
                 bound = _bound_literal(ctx, region, node)
                 if bound is not None:
                     note(bound, region, node)
@@ -266,19 +267,42 @@ def _literal_value(node: ast.AST | None) -> ast.AST | None:
     return node if number(node) is not None and is_float_literal(node) else None
 
 
+def _literal_names(ctx: StaticContext, region: Region) -> set[str]:
+    """The names `_bound_literal` can find a literal for in the region: assigned one in its function, parameters
+    that default to one, module constants that are one. Every other name's use is skipped without a lookup (most
+    names of a model's code are layers and tensors)."""
+    flow = flow_of(ctx, region)
+    names = {
+        name
+        for name, entries in flow.assignments.items()
+        if any(_literal_value(value) is not None for _position, value, _statement in entries)
+    }
+    args = getattr(region.function, "args", None)
+    if args is not None:
+        names.update(name for name, default in _defaults(args).items() if _literal_value(default) is not None)
+    memo = ctx.memo("mp403.literal_constants")
+    if "names" not in memo:
+        memo["names"] = {n for n, value in ctx.module_constants.items() if _literal_value(value) is not None}
+    return names | memo["names"]
+
+
+def _defaults(args: ast.arguments) -> dict[str, ast.AST]:
+    """Parameter name -> its default value."""
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(
+        zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults, strict=True)
+    )
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
+    return defaults
+
+
 def _bound_literal(ctx: StaticContext, region: Region, name: ast.Name) -> ast.AST | None:
     flow = flow_of(ctx, region)
     value, local = flow.binding(name)
     if value is not None:
         return _literal_value(value)
     if local:
-        args = region.function.args  # type: ignore[attr-defined]
-        positional = [*args.posonlyargs, *args.args]
-        defaults = dict(
-            zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults, strict=True)
-        )
-        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
-        return _literal_value(defaults.get(name.id))
+        return _literal_value(_defaults(region.function.args).get(name.id))  # type: ignore[attr-defined]
     return _literal_value(ctx.module_constants.get(name.id))
 
 
@@ -301,15 +325,7 @@ def _self_literal(ctx: StaticContext, cls: ast.ClassDef, attr: ast.Attribute) ->
         if isinstance(node.value, ast.Name):
             fn = ctx.enclosing_function(node)
             if fn is not None:
-                args = fn.args  # type: ignore[attr-defined]
-                positional = [*args.posonlyargs, *args.args]
-                defaults = dict(
-                    zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults, strict=True)
-                )
-                defaults.update(
-                    {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
-                )
-                return _literal_value(defaults.get(node.value.id))
+                return _literal_value(_defaults(fn.args).get(node.value.id))  # type: ignore[attr-defined]
             return _literal_value(ctx.module_constants.get(node.value.id))
         return None
     return None

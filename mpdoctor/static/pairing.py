@@ -72,16 +72,21 @@ def _added_layer(stmt: ast.stmt) -> tuple[str, ast.AST] | None:
 
 def _statement_lists(ctx: StaticContext) -> Iterator[list[ast.stmt]]:
     for node in [ctx.tree, *ctx.nodes]:
-        if isinstance(node, _BLOCK_NODES):
-            for field in ("body", "orelse", "finalbody"):
+        fields = _BLOCK_FIELDS.get(type(node))
+        if fields:
+            for field in fields:
                 value = getattr(node, field, None)
                 if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
                     yield value
 
 
-# Only statements, exception handlers, match cases and the module hold lists of statements: the other nodes (most
-# of them) are not asked for three fields each.
-_BLOCK_NODES = (ast.stmt, ast.excepthandler, ast.match_case, ast.Module)
+# Only some statements, exception handlers, match cases and the module hold lists of statements: the other nodes
+# (most of them) are not asked for their fields. Concrete classes: the parser makes no subclasses.
+_BLOCK_FIELDS = {
+    cls: tuple(f for f in ("body", "orelse", "finalbody") if f in cls._fields)
+    for cls in vars(ast).values()
+    if isinstance(cls, type) and issubclass(cls, (ast.stmt, ast.excepthandler, ast.match_case, ast.Module))
+}
 
 
 def functional_pairs(ctx: StaticContext) -> Iterator[tuple[ast.AST, LayerRecord, bool]]:
