@@ -250,6 +250,12 @@ def version_tuple(version: str | None) -> tuple[int, int] | None:
         return None
 
 
+def layer_compute_dtype(layer) -> str | None:
+    """A layer's compute dtype by name (`float16`): Keras 2 gives a string, Keras 3 a dtype; None without one."""
+    dtype = getattr(layer, "compute_dtype", None)
+    return getattr(dtype, "name", dtype) if dtype is not None else None
+
+
 def sublayers(layer: object, *, recursive: bool, include_self: bool = False) -> list:
     """The layers tracked by a layer or model (Keras' own `_flatten_layers`; its `layers` list for objects without
     it), recursively or only the direct ones."""

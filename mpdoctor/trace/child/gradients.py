@@ -15,7 +15,7 @@ A value counts as flushed when it is nonzero in float32 and zero (or non-finite)
 from __future__ import annotations
 
 from mpdoctor.facts.dtypes import LOW_PRECISION
-from mpdoctor.facts.keras_semantics import sublayers
+from mpdoctor.facts.keras_semantics import layer_compute_dtype, sublayers
 from mpdoctor.facts.schema import GradientRecord, ModelRecord, VariableGradient
 from mpdoctor.trace.child import numerics
 from mpdoctor.trace.child.keras_adapter import restore_layer_policy, set_layer_policy
@@ -73,7 +73,7 @@ def _training(model, module):
     return loss, loss_name, optimizer, optimizer_name
 
 
-def _scale(optimizer) -> tuple[str, float]:
+def loss_scaling(optimizer) -> tuple[str, float]:
     """The loss scaling an optimizer applies: ("none", 1) or ("LossScaleOptimizer", its current scale)."""
     # tf_keras names its classes LossScaleOptimizerV3 / BaseLossScaleOptimizer.
     if optimizer is None or not any("LossScaleOptimizer" in c.__name__ for c in type(optimizer).__mro__):
@@ -108,7 +108,7 @@ def _run(
             result.skipped = session.record.skipped or "no sample batch"
             return
         sample = session.sample
-    kind, scale = ("assumed LossScaleOptimizer", loss_scale) if loss_scale else _scale(optimizer)
+    kind, scale = ("assumed LossScaleOptimizer", loss_scale) if loss_scale else loss_scaling(optimizer)
     result.loss_scaling = kind
     result.loss_scale = scale
     result.optimizer = optimizer_name
@@ -121,7 +121,7 @@ def _run(
     saved = [
         set_layer_policy(layer, "float32")
         for layer in sublayers(model, recursive=True, include_self=True)
-        if _compute(layer) in LOW_PRECISION
+        if layer_compute_dtype(layer) in LOW_PRECISION
     ]
     try:
         reference = _step(model, sample, loss, variables, 1.0)
@@ -183,7 +183,7 @@ def _step(model, sample, loss, variables, scale: float):
         value = None
         for sparse in (False, True):
             try:
-                value = loss(_labels(predictions, sparse), predictions)
+                value = loss(zero_labels(predictions, sparse), predictions)
                 break
             except Exception:
                 continue
@@ -196,7 +196,8 @@ def _step(model, sample, loss, variables, scale: float):
     return float(tf.cast(value, tf.float32)), out
 
 
-def _labels(predictions, sparse: bool):
+def zero_labels(predictions, sparse: bool):
+    """Labels of zeros for these predictions: class ids (`sparse`) or tensors of their shape."""
     import tensorflow as tf
 
     from mpdoctor.trace.child.graph import flatten
@@ -213,8 +214,3 @@ def _owners(model) -> dict[int, str]:
         for variable in getattr(layer, "trainable_weights", []) or []:
             owners[id(variable)] = getattr(layer, "name", "")
     return owners
-
-
-def _compute(layer) -> str | None:
-    dtype = getattr(layer, "compute_dtype", None)
-    return getattr(dtype, "name", dtype) if dtype is not None else None

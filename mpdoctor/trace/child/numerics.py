@@ -33,7 +33,7 @@ import os
 import re
 
 from mpdoctor.facts.dtypes import LOW_PRECISION
-from mpdoctor.facts.keras_semantics import sublayers
+from mpdoctor.facts.keras_semantics import layer_compute_dtype, sublayers
 from mpdoctor.facts.schema import (
     FirstNonFinite,
     LineConstant,
@@ -222,11 +222,6 @@ def _restore(patched) -> None:
 # ---------------------------------------------------------------------------------------------------- policies
 
 
-def _compute(layer) -> str | None:
-    dtype = getattr(layer, "compute_dtype", None)
-    return getattr(dtype, "name", dtype) if dtype is not None else None
-
-
 def _swap_to_float32(layers) -> list:
     """Set every low-precision layer's policy to float32 (through its Keras line's adapter: the policy lives in
     private attributes), and cast the low-precision constants such a layer built for its compute dtype (tf_keras
@@ -237,7 +232,7 @@ def _swap_to_float32(layers) -> list:
 
     undo = []
     for layer in layers:
-        if _compute(layer) not in LOW_PRECISION:
+        if layer_compute_dtype(layer) not in LOW_PRECISION:
             continue
         originals = _cast_constants(layer)
         undo.append(lambda layer=layer, originals=originals: _set_attributes(layer, originals))
@@ -325,7 +320,7 @@ class Session:
         if not options.get("enabled", True):
             self.record.skipped = "disabled (--no-numerics / numerics = false)"
             return
-        low = [_compute(layer) for layer in self.layers if _compute(layer) in LOW_PRECISION]
+        low = [layer_compute_dtype(layer) for layer in self.layers if layer_compute_dtype(layer) in LOW_PRECISION]
         if not low:
             self.record.skipped = "no layer computes in float16/bfloat16"
             return
@@ -360,7 +355,9 @@ class Session:
 
     def call(self) -> None:
         """The float16 run: raises what the model raises."""
-        scan = {str(id(layer)) for layer in self.layers if _is_user_layer(layer) and _compute(layer) == "float16"}
+        scan = {
+            str(id(layer)) for layer in self.layers if _is_user_layer(layer) and layer_compute_dtype(layer) == "float16"
+        }
         run = _Run(capture=scan)
         patched = _instrument(self.layers, run)
         try:

@@ -35,7 +35,7 @@ import time
 from dataclasses import replace
 
 from mpdoctor.facts.dtypes import LOW_PRECISION, compute_dtype
-from mpdoctor.facts.keras_semantics import INITIAL_LOSS_SCALE, risky_activation, sublayers
+from mpdoctor.facts.keras_semantics import INITIAL_LOSS_SCALE, layer_compute_dtype, risky_activation, sublayers
 from mpdoctor.facts.schema import (
     GRADIENT_FLUSH_THRESHOLD,
     GradientRecord,
@@ -119,7 +119,7 @@ class _Planner:
             result.skipped = "the model raised on its sample batch"
             return result
         layers = _unit_layers(self.model)
-        current = [_compute(sub) for layer in layers for sub in _with_sublayers(layer)]
+        current = [layer_compute_dtype(sub) for layer in layers for sub in _with_sublayers(layer)]
         file_low = [c for c in current if c in LOW_PRECISION]
         policy = self.options["policy"] or self._file_policy(layers) or "mixed_float16"
         if policy not in POLICIES:
@@ -136,7 +136,7 @@ class _Planner:
             moving = [
                 sub
                 for sub in _with_sublayers(layer)
-                if _compute(sub) in LOW_PRECISION or (not file_low and self._may_go_low(sub))
+                if layer_compute_dtype(sub) in LOW_PRECISION or (not file_low and self._may_go_low(sub))
             ]
             if moving and str(id(layer)) in nodes:
                 self.units.append(_Unit(layer, nodes[str(id(layer))], moving))
@@ -185,7 +185,7 @@ class _Planner:
     def _may_go_low(self, layer) -> bool:
         """A float32 layer of a float32 file goes under the requested policy unless the file itself gave it
         dtype="float32" (a library's own float32 layers follow their policy, as they would under the global one)."""
-        if _compute(layer) != "float32":
+        if layer_compute_dtype(layer) != "float32":
             return False
         created = self.recorder.layers.get(str(id(layer))) if self.recorder is not None else None
         if created is None or created.explicit_dtype is None:
@@ -464,11 +464,6 @@ def _with_sublayers(layer) -> list:
 def _policy_name(layer) -> str | None:
     policy = getattr(layer, "dtype_policy", None) or getattr(layer, "_dtype_policy", None)
     return getattr(policy, "name", None)
-
-
-def _compute(layer) -> str | None:
-    dtype = getattr(layer, "compute_dtype", None)
-    return getattr(dtype, "name", dtype) if dtype is not None else None
 
 
 def _path(graph: ModelGraph, node) -> list[str]:

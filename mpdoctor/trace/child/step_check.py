@@ -20,10 +20,10 @@ random augmentation in the step), the step is random and nothing is claimed eith
 from __future__ import annotations
 
 from mpdoctor.facts.dtypes import LOW_PRECISION
-from mpdoctor.facts.keras_semantics import sublayers
+from mpdoctor.facts.keras_semantics import layer_compute_dtype, sublayers
 from mpdoctor.facts.schema import StepCheckRecord
 from mpdoctor.trace.child import numerics
-from mpdoctor.trace.child.gradients import _compute, _labels, _scale  # MP504's step: the same labels and scale
+from mpdoctor.trace.child.gradients import loss_scaling, zero_labels  # MP504's step: the same labels and scale
 from mpdoctor.trace.child.keras_adapter import restore_layer_policy, set_layer_policy
 
 MAX_ATTEMPTS = 8  # low-precision calls until the weights move (2**15 halved 8 times is 128)
@@ -62,17 +62,17 @@ def _compare(module, models: list, record: StepCheckRecord, numerics_request: di
         _build(optimizer, variables)
     state = _State(variables, list(model.non_trainable_variables), [v for o in optimizers for v in _variables_of(o)])
     predictions = model(session.sample, training=False)
-    calls = [(session.sample, _labels(predictions, sparse)) for sparse in (False, True)]
+    calls = [(session.sample, zero_labels(predictions, sparse)) for sparse in (False, True)]
     eager = tf.config.functions_run_eagerly()
     tf.config.run_functions_eagerly(True)
     try:
         low, calls, record.attempts = _low_precision_update(step, calls, variables, state)
-        record.loss_scale = max((_scale(o)[1] for o in optimizers), default=1.0)
+        record.loss_scale = max((loss_scaling(o)[1] for o in optimizers), default=1.0)
         references = []
         undo = [
             set_layer_policy(layer, "float32")
             for layer in sublayers(model, recursive=True, include_self=True)
-            if _compute(layer) in LOW_PRECISION
+            if layer_compute_dtype(layer) in LOW_PRECISION
         ]
         try:
             for second in (False, True):
@@ -204,7 +204,7 @@ def _variables_of(optimizer) -> list:
 
 def _set_scale(optimizer, value: float) -> bool:
     """Set a LossScaleOptimizer's current scale (False when it has one that cannot be set); True otherwise."""
-    if _scale(optimizer)[0] == "none":
+    if loss_scaling(optimizer)[0] == "none":
         return True
     # Keras 3: dynamic_scale (a variable once built); tf_keras: the dynamic state's current scale.
     for holder, attribute in (
