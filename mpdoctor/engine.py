@@ -276,24 +276,30 @@ def _start_trace_servers(checks: list[tuple], config: Config, cache) -> None:
             if key is None or cache.holds(key):
                 continue
         else:
-            tree = options["tree"] = options["tree"] or parse_source(source.text, shown)[0]
-            if tree is None:
+            parsed, target = _file_target(shown, source, options, config)
+            if not parsed:
                 continue
-            target = targets_module.target_for(str(source.path), tree, source.text, settings_for(config).overrides)
         project = options["project"]
         start_server_for(str(source.path), target, project.trace_context() if project is not None else None)
 
 
 def _cache_key(cache, shown: str, source: SourceText, options: dict, config: Config):
     """(key, target) of a file for the result cache; (None, None) for a file that does not parse (never cached)."""
+    parsed, target = _file_target(shown, source, options, config)
+    if not parsed:
+        return None, None
+    return cache.key(shown, source.path, source.text, target, options["project"]), target
+
+
+def _file_target(shown: str, source: SourceText, options: dict, config: Config) -> tuple[bool, object]:
+    """(whether the file parses, its resolved target); the tree is kept in `options` so it is parsed once."""
     tree = options["tree"]
     if tree is None:
         tree, _error = parse_source(source.text, shown)
         if tree is None:
-            return None, None
-        options["tree"] = tree  # parsed once
-    target = targets_module.target_for(str(source.path), tree, source.text, settings_for(config).overrides)
-    return cache.key(shown, source.path, source.text, target, options["project"]), target
+            return False, None
+        options["tree"] = tree
+    return True, targets_module.target_for(str(source.path), tree, source.text, settings_for(config).overrides)
 
 
 def usable_cores() -> int:

@@ -107,8 +107,13 @@ class ForkServer:
         finally:
             self.release()
 
+    def reserve(self) -> None:
+        """Keep it from being closed to make room for another environment until this file's child is spawned.
+        Under _servers_lock (server_for holds it: no other thread may close it in between)."""
+        self._reserved += 1
+
     def release(self) -> None:
-        """What server_for reserved is spawned from, or will not be."""
+        """What `reserve` kept is spawned from, or will not be."""
         with _servers_lock:
             self._reserved = max(0, self._reserved - 1)
 
@@ -241,7 +246,7 @@ def server_for(env: dict) -> ForkServer | None:
             except OSError as exc:
                 note(f"trace: a process per file (the fork server did not start: {exc})")
                 return None
-        server._reserved += 1  # not closed to make room for another environment before this file's child runs
+        server.reserve()
     if not server.wait_ready():
         server.release()
         note("trace: a process per file (the fork server could not import TensorFlow)")
