@@ -138,6 +138,15 @@ class Report:
     # display path -> the policy contexts (mpdoctor.static.policy_context.FileContexts) the file was checked with,
     # for files a project's entry points reach: --fix re-checks a fixed text with the same contexts
     contexts: dict[str, object] = field(default_factory=dict)
+    # id(diagnostic) -> (that diagnostic, its text in the one output format the run asked to pre-render, computed
+    # beside the check, in the static pass's worker processes): see Report.prerendered_text
+    prerendered: dict[int, tuple[Diagnostic, str]] = field(default_factory=dict)
+
+    def prerendered_text(self, diagnostic: Diagnostic) -> str | None:
+        """The pre-rendered text of this very diagnostic (a replaced or re-created one has none; the entry holds
+        its diagnostic, so an id is never reused while the report lives)."""
+        entry = self.prerendered.get(id(diagnostic))
+        return entry[1] if entry is not None and entry[0] is diagnostic else None
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Severity}

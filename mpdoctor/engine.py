@@ -135,17 +135,20 @@ def check_paths(
     collected: tuple[list[Path], list[FileError], list[FileError]] | None = None,
     shard: tuple[int, int] | None = None,
     cache=None,
+    prerender: Callable[[Diagnostic], str] | None = None,
 ) -> Report:
     """`progress(index, total, shown)` is called before each file (the CLI draws it on a terminal). The report keeps
     the text of every file that has findings (`Report.sources`), for the renderers and --fix. `collected`: what
     `collect_files(paths, config)` returned, when the caller already walked the paths. `shard` (I, N): check only
     the I-th of N disjoint parts of the files (`--shard`); the project analysis still reads them all. `cache`: a
-    mpdoctor.cache.ResultCache whose entries replace checking a file that has not changed."""
+    mpdoctor.cache.ResultCache whose entries replace checking a file that has not changed. `prerender`: the one
+    output format's text of a finding (mpdoctor.report.json_format.prerender), computed beside its check (in the
+    worker processes, in parallel) and kept in Report.prerendered."""
     with fewer_collections():  # a fifth of the static pass was the garbage collector (mpdoctor/collector.py)
-        return _check_paths(paths, config, trace, progress, collected, shard, cache)
+        return _check_paths(paths, config, trace, progress, collected, shard, cache, prerender)
 
 
-def _check_paths(paths, config, trace, progress, collected, shard, cache) -> Report:
+def _check_paths(paths, config, trace, progress, collected, shard, cache, prerender) -> Report:
     trace = trace or TraceOptions()
     targets_module.new_run()  # project files are read afresh, once per directory
     files, errors, skipped = collected or collect_files(paths, config)
@@ -167,7 +170,7 @@ def _check_paths(paths, config, trace, progress, collected, shard, cache) -> Rep
                 notebook = read_notebook(path)
                 source = SourceText(path, notebook.source, notebook.cell_lines)
             else:
-                shared = projects.take_source(path)  # parsed by the project analysis: parse once
+                shared = projects.take_source(path)  # read (maybe parsed) by the project analysis: once
                 source = SourceText(path, shared[0] if shared else read_source(path))
         except NotebookError as exc:
             report.errors.append(FileError(shown, str(exc), kind="io"))
@@ -182,8 +185,12 @@ def _check_paths(paths, config, trace, progress, collected, shard, cache) -> Rep
         checks.append((shown, source, notebook, options))
 
     def check(shown: str, source: SourceText, notebook, options: dict) -> tuple:
-        """(diagnostics, error, traces, target) of one file. Runs in a worker process when the static pass has
-        several: everything the report needs from it is in what it returns."""
+        """(diagnostics, error, traces, target, pre-rendered texts) of one file. Runs in a worker process when the
+        static pass has several: everything the report needs from it is in what it returns."""
+        diagnostics, *rest = checked(shown, source, notebook, options)
+        return diagnostics, *rest, [prerender(d) for d in diagnostics] if prerender is not None else None
+
+    def checked(shown: str, source: SourceText, notebook, options: dict) -> tuple:
         key = None
         if cache is not None:
             key, target = _cache_key(cache, shown, source, options, config)
@@ -207,8 +214,10 @@ def _check_paths(paths, config, trace, progress, collected, shard, cache) -> Rep
     results = _results_in_order(check, checks, trace, progress, processes=cache is None, notes=report.notes)
     with contextlib.closing(results):  # Ctrl-C, or an error here: the worker processes end now
         merged = zip(checks, results, strict=True)
-        for (shown, source, _notebook, _options), (diagnostics, error, traces, target) in merged:
+        for (shown, source, _notebook, _options), (diagnostics, error, traces, target, texts) in merged:
             _merge_file(report, shown, source, diagnostics, error, traces, target)
+            if texts is not None:
+                report.prerendered.update((id(d), (d, text)) for d, text in zip(diagnostics, texts, strict=True))
     report.diagnostics.sort(key=Diagnostic.sort_key)
     if cache is not None:
         report.notes.append(cache.note())

@@ -3,6 +3,7 @@ renderers use it instead, for speed)."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import io
 import json
@@ -84,3 +85,34 @@ def test_written_in_pieces_the_text_is_the_same(monkeypatch):
     stream = io.StringIO()
     write_indented(value, stream)
     assert stream.getvalue() == json.dumps(value, indent=2)
+
+
+def test_prerendered_findings_give_the_report_rendered_in_one_place():
+    """check_paths(prerender=...) encodes each finding beside its check (in the static workers); the JSON report
+    written from those texts is the one written from the findings themselves."""
+    inputs = [HERE / "fixtures" / "MP403", HERE / "fixtures" / "MP103", HERE / "fixtures" / "MP401"]
+    plain = check_paths(inputs, Config())
+    prerendered = check_paths(inputs, Config(), prerender=json_format.prerender)
+    assert len(prerendered.prerendered) == len(prerendered.diagnostics) > 10
+    assert all(prerendered.prerendered_text(d) is not None for d in prerendered.diagnostics)
+    assert render(prerendered) == render(plain) == json.dumps(json_format.to_dict(plain), indent=2) + "\n"
+
+
+def test_a_prerendered_text_belongs_to_its_diagnostic_only():
+    """The text is written for the very diagnostic it was computed for (it is, not a stale copy): a finding
+    replaced after the check (a new object, whatever its id) is encoded afresh."""
+    report = check_paths([HERE / "fixtures" / "MP403"], Config(), prerender=json_format.prerender)
+    first = report.diagnostics[0]
+    report.prerendered[id(first)] = (first, dumps_indented({"code": "MARKER"}, depth=2))
+    assert '"code": "MARKER"' in render(report)  # the stored text is what is written
+    replaced = dataclasses.replace(first, message="changed")
+    report.diagnostics[0] = replaced
+    report.prerendered[id(replaced)] = (first, dumps_indented({"code": "MARKER"}, depth=2))  # another's entry
+    text = render(report)
+    assert "MARKER" not in text and '"message": "changed"' in text
+
+
+def render(report) -> str:
+    stream = io.StringIO()
+    json_format.render(report, stream)
+    return stream.getvalue()

@@ -92,6 +92,9 @@ def test_workers_give_the_report_of_one_process_byte_for_byte(fmt, tmp_path):
     assert two.stdout == one.stdout
     assert [line for line in two.stderr.splitlines() if line != WORKERS_NOTE] == one.stderr.splitlines()
     if fmt == "json":  # what each file's check leaves in the report came back from the workers
+        # the findings' JSON was encoded in the workers; --html turns that off: the same text from the parent
+        encoded_here = run("check", "--no-trace", "--format", fmt, "--html", str(tmp_path / "r.html"), *inputs)
+        assert encoded_here.stdout == two.stdout
         report = json.loads(two.stdout)
         assert report["summary"]["files"] > 100 and len(report["files"]) == report["summary"]["files"]
         assert any("context" in d for d in report["diagnostics"])  # a project's policy context

@@ -306,6 +306,7 @@ def run_check(args) -> int:
         collected=collected,
         shard=args.shard,
         cache=_result_cache(args, config, options),
+        prerender=_prerender(args),
     )
     if progress is not None:
         progress.clear()
@@ -340,6 +341,16 @@ def run_check(args) -> int:
             return EXIT_ERROR if report.errors else (EXIT_FINDINGS if count else EXIT_OK)
 
     return deliver(report, args, config, refuse=checked)
+
+
+def _prerender(args):
+    """The JSON text of each finding, computed where it is found (in parallel), when the JSON report is the one
+    output and what is found is what is written (--fix and --diff replace fixed findings)."""
+    if args.format != "json" or args.html or args.fix or args.diff:
+        return None
+    from mpdoctor.report.json_format import prerender
+
+    return prerender
 
 
 def _result_cache(args, config, options):

@@ -16,10 +16,15 @@ _INFINITY = float("inf")
 _FLUSH_AT = 8192  # pieces held before a write_indented writes them
 
 
-def dumps_indented(value: object) -> str:
-    """What `json.dumps(value, indent=2)` returns (ensure_ascii, NaN allowed, keys in insertion order)."""
+class Encoded(str):
+    """JSON text already encoded for its place in the document (indented for its depth): written as it is."""
+
+
+def dumps_indented(value: object, depth: int = 0) -> str:
+    """What `json.dumps(value, indent=2)` returns (ensure_ascii, NaN allowed, keys in insertion order); `depth`:
+    as it is written at that depth of a document (its inner lines indented `depth` levels more)."""
     parts: list[str] = []
-    _encode(value, parts, "\n")
+    _encode(value, parts, "\n" + "  " * depth)
     return "".join(parts)
 
 
@@ -59,6 +64,8 @@ def _encode(value: object, parts: list[str], newline: str) -> None:
         _encode_dict(value, parts, newline)
     elif kind is list or kind is tuple:
         _encode_list(value, parts, newline)
+    elif kind is Encoded:
+        parts.append(value)
     elif isinstance(value, str):  # subclasses, in the standard library's order of checks
         parts.append(_quoted(value))
     elif isinstance(value, int):

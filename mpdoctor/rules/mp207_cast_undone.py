@@ -12,7 +12,7 @@ from mpdoctor.facts.schema import Facts, LayerRecord
 from mpdoctor.registry import FLOAT16_TEXT, define_rule, static_check, trace_check
 from mpdoctor.static.astutil import has_star_kwargs
 from mpdoctor.static.context import StaticContext
-from mpdoctor.static.pairing import functional_pairs, sequential_pairs
+from mpdoctor.static.pairing import any_cast32, functional_pairs, sequential_pairs
 from mpdoctor.static.policies import dtype_keyword
 from mpdoctor.trace.context import TraceContext
 
@@ -76,6 +76,8 @@ define_rule(
 
 @static_check("MP207", requires=(FLOAT16_TEXT, r"cast"))
 def check_cast_undone_by_autocast(ctx: StaticContext) -> Iterable[Diagnostic]:
+    if not any_cast32(ctx):
+        return
     found: dict[ast.AST, list[tuple[LayerRecord, str]]] = {}  # cast node -> consuming layers (with policy)
     unknown_input: set[ast.AST] = set()  # casts whose input may be an integer tensor (a real conversion)
     for cast, consumer, input_known in [*sequential_pairs(ctx), *functional_pairs(ctx)]:

@@ -631,7 +631,7 @@ def _mixed_policy_fix(ctx: StaticContext, policy: str) -> Fix | None:
     )
 
 
-@static_check("MP301")
+@static_check("MP301", requires=r"restore|read|load_weights")  # each finding is one of these method calls
 def check_checkpoint_dtype(ctx: StaticContext) -> Iterable[Diagnostic]:
     return [*_tf1_saver_restores(ctx), *_tf2_restores(ctx)]
 

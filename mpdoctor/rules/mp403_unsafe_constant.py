@@ -218,6 +218,9 @@ class _Definition:
     uses: list[tuple[Region, ast.AST]] = field(default_factory=list)
 
 
+_LITERAL_USES = frozenset({ast.Constant, ast.Name, ast.Attribute})
+
+
 def _literal_definitions(ctx: StaticContext, regions: list[Region]) -> dict[ast.AST, _Definition]:
     """Every out-of-float16-range literal that reaches a float16 region, keyed by the literal node."""
     found: dict[ast.AST, _Definition] = {}
@@ -231,7 +234,7 @@ def _literal_definitions(ctx: StaticContext, regions: list[Region]) -> dict[ast.
     for region in regions:
         fn = region.function
         literal_names = _literal_names(ctx, region)
-        for node in ctx.walk_scope(fn):
+        for node in ctx.scope_nodes_of(fn, _LITERAL_USES):
             if isinstance(node, ast.Constant) and isinstance(node.value, float):
                 literal = _signed(ctx, node)
                 parent = ctx.parents.get(literal)

@@ -120,9 +120,12 @@ define_rule(
 )
 
 
+_COMBINATIONS = frozenset({ast.BinOp, ast.AugAssign, ast.Call})
+
+
 def _combinations(ctx: StaticContext, region: Region) -> Iterator[tuple[ast.AST, list[ast.AST]]]:
     """Points where tensors meet: arithmetic operators and TF / keras.ops math calls, with their operands."""
-    for node in ctx.walk_scope(region.function):
+    for node in ctx.scope_nodes_of(region.function, _COMBINATIONS):
         if isinstance(node, ast.BinOp) and not isinstance(
             node.op, (ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift)
         ):

@@ -227,6 +227,9 @@ def _is_pow_safe_exponent(node: ast.AST) -> bool:
     return value is not None and -0.5 <= value <= 1.0
 
 
+_OPERATIONS = frozenset({ast.BinOp, ast.Call})
+
+
 @static_check("MP407")
 def check_unsafe_ops(ctx: StaticContext) -> Iterable[Diagnostic]:
     seen: set[ast.AST] = set()
@@ -234,7 +237,7 @@ def check_unsafe_ops(ctx: StaticContext) -> Iterable[Diagnostic]:
         if not region.float16_policy:
             continue  # bfloat16 has float32's range
         flow = flow_of(ctx, region)
-        for node in ctx.walk_scope(region.function):
+        for node in ctx.scope_nodes_of(region.function, _OPERATIONS):
             if node in seen:
                 continue
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):

@@ -21,7 +21,7 @@ from mpdoctor.facts.keras_semantics import (
 from mpdoctor.facts.schema import LayerRecord, PolicyEvent, SourceRef
 from mpdoctor.registry import get_rule
 from mpdoctor.static.environment import KerasVersion
-from mpdoctor.static.names import ImportMap
+from mpdoctor.static.names import ImportMap, canonical
 from mpdoctor.static.policies import POLICY_SETTERS, dtype_keyword, policy_from_expr
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts
 from mpdoctor.static.target import Overrides, Target, file_evidence, project_for, resolve
@@ -31,21 +31,31 @@ _LINE_BREAK = re.compile(r"\r\n?|\n")
 FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _SCOPE_TYPES = frozenset(_SCOPE_NODES)  # the parser makes no subclasses: a set lookup instead of isinstance
+_ASSIGNMENTS = frozenset({ast.Assign, ast.AnnAssign})
 _POSITION = operator.attrgetter("lineno", "col_offset")  # a node's sort key in source order
 
 
 def _node_fields(cls: type) -> tuple[str, ...]:
-    """The fields of an ast class that may hold nodes. `ctx` (Load/Store/Del) is left out: those are shared
-    singletons, never a construct of their own, and about a fifth of all nodes."""
-    fields = _NODE_FIELDS[cls] = tuple(name for name in cls._fields if name != "ctx")
+    """The fields of an ast class that may hold nodes of their own. Left out: those the class's signature
+    (its docstring, `Attribute(expr value, identifier attr, expr_context ctx)`) types as a plain value (names,
+    numbers, strings) and the shared singletons (the expression context Load/Store/Del and the operators), never
+    a construct of their own: about a third of all fields, each a getattr and a type test per node."""
+    signature = re.fullmatch(r"\w+\((.*)\)", (cls.__doc__ or "").split("\n", 1)[0].strip())
+    typed = dict(reversed(part.rsplit(" ", 1)) for part in signature[1].split(", ")) if signature else {}
+    fields = _NODE_FIELDS[cls] = tuple(
+        name for name in cls._fields if typed.get(name, "").rstrip("?*") not in _NOT_NODES and name != "ctx"
+    )
     return fields
 
 
+_NOT_NODES = frozenset(
+    {"identifier", "int", "string", "constant", "expr_context", "operator", "unaryop", "cmpop", "boolop"}
+)
 _NODE_FIELDS: dict[type, tuple[str, ...]] = {}
-# Nodes that never hold a node: the walk records them but need not visit them (two fifths of a typical tree).
+# Nodes that never hold a node (Name, Constant, alias, ...): the walk records them but need not visit them (two
+# fifths of a typical tree).
 _LEAVES = frozenset(
-    {ast.Name, ast.Constant}
-    | {cls for cls in vars(ast).values() if isinstance(cls, type) and issubclass(cls, ast.AST) and not cls._fields}
+    cls for cls in vars(ast).values() if isinstance(cls, type) and issubclass(cls, ast.AST) and not _node_fields(cls)
 )
 
 
@@ -149,6 +159,7 @@ class StaticContext:
         self._scope_assignments: dict[ast.AST, dict[str, list[tuple[int, ast.AST]]]] = {}
         self._self_attributes: dict[ast.AST, dict[str, tuple[int, ast.AST]]] = {}
         self._memos: dict[str, dict] = {}
+        self._scope_typed: dict[tuple[ast.AST, frozenset[type]], list[ast.AST]] = {}
 
     def memo(self, name: str) -> dict:
         """A per-file cache for a rule; it dies with the context (a module-level WeakKeyDictionary whose values
@@ -181,17 +192,21 @@ class StaticContext:
         """Every whole Name/Attribute chain rooted in an import (`tf.keras.layers.Dense`, not its inner `tf.keras`)
         with its canonical name, in source order. Found from the Name nodes that are imported aliases, climbing
         to the top of their chain: a rule looking for an API by name need not visit every node."""
-        aliases, parents = self.imports.aliases, self.parents
+        aliases, parents, resolved, attribute = self.imports.aliases, self.parents, self._resolved, ast.Attribute
         found = []
         for root in self.nodes_of(ast.Name):
-            if root.id not in aliases:
+            imported = aliases.get(root.id)
+            if imported is None:
                 continue
+            parts = [imported]  # the chain's name, built on the way up (what ImportMap.resolve builds downwards)
             node, parent = root, parents.get(root)
-            while isinstance(parent, ast.Attribute) and parent.value is node:
+            while type(parent) is attribute and parent.value is node:
+                parts.append(parent.attr)
                 node, parent = parent, parents.get(parent)
-            name = self.resolve(node)
-            if name:
-                found.append((node, name))
+            name = resolved.get(node)
+            if name is None:
+                name = resolved[node] = canonical(".".join(parts))
+            found.append((node, name))
         found.sort(key=lambda item: (item[0].lineno, item[0].col_offset))
         return found
 
@@ -249,13 +264,22 @@ class StaticContext:
                     stack.extend(child_nodes(node))
         return nodes
 
+    def scope_nodes_of(self, scope: ast.AST, types: frozenset[type]) -> list[ast.AST]:
+        """The nodes of `walk_scope(scope)` of exactly these types, in the same order (computed once per scope and
+        set of types): a rule after a few kinds of node skips the others without testing each."""
+        key = (scope, types)
+        found = self._scope_typed.get(key)
+        if found is None:
+            found = self._scope_typed[key] = [node for node in self.walk_scope(scope) if type(node) in types]
+        return found
+
     def _assignments(self, scope: ast.AST) -> dict[str, list[tuple[int, ast.AST]]]:
         """name -> [(line, value)] of simple `name = value` assignments in a scope, in source order."""
         found = self._scope_assignments.get(scope)
         if found is None:
             found = {}
-            for node in self.walk_scope(scope):
-                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            for node in self.scope_nodes_of(scope, _ASSIGNMENTS):
+                if node.value is not None:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     for target in targets:
                         if isinstance(target, ast.Name):

@@ -227,6 +227,11 @@ class Region:
         return names[0] if names else None
 
 
+_CALLS = frozenset({ast.Call})
+# The statements and expressions that bind a name, for Flow's assignments.
+_BINDINGS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.comprehension, ast.NamedExpr})
+
+
 def float16_regions(ctx: StaticContext) -> list[Region]:
     """Function bodies of user code computing under a float16/bfloat16 policy, each listed once."""
     memo = ctx.memo("float16_regions")
@@ -251,10 +256,9 @@ def float16_regions(ctx: StaticContext) -> list[Region]:
             region = Region(fn, cls, owner, role, policies)
             region.params = _param_kinds(fn, skip_self=True, role=role, keras_major=keras_major)
             regions[fn] = region
-            for node in ctx.walk_scope(fn):
+            for node in ctx.scope_nodes_of(fn, _CALLS):
                 if (
-                    isinstance(node, ast.Call)
-                    and isinstance(node.func, ast.Attribute)
+                    isinstance(node.func, ast.Attribute)
                     and isinstance(node.func.value, ast.Name)
                     and node.func.value.id == "self"
                     and node.func.attr in methods
@@ -296,8 +300,8 @@ def _add_plain_helpers(
     todo = [caller]
     while todo:
         fn = todo.pop()
-        for node in ctx.walk_scope(fn):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        for node in ctx.scope_nodes_of(fn, _CALLS):
+            if not isinstance(node.func, ast.Name):
                 continue
             helper = _module_function(ctx, node.func.id)
             if helper is None or helper is caller:
@@ -321,7 +325,7 @@ def _function_of(ctx: StaticContext, expr: ast.AST | None) -> ast.AST | None:
     if isinstance(expr, ast.Lambda):
         return expr
     if isinstance(expr, ast.Name):
-        defs = [n for n in ctx.nodes if isinstance(n, FUNCTION_NODES) and n.name == expr.id]
+        defs = [n for n in ctx.nodes_of(*FUNCTION_NODES) if n.name == expr.id]
         if len(defs) == 1:
             return defs[0]
     return None
@@ -363,7 +367,7 @@ class Flow:
         self._memo: dict[int, Kind] = {}
         self._busy: set[int] = set()
         if isinstance(self.fn, FUNCTION_NODES):
-            for node in ctx.walk_scope(self.fn):
+            for node in ctx.scope_nodes_of(self.fn, _BINDINGS):
                 if isinstance(node, ast.Assign):
                     for target in node.targets:
                         self._record(target, node.value, node)

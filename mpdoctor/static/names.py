@@ -8,6 +8,7 @@ separately), ``hub`` (tensorflow_hub), ``np`` (numpy). ``tf.keras.layers.Dense``
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable
 
 # Longest prefix first; applied once to the fully qualified import path.
@@ -34,6 +35,7 @@ FLAVOUR_KERAS2 = "tf_keras"
 FLAVOUR_KERAS3 = "keras"
 
 
+@functools.lru_cache(maxsize=16384)  # the same few hundred API names in every file of a tree
 def canonical(dotted: str) -> str:
     for prefix, replacement in _CANONICAL_PREFIXES:
         if dotted == prefix or dotted.startswith(prefix + "."):

@@ -16,6 +16,12 @@ _CAST_FUNCTIONS = (*_TF_CASTS, "keras.ops.cast", "keras.backend.cast")
 _INT_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool", "string"}
 
 
+def any_cast32(ctx: StaticContext) -> bool:
+    """Whether the file casts anything to float32 at all: every pair below starts at such a call (a `tf.cast`, or
+    the one a casting Lambda's function returns), so without one there is none to look for."""
+    return any(_is_cast32_call(ctx, call) for call in ctx.calls_named(*_CAST_FUNCTIONS))
+
+
 def sequential_pairs(ctx: StaticContext) -> Iterator[tuple[ast.AST, LayerRecord, bool]]:
     """(cast Lambda constructor, next layer) in `Sequential([...])` lists and consecutive `model.add(...)`."""
     for call in ctx.calls:

@@ -19,6 +19,7 @@ from mpdoctor.static.project_files import TEXTS, find_root, is_test_module, sele
 class Projects:
     projects: list[Project] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # for --verbose: what was analysed, what fell back and why
+    texts: dict[str, str] = field(default_factory=dict)  # checked files the scans read and no analysis parsed
 
     def contexts_for(self, path: Path) -> FileContexts | None:
         key = real_path(path)
@@ -28,14 +29,16 @@ class Projects:
                 return found
         return None
 
-    def take_source(self, path: Path) -> tuple[str, ast.Module] | None:
-        """The text and tree of `path` if an analysis parsed it (handed over once)."""
+    def take_source(self, path: Path) -> tuple[str, ast.Module | None] | None:
+        """The text of `path` if the scans read it, with its tree if an analysis parsed it (handed over once: the
+        per-file pass need not read the file again)."""
         key = real_path(path)
         for project in self.projects:
             found = project.take_source(key)
             if found is not None:
                 return found
-        return None
+        text = self.texts.pop(key, None)
+        return None if text is None else (text, None)
 
     @property
     def builders(self) -> list[Builder]:
@@ -86,14 +89,14 @@ def analyse_projects(
             continue
         selected = select(Path(root), checked, roots[root], excluded)
         if selected is None:
-            TEXTS.clear()
+            _keep_texts(result, checked)
             result.notes.append(
                 f"project {shown(root) or '.'}: no entry point that sets a dtype policy imports the modules "
                 "checked: checked file by file"
             )
             continue
         project = analyse(selected, set(checked), shown)
-        TEXTS.clear()
+        _keep_texts(result, checked)
         result.projects.append(project)
         entries = ", ".join(shown(e) for e in selected.entries[:5]) + (", ..." if len(selected.entries) > 5 else "")
         result.notes.append(
@@ -103,3 +106,9 @@ def analyse_projects(
         )
         result.notes += project.notes
     return result
+
+
+def _keep_texts(result: Projects, checked: list[str]) -> None:
+    """Keep what the scans read of the checked files for the per-file pass; forget the rest of the project."""
+    result.texts.update((path, TEXTS[path]) for path in checked if path in TEXTS)
+    TEXTS.clear()

@@ -105,7 +105,17 @@ def model_output_layers(ctx: StaticContext) -> list[ModelOutput]:
 
 
 def _model_kind(ctx: StaticContext, call: ast.Call) -> str | None:
-    """'sequential', 'functional', 'application' or 'subclass' for a model constructor call, else None."""
+    """'sequential', 'functional', 'application' or 'subclass' for a model constructor call, else None (asked
+    of every call, several times: computed once per call)."""
+    kinds = ctx.memo("topology.model_kind")
+    try:
+        return kinds[call]
+    except KeyError:
+        kind = kinds[call] = _find_model_kind(ctx, call)
+        return kind
+
+
+def _find_model_kind(ctx: StaticContext, call: ast.Call) -> str | None:
     name = ctx.call_name(call)
     if name in SEQUENTIAL:
         return "sequential"
@@ -125,6 +135,8 @@ def _model_kind(ctx: StaticContext, call: ast.Call) -> str | None:
 
 
 def _is_application_name(name: str) -> bool:
+    if not name.startswith("keras.applications."):
+        return False
     parts = name.split(".")
     return len(parts) in (3, 4) and parts[0] == "keras" and parts[1] == "applications" and parts[-1][:1].isupper()
 
