@@ -611,7 +611,7 @@ def finish(raw: list[Diagnostic], text: str, shown: str, config: Config, ran_pas
     for d in raw:
         if config.enabled(d.code, shown):
             selected.setdefault((d.code, d.location.line, d.location.column, d.location.layer), d)
-    suppressions = find_suppressions(text) if _MAY_SUPPRESS.search(text) else []
+    suppressions = find_suppressions(text) if _may_suppress(text) else []
     kept = [
         d
         for d in selected.values()
@@ -622,6 +622,13 @@ def finish(raw: list[Diagnostic], text: str, shown: str, config: Config, ran_pas
             suppressions, shown, text, lambda code: _could_have_run(code, config, shown, ran_passes)
         )
     return sorted(kept, key=Diagnostic.sort_key)
+
+
+def _may_suppress(text: str) -> bool:
+    """A suppression comment may be in the text. The words first (a lower-case copy and two C searches): the
+    regular expression's alternation alone cost 30 microseconds a file, at every position of the text."""
+    lowered = text.lower()
+    return ("noqa" in lowered or "mpdoctor" in lowered) and _MAY_SUPPRESS.search(text) is not None
 
 
 def _could_have_run(code: str, config: Config, shown: str, ran_passes: str) -> bool:

@@ -1,4 +1,5 @@
-"""`mpdoctor --help`, `mpdoctor rules` and `mpdoctor check --no-trace` must never import TensorFlow."""
+"""`mpdoctor --help`, `mpdoctor rules` and `mpdoctor check --no-trace` must never import TensorFlow (nor the trace's
+process management)."""
 
 import subprocess
 import sys
@@ -13,8 +14,9 @@ PROBE = textwrap.dedent("""
         code = main({argv!r})
     except SystemExit as exit:
         code = exit.code
-    heavy = sorted(m for m in ("tensorflow", "keras", "tf_keras", "tensorflow_hub", "numpy", "libcst")
-                   if m in sys.modules)
+    # also the trace's process management (subprocess, secrets...): start-up time of every static run
+    heavy = sorted(m for m in ("tensorflow", "keras", "tf_keras", "tensorflow_hub", "numpy", "libcst",
+                               "mpdoctor.trace.processes") if m in sys.modules)
     print("HEAVY=" + ",".join(heavy), file=sys.stderr)
 """)
 

@@ -475,7 +475,7 @@ def test_F08_the_timeout_ends_the_child(tmp_path):
 
 
 def test_F08_signals_raise_exceptions_only_inside_the_block():
-    from mpdoctor.trace.processes import Terminated, signals_raise
+    from mpdoctor.signals import Terminated, signals_raise
 
     before = signal.getsignal(signal.SIGTERM)
     for number in (signal.SIGTERM, signal.SIGHUP):

@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mpdoctor.trace.processes import Terminated, signals_raise
+    from mpdoctor.signals import Terminated, signals_raise
 
     _escape_unencodable_output()
     parser = build_parser()

@@ -236,11 +236,12 @@ def run_check(args) -> int:
         return _show_targets(paths, config)
 
     from mpdoctor.engine import TraceOptions, usable_cores
-    from mpdoctor.trace.runner import tensorflow_available
 
     if args.no_trace:
         tracing = False
     elif args.trace:
+        from mpdoctor.trace.runner import tensorflow_available
+
         if not tensorflow_available():
             print(
                 "mpdoctor: error: --trace needs TensorFlow in this environment (pip install 'mpdoctor[tf]'); "
@@ -250,6 +251,8 @@ def run_check(args) -> int:
             return EXIT_ERROR
         tracing = True
     else:
+        from mpdoctor.trace.runner import tensorflow_available
+
         tracing = tensorflow_available()
     missing = [c for c in args.checkpoint if not (os.path.exists(c) or os.path.exists(c + ".index"))]
     if missing:

@@ -7,6 +7,7 @@ A release is (major, minor): patch releases never added or removed these APIs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -202,6 +203,7 @@ REMOVALS: tuple[Removal, ...] = (
 )
 
 
+@functools.lru_cache(maxsize=4096)  # asked for every imported API name of every file
 def removal_of(name: str) -> Removal | None:
     """The table's entry for a canonical name (the longest matching prefix)."""
     best = None

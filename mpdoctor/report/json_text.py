@@ -87,9 +87,12 @@ def _encode_list(value, parts: list[str], newline: str) -> None:
     inner = newline + "  "
     separator = "[" + inner
     for item in value:
-        parts.append(separator)
+        if type(item) is str:  # the common element, written with its separator in one piece
+            parts.append(separator + _quoted(item))
+        else:
+            parts.append(separator)
+            _encode(item, parts, inner)
         separator = "," + inner
-        _encode(item, parts, inner)
         if len(parts) > _FLUSH_AT and isinstance(parts, _Flushing):
             parts.flush()
     parts.append(newline + "]")
@@ -100,13 +103,21 @@ def _encode_dict(value: dict, parts: list[str], newline: str) -> None:
         parts.append("{}")
         return
     inner = newline + "  "
-    separator = "{" + inner
+    head = "{" + inner
+    separator = "," + inner
     for key, item in value.items():
-        parts.append(separator)
-        separator = "," + inner
-        parts.append(_key(key))
-        parts.append(": ")
-        _encode(item, parts, inner)
+        head += _quoted(key) if type(key) is str else _key(key)
+        kind = type(item)  # strings, None and ints (most values) written with their key in one piece
+        if kind is str:
+            parts.append(head + ": " + _quoted(item))
+        elif item is None:
+            parts.append(head + ": null")
+        elif kind is int:
+            parts.append(head + ": " + int.__repr__(item))
+        else:
+            parts.append(head + ": ")
+            _encode(item, parts, inner)
+        head = separator
     parts.append(newline + "}")
 
 

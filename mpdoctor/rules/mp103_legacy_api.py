@@ -181,10 +181,13 @@ def _legacy_imports(ctx: StaticContext) -> Iterator[Diagnostic]:
     for node in sorted(ctx.nodes_of(ast.Import, ast.ImportFrom), key=lambda n: (n.lineno, n.col_offset)):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             full = [canonical(f"{node.module}.{a.name}") for a in node.names]
-            reported, confidence = _verdict(ctx, _EXPERIMENTAL)
             if any(_is_contrib(n) for n in full):
                 yield from _contrib_finding(ctx, node, f"this import of {_CONTRIB}")
-            elif reported and any(_is_experimental(n) for n in full):
+                continue
+            if not any(_is_experimental(n) for n in full):
+                continue
+            reported, confidence = _verdict(ctx, _EXPERIMENTAL)
+            if reported:
                 yield ctx.diagnostic(
                     "MP103",
                     node,
@@ -195,10 +198,13 @@ def _legacy_imports(ctx: StaticContext) -> Iterator[Diagnostic]:
                 )
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                reported, confidence = _verdict(ctx, _EXPERIMENTAL)
                 if _is_contrib(canonical(alias.name)):
                     yield from _contrib_finding(ctx, node, f"this import of {_CONTRIB}")
-                elif reported and _is_experimental(canonical(alias.name)):
+                    continue
+                if not _is_experimental(canonical(alias.name)):
+                    continue
+                reported, confidence = _verdict(ctx, _EXPERIMENTAL)
+                if reported:
                     yield ctx.diagnostic(
                         "MP103",
                         node,

@@ -311,27 +311,33 @@ def _bound_literal(ctx: StaticContext, region: Region, name: ast.Name) -> ast.AS
 
 def _self_literal(ctx: StaticContext, cls: ast.ClassDef, attr: ast.Attribute) -> ast.AST | None:
     """The literal stored in `self.<attr>`: assigned directly, or from an `__init__` parameter default."""
-    for node in ast.walk(cls):
-        if not isinstance(node, ast.Assign):
-            continue
-        if not any(
-            isinstance(t, ast.Attribute)
-            and t.attr == attr.attr
-            and isinstance(t.value, ast.Name)
-            and t.value.id == "self"
-            for t in node.targets
-        ):
-            continue
-        literal = _literal_value(node.value)
-        if literal is not None:
-            return literal
-        if isinstance(node.value, ast.Name):
-            fn = ctx.enclosing_function(node)
-            if fn is not None:
-                return _literal_value(_defaults(fn.args).get(node.value.id))  # type: ignore[attr-defined]
-            return _literal_value(ctx.module_constants.get(node.value.id))
+    node = _self_assignments(ctx, cls).get(attr.attr)
+    if node is None:
         return None
+    literal = _literal_value(node.value)
+    if literal is not None:
+        return literal
+    if isinstance(node.value, ast.Name):
+        fn = ctx.enclosing_function(node)
+        if fn is not None:
+            return _literal_value(_defaults(fn.args).get(node.value.id))  # type: ignore[attr-defined]
+        return _literal_value(ctx.module_constants.get(node.value.id))
     return None
+
+
+def _self_assignments(ctx: StaticContext, cls: ast.ClassDef) -> dict[str, ast.Assign]:
+    """Attribute name -> the first `self.<name> = ...` of the class (in ast.walk's order), found in one walk of
+    the class for all of its `self.<name>` uses."""
+    memo = ctx.memo("mp403.self_assignments")
+    found = memo.get(cls)
+    if found is None:
+        found = memo[cls] = {}
+        for node in ast.walk(cls):
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        found.setdefault(t.attr, node)
+    return found
 
 
 def _mp403_fix(ctx: StaticContext, literal: ast.AST, value: float, problem: str) -> Fix | None:

@@ -11,9 +11,9 @@ What user code may start and how it is found again (Linux):
   re-parented to mpdoctor instead of init: it is still found (and reaped) after the rest of its tree is gone.
 Elsewhere (macOS, the BSDs, Windows) only the child's process group is ended: see the README.
 
-Signals: within `signals_raise()`, SIGTERM and SIGHUP raise `Terminated` in the main thread like SIGINT raises
-KeyboardInterrupt, so every `finally` (ending the child tree, removing the trace's temporary folder) runs before
-mpdoctor exits with 128 + the signal number.
+Signals: within mpdoctor.signals.signals_raise(), SIGTERM and SIGHUP raise `Terminated` in the main thread like
+SIGINT raises KeyboardInterrupt, so every `finally` (ending the child tree, removing the trace's temporary folder)
+runs before mpdoctor exits with 128 + the signal number.
 
 Several trace children may run at once (parallel workers): each `ProcessTree` knows its own child, session and
 token. One case cannot be attributed: a process that cleared its environment and was re-parented to mpdoctor
@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 TOKEN_VARIABLE = "MPDOCTOR_TRACE_TOKEN"
@@ -54,47 +54,6 @@ def spare(pid: int) -> None:
     """Never end `pid` when a tree ends: it is mpdoctor's own helper process, not what a trace started."""
     with _live_lock:
         _own_helpers.add(pid)
-
-
-class Terminated(BaseException):
-    """SIGTERM or SIGHUP arrived (raised in the main thread within `signals_raise`)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
-
-
-@contextlib.contextmanager
-def signals_raise() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise Terminated while the block runs, SIGINT KeyboardInterrupt as usual; after the first
-    of them the others are ignored, so the cleanup it started runs to its end. Main thread only (elsewhere a
-    no-op); the previous handlers come back afterwards."""
-    wanted = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None]
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when the shell made us ignore it
-        wanted.append(signal.SIGINT)
-
-    def raise_once(signum, _frame):
-        for s in wanted:  # one exception: a second signal must not interrupt the cleanup the first one started
-            signal.signal(s, signal.SIG_IGN)
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise Terminated(signum)
-
-    previous = {}
-    for s in wanted:
-        previous[s] = signal.signal(s, raise_once)
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def become_subreaper() -> bool:
