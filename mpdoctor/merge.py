@@ -66,7 +66,7 @@ def _targets(files: list) -> dict:
 
 
 def _diagnostic(item: dict) -> Diagnostic:
-    fix = item.get("fix")
+    fix, cell_fix = item.get("fix"), item.get("cell_fix")
     context = item.get("context")
     return Diagnostic(
         code=item["code"],
@@ -83,14 +83,17 @@ def _diagnostic(item: dict) -> Diagnostic:
         severity=Severity(item["severity"]),
         passes=tuple(item["passes"]),
         confidence=Confidence(item["confidence"]),
-        fix=None
-        if fix is None
-        else Fix(fix["description"], tuple(Edit(**edit) for edit in fix["edits"]), fix["applicability"]),
+        fix=None if fix is None else _fix(fix),
         notes=tuple(item.get("notes", ())),
+        cell_fix=None if cell_fix is None else _fix(cell_fix, cell_fix["cell"]),
         context=None
         if context is None
         else DiagnosticContext(context["policy"], context["set_at"], context["condition"], tuple(context["path"])),
     )
+
+
+def _fix(item: dict, cell: int | None = None) -> Fix:
+    return Fix(item["description"], tuple(Edit(**edit) for edit in item["edits"]), item["applicability"], cell)
 
 
 def _error(item: dict) -> FileError:

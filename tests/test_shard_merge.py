@@ -11,12 +11,15 @@ import pytest
 from test_cli import mpdoctor
 
 FIXTURES = Path(__file__).parent / "fixtures"
+NOTEBOOK = Path(__file__).parent / "golden" / "inputs" / "softmax_notebook.ipynb"
 
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("shards")
     shutil.copytree(FIXTURES, root / "fixtures")
+    # a notebook: its fix is shown as a diff of its cell (`cell_fix`), which the merged text summary counts too
+    shutil.copy(NOTEBOOK, root / "fixtures" / NOTEBOOK.name)
     return root
 
 
@@ -42,7 +45,9 @@ def test_four_shards_cover_every_file_exactly_once_and_merge_into_the_unsharded_
 
     text = mpdoctor("merge", *(f"shard{i}.json" for i in range(1, 5)), cwd=tree)
     unsharded = mpdoctor("check", "--no-trace", "fixtures", cwd=tree)
-    assert text.stdout == unsharded.stdout and text.stdout
+    assert text.stdout == unsharded.stdout and "for notebook cells (--diff shows it)" in text.stdout
+    cell_fixes = [d["cell_fix"] for d in whole["diagnostics"] if "cell_fix" in d]
+    assert [(f["cell"], f["edits"][0]["line"]) for f in cell_fixes] == [(3, 5)]  # a line of cell 3
 
 
 def test_merge_applies_the_baseline_once(tree):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from mpdoctor._version import __version__
-from mpdoctor.diagnostics import Diagnostic
+from mpdoctor.diagnostics import Diagnostic, Fix
 from mpdoctor.registry import rule_name
 from mpdoctor.report.json_text import Encoded, dumps_indented, write_indented
 
@@ -29,26 +29,31 @@ def diagnostic_to_dict(d: Diagnostic) -> dict:
         "passes": list(d.passes),
         "confidence": d.confidence.value,
         "notes": list(d.notes),
-        "fix": None
-        if d.fix is None
-        else {
-            "applicability": d.fix.applicability,
-            "description": d.fix.description,
-            "edits": [
-                {
-                    "path": e.path,
-                    "line": e.line,
-                    "column": e.column,
-                    "end_line": e.end_line,
-                    "end_column": e.end_column,
-                    "content": e.content,
-                }
-                for e in d.fix.edits
-            ],
-        },
+        "fix": None if d.fix is None else _fix(d.fix),
+        # Only on findings of a notebook (or a checked cell) whose fix is shown as a diff of its cell, never applied:
+        # the same fields, its edits in lines of that cell, and the cell (from 1; null for a %%mpdoctor cell).
+        **({"cell_fix": {**_fix(d.cell_fix), "cell": d.cell_fix.cell}} if d.cell_fix is not None else {}),
         # Only on findings that exist under a policy context of the project (issue 21): the policy, where and when
         # it is set, and the calls from there to the finding's function.
         **({"context": d.context.to_dict()} if d.context is not None else {}),
+    }
+
+
+def _fix(fix: Fix) -> dict:
+    return {
+        "applicability": fix.applicability,
+        "description": fix.description,
+        "edits": [
+            {
+                "path": e.path,
+                "line": e.line,
+                "column": e.column,
+                "end_line": e.end_line,
+                "end_column": e.end_column,
+                "content": e.content,
+            }
+            for e in fix.edits
+        ],
     }
 
 
