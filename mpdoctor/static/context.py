@@ -41,7 +41,8 @@ def _node_fields(cls: type) -> tuple[str, ...]:
     numbers, strings) and the shared singletons (the expression context Load/Store/Del and the operators), never
     a construct of their own: about a third of all fields, each a getattr and a type test per node."""
     signature = re.fullmatch(r"\w+\((.*)\)", (cls.__doc__ or "").split("\n", 1)[0].strip())
-    typed = dict(reversed(part.rsplit(" ", 1)) for part in signature[1].split(", ")) if signature else {}
+    parts = signature[1].split(", ") if signature else []
+    typed = {name: kind for kind, _, name in (part.rpartition(" ") for part in parts)}
     fields = _NODE_FIELDS[cls] = tuple(
         name for name in cls._fields if typed.get(name, "").rstrip("?*") not in _NOT_NODES and name != "ctx"
     )
