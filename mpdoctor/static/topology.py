@@ -105,17 +105,7 @@ def model_output_layers(ctx: StaticContext) -> list[ModelOutput]:
 
 
 def _model_kind(ctx: StaticContext, call: ast.Call) -> str | None:
-    """'sequential', 'functional', 'application' or 'subclass' for a model constructor call, else None (asked
-    of every call, several times: computed once per call)."""
-    kinds = ctx.memo("topology.model_kind")
-    try:
-        return kinds[call]
-    except KeyError:
-        kind = kinds[call] = _find_model_kind(ctx, call)
-        return kind
-
-
-def _find_model_kind(ctx: StaticContext, call: ast.Call) -> str | None:
+    """'sequential', 'functional', 'application' or 'subclass' for a model constructor call, else None."""
     name = ctx.call_name(call)
     if name in SEQUENTIAL:
         return "sequential"
@@ -138,7 +128,7 @@ def _is_application_name(name: str) -> bool:
     if not name.startswith("keras.applications."):
         return False
     parts = name.split(".")
-    return len(parts) in (3, 4) and parts[0] == "keras" and parts[1] == "applications" and parts[-1][:1].isupper()
+    return len(parts) in (3, 4) and parts[-1][:1].isupper()
 
 
 def _is_super_init(ctx: StaticContext, call: ast.Call) -> bool:

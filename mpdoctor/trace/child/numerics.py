@@ -320,7 +320,7 @@ class Session:
         if not options.get("enabled", True):
             self.record.skipped = "disabled (--no-numerics / numerics = false)"
             return
-        low = [layer_compute_dtype(layer) for layer in self.layers if layer_compute_dtype(layer) in LOW_PRECISION]
+        low = [dtype for dtype in map(layer_compute_dtype, self.layers) if dtype in LOW_PRECISION]
         if not low:
             self.record.skipped = "no layer computes in float16/bfloat16"
             return
