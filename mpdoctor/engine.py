@@ -52,8 +52,10 @@ def display_path(path: Path) -> str:
     """Relative to cwd when inside it (like ruff/mypy), else as given; bytes of a non-UTF-8 name as `\\xNN`, so
     every output format can encode it."""
     try:
-        shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+        shown = os.path.relpath(path)
     except ValueError:
+        shown = str(path)
+    if shown.startswith(".."):
         shown = str(path)
     return readable_name(shown)
 

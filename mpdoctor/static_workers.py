@@ -35,8 +35,11 @@ from collections.abc import Callable, Iterator, Sequence
 # what the second core saves. Measured on 2 cores (bench/static.py `break_even_rows`): the break-even lies near
 # 40,000 characters of bench/_synthetic.py's models (dense with findings) and near 100,000 of Keras's own source.
 MIN_PARALLEL_CHARACTERS = 100_000
-# Chunks dealt to whichever worker is free even out files of unequal cost (8 and 32 per worker measured the same).
-_CHUNKS_PER_WORKER = 8
+# Chunks dealt to whichever worker is free even out files of unequal cost. They shrink as the work runs out (guided
+# self-scheduling: a quarter of what is left per worker, down to a 64th of the whole per worker), so the workers
+# finish together: with equal chunks of a 16th, one worker idled for half a chunk at the end on average.
+_SHARE_OF_REMAINING = 4
+_SMALLEST_SHARE = 64
 _PR_SET_PDEATHSIG = 1
 # Ctrl-C, SIGTERM and SIGHUP reach the whole process group: the parent handles them, its workers ignore them.
 _PARENTS_SIGNALS = frozenset(
@@ -71,15 +74,20 @@ def plan_workers(jobs: int, sizes: Sequence[int]) -> tuple[int, str | None]:
 
 
 def chunks_of(sizes: Sequence[int], workers: int) -> list[range]:
-    """Contiguous ranges of indices into `sizes`, each at most 1/(workers * _CHUNKS_PER_WORKER) of the total
-    unless it is one file bigger than that."""
-    target = max(1, sum(sizes) // (workers * _CHUNKS_PER_WORKER))
+    """Contiguous ranges of indices into `sizes`, about 1/(workers * _SHARE_OF_REMAINING) of what is left after the
+    chunks before them, none below 1/(workers * _SMALLEST_SHARE) of the total unless the files run out; a file
+    bigger than that is a chunk of its own."""
+    remaining = sum(sizes)
+    smallest = max(1, remaining // (workers * _SMALLEST_SHARE))
     chunks: list[range] = []
     start = filled = 0
+    target = max(smallest, remaining // (workers * _SHARE_OF_REMAINING))
     for index, size in enumerate(sizes):
         if filled and filled + size > target:
             chunks.append(range(start, index))
+            remaining -= filled
             start, filled = index, 0
+            target = max(smallest, remaining // (workers * _SHARE_OF_REMAINING))
         filled += size
     if start < len(sizes):
         chunks.append(range(start, len(sizes)))
@@ -114,8 +122,9 @@ def results_in_order(
         while next_chunk < len(chunks):
             for connection in wait(list(busy)):
                 worker, number = busy.pop(connection)
-                done[number] = pool.receive(worker, chunks[number])
-                deal(worker)
+                reply = pool.receive(worker, chunks[number])
+                deal(worker)  # before unpickling the reply: the worker need not wait for that
+                done[number] = pool.results(reply)
             while next_chunk in done:
                 yield from done.pop(next_chunk)
                 next_chunk += 1
@@ -171,11 +180,15 @@ class _Pool:
         except OSError:  # its end of the pipe is closed: it died
             raise self._died(worker, chunk) from None
 
-    def receive(self, worker: _Worker, chunk: range) -> list:
+    def receive(self, worker: _Worker, chunk: range) -> bytes:
         try:
-            ok, payload = pickle.loads(worker.connection.recv_bytes())
+            return worker.connection.recv_bytes()
         except (EOFError, OSError):
             raise self._died(worker, chunk) from None
+
+    @staticmethod
+    def results(reply: bytes) -> list:
+        ok, payload = pickle.loads(reply)
         if not ok:
             raise _rebuilt(*payload)
         return payload

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from mpdoctor.config import Config
+from mpdoctor.diagnostics import Diagnostic, DiagnosticContext, Edit, Fix, Location, Severity
 from mpdoctor.engine import check_paths
 from mpdoctor.report import json_format, json_text, sarif
 from mpdoctor.report.json_text import dumps_indented, write_indented
@@ -96,6 +97,25 @@ def test_prerendered_findings_give_the_report_rendered_in_one_place():
     assert len(prerendered.prerendered) == len(prerendered.diagnostics) > 10
     assert all(prerendered.prerendered_text(d) is not None for d in prerendered.diagnostics)
     assert render(prerendered) == render(plain) == json.dumps(json_format.to_dict(plain), indent=2) + "\n"
+
+
+def test_the_prerender_template_writes_what_the_generic_encoder_writes():
+    """json_format.prerender fills a template; every kind of finding it may meet gives the text of
+    dumps_indented(diagnostic_to_dict(d)): real findings with fixes, and every optional field set or unusual."""
+    real = check_paths([HERE / "fixtures" / "MP403", HERE / "fixtures" / "MP401"], Config()).diagnostics
+    assert any(d.fix is not None for d in real)
+    where = Location("dir/é.py", 3, 4, 5, 6, layer="dense_1", cell=2)
+    edits = (Edit("dir/é.py", 1, 2, 1, 3, 'x = "é\n\t\\"'), Edit("b.py", 9, 1, 10, 1, ""))
+    made = [
+        Diagnostic("MP401", "message é ✓ \U0001f600 \x00", where, Severity.WARNING, passes=("static", "trace")),
+        Diagnostic("MP401", "m", Location("a.py"), Severity.INFO, notes=("one", "two é"), fix=Fix("d", edits)),
+        Diagnostic("MP401", "m", Location("a.py"), Severity.ERROR, fix=Fix("no edits", ()), passes=()),
+        Diagnostic("MP401", "m", Location("a.py", cell=1), Severity.ERROR, cell_fix=Fix("cell", edits, cell=1)),
+        Diagnostic("MP401", "m", where, Severity.ERROR, context=DiagnosticContext("mixed_float16", "t.py:1", None)),
+        Diagnostic("MP401", "m", Location("a.py", line=True), Severity.ERROR),  # not an int: the generic way
+    ]
+    for d in [*real, *made]:
+        assert json_format.prerender(d) == dumps_indented(json_format.diagnostic_to_dict(d), depth=2)
 
 
 def test_a_prerendered_text_belongs_to_its_diagnostic_only():

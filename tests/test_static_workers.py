@@ -248,19 +248,22 @@ def test_a_worker_killed_in_the_pool_raises_worker_died():
             os.kill(os.getpid(), signal.SIGKILL)
         return n
 
+    sizes = [1, 1, 1, 100] + [1] * 16  # file 4 is bigger than a chunk: a chunk of its own
     with pytest.raises(
         WorkerDied, match=r"^a static worker process \(pid \d+, killed by SIGKILL\) died while checking file 4$"
     ):
-        list(results_in_order(dies_on_3, [(n,) for n in range(20)], [1] * 20, 2))
+        list(results_in_order(dies_on_3, [(n,) for n in range(20)], sizes, 2))
 
 
-def test_chunks_cover_every_file_once_in_order_and_about_evenly():
+def test_chunks_cover_every_file_once_in_order_and_shrink_as_the_work_runs_out():
     sizes = [100] * 1000 + [50_000] + [10] * 500
     chunks = chunks_of(sizes, 2)
     assert [i for chunk in chunks for i in chunk] == list(range(len(sizes)))
     assert chunks == chunks_of(sizes, 2)  # deterministic
-    assert 12 <= len(chunks) <= 20  # about 8 per worker
     assert range(1000, 1001) in chunks  # a file above the chunk size is a chunk of its own
+    even = [len(chunk) for chunk in chunks_of([1] * 2000, 2)]
+    assert even[0] == 2000 // 8  # a quarter of the work per worker
+    assert even == sorted(even, reverse=True) and even[-2] == 2000 // 128  # down to a 64th of it per worker
 
 
 def test_few_files_or_one_job_stay_in_this_process():

@@ -9,7 +9,7 @@ standard library's.
 
 from __future__ import annotations
 
-from json.encoder import encode_basestring_ascii as _quoted
+from json.encoder import encode_basestring_ascii as quoted  # a str as JSON text (ensure_ascii)
 from typing import TextIO
 
 _INFINITY = float("inf")
@@ -51,7 +51,7 @@ class _Flushing(list):
 def _encode(value: object, parts: list[str], newline: str) -> None:
     kind = type(value)
     if kind is str:
-        parts.append(_quoted(value))
+        parts.append(quoted(value))
     elif value is None:
         parts.append("null")
     elif value is True:
@@ -67,7 +67,7 @@ def _encode(value: object, parts: list[str], newline: str) -> None:
     elif kind is Encoded:
         parts.append(value)
     elif isinstance(value, str):  # subclasses, in the standard library's order of checks
-        parts.append(_quoted(value))
+        parts.append(quoted(value))
     elif isinstance(value, int):
         parts.append(int.__repr__(value))
     elif isinstance(value, float):
@@ -88,7 +88,7 @@ def _encode_list(value, parts: list[str], newline: str) -> None:
     separator = "[" + inner
     for item in value:
         if type(item) is str:  # the common element, written with its separator in one piece
-            parts.append(separator + _quoted(item))
+            parts.append(separator + quoted(item))
         else:
             parts.append(separator)
             _encode(item, parts, inner)
@@ -106,10 +106,10 @@ def _encode_dict(value: dict, parts: list[str], newline: str) -> None:
     head = "{" + inner
     separator = "," + inner
     for key, item in value.items():
-        head += _quoted(key) if type(key) is str else _key(key)
+        head += quoted(key) if type(key) is str else _key(key)
         kind = type(item)  # strings, None and ints (most values) written with their key in one piece
         if kind is str:
-            parts.append(head + ": " + _quoted(item))
+            parts.append(head + ": " + quoted(item))
         elif item is None:
             parts.append(head + ": null")
         elif kind is int:
@@ -124,9 +124,9 @@ def _encode_dict(value: dict, parts: list[str], newline: str) -> None:
 def _key(key: object) -> str:
     """Keys as the standard library converts them: strings, then floats, booleans, None and ints as text."""
     if isinstance(key, str):
-        return _quoted(key)
+        return quoted(key)
     if isinstance(key, float):
-        return _quoted(_float(key))
+        return quoted(_float(key))
     if key is True:
         return '"true"'
     if key is False:
@@ -134,7 +134,7 @@ def _key(key: object) -> str:
     if key is None:
         return '"null"'
     if isinstance(key, int):
-        return _quoted(int.__repr__(key))
+        return quoted(int.__repr__(key))
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 

@@ -30,6 +30,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from mpdoctor.facts.keras_semantics import file_legacy_keras_setting, legacy_keras_env
 from mpdoctor.facts.tf_releases import (
@@ -477,13 +478,35 @@ _FLAVOUR_TEXT = {
 
 def resolve(project: Project, evidence: FileEvidence, overrides: Overrides | None = None) -> Target:
     """Combine the four sources (see the module docstring)."""
-    overrides = overrides or Overrides()
-    installed = environment.tensorflow_version()
+    here = _Environment(
+        environment.tensorflow_version(),
+        legacy_keras_env(),
+        environment.standalone_keras_major(),
+        environment.hub_installed(),
+    )
+    return _resolved(project, evidence, overrides or Overrides(), here)
+
+
+class _Environment(NamedTuple):
+    """The installed environment as the resolution reads it, a part of its cache key: another TF_USE_LEGACY_KERAS (or
+    a test's installed TensorFlow) is a miss."""
+
+    installed: Release | None
+    legacy_env: bool
+    keras_major: int | None  # of the keras package
+    hub: bool
+
+
+# Most files of a tree have the same project, evidence and overrides: one Target object for all of them, resolved
+# once (a sixtieth of a 2,000-file static run) and pickled once per chunk by the static workers.
+@functools.lru_cache(maxsize=1024)
+def _resolved(project: Project, evidence: FileEvidence, overrides: Overrides, env: _Environment) -> Target:
+    installed = env.installed
     releases, tf_text, tf_origin, tf_source = _tensorflow_range(project, evidence, overrides, installed)
     conflicts: list[Conflict] = []
 
     legacy_declared = project.of(LEGACY_ENV)
-    legacy = bool(legacy_declared) or legacy_keras_env()  # the environment's variable is the weakest source
+    legacy = bool(legacy_declared) or env.legacy_env  # the environment's variable is the weakest source
     legacy_origin = (
         f"{legacy_declared[0].text} at {legacy_declared[0].origin}"
         if legacy_declared
@@ -530,7 +553,7 @@ def resolve(project: Project, evidence: FileEvidence, overrides: Overrides | Non
         hub, hub_origin = True, hub_declared[0].origin
     elif evidence.imports_hub:
         hub, hub_origin = True, "this file imports tensorflow_hub"
-    elif environment.hub_installed():
+    elif env.hub:
         hub, hub_origin = True, "installed"
     else:
         hub, hub_origin = False, "not declared, imported or installed"
