@@ -40,7 +40,7 @@ class SourceText:
         return None if lines is None else "\n".join(lines)
 
 
-def read_source(path: Path) -> str:
+def read_source(path: Path | str) -> str:
     """A Python file's text, decoded as its coding cookie (or BOM) says."""
     data = read_bytes(path)  # regular files only: a FIFO or device is an OSError, never a hang
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)

@@ -22,6 +22,7 @@ import pytest
 
 from mpdoctor.config import Config
 from mpdoctor.engine import check_paths
+from mpdoctor.static import project_files
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
 NAMES = ("two_files", "flag_choices", "registry", "unreached", "keras_spellings")
@@ -287,6 +288,31 @@ def test_a_factory_resolved_at_run_time_falls_back_to_the_file_and_says_so(tmp_p
     report = check(project)
     assert mp401_files(report) == []
     assert any("train.py:7: `getattr(zoo, sys.argv[1])()` is resolved at run time" in n for n in report.notes)
+
+
+IMPORT_TEXTS = [
+    "from a import (\n    b,\n    import_c,\n)\nimport d",
+    "x = 'import y'\nimport z; import w",
+    "from . import (x,\nimport y)\nimport q",
+    "  import a as b, c\n",
+    "from x import y  # import z\nimport w",
+    "importlib = 1\nimport x",
+    "from a import b\rimport c\n",  # a lone CR starts no line for the scan (nor for `^`)
+    "from a import (b\nimport c\n",  # unclosed: each line on its own
+    "from a import (b,\nimport c) import d\n",  # the line of `import d` starts inside the statement before
+    "def f():\n    from .models import net_0 as net\n    import json, os.path\n",
+    "",
+    "import",
+]
+
+
+@pytest.mark.parametrize(
+    "text", IMPORT_TEXTS + [p.read_text() for p in sorted(Path(project_files.__file__).parent.glob("*.py"))]
+)
+def test_the_import_scan_finds_what_the_regular_expression_finds_anywhere(text):
+    """The scan tries _IMPORT only where a line holds "import": the same matches as trying it at every line."""
+    expected = [(m.span(), m.groups()) for m in project_files._IMPORT.finditer(text)]
+    assert [(m.span(), m.groups()) for m in project_files._import_statements(text)] == expected
 
 
 def test_recursion_and_cycles_between_modules_terminate(tmp_path):

@@ -526,13 +526,16 @@ _TF_KERAS_LOSS_SCALING = frozenset({"get_scaled_loss", "get_unscaled_gradients"}
 
 
 def _tf_keras_loss_scale_calls(ctx: StaticContext) -> Iterator[Diagnostic]:
+    calls = ctx.method_calls(*_TF_KERAS_LOSS_SCALING)
+    if not calls:
+        return
     defined = {n.name for n in ctx.nodes_of(*FUNCTION_NODES)}
     confidence = Confidence.HIGH if ctx.keras_version.certain else Confidence.MEDIUM
     on = ctx.target.note() or ("" if ctx.keras_version.certain else f" (target: {ctx.target.summary()})")
     refused = _unscaling_refusals(ctx)
-    for call in ctx.calls:
+    for call in calls:
         func = call.func
-        if not isinstance(func, ast.Attribute) or func.attr not in _TF_KERAS_LOSS_SCALING or func.attr in defined:
+        if func.attr in defined:
             continue
         single = len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred)
         reason = refused.get(call) or refused.get(ctx.enclosing_function(call) or ctx.tree)
@@ -580,13 +583,12 @@ def _unscaling_refusals(ctx: StaticContext) -> dict[ast.AST, str]:
     so gradients that are clipped, accumulated, all-reduced or applied through the inner optimizer on the way would
     stay 2**15 times too large there (mpdoctor.static.gradient_flow)."""
     refused: dict[ast.AST, str] = {}
-    for call in ctx.calls:
-        if isinstance(call.func, ast.Attribute) and call.func.attr == "get_unscaled_gradients":
-            scope = ctx.enclosing_function(call) or ctx.tree
-            reason = refusal(scaled_consumer(ctx, scope, call, call.func.value), ctx.segment(call.func.value), "MP501")
-            if reason:
-                refused[call] = reason
-                refused.setdefault(scope, reason)
+    for call in ctx.method_calls("get_unscaled_gradients"):
+        scope = ctx.enclosing_function(call) or ctx.tree
+        reason = refusal(scaled_consumer(ctx, scope, call, call.func.value), ctx.segment(call.func.value), "MP501")
+        if reason:
+            refused[call] = reason
+            refused.setdefault(scope, reason)
     return refused
 
 

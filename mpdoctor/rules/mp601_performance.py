@@ -287,9 +287,7 @@ def _layer_sizes(ctx: StaticContext, outputs: set[ast.AST]) -> Iterator[Diagnost
 
 
 def _batch_sizes(ctx: StaticContext) -> Iterator[Diagnostic]:
-    for call in ctx.calls:
-        if not (isinstance(call.func, ast.Attribute) and call.func.attr == _MODEL_FIT):
-            continue
+    for call in ctx.method_calls(_MODEL_FIT):
         batch = next((k.value for k in call.keywords if k.arg == "batch_size"), None)
         literal = _int_literal(ctx, batch)
         if literal is None or literal.value < ALIGNMENT or literal.value % ALIGNMENT == 0:

@@ -7,7 +7,7 @@ import ast
 import functools
 import operator
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location
@@ -102,6 +102,14 @@ class Settings:
     def alone(self) -> Settings:
         """The same settings for the file checked on its own (without the project's contexts); same target."""
         return replace(self, project=None)
+
+
+def _in_order(index: dict, keys: tuple) -> list[ast.Call]:
+    """The calls of an index (each list in source order) under any of `keys`, in source order."""
+    found = [index[key] for key in dict.fromkeys(keys) if key in index]
+    if len(found) == 1:
+        return list(found[0])
+    return sorted((call for calls in found for call in calls), key=_POSITION)
 
 
 def _assigned_name(ctx: StaticContext, node: ast.AST) -> str | None:
@@ -217,10 +225,29 @@ class StaticContext:
         except KeyError:
             return self.resolve(call.func)
 
-    def calls_named(self, *names: str) -> Iterator[ast.Call]:
+    def calls_named(self, *names: str) -> list[ast.Call]:
+        """The calls of these canonical names, in source order."""
+        return _in_order(self._calls_by_canonical_name, names)
+
+    def method_calls(self, *methods: str) -> list[ast.Call]:
+        """The calls `<anything>.method(...)` of these method names, in source order."""
+        return _in_order(self._calls_by_method, methods)
+
+    @functools.cached_property
+    def _calls_by_canonical_name(self) -> dict[str | None, list[ast.Call]]:
+        # Rules look for a few names among every call of the file, each rule for its own: one pass names them all.
+        index: dict[str | None, list[ast.Call]] = {}
         for call in self.calls:
-            if self.call_name(call) in names:
-                yield call
+            index.setdefault(self.call_name(call), []).append(call)
+        return index
+
+    @functools.cached_property
+    def _calls_by_method(self) -> dict[str, list[ast.Call]]:
+        index: dict[str, list[ast.Call]] = {}
+        for call in self.calls:
+            if type(call.func) is ast.Attribute:
+                index.setdefault(call.func.attr, []).append(call)
+        return index
 
     def _module_constants(self) -> dict[str, ast.AST]:
         """Module-level names assigned exactly once (`NEG_INF = -1e9`, `POLICY = Policy("mixed_float16")`)."""
@@ -452,10 +479,8 @@ class StaticContext:
     def policy_events(self) -> list[PolicyEvent]:
         events = []
         explicit_policy_set = False
-        for call in self.calls:  # in source order
+        for call in self.calls_named(*POLICY_SETTERS):  # in source order
             name = self.call_name(call)
-            if name not in POLICY_SETTERS:
-                continue
             if POLICY_SETTERS[name] and explicit_policy_set:
                 continue  # set_floatx no longer changes the policy once one was set explicitly
             explicit_policy_set |= not POLICY_SETTERS[name]

@@ -24,9 +24,7 @@ def any_cast32(ctx: StaticContext) -> bool:
 
 def sequential_pairs(ctx: StaticContext) -> Iterator[tuple[ast.AST, LayerRecord, bool]]:
     """(cast Lambda constructor, next layer) in `Sequential([...])` lists and consecutive `model.add(...)`."""
-    for call in ctx.calls:
-        if ctx.call_name(call) not in SEQUENTIAL:
-            continue
+    for call in ctx.calls_named(*SEQUENTIAL):
         items = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "layers"), None)
         if isinstance(items, (ast.List, ast.Tuple)):
             yield from _adjacent_pairs(ctx, items.elts)
