@@ -10,7 +10,6 @@ import ast
 import contextlib
 import errno
 import functools
-import hashlib
 import os
 import re
 import stat
@@ -51,16 +50,29 @@ _MAY_SUPPRESS = re.compile(r"noqa\s*:[^\n]*MP\d|mpdoctor\s*:", re.IGNORECASE)
 def display_path(path: Path) -> str:
     """Relative to cwd when inside it (like ruff/mypy), else as given; bytes of a non-UTF-8 name as `\\xNN`, so
     every output format can encode it."""
-    text = os.fspath(path)
-    shown = os.path.normpath(text)  # what relpath gives for a relative path that stays inside cwd, 5x quicker
-    if os.path.isabs(text) or shown.startswith(".."):
-        try:
-            shown = os.path.relpath(path)
-        except ValueError:  # another drive (Windows)
-            shown = text
-        if shown.startswith(".."):
-            shown = text
-    return readable_name(shown)
+    return readable_name(_relative_to_cwd(os.fspath(path)))
+
+
+def _relative_to_cwd(text: str) -> str:
+    """`os.path.relpath(text)` unless that leaves cwd (then `text`), without relpath where it is plain string
+    work: relpath made every run of a big tree pay thousands of getcwd calls."""
+    shown = os.path.normpath(text)
+    if not os.path.isabs(text):
+        if not shown.startswith(".."):
+            return shown  # what relpath gives for a relative path that stays inside cwd
+    elif os.sep == "/" and not shown.startswith("//"):  # POSIX (no drives, no case folding), not `//x` paths
+        cwd = os.getcwd()
+        inside = cwd if cwd.endswith("/") else cwd + "/"
+        if shown == cwd:
+            return "."
+        if shown.startswith(inside):
+            return shown[len(inside) :]
+        return text  # outside cwd: as given
+    try:
+        shown = os.path.relpath(text)
+    except ValueError:  # another drive (Windows)
+        return text
+    return text if shown.startswith("..") else shown
 
 
 def collect_files(paths: Iterable[Path], config: Config) -> tuple[list[Path], list[FileError], list[FileError]]:
@@ -371,6 +383,8 @@ def file_targets(paths: Iterable[Path], config: Config) -> tuple[list[tuple[str,
 
 def in_shard(shown: str, index: int, count: int) -> bool:
     """Shard I of N (from 1) holds the files whose path hashes to it: stable when other files come and go."""
+    import hashlib  # only for --shard: the start-up of every other run need not pay for it
+
     digest = hashlib.sha256(shown.replace(os.sep, "/").encode("utf-8", "surrogateescape")).digest()
     return int.from_bytes(digest[:8], "big") % count == index - 1
 

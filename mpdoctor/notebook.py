@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location
-from mpdoctor.facts.schema import source_refs
+from mpdoctor.facts.records import source_refs
 from mpdoctor.reads import read_bytes
 
 SUFFIX = ".ipynb"

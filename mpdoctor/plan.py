@@ -23,8 +23,6 @@ from mpdoctor.facts.keras_semantics import KERAS3, TF_KERAS, keep_float32_snippe
 from mpdoctor.facts.schema import PlanLayer, PlanRecord, TraceSummary
 from mpdoctor.fixes import apply_edits, unified_diff
 
-PLAN_POLICIES = ("mixed_float16", "mixed_bfloat16")
-
 
 @dataclass
 class PlanFix:

@@ -22,7 +22,6 @@ the trace's fork server); nor from a process that runs other threads (a Jupyter 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import os
 import pickle
@@ -272,6 +271,8 @@ def _rebuilt(name: str, message: str, blob: bytes | None) -> Exception:
 def _die_with_parent(parent: int) -> None:
     """Linux: the kernel kills this worker when the parent dies (even by SIGKILL), mid-file included."""
     if sys.platform.startswith("linux"):
+        import ctypes  # here, in each worker at once, not in the parent's start-up
+
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the parent died before the call took effect

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from mpdoctor.printable import escape_controls
-from mpdoctor.writes import write_atomic
 
 NO_CACHE_VARIABLE = "MPDOCTOR_NO_CACHE"  # as --no-cache (ruff's RUFF_NO_CACHE): test suites and one-off runs
 
@@ -392,6 +391,8 @@ def deliver(report, args, config, refuse=()) -> int:
         html = io.StringIO()
         write_report(report, "html", html)
         written.append((args.html, html))
+    if written:
+        from mpdoctor.writes import write_atomic  # tempfile and friends: only for a run that writes a file
     for path, text in written:
         try:
             write_atomic(path, text.getvalue(), refuse=refuse)

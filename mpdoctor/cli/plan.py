@@ -12,7 +12,7 @@ from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 
 def add_parser(sub) -> None:
     from mpdoctor.cli.check import _positive_number as positive_number
-    from mpdoctor.plan import PLAN_POLICIES
+    from mpdoctor.facts.dtypes import PLAN_POLICIES
 
     plan = sub.add_parser(
         "plan",

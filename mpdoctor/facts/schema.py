@@ -1,7 +1,8 @@
 """The typed schema of what the trace pass knows (version 1): what the child writes as JSON, what the rules, the
 engine and the renderers read. `Facts.from_json` validates the child's output (untrusted: it ran user code);
 `new_facts()` is the one empty record. The static pass produces the same `PolicyEvent` and `LayerRecord` types,
-with the syntax node that made them attached (`node`, never serialised).
+with the syntax node that made them attached (`node`, never serialised): they live in mpdoctor.facts.records,
+which a static run imports without the rest.
 
 Field names follow the JSON keys (`class_name` is "class"). Records of the artifact readers (SavedModel
 signatures, checkpoint range audits) are typed here too: they reach the rules through the facts.
@@ -15,29 +16,14 @@ from typing import Any
 
 from mpdoctor.facts import codec
 from mpdoctor.facts.codec import ABSENT, NOT_JSON, key
+from mpdoctor.facts.dtypes import GRADIENT_FLUSH_THRESHOLD as GRADIENT_FLUSH_THRESHOLD
 from mpdoctor.facts.dtypes import LOW_PRECISION
+from mpdoctor.facts.records import FactsRecord, SourceRef
+from mpdoctor.facts.records import LayerRecord as LayerRecord  # the static pass's records, for the trace too
+from mpdoctor.facts.records import PolicyEvent as PolicyEvent
+from mpdoctor.facts.records import source_refs as source_refs
 
 FACTS_VERSION = 1
-
-
-class FactsRecord:
-    """JSON conversion for every record type."""
-
-    def to_json(self) -> dict:
-        return codec.to_json(self)
-
-    @classmethod
-    def from_json(cls, data: Any, path: str = "$"):
-        return codec.from_json(cls, data, path)
-
-
-@dataclass
-class SourceRef(FactsRecord):
-    """A place in a source file the trace saw (a frame of the user's code)."""
-
-    file: str | None = None
-    line: int | None = None
-    cell: int = ABSENT  # notebooks (in reports): `line` is then a line of this cell
 
 
 @dataclass
@@ -68,60 +54,6 @@ class Environment(FactsRecord):
     keras_major: int | None = None  # of the Keras behind tf.keras (2 on TF <= 2.15 unless Keras 3 was installed)
     gpus: list[Gpu] = field(default_factory=list)
     global_policy: str | None = None  # in force when the run ended
-
-
-# ----------------------------------------------------------------------------------------- policies, layers
-
-
-@dataclass
-class PolicyEvent(FactsRecord):
-    """A call that sets the global dtype policy. `policy` None: a value that cannot be read (static pass)."""
-
-    policy: str | None
-    api: str = ""
-    location: SourceRef | None = None
-    layers_before: int | None = None  # trace: layers created before the call
-    node: Any = field(default=None, compare=False, repr=False, metadata=NOT_JSON)  # static: the ast.Call
-    scope: Any = field(default=None, compare=False, repr=False, metadata=NOT_JSON)  # static: enclosing function
-
-
-@dataclass(eq=False)
-class LayerRecord(FactsRecord):
-    """A layer or model construction. The trace fills the dtypes it observed; the static pass knows the class as the
-    file spells it (`module` is the canonical module, "keras.layers", or None for a class of the file itself) and
-    attaches the constructor call as `node`."""
-
-    class_name: str = field(default="", metadata=key("class"))
-    module: str | None = None
-    name: str | None = None
-    flavour: str | None = None
-    policy: str | None = None
-    compute_dtype: str | None = None
-    variable_dtype: str | None = None
-    autocast: bool = True
-    explicit_dtype: str | None = None
-    created_at: SourceRef | None = None
-    is_model: bool = False
-    node: Any = field(default=None, repr=False, metadata=NOT_JSON)
-
-    @property
-    def kind(self) -> str:
-        return self.class_name
-
-    @property
-    def qualname(self) -> str:
-        """`keras.layers.Dense`, `hub.KerasLayer`, or the local class name."""
-        return f"{self.module}.{self.class_name}" if self.module else self.class_name
-
-    @property
-    def custom(self) -> bool:
-        """A layer class defined in the checked file (static pass)."""
-        return self.module is None
-
-    @property
-    def label(self) -> str:
-        """How messages name the layer: `hub.KerasLayer` (a plain `KerasLayer` says little), else its class."""
-        return "hub.KerasLayer" if self.qualname == "hub.KerasLayer" else self.kind
 
 
 # --------------------------------------------------------------------------------------------- SavedModels
@@ -505,13 +437,6 @@ class VariableGradient(FactsRecord):
     max_abs_reference: float = 0.0
 
 
-# Share of the gradient values that are nonzero in float32 but zero or non-finite under the policy above which a
-# training step's gradients count as underflowing (MP504 reports it, `mpdoctor plan` acts on it). Measured on TF 2.21:
-# the catalogue's custom loop without loss scaling flushes 100 %; the same loop with a LossScaleOptimizer 1.5 % (the
-# first layer's gradients, four orders of magnitude smaller again, still flush at 2**15). 10 % keeps such tails quiet.
-GRADIENT_FLUSH_THRESHOLD = 0.10
-
-
 @dataclass
 class GradientRecord(FactsRecord):
     """Gradients of one training step (loss on the sample batch), float32 vs the policy with the loss scaling the
@@ -729,23 +654,6 @@ class Facts(FactsRecord):
         for model in self.models:
             if model.numerics is not None and not model.numerics.skipped:
                 yield model, model.numerics
-
-
-def source_refs(record) -> list[SourceRef]:
-    """Every SourceRef inside a record (a trace summary, facts), for relocating them."""
-    found = []
-    stack = [record]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, SourceRef):
-            found.append(value)
-        elif isinstance(value, FactsRecord):
-            stack += [getattr(value, f.name) for f in fields(value) if not f.metadata.get("not_json")]
-        elif isinstance(value, (list, tuple)):
-            stack += value
-        elif isinstance(value, dict):
-            stack += value.values()
-    return found
 
 
 def new_facts(**values) -> Facts:

@@ -6,14 +6,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location, Severity
-from mpdoctor.facts.schema import ExceptionRecord, Facts, cannot_trace_message
 from mpdoctor.registry import define_rule, get_rule, raised_by_engine
 from mpdoctor.static.context import source_lines
 from mpdoctor.suppress import ALL
 from mpdoctor.tf_messages import first_message_line, shorten
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import ExceptionRecord, Facts
 
 TRACE_FAILED, UNUSED_SUPPRESSION = "MP001", "MP002"
 
@@ -158,6 +161,8 @@ def unexplained_exception(ctx: TraceContext, exception: ExceptionRecord) -> Diag
 def cannot_trace(ctx: TraceContext, facts: Facts) -> Diagnostic:
     """mpdoctor's own failure in the trace child: an info finding (the user's code is not at fault), with what
     failed and mpdoctor's traceback as notes (shown by --verbose)."""
+    from mpdoctor.facts.schema import cannot_trace_message
+
     failure = facts.tool_failure
     notes = [
         f"failed while {_STAGES.get(failure.stage, failure.stage)}" + (f" ({failure.where})" if failure.where else "")

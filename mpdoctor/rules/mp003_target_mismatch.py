@@ -5,14 +5,17 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Location
-from mpdoctor.facts.schema import ExceptionRecord, Facts
 from mpdoctor.facts.tf_releases import release_text, removal_of
 from mpdoctor.registry import define_rule, explains_exception, get_rule, static_check, trace_check
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.names import canonical
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import ExceptionRecord, Facts
 
 define_rule(
     "MP003",

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.dtypes import is_float16_compute
 from mpdoctor.facts.keras_semantics import SAVEDMODEL_LAYERS, model_factory
-from mpdoctor.facts.schema import Facts, LayerRecord, PolicyEvent
+from mpdoctor.facts.records import LayerRecord, PolicyEvent
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import position
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 from mpdoctor.static.policies import dtype_keyword
 from mpdoctor.static.topology import is_application
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts
 
 define_rule(
     "MP101",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
-from mpdoctor.facts.schema import Facts, LayerRecord, PolicyEvent
+from mpdoctor.facts.records import LayerRecord, PolicyEvent
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import position
 from mpdoctor.static.context import StaticContext
@@ -14,6 +15,9 @@ from mpdoctor.static.edits import policy_literal_fix, quoted_like
 from mpdoctor.static.policies import POLICY_SETTERS
 from mpdoctor.static.topology import is_application
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts
 
 define_rule(
     "MP102",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.keras_semantics import INPUT_TENSORS, SEQUENTIAL
-from mpdoctor.facts.schema import Facts
 from mpdoctor.registry import (
     define_rule,
     exception_pattern,
@@ -19,6 +19,9 @@ from mpdoctor.registry import (
 from mpdoctor.static.context import StaticContext
 from mpdoctor.tf_messages import first_message_line
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts
 
 define_rule(
     "MP104",

@@ -6,11 +6,12 @@ import ast
 import re
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import compute_dtype, is_float, low_precision
 from mpdoctor.facts.keras_semantics import INPUT_LAYERS
-from mpdoctor.facts.schema import Facts, LayerRecord, SavedModelLoad, SourceRef
+from mpdoctor.facts.records import LayerRecord, SourceRef
 from mpdoctor.registry import (
     FLOAT16_TEXT,
     define_rule,
@@ -31,6 +32,9 @@ from mpdoctor.tf_messages import (
     is_precision_mismatch,
 )
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts, SavedModelLoad
 
 define_rule(
     "MP201",

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import compute_dtype, is_float16_compute, low_precision
 from mpdoctor.facts.keras_semantics import layer_class_autocasts
-from mpdoctor.facts.schema import Facts, LayerRecord
+from mpdoctor.facts.records import LayerRecord
 from mpdoctor.registry import FLOAT16_TEXT, define_rule, static_check, trace_check
 from mpdoctor.static.astutil import has_star_kwargs
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.pairing import any_cast32, functional_pairs, sequential_pairs
 from mpdoctor.static.policies import dtype_keyword
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts
 
 define_rule(
     "MP207",

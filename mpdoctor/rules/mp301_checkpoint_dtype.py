@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
-from mpdoctor.facts.schema import Facts
 from mpdoctor.registry import (
     define_rule,
     exception_pattern,
@@ -22,6 +22,9 @@ from mpdoctor.static.edits import after_imports, module_alias, policy_literal_fi
 from mpdoctor.static.policies import POLICY_SETTERS, policy_from_expr
 from mpdoctor.tf_messages import dtype_name
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts
 
 define_rule(
     "MP301",

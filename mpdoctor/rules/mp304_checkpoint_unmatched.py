@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Diagnostic
-from mpdoctor.facts.schema import Facts
 from mpdoctor.registry import define_rule, trace_check
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts
 
 define_rule(
     "MP304",

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import compute_dtype, low_precision
 from mpdoctor.facts.keras_semantics import risky_activation
-from mpdoctor.facts.schema import Facts, LayerRecord
+from mpdoctor.facts.records import LayerRecord
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.rules.mp503_float16_loss import float16_loss_outputs
 from mpdoctor.static.context import StaticContext, policy_confidence
@@ -21,6 +22,9 @@ from mpdoctor.static.topology import (
     tensor_sources,
 )
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts
 
 define_rule(
     "MP401",

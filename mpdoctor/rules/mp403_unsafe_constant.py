@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
-from mpdoctor.facts.schema import Facts
 from mpdoctor.registry import define_rule, static_check, static_verdicts, trace_check
 from mpdoctor.static.astutil import contains, keyword_value
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
@@ -35,6 +35,9 @@ from mpdoctor.static.dataflow import (
 )
 from mpdoctor.trace.context import TraceContext
 from mpdoctor.trace.user_code import downgrade, unsafe_constants, user_layers
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts
 
 define_rule(
     "MP403",

@@ -5,12 +5,16 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.facts.dtypes import FLOAT16_MIN_NORMAL
-from mpdoctor.facts.schema import Facts, GraphNode, ModelGraph, NumericsRow, SourceRef
+from mpdoctor.facts.records import SourceRef
 from mpdoctor.registry import define_rule, trace_check
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts, GraphNode, ModelGraph, NumericsRow
 
 # MP405: relative error (max |y16 - y32| / max |y32|) above which a layer diverges; [tool.mpdoctor]
 # numerics-threshold overrides it. Measured on ResNet50 / MobileNetV2 (weights=None): at most 0.37 % per layer in

@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import LOW_PRECISION, compute_dtype
-from mpdoctor.facts.schema import Facts
 from mpdoctor.registry import (
     define_rule,
     exception_pattern,
@@ -42,6 +42,9 @@ from mpdoctor.tf_messages import (
     is_precision_mismatch,
 )
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts
 
 define_rule(
     "MP406",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
-from mpdoctor.facts.schema import Facts
 from mpdoctor.registry import define_rule, static_check, static_verdicts
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import StaticContext
@@ -25,6 +25,9 @@ from mpdoctor.static.dataflow import (
 )
 from mpdoctor.trace.context import TraceContext
 from mpdoctor.trace.user_code import downgrade, unsafe_ops, user_layers
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts
 
 define_rule(
     "MP407",

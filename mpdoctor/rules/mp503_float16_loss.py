@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.facts.dtypes import low_precision
 from mpdoctor.facts.keras_semantics import risky_activation
-from mpdoctor.facts.schema import Facts
 from mpdoctor.registry import define_rule, trace_check
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts
 
 define_rule(
     "MP503",

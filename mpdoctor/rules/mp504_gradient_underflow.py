@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Diagnostic, Fix
-from mpdoctor.facts.schema import GRADIENT_FLUSH_THRESHOLD, Facts, GradientRecord
+from mpdoctor.facts.dtypes import GRADIENT_FLUSH_THRESHOLD
 from mpdoctor.registry import define_rule, trace_check
 from mpdoctor.trace.context import TraceContext
 
-THRESHOLD = GRADIENT_FLUSH_THRESHOLD  # measured on TF 2.21: see mpdoctor/facts/schema.py
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts, GradientRecord
+
+THRESHOLD = GRADIENT_FLUSH_THRESHOLD  # measured on TF 2.21: see mpdoctor/facts/dtypes.py
 
 define_rule(
     "MP504",

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.dtypes import compute_dtype, is_float16_compute
-from mpdoctor.facts.schema import Environment, Facts, LayerRecord
+from mpdoctor.facts.records import LayerRecord
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import binds
 from mpdoctor.static.context import StaticContext, policy_confidence
@@ -18,6 +19,9 @@ from mpdoctor.static.topology import (
     model_output_layers,
 )
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Environment, Facts
 
 define_rule(
     "MP601",
@@ -322,7 +326,10 @@ def _explicit_layer_float16(ctx: StaticContext) -> str | None:
 def slow_hardware(environment: Environment | None, dtype: str) -> str | None:
     """Why `dtype` ("float16" or "bfloat16") computes no faster than float32 on the traced machine, or None when a
     device runs it fast. Shared by MP603 and the HTML report's environment table."""
-    environment = environment or Environment()
+    if environment is None:
+        from mpdoctor.facts.schema import Environment
+
+        environment = Environment()
     capabilities = [tuple(g.compute_capability) for g in environment.gpus if g.compute_capability]
     if dtype == "float16":
         if any(cc >= (7, 0) for cc in capabilities):

@@ -18,7 +18,7 @@ from mpdoctor.facts.keras_semantics import (
     SAVEDMODEL_LAYERS,
     sets_legacy_keras,
 )
-from mpdoctor.facts.schema import LayerRecord, PolicyEvent, SourceRef
+from mpdoctor.facts.records import LayerRecord, PolicyEvent, SourceRef
 from mpdoctor.registry import get_rule
 from mpdoctor.static.environment import KerasVersion
 from mpdoctor.static.names import ImportMap, canonical

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 
 from mpdoctor.diagnostics import Edit, Fix
-from mpdoctor.facts.schema import PolicyEvent
+from mpdoctor.facts.records import PolicyEvent
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.policies import POLICY_CONSTRUCTORS
 

@@ -7,7 +7,7 @@ import ast
 from collections.abc import Iterator
 
 from mpdoctor.facts.keras_semantics import INPUT_LAYERS, SEQUENTIAL, autocasts_argument
-from mpdoctor.facts.schema import LayerRecord
+from mpdoctor.facts.records import LayerRecord
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.policies import dtype_keyword, policy_from_expr
 

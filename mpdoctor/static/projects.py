@@ -9,10 +9,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mpdoctor.static.policy_context import FileContexts
-from mpdoctor.static.project import Builder, Project, analyse
 from mpdoctor.static.project_files import TEXTS, find_root, is_test_module, select
+
+if TYPE_CHECKING:
+    from mpdoctor.static.project import Builder, Project
 
 
 @dataclass
@@ -95,6 +98,8 @@ def analyse_projects(
                 "checked: checked file by file"
             )
             continue
+        from mpdoctor.static.project import analyse  # only here: most runs find no project to analyse
+
         project = analyse(selected, set(checked), shown)
         _keep_texts(result, checked)
         result.projects.append(project)

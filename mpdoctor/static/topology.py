@@ -13,7 +13,7 @@ from mpdoctor.facts.keras_semantics import (
     RISKY_ACTIVATIONS,
     SEQUENTIAL,
 )
-from mpdoctor.facts.schema import LayerRecord
+from mpdoctor.facts.records import LayerRecord
 from mpdoctor.static.astutil import binds
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 from mpdoctor.static.names import dotted_name

@@ -8,7 +8,7 @@ import functools
 import os
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix, Location
-from mpdoctor.facts.schema import SourceRef
+from mpdoctor.facts.records import SourceRef
 from mpdoctor.facts.tf_releases import release_text
 from mpdoctor.registry import get_rule
 from mpdoctor.static.context import Settings, StaticContext

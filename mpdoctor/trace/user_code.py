@@ -5,10 +5,13 @@ overflow-prone op in float16, and which compute nothing in float16 at all."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from mpdoctor.facts.schema import Facts, LineConstant, LineOp, UserLayerScan
 from mpdoctor.static.dataflow import float16_problem, number
 from mpdoctor.trace.context import TraceContext
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import Facts, LineConstant, LineOp, UserLayerScan
 
 _LITERAL = re.compile(r"(?<![\w.])\d+\.?\d*[eE][-+]?\d+|(?<![\w.])\d+\.\d+")
 _NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
