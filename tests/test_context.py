@@ -60,12 +60,71 @@ def test_imported_names_are_the_whole_chains_rooted_in_imports():
         tf.keras.layers.Dense = None
         """
     )
-    assert [(n.lineno, ctx.segment(n), name) for n, name in ctx.imported_names] == [
+    assert [(n.lineno, ctx.segment(n), name) for n, name in ctx.imported_names()] == [
         (4, "tf.keras.layers.Dense", "keras.layers.Dense"),
         (5, "mp.experimental.set_policy", "keras.mixed_precision.experimental.set_policy"),
         (6, "tf", "tf"),
         (7, "tf.keras.layers.Dense", "keras.layers.Dense"),
     ]
+
+
+def test_imported_names_through_parts_are_the_chains_that_name_one():
+    ctx = ctx_of(
+        """
+        import tensorflow as tf
+        from tensorflow.keras.mixed_precision import experimental as mpx
+        tf.keras.layers.Dense(4)(x)
+        tf.compat.v1.mixed_precision.experimental.LossScale
+        mpx.Policy("mixed_float16")
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+        """
+    )
+    assert [(n.lineno, name) for n, name in ctx.imported_names(frozenset({"experimental", "compat"}))] == [
+        (5, "tf.compat.v1.mixed_precision.experimental.LossScale"),
+        (6, "keras.mixed_precision.experimental.Policy"),
+    ]
+
+
+LEGACY_FORMS = """
+import tensorflow as t
+from tensorflow.contrib import mixed_precision as contrib_mp
+from tensorflow.keras.mixed_precision import experimental as mpx
+t.mixed_precision.Policy("mixed_float16")
+t.compat.v1.train.MixedPrecisionLossScaleOptimizer(opt)
+t.train.experimental.enable_mixed_precision_graph_rewrite(opt)
+contrib_mp.LossScaleOptimizer(opt, manager)
+mpx.Policy("mixed_float16")
+t.keras.mixed_precision.experimental.LossScaleOptimizer(opt)
+"""
+
+
+def test_every_legacy_prefix_of_mp103_is_found_through_its_parts():
+    from mpdoctor.rules.mp103_legacy_api import _LEGACY_PARTS, _LEGACY_PREFIXES
+
+    ctx = ctx_of(LEGACY_FORMS)
+    legacy = [(n.lineno, name) for n, name in ctx.imported_names() if name.startswith(_LEGACY_PREFIXES)]
+    assert [line for line, _ in legacy] == [5, 6, 7, 8, 9, 10]  # each form
+    found = [(n.lineno, name) for n, name in ctx.imported_names(_LEGACY_PARTS) if name.startswith(_LEGACY_PREFIXES)]
+    assert found == legacy
+
+
+def test_the_legacy_names_mp103_looks_for_are_found_through_their_parts():
+    """MP103 asks only for the chains naming `experimental`, `contrib`, `compat` or `mixed_precision`: on every
+    Python file of the test data (real-world scripts and the fixtures), the same legacy names as among all."""
+    from mpdoctor.rules.mp103_legacy_api import _LEGACY_PARTS, _LEGACY_PREFIXES
+
+    checked = 0
+    for path in sorted(Path(__file__).parent.glob("[df]*/**/*.py")):
+        try:
+            ctx = ctx_of(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        legacy = [(n, name) for n, name in ctx.imported_names() if name.startswith(_LEGACY_PREFIXES)]
+        assert [
+            (n, name) for n, name in ctx.imported_names(_LEGACY_PARTS) if name.startswith(_LEGACY_PREFIXES)
+        ] == legacy
+        checked += bool(legacy)
+    assert checked >= 10
 
 
 @pytest.mark.parametrize(

@@ -77,3 +77,37 @@ def test_fix_without_trace_loads_libcst_only_then(tmp_path):
     result = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True)
     assert [line for line in result.stderr.splitlines() if line.startswith("HEAVY=")] == ["HEAVY=libcst"]
     assert 'dtype="float32")' in model.read_text()
+
+
+STARTUP_PROBE = textwrap.dedent("""
+    import sys
+    from mpdoctor.cli import main
+    try:
+        main({argv!r})
+    except SystemExit:
+        pass
+    print("LOADED=" + ",".join(m for m in {modules!r} if m in sys.modules), file=sys.stderr)
+""")
+
+
+def test_a_static_run_imports_only_what_it_uses(tmp_path):
+    """Start-up is the serial part of every static run: the trace's record classes, the project analysis (no
+    project here), the baseline's hashing, the plan, importlib.metadata (the installed versions come from the
+    wheels' directory names) stay unimported; a run with a baseline imports its module."""
+    model = tmp_path / "model.py"
+    model.write_text("import tensorflow as tf\ntf.keras.mixed_precision.set_global_policy('mixed_float16')\n")
+    modules = ["mpdoctor.facts.schema", "mpdoctor.static.project", "mpdoctor.baseline", "mpdoctor.plan"]
+    modules += ["importlib.metadata", "tempfile", "hashlib"]
+    argv = ["check", "--no-trace", "--format", "json", str(model)]
+    result = subprocess.run(
+        [sys.executable, "-c", STARTUP_PROBE.format(argv=argv, modules=modules)], capture_output=True, text=True
+    )
+    assert [line for line in result.stderr.splitlines() if line.startswith("LOADED=")] == ["LOADED="], result.stderr
+    baseline = tmp_path / "baseline.json"
+    argv = ["check", "--no-trace", "--write-baseline", str(baseline), str(model)]
+    result = subprocess.run(
+        [sys.executable, "-c", STARTUP_PROBE.format(argv=argv, modules=["mpdoctor.baseline"])],
+        capture_output=True,
+        text=True,
+    )
+    assert "LOADED=mpdoctor.baseline" in result.stderr.splitlines() and baseline.exists()

@@ -283,15 +283,18 @@ def run_check(args) -> int:
     )
     if args.show_contexts:
         return show_contexts(paths, config, verbose=args.verbose)
-    from mpdoctor.baseline import BaselineError, load_baseline, split, write_baseline
     from mpdoctor.engine import collect_files
     from mpdoctor.progress import Progress
 
     baseline_file = None if args.write_baseline else args.baseline or config.baseline
-    try:
-        baseline_keys = load_baseline(baseline_file) if baseline_file else None
-    except BaselineError as exc:
-        return _error(str(exc))
+    baseline_keys = None
+    if baseline_file:  # mpdoctor.baseline (hashing, atomic writes) is imported by the runs that use one only
+        from mpdoctor.baseline import BaselineError, load_baseline
+
+        try:
+            baseline_keys = load_baseline(baseline_file)
+        except BaselineError as exc:
+            return _error(str(exc))
     collected = collect_files(paths, config)
     checked = collected[0]
     # A forgotten file argument (`--write-baseline keep.py`, `-o model.py`) must not replace a file being checked;
@@ -313,10 +316,14 @@ def run_check(args) -> int:
     if progress is not None:
         progress.clear()
     if baseline_keys is not None:
+        from mpdoctor.baseline import split
+
         report.diagnostics, report.baselined = split(
             report.diagnostics, report.sources, baseline_keys, baseline_file.parent
         )
     if args.write_baseline:
+        from mpdoctor.baseline import BaselineError, write_baseline
+
         try:
             count = write_baseline(args.write_baseline, report.diagnostics, report.sources, refuse=checked)
         except BaselineError as exc:

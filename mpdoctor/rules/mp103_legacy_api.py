@@ -120,7 +120,7 @@ _TF1_ADVICE = (
 @static_check("MP103", requires=r"mixed_precision|get_scaled_loss|get_unscaled_gradients|LossScale")
 def check_legacy_mixed_precision_api(ctx: StaticContext) -> Iterable[Diagnostic]:
     found = list(_legacy_imports(ctx))
-    for node, name in ctx.imported_names:
+    for node, name in ctx.imported_names(_LEGACY_PARTS):
         if name.startswith(_LEGACY_PREFIXES) and not _harmless_tf1_reference(ctx, node, name):
             found += _legacy_reference(ctx, node, name)
     if ctx.is_keras3:
@@ -303,6 +303,8 @@ def _import_fix(ctx: StaticContext, node: ast.Import) -> Fix | None:
 
 # Every name _legacy_reference may report starts with one of these (most imported names are layers and ops).
 _LEGACY_PREFIXES = (_EXPERIMENTAL, _CONTRIB, *_COMPAT_V1, "tf.mixed_precision", "tf.train.experimental.")
+# A name with one of these prefixes has one of these components as written (canonical() renames only the root).
+_LEGACY_PARTS = frozenset({"experimental", "compat", "mixed_precision"})
 
 
 def _legacy_reference(ctx: StaticContext, node: ast.AST, name: str) -> Iterator[Diagnostic]:

@@ -7,7 +7,7 @@ import ast
 import functools
 import operator
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location
@@ -134,12 +134,11 @@ class StaticContext:
         self._layer_instances: dict[ast.AST, LayerRecord | None] = {}
         self._layer_records: dict[ast.AST, LayerRecord] = {}
         # One traversal collects everything the rules index by (walking the tree is the dominant cost).
-        self.parents: dict[ast.AST, ast.AST] = {}
-        self.nodes: list[ast.AST] = []  # every node below the module, parents before children
+        self.parents: dict[ast.AST, ast.AST] = {}  # every node below the module, parents before children
         self._scope_nodes: dict[ast.AST, list[ast.AST]] = {tree: []}
         stack: list[tuple[ast.AST, list[ast.AST]]] = [(tree, self._scope_nodes[tree])]
         self._by_type: dict[type, list[ast.AST]] = {}
-        parents, nodes, scope_nodes, by_type = self.parents, self.nodes, self._scope_nodes, self._by_type
+        parents, scope_nodes, by_type = self.parents, self._scope_nodes, self._by_type
         node_class, leaves, scope_types = ast.AST, _LEAVES, _SCOPE_TYPES
         while stack:  # child_nodes() inlined: a call per node costs a tenth of the walk
             parent, members = stack.pop()
@@ -152,7 +151,6 @@ class StaticContext:
                 for child in value if isinstance(value, list) else (value,):
                     if isinstance(child, node_class):
                         parents[child] = parent
-                        nodes.append(child)
                         members.append(child)
                         kind = type(child)
                         if kind not in leaves:
@@ -169,6 +167,11 @@ class StaticContext:
         self._self_attributes: dict[ast.AST, dict[str, tuple[int, ast.AST]]] = {}
         self._memos: dict[str, dict] = {}
         self._scope_typed: dict[tuple[ast.AST, frozenset[type]], list[ast.AST]] = {}
+
+    @functools.cached_property
+    def nodes(self) -> list[ast.AST]:
+        """Every node below the module, parents before children (the order the walk met them)."""
+        return list(self.parents)
 
     def memo(self, name: str) -> dict:
         """A per-file cache for a rule; it dies with the context (a module-level WeakKeyDictionary whose values
@@ -196,28 +199,43 @@ class StaticContext:
             result = self._resolved[node] = self.imports.resolve(node)
             return result
 
-    @functools.cached_property
-    def imported_names(self) -> list[tuple[ast.AST, str]]:
+    def imported_names(self, parts: frozenset[str] | None = None) -> list[tuple[ast.AST, str]]:
         """Every whole Name/Attribute chain rooted in an import (`tf.keras.layers.Dense`, not its inner `tf.keras`)
         with its canonical name, in source order. Found from the Name nodes that are imported aliases, climbing
-        to the top of their chain: a rule looking for an API by name need not visit every node."""
-        aliases, parents, resolved, attribute = self.imports.aliases, self.parents, self._resolved, ast.Attribute
-        found = []
-        for root in self.nodes_of(ast.Name):
-            imported = aliases.get(root.id)
-            if imported is None:
-                continue
-            parts = [imported]  # the chain's name, built on the way up (what ImportMap.resolve builds downwards)
-            node, parent = root, parents.get(root)
-            while type(parent) is attribute and parent.value is node:
-                parts.append(parent.attr)
-                node, parent = parent, parents.get(parent)
-            name = resolved.get(node)
-            if name is None:
-                name = resolved[node] = canonical(".".join(parts))
-            found.append((node, name))
-        found.sort(key=lambda item: (item[0].lineno, item[0].col_offset))
-        return found
+        to the top of their chain: a rule looking for an API by name need not visit every node. `parts`: only
+        the chains with one of these components (in the alias's module or an attribute), found from the aliases
+        and the attributes so named rather than from every name of the file."""
+        aliases = self.imports.aliases
+        if parts is None:
+            roots = [root for root in self.nodes_of(ast.Name) if root.id in aliases]
+        else:
+            named = {local for local, module in aliases.items() if not parts.isdisjoint(module.split("."))}
+            roots = [root for root in self.nodes_of(ast.Name) if root.id in named] if named else []
+            for attribute in self.nodes_of(ast.Attribute):
+                if attribute.attr in parts:
+                    root = attribute.value
+                    while type(root) is ast.Attribute:
+                        root = root.value
+                    if type(root) is ast.Name and root.id in aliases:
+                        roots.append(root)
+        found = {}
+        for root in roots:
+            top, name = self._imported_chain(root, aliases[root.id])
+            found[top] = name
+        return sorted(found.items(), key=lambda item: (item[0].lineno, item[0].col_offset))
+
+    def _imported_chain(self, root: ast.Name, module: str) -> tuple[ast.AST, str]:
+        """The top of the Name/Attribute chain above `root` (an alias of `module`) and its canonical name."""
+        parents = self.parents
+        parts = [module]  # the chain's name, built on the way up (what ImportMap.resolve builds downwards)
+        node, parent = root, parents.get(root)
+        while type(parent) is ast.Attribute and parent.value is node:
+            parts.append(parent.attr)
+            node, parent = parent, parents.get(parent)
+        name = self._resolved.get(node)
+        if name is None:
+            name = self._resolved[node] = canonical(".".join(parts))
+        return node, name
 
     def call_name(self, call: ast.Call) -> str | None:
         try:  # resolve() inlined for a name already resolved: the rules ask for every call's name, often
@@ -227,6 +245,11 @@ class StaticContext:
 
     def calls_named(self, *names: str) -> list[ast.Call]:
         """The calls of these canonical names, in source order."""
+        return _in_order(self._calls_by_canonical_name, names)
+
+    def calls_whose_name(self, accept: Callable[[str], bool]) -> list[ast.Call]:
+        """The calls whose canonical name `accept`s, in source order (each distinct name asked once)."""
+        names = tuple(name for name in self._calls_by_canonical_name if name is not None and accept(name))
         return _in_order(self._calls_by_canonical_name, names)
 
     def method_calls(self, *methods: str) -> list[ast.Call]:

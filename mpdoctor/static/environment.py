@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import os
+import re
+import sys
 from dataclasses import dataclass
-from importlib import metadata
 
 from mpdoctor.facts.keras_semantics import legacy_keras_env
 
@@ -17,11 +19,52 @@ class KerasVersion:
 
 
 def _version(distribution: str) -> tuple[int, int] | None:
+    text = _wheel_version(distribution)
+    if text is None:  # not installed, or installed otherwise than as a wheel: importlib.metadata knows
+        from importlib import metadata
+
+        try:
+            text = metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            return None
     try:
-        parts = metadata.version(distribution).split(".")
+        parts = text.split(".")
         return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
-    except (metadata.PackageNotFoundError, ValueError, IndexError):
+    except (ValueError, IndexError):
         return None
+
+
+def _wheel_version(distribution: str) -> str | None:
+    """The version importlib.metadata reads for an installed wheel, from the name of its `name-version.dist-info`
+    directory, found as importlib.metadata finds it (the first sys.path entry holding one, names compared
+    normalised): a static run need not import importlib.metadata (and email, zipfile, csv...: 15 ms of its
+    start-up). None when there is none, or anything else matches too (an .egg-info, a second one)."""
+    wanted = _normalised(distribution)
+    for entry in sys.path:
+        if entry.lower().endswith(".egg"):  # an egg's metadata is inside it: importlib.metadata reads it
+            return None
+        found = [name for name in _listing(entry or ".") if _normalised(name.partition("-")[0]) == wanted]
+        if found:
+            name = found[0]
+            if len(found) > 1 or not name.lower().endswith(".dist-info") or "-" not in name:
+                return None
+            return name[: -len(".dist-info")].partition("-")[2]
+    return None
+
+
+@functools.cache
+def _listing(directory: str) -> tuple[str, ...]:
+    """The metadata directories (`*.dist-info`, `*.egg-info`) in a sys.path entry."""
+    try:
+        names = os.listdir(directory)
+    except OSError:  # not a directory (a zip), gone, unreadable
+        return ()
+    return tuple(n for n in names if n.lower().endswith((".dist-info", ".egg-info")))
+
+
+def _normalised(name: str) -> str:
+    """importlib.metadata's comparison of distribution names (PEP 503, `-`/`.` as `_`, any case)."""
+    return re.sub(r"[-_.]+", "_", name).lower()
 
 
 @functools.cache

@@ -87,8 +87,8 @@ def model_output_layers(ctx: StaticContext) -> list[ModelOutput]:
     if "outputs" in memo:
         return memo["outputs"]
     found: dict[ast.AST, ModelOutput] = {}
-    for call in ctx.calls:
-        if _model_kind(ctx, call) and not _is_submodel(ctx, call, 0):
+    for call in _model_constructors(ctx):
+        if not _is_submodel(ctx, call, 0):
             for out in _model_outputs(ctx, call, 0, frozenset()):
                 found.setdefault(out.node, out)
     for name, cls in ctx.custom_layer_classes.items():
@@ -102,6 +102,25 @@ def model_output_layers(ctx: StaticContext) -> list[ModelOutput]:
     result = sorted(found.values(), key=lambda o: (o.node.lineno, o.node.col_offset))
     memo["outputs"] = result
     return result
+
+
+def _model_constructors(ctx: StaticContext) -> list[ast.Call]:
+    """The calls `_model_kind` names, in source order, from the context's call indexes (rather than asking it of
+    every call of the file)."""
+    candidates = [
+        *ctx.calls_named(*SEQUENTIAL, *FUNCTIONAL),
+        *ctx.calls_whose_name(_is_application_name),
+        *ctx.method_calls("__init__"),  # super().__init__(inputs, outputs)
+        *(
+            call
+            for name, cls in ctx.custom_layer_classes.items()
+            if ctx.is_custom_model(cls)
+            for call in ctx.calls_to(name)
+        ),
+    ]
+    return sorted(
+        (call for call in dict.fromkeys(candidates) if _model_kind(ctx, call)), key=lambda c: (c.lineno, c.col_offset)
+    )
 
 
 def _model_kind(ctx: StaticContext, call: ast.Call) -> str | None:
