@@ -107,9 +107,16 @@ class Settings:
 def _in_order(index: dict, keys: tuple) -> list[ast.Call]:
     """The calls of an index (each list in source order) under any of `keys`, in source order."""
     found = [index[key] for key in dict.fromkeys(keys) if key in index]
-    if len(found) == 1:
-        return list(found[0])
+    if len(found) <= 1:
+        return list(found[0]) if found else []
     return sorted((call for calls in found for call in calls), key=_POSITION)
+
+
+@functools.lru_cache(maxsize=4096)
+def is_layer_class(name: str) -> bool:
+    """A canonical name of a Keras layer class (or a SavedModel layer): `keras.layers.Dense`, `hub.KerasLayer`.
+    Cached: the same few dozen names in every file of a tree."""
+    return name in SAVEDMODEL_LAYERS or (name.startswith("keras.layers.") and name.rsplit(".", 1)[-1][:1].isupper())
 
 
 def _assigned_name(ctx: StaticContext, node: ast.AST) -> str | None:
@@ -393,11 +400,7 @@ class StaticContext:
             return None
         name = self.call_name(call)
         if name:
-            if name in SAVEDMODEL_LAYERS or (
-                name.startswith("keras.layers.") and name.rsplit(".", 1)[-1][:1].isupper()
-            ):
-                return self.layer_record(call, name)
-            return None
+            return self.layer_record(call, name) if is_layer_class(name) else None
         if isinstance(call.func, ast.Name) and call.func.id in self.custom_layer_classes:
             return self.layer_record(call, call.func.id, custom=True)
         return None
