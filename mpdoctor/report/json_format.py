@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
@@ -186,8 +185,19 @@ def _diagnostic(report, d: Diagnostic) -> dict | Encoded:
 
 
 def render(report, stream: TextIO, **_options) -> None:
-    # Most files of a tree share one Target object (mpdoctor.static.target.resolve): each encoded once.
-    write_indented(
-        to_dict(report, functools.cache(lambda target: Encoded(dumps_indented(target.to_json(), 3)))), stream
-    )
+    write_indented(to_dict(report, _encoded_once()), stream)
     stream.write("\n")
+
+
+def _encoded_once() -> Callable[[Target], Encoded]:
+    """A file's target as JSON text, each Target object encoded once: most files of a tree share one
+    (mpdoctor.static.target.resolve). By identity: hashing a Target's fields for every file cost more."""
+    encoded: dict[int, tuple[Target, Encoded]] = {}
+
+    def target_text(target: Target) -> Encoded:
+        entry = encoded.get(id(target))
+        if entry is None:  # the entry holds the target: its id is not reused while this lives
+            entry = encoded[id(target)] = (target, Encoded(dumps_indented(target.to_json(), 3)))
+        return entry[1]
+
+    return target_text
