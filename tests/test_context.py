@@ -85,6 +85,23 @@ def test_imported_names_through_parts_are_the_chains_that_name_one():
     ]
 
 
+def test_layer_calls_are_every_call_layer_call_names_in_source_order():
+    """layer_calls comes from the call indexes; it must be what asking layer_call of every call gives, also where a
+    local class shadows an imported layer name."""
+    shadowing = "from keras.layers import Dense\nimport keras\nclass Dense(keras.layers.Layer):\n    pass\nDense(3)\n"
+    sources = [shadowing] + [p.read_text(encoding="utf-8") for p in sorted(Path(__file__).parent.glob("[df]*/**/*.py"))]
+    compared = 0
+    for source in sources:
+        try:
+            ctx = ctx_of(source)
+        except (SyntaxError, ValueError):
+            continue
+        expected = [layer for layer in map(ctx.layer_call, ctx.calls) if layer is not None]
+        assert [layer.node for layer in ctx.layer_calls] == [layer.node for layer in expected]
+        compared += bool(expected)
+    assert compared >= 50
+
+
 LEGACY_FORMS = """
 import tensorflow as t
 from tensorflow.contrib import mixed_precision as contrib_mp

@@ -32,6 +32,8 @@ FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _SCOPE_TYPES = frozenset(_SCOPE_NODES)  # the parser makes no subclasses: a set lookup instead of isinstance
 _ASSIGNMENTS = frozenset({ast.Assign, ast.AnnAssign})
+_FUNCTION_TYPES = frozenset(FUNCTION_NODES)
+_CLASS_TYPES = frozenset({ast.ClassDef})
 _POSITION = operator.attrgetter("lineno", "col_offset")  # a node's sort key in source order
 
 
@@ -291,17 +293,20 @@ class StaticContext:
 
     # ---------------------------------------------------------------- structure
 
-    def enclosing(self, node: ast.AST, kinds: tuple[type, ...]) -> ast.AST | None:
-        node = self.parents.get(node)
-        while node is not None and not isinstance(node, kinds):
-            node = self.parents.get(node)
+    def enclosing(self, node: ast.AST, kinds: tuple[type, ...] | frozenset[type]) -> ast.AST | None:
+        """The nearest ancestor of one of these exact ast types (the parser makes no subclasses)."""
+        kinds = kinds if isinstance(kinds, frozenset) else frozenset(kinds)
+        parents = self.parents
+        node = parents.get(node)
+        while node is not None and type(node) not in kinds:
+            node = parents.get(node)
         return node
 
     def enclosing_function(self, node: ast.AST) -> ast.AST | None:
-        return self.enclosing(node, FUNCTION_NODES)
+        return self.enclosing(node, _FUNCTION_TYPES)
 
     def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
-        return self.enclosing(node, (ast.ClassDef,))  # type: ignore[return-value]
+        return self.enclosing(node, _CLASS_TYPES)  # type: ignore[return-value]
 
     def statement_of(self, node: ast.AST) -> ast.stmt:
         while not isinstance(node, ast.stmt):
@@ -388,12 +393,11 @@ class StaticContext:
 
     @functools.cached_property
     def layer_calls(self) -> list[LayerRecord]:
-        found = []
-        for call in self.calls:
-            layer = self.layer_call(call)
-            if layer:
-                found.append(layer)
-        return found
+        """Every layer construction (`layer_call`), in source order, found through the call indexes."""
+        calls = self.calls_whose_name(is_layer_class)
+        calls += (call for name in self.custom_layer_classes for call in self.calls_to(name))
+        ordered = sorted(dict.fromkeys(calls), key=_POSITION)  # a local class may shadow an imported name
+        return [layer for layer in map(self.layer_call, ordered) if layer is not None]
 
     def layer_call(self, call: ast.AST) -> LayerRecord | None:
         if not isinstance(call, ast.Call):
