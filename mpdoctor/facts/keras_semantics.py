@@ -55,10 +55,6 @@ def legacy_keras_setting(node: ast.AST) -> str | None:
     return None
 
 
-def sets_legacy_keras(node: ast.AST) -> bool:
-    return legacy_keras_setting(node) is not None
-
-
 def file_legacy_keras_setting(tree: ast.AST) -> str | None:
     """The strongest way the file sets TF_USE_LEGACY_KERAS anywhere: "set", "default" or None."""
     found = {legacy_keras_setting(node) for node in ast.walk(tree)}

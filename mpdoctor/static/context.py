@@ -16,7 +16,6 @@ from mpdoctor.facts.keras_semantics import (
     BASE_LAYERS,
     BASE_MODELS,
     SAVEDMODEL_LAYERS,
-    sets_legacy_keras,
 )
 from mpdoctor.facts.records import LayerRecord, PolicyEvent, SourceRef
 from mpdoctor.registry import get_rule
@@ -293,9 +292,8 @@ class StaticContext:
 
     # ---------------------------------------------------------------- structure
 
-    def enclosing(self, node: ast.AST, kinds: tuple[type, ...] | frozenset[type]) -> ast.AST | None:
+    def enclosing(self, node: ast.AST, kinds: frozenset[type]) -> ast.AST | None:
         """The nearest ancestor of one of these exact ast types (the parser makes no subclasses)."""
-        kinds = kinds if isinstance(kinds, frozenset) else frozenset(kinds)
         parents = self.parents
         node = parents.get(node)
         while node is not None and type(node) not in kinds:
@@ -494,10 +492,6 @@ class StaticContext:
     @property
     def keras_version(self) -> KerasVersion:
         return self.target.keras_version
-
-    @functools.cached_property
-    def sets_legacy_keras_env(self) -> bool:
-        return any(sets_legacy_keras(node) for node in self.nodes)
 
     @property
     def is_keras3(self) -> bool:
