@@ -464,3 +464,32 @@ def test_static_pass_does_not_import_tensorflow():
 
     fixture = Path(__file__).parent / "fixtures" / "MP403" / "masked_attention_keras2.py"
     subprocess.run([sys.executable, "-c", code, str(fixture)], check=True)
+
+
+@pytest.mark.parametrize(
+    "value,problem",
+    [
+        (65504.0, None),  # the largest float16
+        (65519.99, None),  # rounds down to 65504
+        (65520.0, "overflow"),  # rounds to inf: the boundary float16_problem tests before asking struct
+        (-1e9, "overflow"),
+        (1e-8, "underflow"),
+        (2.98023223876953125e-08, "underflow"),  # half the smallest subnormal: rounds to 0 (ties to even)
+        (3e-08, None),  # just above: rounds up to the smallest subnormal
+        (float("inf"), None),  # inf and NaN are no literals float16 breaks
+        (float("nan"), None),
+        (0.0, None),
+    ],
+)
+def test_float16_problem_is_ieee_rounding(value, problem):
+    """MP403's judgement of a literal: what float16 (IEEE binary16, round to nearest even) makes of it."""
+    import struct
+
+    from mpdoctor.static.dataflow import float16_problem
+
+    assert float16_problem(value) == problem
+    try:
+        rounded = struct.unpack("e", struct.pack("e", value))[0]
+        assert (value != 0 and rounded == 0) == (problem == "underflow")
+    except OverflowError:
+        assert problem == "overflow"

@@ -175,6 +175,7 @@ class StaticContext:
         self._self_attributes: dict[ast.AST, dict[str, tuple[int, ast.AST]]] = {}
         self._memos: dict[str, dict] = {}
         self._scope_typed: dict[tuple[ast.AST, frozenset[type]], list[ast.AST]] = {}
+        self._policies: dict[ast.AST, frozenset[str | None]] = {}  # policies_at of a node
 
     @functools.cached_property
     def nodes(self) -> list[ast.AST]:
@@ -524,6 +525,14 @@ class StaticContext:
         return self._policies_at(node, frozenset())
 
     def _policies_at(self, node: ast.AST, visiting: frozenset) -> frozenset[str | None]:
+        if visiting:  # inside a walk up the callers: depends on where it started
+            return self._policies_at_uncached(node, visiting)
+        found = self._policies.get(node)
+        if found is None:  # rules ask it of the same layer constructions, each for its own
+            found = self._policies[node] = self._policies_at_uncached(node, visiting)
+        return found
+
+    def _policies_at_uncached(self, node: ast.AST, visiting: frozenset) -> frozenset[str | None]:
         scope = self.enclosing_function(node)
         before = [e for e in self.policy_events if e.scope is scope and e.node.lineno < node.lineno]
         if before:
@@ -693,8 +702,7 @@ class StaticContext:
 
     def float16_policy(self, policies: Iterable[str | None]) -> str | None:
         """The first float16/bfloat16-compute policy among `policies` (sorted for stable messages)."""
-        low = sorted(p for p in policies if is_float16_compute(p))
-        return low[0] if low else None
+        return min((p for p in policies if is_float16_compute(p)), default=None)
 
     @functools.cached_property
     def any_float16_policy(self) -> bool:

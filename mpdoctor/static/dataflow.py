@@ -16,6 +16,7 @@ BatchNormalization, Softmax... compute their numerically sensitive parts in floa
 from __future__ import annotations
 
 import ast
+import math
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ _RANK = {F32: 4, F16: 3, TENSOR: 2, INT: 1, CONST: 0}
 
 OVERFLOW = "overflow"
 UNDERFLOW = "underflow"
+_FLOAT16_OVERFLOWS = 65520.0  # the smallest magnitude float16 rounds to infinity (65504 is its largest finite)
 
 CAST = {"tf.cast", "tf.dtypes.cast", "tf.saturate_cast", "keras.ops.cast", "keras.backend.cast"}
 # value constructors: their dtype defaults to the value's (float32 for a Python float).
@@ -195,12 +197,11 @@ class Region:
 
     @property
     def float16_policy(self) -> str | None:
-        low = sorted(p for p in self.policies if compute_dtype(p) == "float16")
-        return low[0] if low else None
+        return min((p for p in self.policies if compute_dtype(p) == "float16"), default=None)
 
     @property
     def low_policy(self) -> str:
-        return sorted(p for p in self.policies if is_float16_compute(p))[0]
+        return min(p for p in self.policies if is_float16_compute(p))
 
     @property
     def pure(self) -> bool:
@@ -702,6 +703,8 @@ def tensor_operands(name: str, call: ast.Call) -> list[ast.AST]:
 
 def float16_problem(value: float) -> str | None:
     """'overflow' / 'underflow' when float16 cannot represent `value` (exact IEEE rounding, via struct 'e')."""
+    if _FLOAT16_OVERFLOWS <= abs(value) < math.inf:  # what struct refuses, without its exception (most cases)
+        return OVERFLOW
     try:
         rounded = struct.unpack("e", struct.pack("e", value))[0]
     except OverflowError:
