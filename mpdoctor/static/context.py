@@ -383,12 +383,17 @@ class StaticContext:
         return "model" if "model" in kinds else ("layer" if kinds else None)
 
     @functools.cached_property
+    def _class_kinds(self) -> dict[ast.ClassDef, str | None]:
+        return {cls: self._class_kind(cls) for cls in self.classes.values()}
+
+    @functools.cached_property
     def custom_layer_classes(self) -> dict[str, ast.ClassDef]:
         """Local subclasses of keras Layer or Model (a Model is a Layer)."""
-        return {name: cls for name, cls in self.classes.items() if self._class_kind(cls)}
+        return {name: cls for name, cls in self.classes.items() if self._class_kinds[cls]}
 
     def is_custom_model(self, cls: ast.ClassDef) -> bool:
-        return self._class_kind(cls) == "model"
+        kind = self._class_kinds[cls] if cls in self._class_kinds else self._class_kind(cls)
+        return kind == "model"
 
     @functools.cached_property
     def layer_calls(self) -> list[LayerRecord]:
