@@ -136,6 +136,7 @@ class StaticContext:
         self.display_path = display_path
         self.text = text
         self.lines = source_lines(text)
+        self._ascii = text.isascii()  # then every column is its byte offset + 1
         self.tree = tree
         self.settings = settings or Settings()
         self._resolved: dict[ast.AST, str | None] = {}
@@ -737,6 +738,8 @@ class StaticContext:
 
     def column(self, line: int, byte_offset: int) -> int:
         """1-based character column from ast's UTF-8 byte offset (they differ on non-ASCII lines)."""
+        if self._ascii:
+            return byte_offset + 1
         text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
         if text.isascii():
             return byte_offset + 1
