@@ -236,23 +236,18 @@ def run_check(args) -> int:
 
     from mpdoctor.engine import TraceOptions, usable_cores
 
-    if args.no_trace:
-        tracing = False
-    elif args.trace:
+    tracing = False
+    if not args.no_trace:  # the trace runner is imported (and TensorFlow looked for) only by runs that may trace
         from mpdoctor.trace.runner import tensorflow_available
 
-        if not tensorflow_available():
+        tracing = tensorflow_available()
+        if args.trace and not tracing:
             print(
                 "mpdoctor: error: --trace needs TensorFlow in this environment (pip install 'mpdoctor[tf]'); "
                 "use --no-trace for the static pass alone",
                 file=sys.stderr,
             )
             return EXIT_ERROR
-        tracing = True
-    else:
-        from mpdoctor.trace.runner import tensorflow_available
-
-        tracing = tensorflow_available()
     missing = [c for c in args.checkpoint if not (os.path.exists(c) or os.path.exists(c + ".index"))]
     if missing:
         print(f"mpdoctor: error: {missing[0]}: no such checkpoint", file=sys.stderr)

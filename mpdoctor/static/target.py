@@ -493,7 +493,7 @@ class _Environment(NamedTuple):
 
     installed: Release | None
     legacy_env: bool
-    keras_major: int | None  # of the keras package
+    keras_major: int | None  # of the keras package: in the key only (_keras_of and _installed_keras ask for it)
     hub: bool
 
 

@@ -14,7 +14,7 @@ from mpdoctor.facts.keras_semantics import (
     SEQUENTIAL,
 )
 from mpdoctor.facts.records import LayerRecord
-from mpdoctor.static.astutil import binds
+from mpdoctor.static.astutil import binds, position
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 from mpdoctor.static.names import dotted_name
 
@@ -118,9 +118,7 @@ def _model_constructors(ctx: StaticContext) -> list[ast.Call]:
             for call in ctx.calls_to(name)
         ),
     ]
-    return sorted(
-        (call for call in dict.fromkeys(candidates) if _model_kind(ctx, call)), key=lambda c: (c.lineno, c.col_offset)
-    )
+    return sorted((call for call in dict.fromkeys(candidates) if _model_kind(ctx, call)), key=position)
 
 
 def _model_kind(ctx: StaticContext, call: ast.Call) -> str | None:
