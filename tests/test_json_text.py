@@ -113,6 +113,11 @@ def test_the_prerender_template_writes_what_the_generic_encoder_writes():
         Diagnostic("MP401", "m", Location("a.py", cell=1), Severity.ERROR, cell_fix=Fix("cell", edits, cell=1)),
         Diagnostic("MP401", "m", where, Severity.ERROR, context=DiagnosticContext("mixed_float16", "t.py:1", None)),
         Diagnostic("MP401", "m", Location("a.py", line=True), Severity.ERROR),  # not an int: the generic way
+        # Texts of shared values are kept by type and field: True after 1 (equal keys), a layer named as a path.
+        Diagnostic("MP401", "m", Location("a.py", cell=1), Severity.ERROR),
+        Diagnostic("MP401", "m", Location("a.py", cell=True), Severity.ERROR),
+        Diagnostic("MP401", "m", Location("a.py", layer="a.py"), Severity.ERROR, notes=("static",)),
+        Diagnostic("MP401", "m", Location("a.py"), Severity.ERROR, fix=Fix("d", (Edit("a.py", 1, 2, None, 3, ""),))),
     ]
     for d in [*real, *made]:
         assert json_format.prerender(d) == dumps_indented(json_format.diagnostic_to_dict(d), depth=2)
