@@ -2,6 +2,7 @@
 
 import ast
 import functools
+import importlib.util
 import textwrap
 from pathlib import Path
 
@@ -100,6 +101,69 @@ def test_layer_calls_are_every_call_layer_call_names_in_source_order():
         assert [layer.node for layer in ctx.layer_calls] == [layer.node for layer in expected]
         compared += bool(expected)
     assert compared >= 50
+
+
+EVERY_FORM = """
+import a.b as c
+from .d import (e, f as g)
+@dec(1)
+class K(Base, metaclass=M, **kw):
+    x: int = 1
+    async def m(self, p, /, q=1, *args, r, s=2, **kwargs) -> "K":
+        async with ctx() as (u, v), other():
+            async for w in aiter():
+                await w
+        return [y async for y in z if y], {k: v for k, v in d.items()}, {**d, 1: 2}, {1, *s}
+def gen(t=lambda a, *, b: a + b):
+    global G
+    yield from t
+    del G[0], G.x
+    while not (a < b <= c is not d) and -e or ~f:
+        break
+    else:
+        pass
+    try:
+        raise E("x") from None
+    except* (E, F) as err:
+        assert err, f"{err!r:>{10}} {1 if a else 2}"
+    finally:
+        x = y = (z := 3)
+        x[1:2:3] += 1
+for i, *rest in pairs:
+    continue
+match point:
+    case Point(x=0, y=0) | [1, 2, *others] | {"k": v, **more} if v > 0:
+        pass
+    case str() as s | None:
+        pass
+"""
+
+
+def test_the_walk_finds_every_node_below_the_module_once_with_its_parent():
+    """The context's one walk (child lists compiled per ast class from its signature) gives each node the parent
+    ast.iter_child_nodes gives it, leaving out only the shared expression contexts and operators; on every kind
+    of statement and expression, a real Keras file, and the fixtures."""
+    singletons = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+    sources = [EVERY_FORM] + [
+        p.read_text(encoding="utf-8") for p in sorted(Path(__file__).parent.glob("[df]*/**/*.py"))
+    ]
+    keras = importlib.util.find_spec("keras")  # Keras's own source, whatever it uses (found, not imported)
+    sources += [p.read_text(encoding="utf-8") for p in Path(keras.origin).parent.glob("src/layers/core/*.py")]
+    checked = 0
+    for source in sources:
+        try:
+            ctx = ctx_of(source)
+        except (SyntaxError, ValueError):
+            continue
+        expected = {}
+        for parent in ast.walk(ctx.tree):
+            for child in ast.iter_child_nodes(parent):
+                if not isinstance(child, singletons):
+                    expected[child] = parent
+        assert ctx.parents == expected
+        assert len(ctx.nodes) == len(set(ctx.nodes)) == len(expected)
+        checked += 1
+    assert checked > 100
 
 
 LEGACY_FORMS = """
