@@ -181,6 +181,9 @@ class ModuleResolver:
                 directory = os.path.dirname(directory)
         self._cache: dict[tuple[str, str], str | None] = {}
         self._bases_cache: dict[str, list[str]] = {}
+        # What an absolute import's first component must be to name anything here: a module or directory name
+        # (`import tensorflow` in every file of a big tree is then answered without a lookup per base).
+        self._top_names = {os.path.basename(path).removesuffix(".py") for path in (*self.files, *self.directories)}
 
     def module(self, importer: str, dots: int, dotted: str) -> str | None:
         """The file (module.py or package/__init__.py) or namespace directory `dotted` names, or None."""
@@ -189,6 +192,8 @@ class ModuleResolver:
             for _ in range(dots - 1):
                 base = os.path.dirname(base)
             return self.child(base, dotted) if dotted else base
+        if dotted.partition(".")[0] not in self._top_names:
+            return None
         for base in self._bases(os.path.dirname(importer)):
             found = self.child(base, dotted)
             if found is not None:
