@@ -34,6 +34,7 @@ _ASSIGNMENTS = frozenset({ast.Assign, ast.AnnAssign})
 _FUNCTION_TYPES = frozenset(FUNCTION_NODES)
 _CLASS_TYPES = frozenset({ast.ClassDef})
 _POSITION = operator.attrgetter("lineno", "col_offset")  # a node's sort key in source order
+_UNRESOLVED = object()  # a node not resolved yet (None is an answer: not an imported name)
 
 
 def _field_types(cls: type) -> dict[str, str]:
@@ -226,11 +227,10 @@ class StaticContext:
     # ---------------------------------------------------------------- names
 
     def resolve(self, node: ast.AST) -> str | None:
-        try:
-            return self._resolved[node]
-        except KeyError:
+        result = self._resolved.get(node, _UNRESOLVED)  # not try/except: most nodes are asked once (a miss)
+        if result is _UNRESOLVED:
             result = self._resolved[node] = self.imports.resolve(node)
-            return result
+        return result  # type: ignore[return-value]
 
     def imported_names(self, parts: frozenset[str] | None = None) -> list[tuple[ast.AST, str]]:
         """Every whole Name/Attribute chain rooted in an import (`tf.keras.layers.Dense`, not its inner `tf.keras`)
@@ -271,10 +271,8 @@ class StaticContext:
         return node, name
 
     def call_name(self, call: ast.Call) -> str | None:
-        try:  # resolve() inlined for a name already resolved: the rules ask for every call's name, often
-            return self._resolved[call.func]
-        except KeyError:
-            return self.resolve(call.func)
+        result = self._resolved.get(call.func, _UNRESOLVED)  # resolve() inlined: rules ask for every call's name
+        return self.resolve(call.func) if result is _UNRESOLVED else result  # type: ignore[return-value]
 
     def calls_named(self, *names: str) -> list[ast.Call]:
         """The calls of these canonical names, in source order."""

@@ -88,14 +88,19 @@ class ImportMap:
 
     def resolve(self, node: ast.AST) -> str | None:
         """Canonical dotted name of a Name/Attribute chain rooted in an import, else None."""
+        if type(node) is ast.Name:  # the parser makes no subclasses; most names resolved are plain
+            module = self.aliases.get(node.id)
+            return None if module is None else canonical(module)
         parts: list[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name) or node.id not in self.aliases:
+        while type(node) is ast.Attribute:
+            parts.append(node.attr)  # type: ignore[attr-defined]
+            node = node.value  # type: ignore[attr-defined]
+        module = self.aliases.get(node.id) if type(node) is ast.Name else None  # type: ignore[attr-defined]
+        if module is None:
             return None
-        parts.append(self.aliases[node.id])
-        return canonical(".".join(reversed(parts)))
+        parts.append(module)
+        parts.reverse()
+        return canonical(".".join(parts))
 
 
 def dotted_name(node: ast.AST) -> str | None:
