@@ -230,7 +230,7 @@ def _literal_definitions(ctx: StaticContext, regions: list[Region]) -> dict[ast.
 
     def note(literal: ast.AST, region: Region, use: ast.AST) -> None:
         value = number(literal)
-        if value is None:
+        if value is None or float16_problem(value) is None:  # most literals of a model (1.0, 0.5) are fine
             return
         found.setdefault(literal, _Definition(literal, value)).uses.append((region, use))
 

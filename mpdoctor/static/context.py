@@ -201,6 +201,7 @@ class StaticContext:
         self._memos: dict[str, dict] = {}
         self._scope_typed: dict[tuple[ast.AST, frozenset[type]], list[ast.AST]] = {}
         self._policies: dict[ast.AST, frozenset[str | None]] = {}  # policies_at of a node
+        self._entry_policies: dict[ast.AST, frozenset[str | None]] = {}  # of a function, when it is called
 
     @functools.cached_property
     def nodes(self) -> list[ast.AST]:
@@ -566,7 +567,12 @@ class StaticContext:
             return frozenset({before[-1].policy})
         if scope is None:
             return frozenset({self.settings.assumed_policy or DEFAULT_POLICY}) | self._project_policies(self.tree)
-        return self._policies_on_entry(scope, visiting)
+        if visiting:
+            return self._policies_on_entry(scope, visiting)
+        found = self._entry_policies.get(scope)
+        if found is None:  # the same for every node of the function that no policy call of its own precedes
+            found = self._entry_policies[scope] = self._policies_on_entry(scope, visiting)
+        return found
 
     def _policies_on_entry(self, function: ast.AST, visiting: frozenset) -> frozenset[str | None]:
         """The callers in this file decide, and so do other modules of the project that call it (project
