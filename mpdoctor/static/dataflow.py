@@ -166,7 +166,14 @@ class Kind:
     upcast: bool = False  # Keras 3 keras.ops / KerasVariable: promotes instead of raising
 
 
-_UNKNOWN = Kind(None)
+# The kinds without an origin, one object each (a Kind is frozen): built once rather than at every expression.
+_PLAIN = {kind: Kind(kind) for kind in (None, *_RANK)}
+_UNKNOWN = _PLAIN[None]
+
+
+def plain(kind: str | None) -> Kind:
+    """The Kind of `kind` with no origin (and no upcast)."""
+    return _PLAIN[kind]
 
 
 def _join(kinds: Iterable[Kind]) -> Kind:
@@ -174,14 +181,14 @@ def _join(kinds: Iterable[Kind]) -> Kind:
     result is float16, so the mix counts as float16 and later uses are judged as such."""
     kinds = list(kinds)
     if any(k.kind == F32 for k in kinds) and any(k.kind == F16 for k in kinds):
-        return Kind(F16)
+        return plain(F16)
     best = _combine(*(k.kind for k in kinds))
     if best is None:
         return _UNKNOWN
     for k in kinds:
         if k.kind == best:
-            return k if best == F32 else Kind(best)
-    return Kind(best)
+            return k if best == F32 else plain(best)
+    return plain(best)
 
 
 @dataclass
@@ -420,7 +427,7 @@ class Flow:
     def _kind(self, expr: ast.AST) -> Kind:
         ctx = self.ctx
         if isinstance(expr, ast.Constant):
-            return Kind(CONST) if isinstance(expr.value, (int, float, complex)) else _UNKNOWN
+            return plain(CONST) if isinstance(expr.value, (int, float, complex)) else _UNKNOWN
         if isinstance(expr, ast.Name):
             value, local = self.binding(expr)
             if value is not None:
@@ -428,17 +435,17 @@ class Flow:
                     return _join([self._aug_prior(expr, value), self.kind(value.value)])
                 return self.kind(value)
             if local:
-                return Kind(self.region.params.get(expr.id)) if expr.id in self.region.params else _UNKNOWN
+                return plain(self.region.params.get(expr.id)) if expr.id in self.region.params else _UNKNOWN
             const = ctx.module_constants.get(expr.id)
             if isinstance(const, (ast.Constant, ast.UnaryOp)) and number(const) is not None:
-                return Kind(CONST)
+                return plain(CONST)
             return _UNKNOWN
         if isinstance(expr, ast.UnaryOp):
-            return Kind(INT) if isinstance(expr.op, ast.Not) else self.kind(expr.operand)
+            return plain(INT) if isinstance(expr.op, ast.Not) else self.kind(expr.operand)
         if isinstance(expr, ast.BinOp):
             return _join([self.kind(expr.left), self.kind(expr.right)])
         if isinstance(expr, (ast.Compare, ast.BoolOp)):
-            return Kind(INT)
+            return plain(INT)
         if isinstance(expr, ast.IfExp):
             return _join([self.kind(expr.body), self.kind(expr.orelse)])
         if isinstance(expr, ast.Subscript):
@@ -446,7 +453,7 @@ class Flow:
             return inner if inner.kind in (F16, F32, TENSOR, INT) else _UNKNOWN
         if isinstance(expr, ast.Attribute):
             if expr.attr in _SHAPE_ATTRS:
-                return Kind(CONST)
+                return plain(CONST)
             if isinstance(expr.value, ast.Name) and expr.value.id == "self":
                 return self._self_attribute(expr)
             return _UNKNOWN
@@ -464,7 +471,7 @@ class Flow:
         if value is None:
             return _UNKNOWN
         if number(value) is not None:
-            return Kind(CONST)
+            return plain(CONST)
         if isinstance(value, ast.Call):
             func = value.func
             if (
@@ -476,11 +483,11 @@ class Flow:
                 dtype = keyword_value(value, "dtype")
                 cls = self.dtype_class(dtype) if dtype is not None else None
                 if cls == INT:
-                    return Kind(INT)
+                    return plain(INT)
                 if cls == F32 and self.region.pure:
                     # no autocast under a pure float16 policy (variable dtype == compute dtype)
                     return Kind(F32, value, upcast=self.ctx.is_keras3)
-                return Kind(F16)  # autocast to the compute dtype inside call
+                return plain(F16)  # autocast to the compute dtype inside call
             name = self.ctx.call_name(value)
             if name in ("tf.Variable", "keras.Variable"):
                 kind = self._call_kind(value, outside=True)
@@ -492,9 +499,9 @@ class Flow:
     def _outside_kind(self, value: ast.AST | None) -> Kind:
         """Kind of a value written in build/__init__ (no flow there: literals and dtype-explicit creators)."""
         if is_float_literal(value):
-            return Kind(F32)
+            return plain(F32)
         if isinstance(value, ast.Constant) and isinstance(value.value, int):
-            return Kind(INT)
+            return plain(INT)
         if isinstance(value, ast.Call):
             name = self.ctx.call_name(value)
             if name in VALUE or name in DEFAULT_FLOAT32 or name in CAST:
@@ -503,9 +510,9 @@ class Flow:
                     dtype = value.args[1]
                 if dtype is not None:
                     cls = self.dtype_class(dtype)
-                    return Kind(cls) if cls else _UNKNOWN
+                    return plain(cls) if cls else _UNKNOWN
                 if name in DEFAULT_FLOAT32:
-                    return Kind(F32)
+                    return plain(F32)
         return _UNKNOWN
 
     def dtype_class(self, expr: ast.AST | None) -> str | None:
@@ -560,14 +567,14 @@ class Flow:
             if layer is not None:
                 policies = ctx.layer_policies(layer)
                 if policies and all(p in ("float32", "float64") for p in policies):
-                    return Kind(F32)  # deliberate float32 sublayer: provably float32, not reported
+                    return plain(F32)  # deliberate float32 sublayer: provably float32, not reported
                 if any(is_float16_compute(p) for p in policies):
-                    return Kind(F16)
+                    return plain(F16)
                 return _UNKNOWN
             if isinstance(call.func, ast.Name) and call.func.id in ("len", "int", "range"):
-                return Kind(CONST)
+                return plain(CONST)
             if isinstance(call.func, ast.Name) and call.func.id == "float":
-                return Kind(CONST)
+                return plain(CONST)
             return _UNKNOWN
         short = last_part(name)
         if name in CAST:
@@ -576,15 +583,15 @@ class Flow:
             if cls == F32:
                 return Kind(F32, call)
             if cls in (F16, INT):
-                return Kind(cls)
-            return Kind(TENSOR)
+                return plain(cls)
+            return plain(TENSOR)
         if name in VALUE or name in DEFAULT_FLOAT32:
             dtype = keyword_value(call, "dtype")
             if dtype is None and name in ("tf.constant", "tf.convert_to_tensor", "tf.Variable") and len(call.args) > 1:
                 dtype = call.args[1] if name != "tf.Variable" else None
             if dtype is not None:
                 cls = self.dtype_class(dtype)
-                return Kind(cls, call if cls == F32 else None) if cls else Kind(TENSOR)
+                return Kind(cls, call if cls == F32 else None) if cls else plain(TENSOR)
             if name in DEFAULT_FLOAT32:
                 return Kind(F32, call)
             value = (
@@ -603,15 +610,15 @@ class Flow:
                 return Kind(F32, call)
             if inner.kind == F32:
                 return Kind(F32, call if name in ("tf.Variable", "keras.Variable") else inner.origin or call)
-            return Kind(inner.kind) if inner.kind in (F16, INT, TENSOR) else _UNKNOWN
+            return plain(inner.kind) if inner.kind in (F16, INT, TENSOR) else _UNKNOWN
         if name in FOLLOW_FIRST:
             dtype = keyword_value(call, "dtype")
             if dtype is not None:
                 cls = self.dtype_class(dtype)
-                return Kind(cls, call if cls == F32 else None) if cls else Kind(TENSOR)
+                return Kind(cls, call if cls == F32 else None) if cls else plain(TENSOR)
             return self.kind(call.args[0]) if call.args else _UNKNOWN
         if short in _INT_RESULT or (name == "tf.where" and len(call.args) == 1):
-            return Kind(INT)
+            return plain(INT)
         if name in ("tf.nn.moments", "tf.split", "tf.unstack"):
             return self.kind(call.args[0]) if call.args else _UNKNOWN
         if is_math(name):
@@ -621,7 +628,7 @@ class Flow:
                 return Kind(F32, call)  # `tf.math.sqrt(float(d))`: a math op on Python numbers is float32
             if name.startswith("keras.ops.") and ctx.is_keras3 and any(k.kind == F32 for k in kinds):
                 # keras.ops promotes float16 with float32 to float32 (measured): the result really is float32
-                return Kind(F32, None) if any(k.kind == F16 for k in kinds) else _join(kinds)
+                return plain(F32) if any(k.kind == F16 for k in kinds) else _join(kinds)
             return _join(kinds)
         return _UNKNOWN
 
