@@ -171,6 +171,9 @@ _PLAIN = {kind: Kind(kind) for kind in (None, *_RANK)}
 _UNKNOWN = _PLAIN[None]
 
 
+_BUSY = Kind("busy")
+
+
 def plain(kind: str | None) -> Kind:
     """The Kind of `kind` with no origin (and no upcast)."""
     return _PLAIN[kind]
@@ -372,8 +375,7 @@ class Flow:
         self.region = region
         self.fn = region.function
         self.assignments: dict[str, list[tuple[tuple[int, int], ast.AST, ast.AST]]] = {}
-        self._memo: dict[int, Kind] = {}
-        self._busy: set[int] = set()
+        self._memo: dict[ast.AST, Kind] = {}  # of each expression asked, _BUSY while it is being worked out
         if isinstance(self.fn, FUNCTION_NODES):
             for node in ctx.scope_nodes_of(self.fn, _BINDINGS):
                 if isinstance(node, ast.Assign):
@@ -411,17 +413,16 @@ class Flow:
     def kind(self, expr: ast.AST | None) -> Kind:
         if expr is None:
             return _UNKNOWN
-        key = id(expr)
-        if key in self._memo:
-            return self._memo[key]
-        if key in self._busy:
-            return _UNKNOWN
-        self._busy.add(key)
+        memo = self._memo
+        found = memo.get(expr)
+        if found is not None:
+            return _UNKNOWN if found is _BUSY else found  # busy: an expression that depends on itself
+        memo[expr] = _BUSY
         try:
-            result = self._kind(expr)
-        finally:
-            self._busy.discard(key)
-        self._memo[key] = result
+            result = memo[expr] = self._kind(expr)
+        except BaseException:
+            del memo[expr]
+            raise
         return result
 
     def _kind(self, expr: ast.AST) -> Kind:
