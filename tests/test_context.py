@@ -4,6 +4,7 @@ import ast
 import functools
 import importlib.util
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,19 @@ def _ctx_of(source: str, directory: Path = Path(__file__).parent, **settings) ->
 
 
 ctx_of = _ctx_of
+
+
+def _fixture_sources() -> list[str]:
+    return [p.read_text(encoding="utf-8") for p in sorted(Path(__file__).parent.glob("[df]*/**/*.py"))]
+
+
+def _contexts(sources: list[str]) -> Iterator[StaticContext]:
+    """A context of each source that parses."""
+    for source in sources:
+        try:
+            yield ctx_of(source)
+        except (SyntaxError, ValueError):
+            continue
 
 
 def call_on_line(ctx: StaticContext, line: int) -> ast.Call:
@@ -90,13 +104,8 @@ def test_layer_calls_are_every_call_layer_call_names_in_source_order():
     """layer_calls comes from the call indexes; it must be what asking layer_call of every call gives, also where a
     local class shadows an imported layer name."""
     shadowing = "from keras.layers import Dense\nimport keras\nclass Dense(keras.layers.Layer):\n    pass\nDense(3)\n"
-    sources = [shadowing] + [p.read_text(encoding="utf-8") for p in sorted(Path(__file__).parent.glob("[df]*/**/*.py"))]
     compared = 0
-    for source in sources:
-        try:
-            ctx = ctx_of(source)
-        except (SyntaxError, ValueError):
-            continue
+    for ctx in _contexts([shadowing, *_fixture_sources()]):
         expected = [layer for layer in map(ctx.layer_call, ctx.calls) if layer is not None]
         assert [layer.node for layer in ctx.layer_calls] == [layer.node for layer in expected]
         compared += bool(expected)
@@ -144,17 +153,11 @@ def test_the_walk_finds_every_node_below_the_module_once_with_its_parent():
     ast.iter_child_nodes gives it, leaving out only the shared expression contexts and operators; on every kind
     of statement and expression, a real Keras file, and the fixtures."""
     singletons = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
-    sources = [EVERY_FORM] + [
-        p.read_text(encoding="utf-8") for p in sorted(Path(__file__).parent.glob("[df]*/**/*.py"))
-    ]
+    sources = [EVERY_FORM, *_fixture_sources()]
     keras = importlib.util.find_spec("keras")  # Keras's own source, whatever it uses (found, not imported)
     sources += [p.read_text(encoding="utf-8") for p in Path(keras.origin).parent.glob("src/layers/core/*.py")]
     checked = 0
-    for source in sources:
-        try:
-            ctx = ctx_of(source)
-        except (SyntaxError, ValueError):
-            continue
+    for ctx in _contexts(sources):
         expected = {}
         for parent in ast.walk(ctx.tree):
             for child in ast.iter_child_nodes(parent):
