@@ -272,8 +272,7 @@ class StaticContext:
         return node, name
 
     def call_name(self, call: ast.Call) -> str | None:
-        result = self._resolved.get(call.func, _UNRESOLVED)  # resolve() inlined: rules ask for every call's name
-        return self.resolve(call.func) if result is _UNRESOLVED else result  # type: ignore[return-value]
+        return self.resolve(call.func)
 
     def calls_named(self, *names: str) -> list[ast.Call]:
         """The calls of these canonical names, in source order."""

@@ -169,9 +169,7 @@ class Kind:
 # The kinds without an origin, one object each (a Kind is frozen): built once rather than at every expression.
 _PLAIN = {kind: Kind(kind) for kind in (None, *_RANK)}
 _UNKNOWN = _PLAIN[None]
-
-
-_BUSY = Kind("busy")
+_BUSY = Kind("busy")  # in Flow's memo while an expression is being worked out
 
 
 def plain(kind: str | None) -> Kind:
