@@ -1,7 +1,7 @@
 """The version matrix: for each supported TensorFlow minor, a virtualenv with that TensorFlow (its own Keras, and
 tf_keras / tensorflow-hub where they exist for it), mpdoctor installed into it the way a user does (`pip install`
 next to their TensorFlow, without the [tf] extra), then the smoke suite (ci/smoke.py) in it. Prints the
-README's "Supported environments" table (markdown).
+"Supported environments" table in docs/environments.md (markdown).
 
     python3 ci/matrix.py                      # every supported minor, the full smoke suite
     python3 ci/matrix.py --tf 2.13,2.21 --quick   # what .ci/run runs
