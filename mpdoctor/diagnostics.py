@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import TraceSummary
@@ -77,7 +77,7 @@ class DiagnosticContext:
     condition: str | None  # `when --amp is given`
     path: tuple[str, ...] = ()  # `train.py:14 set_global_policy("mixed_float16")`, `train.py:16 build_classifier()`
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"policy": self.policy, "set_at": self.set_at, "condition": self.condition, "path": list(self.path)}
 
 
@@ -96,7 +96,7 @@ class Diagnostic:
     cell_fix: Fix | None = None
     context: DiagnosticContext | None = None  # set when only a project's policy context makes this a finding
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[Any, ...]:
         loc = self.location
         return (loc.path, loc.cell or 0, loc.line, loc.column, self.code, self.message)
 
@@ -131,7 +131,7 @@ class Report:
     passes: tuple[str, ...] = ("static",)
     traces: list[TraceSummary] = field(default_factory=list)  # per traced file: graphs, SavedModels, environment
     baselined: int = 0  # findings left out because the --baseline file lists them
-    fixes: list | None = None  # --fix/--diff: one mpdoctor.autofix.FileFix per file with fixes
+    fixes: list[Any] | None = None  # --fix/--diff: one mpdoctor.autofix.FileFix per file with fixes
     sources: dict[str, SourceText] = field(default_factory=dict)  # display path -> the text analysed
     targets: dict[str, Target] = field(default_factory=dict)  # display path -> its TensorFlow/Keras target
     notes: list[str] = field(default_factory=list)  # how the run went, for --verbose (project analysis, fallbacks)
@@ -167,7 +167,7 @@ class Report:
     def fixable(self) -> int:
         return sum(1 for d in self.diagnostics if d.fix is not None)
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         summary = {
             "files": self.files_checked,
             "total": len(self.diagnostics),

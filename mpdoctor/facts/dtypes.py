@@ -33,7 +33,7 @@ def low_precision(dtype: str | None) -> bool:
 
 
 def is_float(dtype: str | None) -> bool:
-    return bool(dtype) and dtype.startswith(("float", "bfloat"))
+    return dtype is not None and dtype.startswith(("float", "bfloat"))
 
 
 def canonical_dtype_text(text: str) -> str:
@@ -55,7 +55,7 @@ def dtype_name(value: Any) -> str | None:
     try:
         import numpy as np
 
-        return np.dtype(value).name
+        return str(np.dtype(value).name)
     except Exception:
         return str(value)
 

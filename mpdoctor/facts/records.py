@@ -5,21 +5,25 @@ create the trace's few dozen record classes (25 ms of its start-up, measured wit
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from mpdoctor.facts import codec
 from mpdoctor.facts.codec import ABSENT, NOT_JSON, key
+
+_Record = TypeVar("_Record", bound="FactsRecord")
 
 
 class FactsRecord:
     """JSON conversion for every record type."""
 
-    def to_json(self) -> dict:
-        return codec.to_json(self)
+    def to_json(self) -> dict[str, Any]:
+        encoded: dict[str, Any] = codec.to_json(self)
+        return encoded
 
     @classmethod
-    def from_json(cls, data: Any, path: str = "$"):
-        return codec.from_json(cls, data, path)
+    def from_json(cls: type[_Record], data: Any, path: str = "$") -> _Record:
+        decoded: _Record = codec.from_json(cls, data, path)
+        return decoded
 
 
 @dataclass
@@ -85,16 +89,17 @@ class LayerRecord(FactsRecord):
         return "hub.KerasLayer" if self.qualname == "hub.KerasLayer" else self.kind
 
 
-def source_refs(record) -> list[SourceRef]:
+def source_refs(record: object) -> list[SourceRef]:
     """Every SourceRef inside a record (a trace summary, facts), for relocating them."""
     found = []
-    stack = [record]
+    stack: list[Any] = [record]
     while stack:
         value = stack.pop()
         if isinstance(value, SourceRef):
             found.append(value)
         elif isinstance(value, FactsRecord):
-            stack += [getattr(value, f.name) for f in fields(value) if not f.metadata.get("not_json")]
+            record_fields = fields(value)  # type: ignore[arg-type]  # every FactsRecord is a dataclass
+            stack += [getattr(value, f.name) for f in record_fields if not f.metadata.get("not_json")]
         elif isinstance(value, (list, tuple)):
             stack += value
         elif isinstance(value, dict):

@@ -3,8 +3,10 @@ line and the HTML report's summary must agree)."""
 
 from __future__ import annotations
 
+from mpdoctor.diagnostics import Report
 
-def fixable_parts(report, *, marker: bool = True, shown_cells: bool = False) -> list[str]:
+
+def fixable_parts(report: Report, *, marker: bool = True, shown_cells: bool = False) -> list[str]:
     """["2 fixable with --fix ([*])", "1 more with --unsafe-fixes", "1 fix for notebook cells (--diff shows it)"].
 
     Safe and unsafe fixes are counted separately, as `--fix` and `--fix --unsafe-fixes` apply them. Fixes of notebook

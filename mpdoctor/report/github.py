@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from mpdoctor.diagnostics import Severity
+from mpdoctor.diagnostics import Report, Severity
 from mpdoctor.fingerprints import posix_path
 from mpdoctor.printable import escape_controls
 from mpdoctor.registry import rule_name
@@ -31,7 +31,7 @@ def command(name: str, properties: list[tuple[str, object]], message: str) -> st
     return f"::{name} {props}::{escape_data(message)}" if props else f"::{name}::{escape_data(message)}"
 
 
-def render(report, stream: TextIO, **_options) -> None:
+def render(report: Report, stream: TextIO, **_options: object) -> None:
     for d in report.diagnostics:
         loc = d.location
         name = rule_name(d.code)

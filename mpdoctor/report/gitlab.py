@@ -8,9 +8,9 @@ broken file cannot pass for a clean one.
 from __future__ import annotations
 
 import hashlib
-from typing import TextIO
+from typing import Any, TextIO
 
-from mpdoctor.diagnostics import Severity
+from mpdoctor.diagnostics import Report, Severity
 from mpdoctor.fingerprints import fingerprint_materials, posix_path
 from mpdoctor.report.json_text import write_indented
 from mpdoctor.report.sarif import cell_prefix
@@ -22,7 +22,7 @@ def _md5(text: str) -> str:
     return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
-def to_list(report) -> list[dict]:
+def to_list(report: Report) -> list[dict[str, Any]]:
     issues = []
     for d, material in zip(report.diagnostics, fingerprint_materials(report.diagnostics, report.sources), strict=True):
         loc = d.location
@@ -52,6 +52,6 @@ def to_list(report) -> list[dict]:
     return issues
 
 
-def render(report, stream: TextIO, **_options) -> None:
+def render(report: Report, stream: TextIO, **_options: object) -> None:
     write_indented(to_list(report), stream)
     stream.write("\n")

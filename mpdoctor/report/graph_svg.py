@@ -10,8 +10,10 @@ escaped: the SVG is inserted into the page as markup.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
+from typing import Any
 
 from mpdoctor.facts.schema import GraphEdge, GraphNode, ModelGraph
 
@@ -48,7 +50,9 @@ class Figure:
     boxes: int
 
 
-def model_figures(graph: ModelGraph, finding_layers: set[str], float32_plan: set[str] = frozenset()) -> list[Figure]:
+def model_figures(
+    graph: ModelGraph, finding_layers: set[str], float32_plan: frozenset[str] | set[str] = frozenset()
+) -> list[Figure]:
     """The model's figure, then one figure per folded nested model (folded again inside when big). Layers of
     `float32_plan` (node ids `mpdoctor plan` keeps in float32) are never folded and are drawn outlined."""
     nodes = {n.id: n for n in graph.nodes}
@@ -99,7 +103,7 @@ class _Scope:
         shown = {n for n in represent.values() if n in self.folded or not self.inner_layers.get(n)}
         digraph = nx.DiGraph()
         digraph.add_nodes_from(n for n in nodes if n in shown)
-        edge_info: dict[tuple[str, str], dict] = {}
+        edge_info: dict[tuple[str, str], GraphEdge] = {}
         for edge in edges:
             source, target = represent.get(edge.source), represent.get(edge.target)
             if source in shown and target in shown and source != target:
@@ -147,11 +151,11 @@ def _box_for(node: GraphNode, finding: bool, inner_layers: dict[str, int], folde
 
 
 def _fold_chains(
-    digraph, nodes: dict, finding_ids: set[str], inner_layers: dict[str, int], folded: set[str]
+    digraph: Any, nodes: dict[str, GraphNode], finding_ids: set[str], inner_layers: dict[str, int], folded: set[str]
 ) -> tuple[dict[str, Box], dict[str, str]]:
     """Boxes by id, and the box id that owns each graph node."""
 
-    def foldable(n):
+    def foldable(n: str) -> bool:
         node = nodes[n]
         return (
             digraph.in_degree(n) == 1
@@ -180,10 +184,10 @@ def _fold_chains(
     return boxes, owner
 
 
-def _chain_through(digraph, start: str, foldable, nodes: dict) -> list[str]:
+def _chain_through(digraph: Any, start: str, foldable: Callable[[str], bool], nodes: dict[str, GraphNode]) -> list[str]:
     dtype = nodes[start].compute_dtype
 
-    def same(n):
+    def same(n: str) -> bool:
         return foldable(n) and nodes[n].compute_dtype == dtype
 
     chain = [start]
@@ -204,7 +208,7 @@ def _chain_through(digraph, start: str, foldable, nodes: dict) -> list[str]:
     return chain
 
 
-def _chain_box(chain: list[str], nodes: dict) -> Box:
+def _chain_box(chain: list[str], nodes: dict[str, GraphNode]) -> Box:
     counts: dict[str, int] = {}
     for n in chain:
         counts[nodes[n].class_name or "?"] = counts.get(nodes[n].class_name or "?", 0) + 1
@@ -219,7 +223,7 @@ def _chain_box(chain: list[str], nodes: dict) -> Box:
     )
 
 
-def _layout(layered, boxes: dict[str, Box]) -> None:
+def _layout(layered: Any, boxes: dict[str, Box]) -> None:
     import networkx as nx
 
     try:
@@ -232,7 +236,7 @@ def _layout(layered, boxes: dict[str, Box]) -> None:
     for generation in generations:
         # Each box goes under the mean column of its predecessors (so a long edge runs down an empty column
         # rather than through the boxes of a parallel branch), pushed right only to make room.
-        def desired(n):
+        def desired(n: str) -> tuple[float, int]:
             columns = [column_of[p] for p in layered.predecessors(n) if p in column_of]
             return (sum(columns) / len(columns) if columns else 0.0, order[n])
 
@@ -264,7 +268,9 @@ def _short(text: str, limit: int = 26) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _draw(boxes: dict[str, Box], layered, edge_info: dict, owner: dict) -> str:
+def _draw(
+    boxes: dict[str, Box], layered: Any, edge_info: dict[tuple[str, str], GraphEdge], owner: dict[str, str]
+) -> str:
     width = max((b.x for b in boxes.values()), default=0) + BOX_W + 2 * MARGIN
     height = max((b.y for b in boxes.values()), default=0) + BOX_H + 2 * MARGIN
     parts = [

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from typing import TextIO
 
+from mpdoctor.diagnostics import Report
 from mpdoctor.fingerprints import posix_path
 from mpdoctor.registry import rule_name
 from mpdoctor.report.text import where_text
@@ -24,14 +25,14 @@ def clean(text: str) -> str:
     return _INVALID_XML.sub("\ufffd", text)
 
 
-def _element(parent: ET.Element, tag: str, text: str | None = None, **attributes: object) -> ET.Element:
+def _element(parent: ET.Element, tag: str, text: str | None = None, /, **attributes: object) -> ET.Element:
     element = ET.SubElement(parent, tag, {k: clean(str(v)) for k, v in attributes.items()})
     if text is not None:
         element.text = clean(text)
     return element
 
 
-def to_element(report) -> ET.Element:
+def to_element(report: Report) -> ET.Element:
     failures, errors = len(report.diagnostics), len(report.errors)
     tests = failures + errors or 1
     counts = {"tests": tests, "failures": failures, "errors": errors, "skipped": 0, "time": "0"}
@@ -62,7 +63,11 @@ def to_element(report) -> ET.Element:
     for e in report.errors:
         path = posix_path(e.path)
         where = f"{e.line}:{e.column or 1}" if e.line else None
-        attributes: dict = {"classname": path, "name": f"{e.kind} error" + (f" {where}" if where else ""), "file": path}
+        attributes: dict[str, object] = {
+            "classname": path,
+            "name": f"{e.kind} error" + (f" {where}" if where else ""),
+            "file": path,
+        }
         if e.line:
             attributes["line"] = e.line
         case = _element(suite, "testcase", **attributes, time="0")
@@ -72,7 +77,7 @@ def to_element(report) -> ET.Element:
     return root
 
 
-def render(report, stream: TextIO, **_options) -> None:
+def render(report: Report, stream: TextIO, **_options: object) -> None:
     root = to_element(report)
     ET.indent(root)
     stream.write('<?xml version="1.0" encoding="UTF-8"?>\n')

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 from html import escape
+from typing import TypeGuard
 
 from mpdoctor.facts.dtypes import FLOAT16_MAX
-from mpdoctor.facts.schema import NumericsTable
+from mpdoctor.facts.schema import NumericsRow, NumericsTable
 
 # Vertical layout in pixels; horizontal in percent of the chart's width.
 TITLE_H, MARKS_H, PANEL_H, GAP, LABELS_H, LEGEND_H = 16, 16, 150, 30, 110, 24
@@ -76,7 +77,7 @@ def numerics_svg(numerics: NumericsTable) -> str | None:
     return "".join(parts)
 
 
-def _positive(value) -> bool:
+def _positive(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
@@ -85,7 +86,7 @@ def _x(index: int, count: int) -> float:
     return LEFT + (index + 0.5) * (100 - LEFT - RIGHT) / count
 
 
-def _columns(layers, top: float, bottom: float) -> list[str]:
+def _columns(layers: list[NumericsRow], top: float, bottom: float) -> list[str]:
     """An invisible column per layer: hovering anywhere over it names the layer (also where nothing is drawn)."""
     width = (100 - LEFT - RIGHT) / len(layers)
     return [
@@ -96,7 +97,7 @@ def _columns(layers, top: float, bottom: float) -> list[str]:
     ]
 
 
-def _nonfinite_marks(layers, dtype: str, reference: str) -> list[str]:
+def _nonfinite_marks(layers: list[NumericsRow], dtype: str, reference: str) -> list[str]:
     """Red crosses in the strip between the top panel's title and the panel: never over the title or the data."""
     y = TITLE_H + 4
     parts = []
@@ -111,7 +112,7 @@ def _nonfinite_marks(layers, dtype: str, reference: str) -> list[str]:
     return parts
 
 
-def _missing_errors(layers, dtype: str, some_shown: bool) -> str | None:
+def _missing_errors(layers: list[NumericsRow], dtype: str, some_shown: bool) -> str | None:
     """Why relative errors are missing, from the first layer whose compute-dtype output is non-finite on."""
     first = next((layer for layer in layers if layer.finite is False), None)
     if first is not None:
@@ -123,7 +124,7 @@ def _missing_errors(layers, dtype: str, some_shown: bool) -> str | None:
     return None
 
 
-def _layer_labels(layers, y: float) -> list[str]:
+def _layer_labels(layers: list[NumericsRow], y: float) -> list[str]:
     """Layer names under the bottom panel, rotated; every `step`-th one so that they stay apart on a narrow panel."""
     plot_px = NARROW_PLOT_PX * (100 - LEFT - RIGHT) / 100
     step = max(1, math.ceil(len(layers) * MIN_LABEL_PX / plot_px))
@@ -176,7 +177,7 @@ class _Panel:
         y = self.y0 + PANEL_H / 2 if centred else self.y0 + 14
         return f'<text class="empty-note axis" x="{x:.1f}%" y="{y:.0f}" text-anchor="{anchor}">{escape(text)}</text>'
 
-    def series(self, layers: list, key: str, colour: str, label: str, hollow: bool = False) -> list[str]:
+    def series(self, layers: list[NumericsRow], key: str, colour: str, label: str, hollow: bool = False) -> list[str]:
         parts, previous = [], None
         for index, layer in enumerate(layers):
             value = getattr(layer, key)

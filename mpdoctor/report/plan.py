@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from mpdoctor._version import __version__
 from mpdoctor.facts.dtypes import compute_dtype
-from mpdoctor.facts.schema import GradientRecord, PlanCheck, PlanRecord
+from mpdoctor.facts.schema import Environment, GradientRecord, PlanCheck, PlanRecord
+
+if TYPE_CHECKING:
+    from mpdoctor.plan import PlanResult
 
 SCHEMA_VERSION = 1
 
 
-def render_text(result, stream: TextIO) -> None:
+def render_text(result: PlanResult, stream: TextIO) -> None:
     trace = result.trace
     if trace is not None and trace.failure:
         stream.write(f"{result.shown}: the trace failed: {trace.failure}\n")
@@ -32,7 +35,7 @@ def render_text(result, stream: TextIO) -> None:
             stream.write(f"{result.shown}: plan applied as code, {state}; {fix.verification}\n")
 
 
-def _model_text(shown: str, name: str | None, plan: PlanRecord, environment) -> str:
+def _model_text(shown: str, name: str | None, plan: PlanRecord, environment: Environment | None) -> str:
     head = f"{shown}: model `{name}`"
     if plan.skipped:
         return f"{head}: no plan: {plan.skipped}\n"
@@ -97,12 +100,12 @@ def _gradient_state(record: GradientRecord) -> str:
     )
 
 
-def _bfloat16_hardware(environment) -> str:
+def _bfloat16_hardware(environment: Environment | None) -> str:
     """Whether this machine computes bfloat16 natively (the trace's environment)."""
     if environment is not None and environment.cpu_bf16:
         return "this CPU has bfloat16 instructions (AVX512-BF16/AMX)"
-    gpus = [g for g in (environment.gpus if environment else []) if g.compute_capability]
-    if any(g.compute_capability[0] >= 8 for g in gpus):
+    capabilities = [g.compute_capability for g in (environment.gpus if environment else []) if g.compute_capability]
+    if any(capability[0] >= 8 for capability in capabilities):
         return "this machine's GPU computes bfloat16 natively (compute capability >= 8.0)"
     return "fast only on hardware with bfloat16 (TPUs, GPUs of compute capability >= 8.0, CPUs with AVX512-BF16/AMX)"
 
@@ -111,7 +114,7 @@ def _percent(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2%}"
 
 
-def render_json(result, stream: TextIO) -> None:
+def render_json(result: PlanResult, stream: TextIO) -> None:
     trace = result.trace
     models = []
     for model in trace.models if trace else []:

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
 from mpdoctor._version import __version__
-from mpdoctor.diagnostics import Diagnostic, Severity
+from mpdoctor.diagnostics import Diagnostic, FileError, Fix, Location, Report, Severity
 from mpdoctor.fingerprints import fingerprint, fingerprint_materials, posix_path
 from mpdoctor.printable import name_bytes
 from mpdoctor.report.json_text import write_indented
+
+if TYPE_CHECKING:
+    from mpdoctor.registry import Rule
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -32,7 +35,7 @@ LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "
 # --- helpers shared with the other CI formats (github, junit, gitlab) ----------------------------------------------
 
 
-def cell_prefix(loc) -> str:
+def cell_prefix(loc: Location) -> str:
     """Formats whose line fields mean lines of the file say where in a notebook the finding is in the message."""
     return f"cell {loc.cell}, line {loc.line}: " if loc.cell is not None else ""
 
@@ -40,14 +43,14 @@ def cell_prefix(loc) -> str:
 # --- SARIF -------------------------------------------------------------------------------------------------------
 
 
-def artifact_location(path: str) -> dict:
+def artifact_location(path: str) -> dict[str, str]:
     if os.path.isabs(path):  # outside the working directory: an absolute file URI, no base
         return {"uri": Path(os.fsdecode(name_bytes(path))).as_uri()}
     # A non-UTF-8 name is shown as `bad\\xff.py`: its URI percent-encodes the real byte (bad%FF.py).
     return {"uri": quote(name_bytes(posix_path(path)), safe="/"), "uriBaseId": SRCROOT}
 
 
-def _region(line: int, column: int, end_line: int | None, end_column: int | None) -> dict:
+def _region(line: int, column: int, end_line: int | None, end_column: int | None) -> dict[str, int]:
     region = {"startLine": max(1, line), "startColumn": max(1, column)}
     if end_line is not None:
         region["endLine"] = max(region["startLine"], end_line)
@@ -56,7 +59,7 @@ def _region(line: int, column: int, end_line: int | None, end_column: int | None
     return region
 
 
-def _help_markdown(rule) -> str:
+def _help_markdown(rule: Rule) -> str:
     return "\n\n".join(
         [
             f"**{rule.code} {rule.name}**: {rule.summary}",
@@ -69,7 +72,7 @@ def _help_markdown(rule) -> str:
     )
 
 
-def _help_text(rule) -> str:
+def _help_text(rule: Rule) -> str:
     return "\n\n".join(
         [
             f"{rule.code} {rule.name}: {rule.summary}",
@@ -82,7 +85,7 @@ def _help_text(rule) -> str:
     )
 
 
-def rule_descriptor(rule) -> dict:
+def rule_descriptor(rule: Rule) -> dict[str, Any]:
     return {
         "id": rule.code,
         "name": rule.name,
@@ -95,9 +98,9 @@ def rule_descriptor(rule) -> dict:
     }
 
 
-def _fix(d: Diagnostic) -> dict:
-    changes: dict[str, list[dict]] = {}
-    for e in d.fix.edits:
+def _fix(fix: Fix) -> dict[str, Any]:
+    changes: dict[str, list[dict[str, Any]]] = {}
+    for e in fix.edits:
         changes.setdefault(e.path, []).append(
             {
                 "deletedRegion": _region(e.line, e.column, e.end_line, e.end_column),
@@ -105,18 +108,18 @@ def _fix(d: Diagnostic) -> dict:
             }
         )
     return {
-        "description": {"text": d.fix.description},
+        "description": {"text": fix.description},
         "artifactChanges": [
             {"artifactLocation": artifact_location(path), "replacements": replacements}
             for path, replacements in changes.items()
         ],
-        "properties": {"applicability": d.fix.applicability},
+        "properties": {"applicability": fix.applicability},
     }
 
 
-def _result(d: Diagnostic, rule_index: dict[str, int], material: str) -> dict:
+def _result(d: Diagnostic, rule_index: dict[str, int], material: str) -> dict[str, Any]:
     loc = d.location
-    result: dict = {"ruleId": d.code}
+    result: dict[str, Any] = {"ruleId": d.code}
     if d.code in rule_index:
         result["ruleIndex"] = rule_index[d.code]
     result["level"] = LEVELS[d.severity]
@@ -137,8 +140,8 @@ def _result(d: Diagnostic, rule_index: dict[str, int], material: str) -> dict:
         result["locations"][0]["logicalLocations"] = logical
     result["partialFingerprints"] = {FINGERPRINT_KEY: fingerprint(material)}
     if d.fix is not None and d.fix.edits:
-        result["fixes"] = [_fix(d)]
-    properties = {"confidence": d.confidence.value, "passes": list(d.passes)}
+        result["fixes"] = [_fix(d.fix)]
+    properties: dict[str, Any] = {"confidence": d.confidence.value, "passes": list(d.passes)}
     if loc.cell is not None:
         properties["cell"] = loc.cell
     if d.notes:
@@ -149,13 +152,13 @@ def _result(d: Diagnostic, rule_index: dict[str, int], material: str) -> dict:
     return result
 
 
-def _notification(error) -> dict:
-    notification: dict = {
+def _notification(error: FileError) -> dict[str, Any]:
+    notification: dict[str, Any] = {
         "level": "error",
         "message": {"text": error.render()},
         "descriptor": {"id": f"mpdoctor/{error.kind}"},
     }
-    physical: dict = {"artifactLocation": artifact_location(error.path)}
+    physical: dict[str, Any] = {"artifactLocation": artifact_location(error.path)}
     if error.line:
         physical["region"] = _region(error.line, error.column or 1, None, None)
     notification["locations"] = [{"physicalLocation": physical}]
@@ -167,13 +170,13 @@ def _directory_uri(directory: Path) -> str:
     return uri if uri.endswith("/") else uri + "/"  # SARIF: a base URI ends with a slash
 
 
-def to_dict(report) -> dict:
+def to_dict(report: Report) -> dict[str, Any]:
     from mpdoctor.registry import all_rules
 
     rules = all_rules()
     rule_index = {r.code: i for i, r in enumerate(rules)}
     materials = fingerprint_materials(report.diagnostics, report.sources)
-    invocation: dict = {"executionSuccessful": not report.errors}
+    invocation: dict[str, Any] = {"executionSuccessful": not report.errors}
     if report.errors:
         invocation["toolExecutionNotifications"] = [_notification(e) for e in report.errors]
     run = {
@@ -194,6 +197,6 @@ def to_dict(report) -> dict:
     return {"$schema": SCHEMA_URI, "version": SARIF_VERSION, "runs": [run]}
 
 
-def render(report, stream: TextIO, **_options) -> None:
+def render(report: Report, stream: TextIO, **_options: object) -> None:
     write_indented(to_dict(report), stream)
     stream.write("\n")
