@@ -16,9 +16,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from mpdoctor import reads
-from mpdoctor.diagnostics import Diagnostic
+from mpdoctor.diagnostics import Diagnostic, SourceText
 from mpdoctor.fingerprints import fingerprint, fingerprint_materials
-from mpdoctor.sources import SourceText
 from mpdoctor.writes import write_atomic
 
 VERSION = 1

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import TraceSummary
-    from mpdoctor.sources import SourceText
     from mpdoctor.static.target import Target
 
 
@@ -118,6 +119,32 @@ class FileError:
         else:
             where = f"{self.path}:{self.line}:{self.column}" if self.line else self.path
         return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class SourceText:
+    path: Path  # the file on disk
+    text: str  # what was analysed: the file, or a notebook's code cells as one program
+    cells: dict[int, list[str]] | None = None  # notebooks: each code cell's lines as written, by cell number
+
+    def line(self, number: int, cell: int | None = None) -> str | None:
+        """Line `number` (from 1) of the file, or of `cell` in a notebook."""
+        if self.cells is not None:
+            lines = self.cells.get(cell) if cell is not None else None
+        else:
+            lines = self._lines
+        return lines[number - 1] if lines is not None and 1 <= number <= len(lines) else None
+
+    @functools.cached_property
+    def _lines(self) -> list[str]:
+        return self.text.splitlines()
+
+    def text_of(self, cell: int | None = None) -> str | None:
+        """The text a location's line counts in: the file, or a notebook cell."""
+        if self.cells is None:
+            return self.text
+        lines = self.cells.get(cell) if cell is not None else None
+        return None if lines is None else "\n".join(lines)
 
 
 @dataclass

@@ -22,7 +22,7 @@ from pathlib import Path
 from mpdoctor import static_workers
 from mpdoctor.collector import fewer_collections
 from mpdoctor.config import Config
-from mpdoctor.diagnostics import Confidence, Diagnostic, FileError, Report
+from mpdoctor.diagnostics import Confidence, Diagnostic, FileError, Report, SourceText
 from mpdoctor.facts.dtypes import is_float16_compute
 from mpdoctor.notebook import SUFFIX as NOTEBOOK_SUFFIX
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
@@ -34,7 +34,7 @@ from mpdoctor.rules.mp001_run import (
     UNUSED_SUPPRESSION,  # FIXME
     unused_suppressions,
 )
-from mpdoctor.sources import SourceText, read_source
+from mpdoctor.sources import read_source
 from mpdoctor.spellings import Spellings
 from mpdoctor.static import target as targets_module
 from mpdoctor.static.context import Settings, StaticContext

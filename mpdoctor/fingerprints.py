@@ -7,8 +7,7 @@ import hashlib
 from collections.abc import Mapping
 from pathlib import PurePath
 
-from mpdoctor.diagnostics import Diagnostic
-from mpdoctor.sources import SourceText
+from mpdoctor.diagnostics import Diagnostic, SourceText
 
 
 def posix_path(path: str) -> str:

@@ -100,9 +100,8 @@ def check_path(path: Path, trace: bool = True) -> CheckResult:
 
 def check_cell(source: str, trace: bool = True) -> CheckResult:
     """The cell's code checked as a file named cell.py (in a temporary directory, removed afterwards)."""
-    from mpdoctor.diagnostics import Report
+    from mpdoctor.diagnostics import Report, SourceText
     from mpdoctor.engine import check_source
-    from mpdoctor.sources import SourceText
 
     config = _config()
     options = _trace_options(config, trace)

@@ -6,40 +6,13 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import functools
 import io
 import tokenize
-from dataclasses import dataclass
 from pathlib import Path
 
+from mpdoctor.diagnostics import SourceText
 from mpdoctor.notebook import is_notebook, read_notebook
 from mpdoctor.reads import read_bytes
-
-
-@dataclass(frozen=True)
-class SourceText:
-    path: Path  # the file on disk
-    text: str  # what was analysed: the file, or a notebook's code cells as one program
-    cells: dict[int, list[str]] | None = None  # notebooks: each code cell's lines as written, by cell number
-
-    def line(self, number: int, cell: int | None = None) -> str | None:
-        """Line `number` (from 1) of the file, or of `cell` in a notebook."""
-        if self.cells is not None:
-            lines = self.cells.get(cell) if cell is not None else None
-        else:
-            lines = self._lines
-        return lines[number - 1] if lines is not None and 1 <= number <= len(lines) else None
-
-    @functools.cached_property
-    def _lines(self) -> list[str]:
-        return self.text.splitlines()
-
-    def text_of(self, cell: int | None = None) -> str | None:
-        """The text a location's line counts in: the file, or a notebook cell."""
-        if self.cells is None:
-            return self.text
-        lines = self.cells.get(cell) if cell is not None else None
-        return None if lines is None else "\n".join(lines)
 
 
 def read_source(path: Path | str) -> str:
