@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import TraceSummary
+    from mpdoctor.project.target import Target
     from mpdoctor.sources import SourceText
-    from mpdoctor.static.target import Target
 
 
 class Severity(str, enum.Enum):

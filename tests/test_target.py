@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from mpdoctor.config import Config, ConfigError, apply_overrides, load_config
-from mpdoctor.static import environment, target
-from mpdoctor.static.target import CONFIG, DECLARED, DEFAULT, ENVIRONMENT, FILE, Overrides, target_for
+from mpdoctor.project import environment, target
+from mpdoctor.project.target import CONFIG, DECLARED, DEFAULT, ENVIRONMENT, FILE, Overrides, target_for
 
 TF_KERAS = "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(2)])\n"
 GET_SCALED_LOSS = TF_KERAS + "scaled = optimizer.get_scaled_loss(loss)\n"

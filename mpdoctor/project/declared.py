@@ -4,7 +4,7 @@ constraints (with `-r`/`-c` includes), setup.cfg, setup.py `install_requires`/`e
 Pipfile, conda environment files, and Dockerfiles (a TensorFlow image in `FROM`, `pip install` in `RUN`,
 `ENV TF_USE_LEGACY_KERAS=1`).
 
-mpdoctor.static.target turns these declarations into the target a file is judged against.
+mpdoctor.project.target turns these declarations into the target a file is judged against.
 """
 
 from __future__ import annotations

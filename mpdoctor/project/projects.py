@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mpdoctor.project.discovery import TEXTS, find_root, is_test_module, select
 from mpdoctor.static.policy_context import FileContexts
-from mpdoctor.static.project_files import TEXTS, find_root, is_test_module, select
 
 if TYPE_CHECKING:
-    from mpdoctor.static.project import Builder, Project
+    from mpdoctor.project.analysis import Builder, Project
 
 
 @dataclass
@@ -98,7 +98,7 @@ def analyse_projects(
                 "checked: checked file by file"
             )
             continue
-        from mpdoctor.static.project import analyse  # only here: most runs find no project to analyse
+        from mpdoctor.project.analysis import analyse  # only here: most runs find no project to analyse
 
         project = analyse(selected, set(checked), shown)
         _keep_texts(result, checked)

@@ -25,11 +25,11 @@ from pathlib import Path
 
 from mpdoctor.facts.dtypes import KNOWN_POLICIES, dtype_name
 from mpdoctor.facts.keras_semantics import BASE_LAYERS, BASE_MODELS
+from mpdoctor.project.discovery import TEXTS, ModuleResolver, ProjectFiles, is_test_module
 from mpdoctor.sources import read_source
 from mpdoctor.static.names import ImportMap
 from mpdoctor.static.policies import POLICY_CONSTRUCTORS, POLICY_SETTERS
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts, PolicyContext, Step
-from mpdoctor.static.project_files import TEXTS, ModuleResolver, ProjectFiles, is_test_module
 
 _BUDGET = 400_000  # statements interpreted per run: a pathological project stops here (and says so)
 _MAX_DEPTH = 40  # nested calls followed

@@ -3,7 +3,7 @@
 Sources, strongest first (docs in README "Which TensorFlow and Keras a file targets"):
 
 1. the configuration: `--target-tensorflow` / `--keras-version`, `[tool.mpdoctor] target-tensorflow` / `keras-version`;
-2. the project's own declarations (mpdoctor.static.declared), from the file's directory upwards to the project root:
+2. the project's own declarations (mpdoctor.project.declared), from the file's directory upwards to the project root:
    the closest directory that declares anything decides;
 3. the file's own evidence: `import tf_keras` or `TF_USE_LEGACY_KERAS=1` set in the file (Keras 2), APIs that exist
    only in Keras 3 (`keras.ops`, `keras.config.set_dtype_policy`, `optimizer.scale_loss`...) or only in Keras 2
@@ -44,9 +44,8 @@ from mpdoctor.facts.tf_releases import (
     release_text,
     tf_keras_major,
 )
-from mpdoctor.spellings import Spellings
-from mpdoctor.static import environment
-from mpdoctor.static.declared import (
+from mpdoctor.project import environment
+from mpdoctor.project.declared import (
     LEGACY_ENV,
     TENSORFLOW,
     Declaration,
@@ -56,7 +55,8 @@ from mpdoctor.static.declared import (
     releases_for,
     shown,
 )
-from mpdoctor.static.environment import KerasVersion
+from mpdoctor.project.environment import KerasVersion
+from mpdoctor.spellings import Spellings
 from mpdoctor.static.names import FLAVOUR_KERAS2, FLAVOUR_KERAS3, ImportMap
 
 # Where a part of the target came from, strongest first.
