@@ -19,7 +19,8 @@ from mpdoctor.facts.keras_semantics import (
 )
 from mpdoctor.facts.records import LayerRecord, PolicyEvent, SourceRef
 from mpdoctor.project.environment import KerasVersion
-from mpdoctor.project.target import Overrides, Target, file_evidence, project_for, resolve
+from mpdoctor.project.evidence import file_evidence
+from mpdoctor.project.target import Overrides, Target, project_for, resolve
 from mpdoctor.registry import get_rule
 from mpdoctor.static.names import ImportMap, canonical
 from mpdoctor.static.policies import POLICY_SETTERS, dtype_keyword, policy_from_expr
