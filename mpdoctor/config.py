@@ -322,14 +322,14 @@ def _origin(where: str, option: str, key: str) -> str:
     """How the target's sources name a setting: the option, or the key and the file it is in."""
     if where == "command line":
         return option
-    from mpdoctor.project.declared import shown
+    from mpdoctor.project.requirements import shown
 
     return f"[tool.mpdoctor] {key} in {shown(Path(where.split(': [tool.mpdoctor]')[0]))}"
 
 
 def tensorflow_specifier(value, where: str) -> str:
     """A TensorFlow target as a PEP 440 specifier: ">=2.12,<2.16", "==2.15.*"; a bare "2.15" means "==2.15.*"."""
-    from mpdoctor.project.declared import releases_for
+    from mpdoctor.project.requirements import releases_for
 
     text = str(value).strip() if isinstance(value, (str, int, float)) and not isinstance(value, bool) else ""
     if text and (text[0].isdigit()):

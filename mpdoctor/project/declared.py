@@ -1,8 +1,8 @@
 """What a project declares about TensorFlow, Keras and TF Hub, read from its files as text (never executed):
 pyproject.toml (PEP 621 dependencies and optional groups, PEP 735 dependency groups, Poetry), requirements*.txt and
 constraints (with `-r`/`-c` includes), setup.cfg, setup.py `install_requires`/`extras_require` (read as an AST),
-Pipfile, conda environment files, and Dockerfiles (a TensorFlow image in `FROM`, `pip install` in `RUN`,
-`ENV TF_USE_LEGACY_KERAS=1`).
+Pipfile, conda environment files, and Dockerfiles (mpdoctor.project.dockerfiles: a TensorFlow image in `FROM`,
+`pip install` in `RUN`, `ENV TF_USE_LEGACY_KERAS=1`).
 
 mpdoctor.project.target turns these declarations into the target a file is judged against.
 """
@@ -11,149 +11,23 @@ from __future__ import annotations
 
 import ast
 import configparser
-import functools
 import os
 import re
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import tomllib
 
-from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV, legacy_keras_requested
-from mpdoctor.facts.tf_releases import KNOWN_RELEASES, TF2_RELEASES, Release, parse_release
-
-# Distributions that are TensorFlow itself (any of them decides the version), and the nightlies (the newest).
-TENSORFLOW_DISTRIBUTIONS = frozenset(
-    {
-        "tensorflow",
-        "tensorflow-gpu",
-        "tensorflow-cpu",
-        "tensorflow-macos",
-        "tensorflow-intel",
-        "tensorflow-aarch64",
-        "tensorflow-rocm",
-        "intel-tensorflow",
-        "nvidia-tensorflow",  # NVIDIA's TensorFlow 1.15 wheels
-    }
+from mpdoctor.project.dockerfiles import dockerfile_declarations, is_dockerfile
+from mpdoctor.project.requirements import (
+    Declaration,
+    named_declaration,
+    parse_requirement,
+    read_project_file,
+    shown,
 )
-NIGHTLY_DISTRIBUTIONS = frozenset({"tf-nightly", "tf-nightly-gpu", "tf-nightly-cpu"})
-KINDS = {"keras": "keras", "tf-keras": "tf-keras", "tensorflow-hub": "tensorflow-hub"}
-_INTERESTING = re.compile(r"(?i)tensorflow|tf[-_.]?(nightly|keras)|keras")
 
-TENSORFLOW = "tensorflow"
-LEGACY_ENV = "legacy-keras-env"
 PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
-_CONTAINERS = Path(__file__).with_name("tensorflow_containers.toml")
-
-
-@dataclass(frozen=True)
-class Declaration:
-    """One statement of a project file about TensorFlow, Keras, tf_keras, TF Hub or TF_USE_LEGACY_KERAS."""
-
-    kind: str  # "tensorflow" | "keras" | "tf-keras" | "tensorflow-hub" | "legacy-keras-env"
-    specifier: str  # PEP 440 specifier ("" = any version); for a container image the release it ships
-    origin: str  # where, as shown: "requirements.txt:3"
-    text: str  # as written
-    releases: frozenset[Release] | None = None  # tensorflow: the releases it allows; None: nothing known
-    note: str = ""  # why it says nothing (an unknown image tag...)
-
-    def describe(self) -> str:
-        what = f"{self.origin}: {self.text}"
-        return f"{what} ({self.note})" if self.note else what
-
-
-# ------------------------------------------------------------------------------------------------- versions
-
-
-@functools.lru_cache(maxsize=512)
-def releases_for(specifier: str) -> frozenset[Release] | None:
-    """The known TensorFlow releases a specifier allows (any patch of the minor release counts); "" allows every
-    TF 2 release (an unpinned dependency means any supported version). None for an unreadable specifier."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # only when a project declares TensorFlow
-
-    if not specifier.strip():
-        return frozenset(TF2_RELEASES)
-    try:
-        spec = SpecifierSet(specifier)
-    except InvalidSpecifier:
-        return None
-    return frozenset(
-        release
-        for release in KNOWN_RELEASES
-        if any(spec.contains(f"{release[0]}.{release[1]}.{patch}", prereleases=True) for patch in range(12))
-    )
-
-
-@functools.lru_cache(maxsize=128)
-def keras_majors_for(specifier: str) -> frozenset[int]:
-    """Which Keras majors a `keras` package specifier allows (keras 2.0-2.15, 3.0-3.20)."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-    try:
-        spec = SpecifierSet(specifier)
-    except InvalidSpecifier:
-        return frozenset({2, 3})
-    majors = set()
-    for major, minors in ((2, range(16)), (3, range(21))):
-        if any(spec.contains(f"{major}.{minor}.0", prereleases=True) for minor in minors):
-            majors.add(major)
-    return frozenset(majors) or frozenset({2, 3})
-
-
-def _declaration(name: str, specifier: str, origin: str, text: str) -> Declaration | None:
-    name = re.sub(r"[-_.]+", "-", name).lower()  # PEP 503 normalisation
-    if name in TENSORFLOW_DISTRIBUTIONS:
-        releases = releases_for(specifier)
-        if releases is None:
-            note = "not a version specifier mpdoctor can read"
-        else:
-            note = "" if releases else "allows no TensorFlow release mpdoctor knows"
-        return Declaration(TENSORFLOW, specifier, origin, text, releases or None, note)
-    if name in NIGHTLY_DISTRIBUTIONS:
-        return Declaration(TENSORFLOW, "", origin, text, frozenset(TF2_RELEASES), "a nightly: the newest release")
-    if name in KINDS:
-        return Declaration(KINDS[name], specifier, origin, text)
-    return None
-
-
-# PEP 508 as far as mpdoctor needs it: name, extras, a version specifier (bare or in parentheses) or a URL, markers.
-# (packaging.requirements would do it too, at a third of a second of start-up for its grammar.)
-_REQUIREMENT = re.compile(
-    r"^\s*(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\])?\s*"
-    r"(?:@\s*\S+|\((?P<paren>[^)]*)\)|(?P<spec>[<>=!~][^;]*))?\s*(?:;.*)?$"
-)
-
-
-def parse_requirement(text: str, origin: str) -> Declaration | None:
-    """A PEP 508 requirement string (`tensorflow>=2.12,<2.16`, `tensorflow[and-cuda]==2.15.*; python_version>"3.8"`)
-    about one of the packages of interest, else None."""
-    if not _INTERESTING.search(text):
-        return None  # most lines of a requirements file: no need to parse them
-    match = _REQUIREMENT.match(text.strip())
-    if not match:
-        return None
-    specifier = (match.group("paren") or match.group("spec") or "").replace(" ", "").strip()
-    return _declaration(match.group("name"), specifier, origin, text.strip())
-
-
-# --------------------------------------------------------------------------------------------- the files
-
-
-def shown(path: Path) -> str:
-    """A path as reports show it: relative to the current directory when inside it."""
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:
-        return str(path)
-    return str(path) if relative.startswith("..") else relative
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
 
 
 def _requirements_file(path: Path, seen: set[Path], via: str = "") -> list[Declaration]:
@@ -162,7 +36,7 @@ def _requirements_file(path: Path, seen: set[Path], via: str = "") -> list[Decla
     if key in seen:
         return []
     seen.add(key)
-    text = _read(path)
+    text = read_project_file(path)
     if text is None:
         return []
     found: list[Declaration] = []
@@ -199,7 +73,7 @@ def _line_of(text: str, needle: str, default: int = 1) -> int:
 
 
 def _pyproject(path: Path) -> list[Declaration]:
-    text = _read(path)
+    text = read_project_file(path)
     if text is None:
         return []
     try:
@@ -236,7 +110,7 @@ def _pyproject(path: Path) -> list[Declaration]:
                 if specifier is None:
                     continue
                 line = _line_of(text, f"{name} =", _line_of(text, name))
-                declaration = _declaration(
+                declaration = named_declaration(
                     name, specifier, f"{shown(path)}:{line} ({where})", f"{name} = {constraint!r}"
                 )
                 if declaration:
@@ -275,7 +149,7 @@ def _poetry_specifier(constraint) -> str | None:
 
 
 def _setup_cfg(path: Path) -> list[Declaration]:
-    text = _read(path)
+    text = read_project_file(path)
     if text is None:
         return []
     parser = configparser.ConfigParser(interpolation=None)
@@ -302,7 +176,7 @@ def _setup_cfg(path: Path) -> list[Declaration]:
 def _setup_py(path: Path) -> list[Declaration]:
     """Strings of `setup(install_requires=..., extras_require=...)`, following names assigned at module level
     (`REQUIRED = [...]`); read from the AST, never run."""
-    text = _read(path)
+    text = read_project_file(path)
     if text is None:
         return []
     try:
@@ -318,25 +192,6 @@ def _setup_py(path: Path) -> list[Declaration]:
                 if isinstance(target, ast.Name):
                     assigned.setdefault(target.id, []).append(stmt.value)
     strings: list[ast.Constant] = []
-
-    def collect(node: ast.AST, depth: int = 0) -> None:
-        if depth > 6:
-            return
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            strings.append(node)
-        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-            for element in node.elts:
-                collect(element, depth + 1)
-        elif isinstance(node, ast.Dict):
-            for value in node.values:
-                collect(value, depth + 1)
-        elif isinstance(node, ast.BinOp):
-            collect(node.left, depth + 1)
-            collect(node.right, depth + 1)
-        elif isinstance(node, ast.Name):
-            for value in assigned.get(node.id, ()):
-                collect(value, depth + 1)
-
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Call)
@@ -344,7 +199,7 @@ def _setup_py(path: Path) -> list[Declaration]:
         ):
             for keyword in node.keywords:
                 if keyword.arg in ("install_requires", "extras_require"):
-                    collect(keyword.value)
+                    _collect_strings(keyword.value, assigned, strings)
     found = []
     for constant in strings:
         declaration = parse_requirement(constant.value, f"{shown(path)}:{constant.lineno}")
@@ -353,8 +208,31 @@ def _setup_py(path: Path) -> list[Declaration]:
     return found
 
 
+def _collect_strings(
+    node: ast.AST, assigned: dict[str, list[ast.AST]], strings: list[ast.Constant], depth: int = 0
+) -> None:
+    """The string constants a requirement list of setup.py is built from: list, tuple and set elements, dict values,
+    both sides of `+`, and the values of module-level names (to six levels)."""
+    if depth > 6:
+        return
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        strings.append(node)
+    elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        for element in node.elts:
+            _collect_strings(element, assigned, strings, depth + 1)
+    elif isinstance(node, ast.Dict):
+        for value in node.values:
+            _collect_strings(value, assigned, strings, depth + 1)
+    elif isinstance(node, ast.BinOp):
+        _collect_strings(node.left, assigned, strings, depth + 1)
+        _collect_strings(node.right, assigned, strings, depth + 1)
+    elif isinstance(node, ast.Name):
+        for value in assigned.get(node.id, ()):
+            _collect_strings(value, assigned, strings, depth + 1)
+
+
 def _pipfile(path: Path) -> list[Declaration]:
-    text = _read(path)
+    text = read_project_file(path)
     if text is None:
         return []
     try:
@@ -370,7 +248,7 @@ def _pipfile(path: Path) -> list[Declaration]:
                 continue
             specifier = "" if constraint.strip() == "*" else constraint
             line = _line_of(text, f"{name} =", _line_of(text, name))
-            declaration = _declaration(name, specifier, f"{shown(path)}:{line}", f"{name} = {constraint!r}")
+            declaration = named_declaration(name, specifier, f"{shown(path)}:{line}", f"{name} = {constraint!r}")
             if declaration:
                 found.append(declaration)
     return found
@@ -393,7 +271,7 @@ def _conda_specifier(spec: str) -> str:
 
 def _environment_yml(path: Path) -> list[Declaration]:
     """A conda environment file, line by line (conda and nested pip entries); no YAML library needed."""
-    text = _read(path)
+    text = read_project_file(path)
     if text is None:
         return []
     found = []
@@ -405,110 +283,10 @@ def _environment_yml(path: Path) -> list[Declaration]:
         item = line.strip()[1:].strip()
         declaration = parse_requirement(item, f"{shown(path)}:{number}")
         if declaration is None:
-            declaration = _declaration(name, _conda_specifier(rest), f"{shown(path)}:{number}", item)
+            declaration = named_declaration(name, _conda_specifier(rest), f"{shown(path)}:{number}", item)
         if declaration:
             found.append(declaration)
     return found
-
-
-# ------------------------------------------------------------------------------------------------ Dockerfiles
-
-_FROM = re.compile(r"^FROM\s+(?:--\S+\s+)*(\S+)", re.IGNORECASE)
-_ARG = re.compile(r"^ARG\s+(\w+)(?:=(\S*))?", re.IGNORECASE)
-_ENV = re.compile(r"^ENV\s+(.*)$", re.IGNORECASE)
-_PIP_INSTALL = re.compile(r"\b(?:pip3?|python3?\s+-m\s+pip)\s+install\s+(.*)", re.IGNORECASE)
-_NVIDIA_TAG = re.compile(r"^(\d\d)\.(\d\d)(?:-(tf1|tf2))?")
-_GOOGLE_DLC = re.compile(r"\btf2?-(?:cpu|gpu)\.(\d+)-(\d+)\b")
-
-
-@functools.cache
-def _container_table() -> dict:
-    return tomllib.loads(_CONTAINERS.read_text(encoding="utf-8"))
-
-
-def image_releases(image: str) -> tuple[frozenset[Release] | None, str]:
-    """What TensorFlow a container image ships: (releases, note). (None, "") for an image that is not TensorFlow;
-    (None, note) for a TensorFlow image whose tag says nothing mpdoctor knows."""
-    name, _, tag = image.split("@", 1)[0].rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
-    name = name or image
-    google = _GOOGLE_DLC.search(name)
-    if google:
-        release = (int(google.group(1)), int(google.group(2)))
-        return (frozenset({release}) if release in KNOWN_RELEASES else None), "Google Deep Learning Container"
-    if "tensorflow" not in name.rsplit("/", 1)[-1]:
-        return None, ""
-    table = _container_table()
-    if name.endswith("nvidia/tensorflow"):
-        match = _NVIDIA_TAG.match(tag)
-        if not match:
-            return None, f"unknown NVIDIA container tag {tag!r}"
-        year, month, flavour = match.groups()
-        if flavour == "tf1":
-            release = parse_release(table["nvidia"]["tf1"])
-            return frozenset({release}), f"NVIDIA container {year}.{month}-tf1: TensorFlow 1.15"
-        if int(year) < 20:
-            return frozenset(r for r in KNOWN_RELEASES if r[0] == 1), f"NVIDIA container {year}.{month}: TensorFlow 1"
-        version = table["nvidia"]["tf2"].get(f"{year}.{month}")
-        if version is None:
-            return None, f"NVIDIA container {year}.{month} is not in mpdoctor's table ({_CONTAINERS.name})"
-        return frozenset({parse_release(version)}), f"NVIDIA container {year}.{month}: TensorFlow {version}"
-    if not tag or tag.startswith(("latest", "nightly", "devel")):
-        return frozenset(TF2_RELEASES), f"floating tag {tag or 'latest'!r}: any release"
-    release = parse_release(tag.split("-", 1)[0])
-    if release is None or release not in KNOWN_RELEASES:
-        return None, f"unknown TensorFlow image tag {tag!r}"
-    return frozenset({release}), f"TensorFlow {release[0]}.{release[1]} image"
-
-
-def _dockerfile(path: Path) -> list[Declaration]:
-    text = _read(path)
-    if text is None:
-        return []
-    args: dict[str, str] = {}
-    found: list[Declaration] = []
-    lines = text.splitlines()
-    number = 0
-    while number < len(lines):
-        start = number + 1
-        line = lines[number].strip()
-        while line.endswith("\\") and number + 1 < len(lines):
-            number += 1
-            line = line[:-1] + " " + lines[number].strip()
-        number += 1
-        if not line or line.startswith("#"):
-            continue
-        origin = f"{shown(path)}:{start}"
-        if m := _ARG.match(line):
-            args.setdefault(m.group(1), (m.group(2) or "").strip("\"'"))
-            continue
-        line = _substitute(line, args)
-        if m := _FROM.match(line):
-            releases, note = image_releases(m.group(1))
-            if releases is not None or note:
-                found.append(Declaration(TENSORFLOW, "", origin, f"FROM {m.group(1)}", releases, note))
-        elif m := _ENV.match(line):
-            for key, value in re.findall(r"(\w+)[= ]\"?([^\s\"]*)\"?", m.group(1)):
-                if key == LEGACY_KERAS_ENV and legacy_keras_requested(value):
-                    found.append(Declaration(LEGACY_ENV, value, origin, f"ENV {key}={value}"))
-        elif line.upper().startswith("RUN"):
-            for pip in _PIP_INSTALL.finditer(line):
-                for token in re.split(r"\s+", pip.group(1)):
-                    token = token.strip("\"'")
-                    if token in ("&&", ";", "|") or token.startswith("&&"):
-                        break
-                    if token and not token.startswith("-"):
-                        declaration = parse_requirement(token, origin)
-                        if declaration:
-                            found.append(declaration)
-    return found
-
-
-def _substitute(line: str, args: dict[str, str]) -> str:
-    def value(match: re.Match) -> str:
-        name, default = match.group(1) or match.group(3), match.group(2)
-        return args.get(name) or (default or "")
-
-    return re.sub(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)", value, line)
 
 
 # ------------------------------------------------------------------------------------------------ directories
@@ -517,11 +295,6 @@ def _substitute(line: str, args: dict[str, str]) -> str:
 def _is_requirements(name: str) -> bool:
     lower = name.lower()
     return lower.endswith((".txt", ".in")) and ("requirements" in lower or lower.startswith("constraints"))
-
-
-def _is_dockerfile(name: str) -> bool:
-    lower = name.lower()
-    return lower == "dockerfile" or lower.startswith("dockerfile.") or lower.endswith(".dockerfile")
 
 
 def declarations_in(directory: Path) -> list[Declaration]:
@@ -553,11 +326,11 @@ def declarations_in(directory: Path) -> list[Declaration]:
             for entry in sorted(os.scandir(folder), key=lambda e: e.name):
                 if entry.is_file() and sub == "requirements" and entry.name.endswith((".txt", ".in")):
                     found += _requirements_file(Path(entry.path), seen)
-                elif entry.is_file() and sub == "docker" and _is_dockerfile(entry.name):
-                    found += _dockerfile(Path(entry.path))
+                elif entry.is_file() and sub == "docker" and is_dockerfile(entry.name):
+                    found += dockerfile_declarations(Path(entry.path))
     for name in names:
-        if _is_dockerfile(name):
-            found += _dockerfile(directory / name)
+        if is_dockerfile(name):
+            found += dockerfile_declarations(directory / name)
     return found
 
 
@@ -567,7 +340,7 @@ def is_project_root(directory: Path) -> bool:
     for marker in PROJECT_MARKERS:
         path = directory / marker
         if marker == "setup.py":
-            text = _read(path) if path.is_file() else None
+            text = read_project_file(path) if path.is_file() else None
             if text is not None and re.search(r"\b(setuptools|distutils)\b", text):
                 return True
         elif path.exists():

@@ -43,18 +43,10 @@ from mpdoctor.facts.tf_releases import (
     tf_keras_major,
 )
 from mpdoctor.project import environment
-from mpdoctor.project.declared import (
-    LEGACY_ENV,
-    TENSORFLOW,
-    Declaration,
-    declarations_in,
-    is_project_root,
-    keras_majors_for,
-    releases_for,
-    shown,
-)
+from mpdoctor.project.declared import declarations_in, is_project_root
 from mpdoctor.project.environment import KerasVersion
 from mpdoctor.project.evidence import FLAVOUR_TF_KERAS_MODULE, Clue, FileEvidence, file_evidence
+from mpdoctor.project.requirements import LEGACY_ENV, TENSORFLOW, Declaration, keras_majors_for, releases_for, shown
 
 # Where a part of the target came from, strongest first.
 CONFIG, DECLARED, FILE, ENVIRONMENT, DEFAULT = "config", "declared", "file", "environment", "default"
