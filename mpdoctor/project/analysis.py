@@ -145,26 +145,15 @@ class Analysis:
 
     def statement(self, stmt: ast.stmt, state: State, frame: Frame) -> State:
         if isinstance(stmt, ast.If):
-            if _is_main_guard(stmt.test):
-                return self.block(stmt.body, state, frame)
-            state = self.expression(stmt.test, state, frame)
-            condition = self.evaluator.condition(stmt.test, frame)
-            return self.branches(
-                [(stmt.body, condition), (stmt.orelse, negate(condition) if stmt.orelse else "")], state, frame
-            )
+            return self._if(stmt, state, frame)
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
-            state = self.expression(stmt.iter if not isinstance(stmt, ast.While) else stmt.test, state, frame)
-            looped = self.branches([(stmt.body, ""), ([], "")], state, frame)
-            return self.block(stmt.orelse, looped, frame)
+            return self._loop(stmt, state, frame)
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             for item in stmt.items:
                 state = self.expression(item.context_expr, state, frame)
             return self.block(stmt.body, state, frame)
         if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-            after_body = self.block(stmt.body, state, frame)
-            outcomes = [self.block(stmt.orelse, after_body, frame)]
-            outcomes += [self.block(h.body, _unique(state + after_body), frame) for h in stmt.handlers]
-            return self.block(stmt.finalbody, _unique(c for s in outcomes for c in s), frame)
+            return self._try(stmt, state, frame)
         if isinstance(stmt, ast.Match):
             state = self.expression(stmt.subject, state, frame)
             return self.branches([(case.body, "") for case in stmt.cases] + [([], "")], state, frame)
@@ -178,13 +167,39 @@ class Analysis:
             return self.import_statement(stmt, state, frame)
         state = self.expression(stmt, state, frame)
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            value = self.evaluator.value(stmt.value, frame)
-            value = with_condition(value, join_conditions(*frame.conditions))
-            for target in targets:
-                if isinstance(target, ast.Name):
-                    frame.env[target.id] = value
+            self._assign(stmt, frame)
         return state
+
+    def _if(self, stmt: ast.If, state: State, frame: Frame) -> State:
+        if _is_main_guard(stmt.test):
+            return self.block(stmt.body, state, frame)
+        state = self.expression(stmt.test, state, frame)
+        condition = self.evaluator.condition(stmt.test, frame)
+        return self.branches(
+            [(stmt.body, condition), (stmt.orelse, negate(condition) if stmt.orelse else "")], state, frame
+        )
+
+    def _loop(self, stmt: ast.For | ast.AsyncFor | ast.While, state: State, frame: Frame) -> State:
+        """The body may run any number of times, none included; then the `else` block."""
+        state = self.expression(stmt.iter if not isinstance(stmt, ast.While) else stmt.test, state, frame)
+        looped = self.branches([(stmt.body, ""), ([], "")], state, frame)
+        return self.block(stmt.orelse, looped, frame)
+
+    def _try(self, stmt: ast.Try, state: State, frame: Frame) -> State:
+        """The body, then the `else` block or a handler (from the state before or after the body), then `finally`."""
+        after_body = self.block(stmt.body, state, frame)
+        outcomes = [self.block(stmt.orelse, after_body, frame)]
+        outcomes += [self.block(h.body, _unique(state + after_body), frame) for h in stmt.handlers]
+        return self.block(stmt.finalbody, _unique(c for s in outcomes for c in s), frame)
+
+    def _assign(self, stmt: ast.Assign | ast.AnnAssign, frame: Frame) -> None:
+        """Names bound to a value the analysis follows (policies keep the conditions of the branch)."""
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        value = self.evaluator.value(stmt.value, frame)
+        value = with_condition(value, join_conditions(*frame.conditions))
+        for target in targets:
+            if isinstance(target, ast.Name):
+                frame.env[target.id] = value
 
     def branches(self, branches: list[tuple[list[ast.stmt], str]], state: State, frame: Frame) -> State:
         """Each branch from the same state and names; afterwards any of their outcomes may hold."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import tomllib
@@ -75,17 +76,7 @@ def dockerfile_declarations(path: Path) -> list[Declaration]:
         return []
     args: dict[str, str] = {}
     found: list[Declaration] = []
-    lines = text.splitlines()
-    number = 0
-    while number < len(lines):
-        start = number + 1
-        line = lines[number].strip()
-        while line.endswith("\\") and number + 1 < len(lines):
-            number += 1
-            line = line[:-1] + " " + lines[number].strip()
-        number += 1
-        if not line or line.startswith("#"):
-            continue
+    for start, line in _instructions(text):
         origin = f"{shown(path)}:{start}"
         if m := _ARG.match(line):
             args.setdefault(m.group(1), (m.group(2) or "").strip("\"'"))
@@ -100,15 +91,37 @@ def dockerfile_declarations(path: Path) -> list[Declaration]:
                 if key == LEGACY_KERAS_ENV and legacy_keras_requested(value):
                     found.append(Declaration(LEGACY_ENV, value, origin, f"ENV {key}={value}"))
         elif line.upper().startswith("RUN"):
-            for pip in _PIP_INSTALL.finditer(line):
-                for token in re.split(r"\s+", pip.group(1)):
-                    token = token.strip("\"'")
-                    if token in ("&&", ";", "|") or token.startswith("&&"):
-                        break
-                    if token and not token.startswith("-"):
-                        declaration = parse_requirement(token, origin)
-                        if declaration:
-                            found.append(declaration)
+            found += _pip_installs(line, origin)
+    return found
+
+
+def _instructions(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, instruction) of each instruction, its continued lines joined; no blank lines or comments."""
+    lines = text.splitlines()
+    number = 0
+    while number < len(lines):
+        start = number + 1
+        line = lines[number].strip()
+        while line.endswith("\\") and number + 1 < len(lines):
+            number += 1
+            line = line[:-1] + " " + lines[number].strip()
+        number += 1
+        if line and not line.startswith("#"):
+            yield start, line
+
+
+def _pip_installs(line: str, origin: str) -> list[Declaration]:
+    """The requirements of the `pip install` commands of a RUN instruction (up to the next `&&`, `;` or `|`)."""
+    found = []
+    for pip in _PIP_INSTALL.finditer(line):
+        for token in re.split(r"\s+", pip.group(1)):
+            token = token.strip("\"'")
+            if token in ("&&", ";", "|") or token.startswith("&&"):
+                break
+            if token and not token.startswith("-"):
+                declaration = parse_requirement(token, origin)
+                if declaration:
+                    found.append(declaration)
     return found
 
 

@@ -311,30 +311,27 @@ class Evaluator:
         negated = False
         while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             test, negated = test.operand, not negated
-        text = None
+        text, inverted = self._condition_text(test, frame)
+        text = text or f"when `{source_segment(test, 60)}`"
+        return negate(text) if negated ^ inverted else text
+
+    def _condition_text(self, test: ast.AST, frame: Frame) -> tuple[str | None, bool]:
+        """What a test means in terms of flags (None: nothing known), and whether it means the opposite (`!=`)."""
         if isinstance(test, ast.Attribute) and test.attr in self.flags and flag_like(test.value):
             flag = self.flags[test.attr]
-            text = f"when {flag.option} is given" if flag.boolean else f"when {flag.option} is set"
-        elif (
-            isinstance(test, ast.Compare)
-            and len(test.ops) == 1
-            and isinstance(test.ops[0], (ast.Eq, ast.NotEq))
-            and isinstance(test.left, ast.Attribute)
-            and test.left.attr in self.flags
-            and isinstance(test.comparators[0], ast.Constant)
-        ):
-            flag = self.flags[test.left.attr]
-            text = f"when {flag.option} {test.comparators[0].value} is given"
-            negated ^= isinstance(test.ops[0], ast.NotEq)
-        elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
-            # `if dtype == tf.float16:` where `dtype` holds policies chosen by a flag: the flag's condition
-            bound = {v.policy: v.condition for v in self.value(test.left, frame) if isinstance(v, Pol) and v.condition}
-            wanted = [v.policy for v in self.value(test.comparators[0], frame) if isinstance(v, Pol)]
-            if len(wanted) == 1 and wanted[0] in bound:
-                text = bound[wanted[0]]
-                negated ^= isinstance(test.ops[0], ast.NotEq)
-        text = text or f"when `{source_segment(test, 60)}`"
-        return negate(text) if negated else text
+            return (f"when {flag.option} is given" if flag.boolean else f"when {flag.option} is set"), False
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+            return None, False
+        inverted = isinstance(test.ops[0], ast.NotEq)
+        left, right = test.left, test.comparators[0]
+        if isinstance(left, ast.Attribute) and left.attr in self.flags and isinstance(right, ast.Constant):
+            return f"when {self.flags[left.attr].option} {right.value} is given", inverted
+        # `if dtype == tf.float16:` where `dtype` holds policies chosen by a flag: the flag's condition
+        bound = {v.policy: v.condition for v in self.value(left, frame) if isinstance(v, Pol) and v.condition}
+        wanted = [v.policy for v in self.value(right, frame) if isinstance(v, Pol)]
+        if len(wanted) == 1 and wanted[0] in bound:
+            return bound[wanted[0]], inverted
+        return None, False
 
 
 def _returns(body: list[ast.stmt], conditions: list[str], frame: Frame, evaluator: Evaluator) -> Iterator:

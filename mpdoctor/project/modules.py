@@ -132,36 +132,48 @@ def _flag_definitions(module: ModuleInfo) -> dict[str, FlagInfo]:
     for node in ast.walk(module.tree):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
             continue
-        attr = node.func.attr
-        if attr in _ABSL_DEFINES:
-            name = node.args[0] if node.args else keyword_value(node, "name")
-            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-                continue
-            default = node.args[1] if len(node.args) > 1 else keyword_value(node, "default")
-            choices = _literal_list(node.args[2] if len(node.args) > 2 and attr == "DEFINE_enum" else None)
-            choices = choices or _literal_list(keyword_value(node, "enum_values"))
-            found[name.value] = FlagInfo(f"--{name.value}", default, choices, attr.startswith("DEFINE_bool"))
-        elif attr == "add_argument":
-            options = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-            long = [o for o in options if o.startswith("--")] or [o for o in options if o.startswith("-")]
-            dest = keyword_value(node, "dest")
-            if isinstance(dest, ast.Constant) and isinstance(dest.value, str):
-                name = dest.value
-            elif long:
-                name = long[0].lstrip("-").replace("-", "_")
-            elif options:
-                name = options[0]  # a positional argument
-            else:
-                continue
-            action = keyword_value(node, "action")
-            boolean = isinstance(action, ast.Constant) and action.value in ("store_true", "store_false")
-            found[name] = FlagInfo(
-                long[0] if long else name,
-                keyword_value(node, "default"),
-                _literal_list(keyword_value(node, "choices")),
-                boolean,
-            )
+        if node.func.attr in _ABSL_DEFINES:
+            flag = _absl_flag(node, node.func.attr)
+        elif node.func.attr == "add_argument":
+            flag = _argparse_flag(node)
+        else:
+            continue
+        if flag is not None:
+            found[flag[0]] = flag[1]
     return found
+
+
+def _absl_flag(node: ast.Call, define: str) -> tuple[str, FlagInfo] | None:
+    name = node.args[0] if node.args else keyword_value(node, "name")
+    if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+        return None
+    default = node.args[1] if len(node.args) > 1 else keyword_value(node, "default")
+    choices = _literal_list(node.args[2] if len(node.args) > 2 and define == "DEFINE_enum" else None)
+    choices = choices or _literal_list(keyword_value(node, "enum_values"))
+    return name.value, FlagInfo(f"--{name.value}", default, choices, define.startswith("DEFINE_bool"))
+
+
+def _argparse_flag(node: ast.Call) -> tuple[str, FlagInfo] | None:
+    options = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    long = [o for o in options if o.startswith("--")] or [o for o in options if o.startswith("-")]
+    dest = keyword_value(node, "dest")
+    if isinstance(dest, ast.Constant) and isinstance(dest.value, str):
+        name = dest.value
+    elif long:
+        name = long[0].lstrip("-").replace("-", "_")
+    elif options:
+        name = options[0]  # a positional argument
+    else:
+        return None
+    action = keyword_value(node, "action")
+    boolean = isinstance(action, ast.Constant) and action.value in ("store_true", "store_false")
+    flag = FlagInfo(
+        long[0] if long else name,
+        keyword_value(node, "default"),
+        _literal_list(keyword_value(node, "choices")),
+        boolean,
+    )
+    return name, flag
 
 
 def flag_like(node: ast.AST) -> bool:

@@ -380,16 +380,7 @@ def _resolved(project: Project, evidence: FileEvidence, overrides: Overrides, en
             )
         )
     major = 3 if 3 in majors else 2
-
-    hub_declared = project.of("tensorflow-hub")
-    if hub_declared:
-        hub, hub_origin = True, hub_declared[0].origin
-    elif evidence.imports_hub:
-        hub, hub_origin = True, "this file imports tensorflow_hub"
-    elif env.hub:
-        hub, hub_origin = True, "installed"
-    else:
-        hub, hub_origin = False, "not declared, imported or installed"
+    hub, hub_origin = _hub(project, evidence, env)
 
     return Target(
         releases=releases,
@@ -410,6 +401,18 @@ def _resolved(project: Project, evidence: FileEvidence, overrides: Overrides, en
         clues=evidence.clues,
         project=project,
     )
+
+
+def _hub(project: Project, evidence: FileEvidence, env: _Environment) -> tuple[bool, str]:
+    """Whether the target has tensorflow-hub, and why: declared, imported by the file, or installed."""
+    hub_declared = project.of("tensorflow-hub")
+    if hub_declared:
+        return True, hub_declared[0].origin
+    if evidence.imports_hub:
+        return True, "this file imports tensorflow_hub"
+    if env.hub:
+        return True, "installed"
+    return False, "not declared, imported or installed"
 
 
 def _tensorflow_range(
