@@ -59,7 +59,7 @@ def file_by_file(files: list[Path]) -> int:
 
 def cold() -> None:
     """Forget what earlier runs in this process scanned: every file is read and scanned again."""
-    from mpdoctor.static import project_files
+    from mpdoctor.project import discovery as project_files
 
     project_files._CACHE.clear()
     project_files._GRAPHS.clear()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import fnmatch
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import tomllib
 
@@ -34,30 +36,6 @@ DEFAULT_EXCLUDE = (
     ".mpdoctor_cache",
     ".ipynb_checkpoints",
 )
-
-KNOWN_KEYS = {
-    "select",
-    "extend-select",
-    "ignore",
-    "per-file-ignores",
-    "exclude",
-    "extend-exclude",
-    "fail-on",
-    "keras-version",
-    "target-tensorflow",
-    "assume-policy",
-    "entry",
-    "trace-timeout",
-    "baseline",
-    "numerics",
-    "numerics-threshold",
-    "sample-batch-size",
-    "sample-seed",
-    "sample-range",
-    "trace-memory",
-    "jobs",
-    "cache-dir",
-}
 
 
 @dataclass
@@ -227,109 +205,198 @@ def _positive(value) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
-def apply_overrides(
-    config: Config,
-    where: str,
-    *,
-    select=None,
-    extend_select=None,
-    ignore=None,
-    per_file_ignores=None,
-    exclude=None,
-    extend_exclude=None,
-    fail_on=None,
-    keras_version=None,
-    target_tensorflow=None,
-    assume_policy=None,
-    entry=None,
-    trace_timeout=None,
-    baseline=None,
-    numerics=None,
-    numerics_threshold=None,
-    sample_batch_size=None,
-    sample_seed=None,
-    sample_range=None,
-    trace_memory=None,
-    jobs=None,
-    cache_dir=None,
-) -> None:
-    if select is not None:  # a later layer's select starts afresh, dropping earlier ignores (ruff semantics)
-        config.select = _selectors(select, f"{where} select")
-        config.ignore = set()
-    if extend_select is not None:
-        config.select |= _selectors(extend_select, f"{where} extend-select")
-    if ignore is not None:
-        config.ignore |= _selectors(ignore, f"{where} ignore", opt_in=True)
-    if per_file_ignores is not None:
-        if not isinstance(per_file_ignores, dict):
-            raise ConfigError(f"{where} per-file-ignores: expected a table of glob = [codes]")
-        for pattern, codes in per_file_ignores.items():
-            config.per_file_ignores[pattern] = _selectors(codes, f"{where} per-file-ignores {pattern!r}", opt_in=True)
-    for key, value in (("exclude", exclude), ("extend-exclude", extend_exclude)):
-        if value is None:
-            continue
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{where} {key}: expected a list of glob patterns")
-        config.exclude = tuple(value) if key == "exclude" else config.exclude + tuple(value)
-    if fail_on is not None:
-        config.fail_on = _severity(fail_on, f"{where} fail-on")
-    if keras_version is not None:
-        if str(keras_version) not in ("2", "3"):
-            raise ConfigError(f"{where} keras-version: expected 2 or 3, got {keras_version!r}")
-        config.keras_version = int(keras_version)
-        config.keras_version_origin = _origin(where, "--keras-version", "keras-version")
-    if target_tensorflow is not None:
-        config.target_tensorflow = tensorflow_specifier(target_tensorflow, f"{where} target-tensorflow")
-        config.target_tensorflow_origin = _origin(where, "--target-tensorflow", "target-tensorflow")
-    if assume_policy is not None:
-        if assume_policy not in KNOWN_POLICIES:
-            raise ConfigError(
-                f"{where} assume-policy: expected one of {', '.join(KNOWN_POLICIES)}, got {assume_policy!r}"
-            )
-        config.assume_policy = assume_policy
-    if entry is not None:
-        if not isinstance(entry, str) or not entry.isidentifier():
-            raise ConfigError(f"{where} entry: expected a Python name, got {entry!r}")
-        config.entry = entry
-    if trace_timeout is not None:
-        if not _positive(trace_timeout):
-            raise ConfigError(f"{where} trace-timeout: expected a positive number of seconds, got {trace_timeout!r}")
-        config.trace_timeout = float(trace_timeout)
-    if baseline is not None:
-        if not isinstance(baseline, str) or not baseline:
-            raise ConfigError(f"{where} baseline: expected the path of a baseline file, got {baseline!r}")
-        config.baseline = config.root / baseline
-    _numerics_overrides(
-        config.numerics, where, numerics, numerics_threshold, sample_batch_size, sample_seed, sample_range
-    )
-    if trace_memory is not None:
-        if not _positive(trace_memory):
-            raise ConfigError(f"{where} trace-memory: expected a positive number of MiB, got {trace_memory!r}")
-        config.trace_memory = float(trace_memory)
-    if jobs is not None:
-        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-            raise ConfigError(f"{where} jobs: expected a positive integer, got {jobs!r}")
-        config.jobs = jobs
-    if cache_dir is not None:
-        if not isinstance(cache_dir, str) or not cache_dir:
-            raise ConfigError(f"{where} cache-dir: expected the path of a directory, got {cache_dir!r}")
-        config.cache_dir = config.root / cache_dir
+def apply_overrides(config: Config, where: str, **settings: Any) -> None:
+    """Apply the settings given (a None value: not given) over `config`, in the order of _SETTERS. `where` names
+    their source in errors: "command line", or "<pyproject.toml>: [tool.mpdoctor]"."""
+    unknown = sorted(set(settings) - _SETTERS.keys())
+    if unknown:
+        raise TypeError(f"apply_overrides() got an unexpected keyword argument {unknown[0]!r}")
+    for name, setter in _SETTERS.items():
+        value = settings.get(name)
+        if value is not None:
+            setter(config, where, value)
+
+
+# ------------------------------------------------------------------------------------------------ the settings
+
+Setter = Callable[[Config, str, Any], None]
+
+
+def _select(config: Config, where: str, value: Any) -> None:
+    # A later layer's select starts afresh, dropping earlier ignores (ruff semantics).
+    config.select = _selectors(value, f"{where} select")
+    config.ignore = set()
+
+
+def _extend_select(config: Config, where: str, value: Any) -> None:
+    config.select |= _selectors(value, f"{where} extend-select")
+
+
+def _ignore(config: Config, where: str, value: Any) -> None:
+    config.ignore |= _selectors(value, f"{where} ignore", opt_in=True)
+
+
+def _per_file_ignores(config: Config, where: str, value: Any) -> None:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} per-file-ignores: expected a table of glob = [codes]")
+    for pattern, codes in value.items():
+        config.per_file_ignores[pattern] = _selectors(codes, f"{where} per-file-ignores {pattern!r}", opt_in=True)
+
+
+def _exclude(config: Config, where: str, value: Any) -> None:
+    config.exclude = _patterns(value, f"{where} exclude")
+
+
+def _extend_exclude(config: Config, where: str, value: Any) -> None:
+    config.exclude += _patterns(value, f"{where} extend-exclude")
+
+
+def _fail_on(config: Config, where: str, value: Any) -> None:
+    config.fail_on = _severity(value, f"{where} fail-on")
+
+
+def _keras_version(config: Config, where: str, value: Any) -> None:
+    if str(value) not in ("2", "3"):
+        raise ConfigError(f"{where} keras-version: expected 2 or 3, got {value!r}")
+    config.keras_version = int(value)
+    config.keras_version_origin = _origin(where, "--keras-version", "keras-version")
+
+
+def _target_tensorflow(config: Config, where: str, value: Any) -> None:
+    config.target_tensorflow = tensorflow_specifier(value, f"{where} target-tensorflow")
+    config.target_tensorflow_origin = _origin(where, "--target-tensorflow", "target-tensorflow")
+
+
+def _assume_policy(config: Config, where: str, value: Any) -> None:
+    if value not in KNOWN_POLICIES:
+        raise ConfigError(f"{where} assume-policy: expected one of {', '.join(KNOWN_POLICIES)}, got {value!r}")
+    config.assume_policy = value
+
+
+def _entry(config: Config, where: str, value: Any) -> None:
+    if not isinstance(value, str) or not value.isidentifier():
+        raise ConfigError(f"{where} entry: expected a Python name, got {value!r}")
+    config.entry = value
+
+
+def _trace_timeout(config: Config, where: str, value: Any) -> None:
+    config.trace_timeout = _positive_number(value, f"{where} trace-timeout", " of seconds")
+
+
+def _baseline(config: Config, where: str, value: Any) -> None:
+    config.baseline = config.root / _path(value, f"{where} baseline", "the path of a baseline file")
+
+
+def _numerics(config: Config, where: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where} numerics: expected true or false, got {value!r}")
+    config.numerics.enabled = value
+
+
+def _numerics_threshold(config: Config, where: str, value: Any) -> None:
+    config.numerics.threshold = _positive_number(value, f"{where} numerics-threshold")
+
+
+def _sample_batch_size(config: Config, where: str, value: Any) -> None:
+    config.numerics.batch_size = _integer(value, f"{where} sample-batch-size", "an integer from 1 to 1024", 1, 1024)
+
+
+def _sample_seed(config: Config, where: str, value: Any) -> None:
+    config.numerics.seed = _integer(value, f"{where} sample-seed", "a non-negative integer", 0)
+
+
+def _sample_range(config: Config, where: str, value: Any) -> None:
+    if (
+        not isinstance(value, (list, tuple))
+        or len(value) != 2
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+        or not value[0] < value[1]
+    ):
+        raise ConfigError(f"{where} sample-range: expected [low, high] with low < high, got {value!r}")
+    config.numerics.range = (float(value[0]), float(value[1]))
+
+
+def _trace_memory(config: Config, where: str, value: Any) -> None:
+    config.trace_memory = _positive_number(value, f"{where} trace-memory", " of MiB")
+
+
+def _jobs(config: Config, where: str, value: Any) -> None:
+    config.jobs = _integer(value, f"{where} jobs", "a positive integer", 1)
+
+
+def _cache_dir(config: Config, where: str, value: Any) -> None:
+    config.cache_dir = config.root / _path(value, f"{where} cache-dir", "the path of a directory")
+
+
+# Every setting (its [tool.mpdoctor] key with "_" for "-"), in the order applied: `select` before `ignore` (it drops
+# the ignores of the layers before); otherwise the order decides which error a run with several wrong settings gets.
+_SETTERS: dict[str, Setter] = {
+    "select": _select,
+    "extend_select": _extend_select,
+    "ignore": _ignore,
+    "per_file_ignores": _per_file_ignores,
+    "exclude": _exclude,
+    "extend_exclude": _extend_exclude,
+    "fail_on": _fail_on,
+    "keras_version": _keras_version,
+    "target_tensorflow": _target_tensorflow,
+    "assume_policy": _assume_policy,
+    "entry": _entry,
+    "trace_timeout": _trace_timeout,
+    "baseline": _baseline,
+    "numerics": _numerics,
+    "numerics_threshold": _numerics_threshold,
+    "sample_batch_size": _sample_batch_size,
+    "sample_seed": _sample_seed,
+    "sample_range": _sample_range,
+    "trace_memory": _trace_memory,
+    "jobs": _jobs,
+    "cache_dir": _cache_dir,
+}
+KNOWN_KEYS = frozenset(name.replace("_", "-") for name in _SETTERS)  # of [tool.mpdoctor]
+
+
+# ------------------------------------------------------------------------------------------------ checked values
+
+
+def _patterns(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: expected a list of glob patterns")
+    return tuple(value)
+
+
+def _positive_number(value: Any, where: str, unit: str = "") -> float:
+    if not _positive(value):
+        raise ConfigError(f"{where}: expected a positive number{unit}, got {value!r}")
+    return float(value)
+
+
+def _integer(value: Any, where: str, expected: str, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        raise ConfigError(f"{where}: expected {expected}, got {value!r}")
+    return value
+
+
+def _path(value: Any, where: str, expected: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected {expected}, got {value!r}")
+    return value
 
 
 def _origin(where: str, option: str, key: str) -> str:
     """How the target's sources name a setting: the option, or the key and the file it is in."""
     if where == "command line":
         return option
-    from mpdoctor.static.declared import shown
+    from mpdoctor.project.requirements import shown
 
     return f"[tool.mpdoctor] {key} in {shown(Path(where.split(': [tool.mpdoctor]')[0]))}"
 
 
 def tensorflow_specifier(value, where: str) -> str:
     """A TensorFlow target as a PEP 440 specifier: ">=2.12,<2.16", "==2.15.*"; a bare "2.15" means "==2.15.*"."""
-    from mpdoctor.static.declared import releases_for
+    from mpdoctor.project.requirements import releases_for
 
     text = str(value).strip() if isinstance(value, (str, int, float)) and not isinstance(value, bool) else ""
     if text and (text[0].isdigit()):
@@ -340,35 +407,3 @@ def tensorflow_specifier(value, where: str) -> str:
     if not releases:
         raise ConfigError(f"{where}: {text!r} allows no TensorFlow release mpdoctor knows (1.0 to 2.21)")
     return text
-
-
-def _numerics_overrides(
-    numerics: NumericsConfig, where: str, enabled, threshold, batch_size, seed, sample_range
-) -> None:
-    if enabled is not None:
-        if not isinstance(enabled, bool):
-            raise ConfigError(f"{where} numerics: expected true or false, got {enabled!r}")
-        numerics.enabled = enabled
-    if threshold is not None:
-        if not _positive(threshold):
-            raise ConfigError(f"{where} numerics-threshold: expected a positive number, got {threshold!r}")
-        numerics.threshold = float(threshold)
-    if batch_size is not None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 1024:
-            raise ConfigError(f"{where} sample-batch-size: expected an integer from 1 to 1024, got {batch_size!r}")
-        numerics.batch_size = batch_size
-    if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ConfigError(f"{where} sample-seed: expected a non-negative integer, got {seed!r}")
-        numerics.seed = seed
-    if sample_range is not None:
-        if (
-            not isinstance(sample_range, (list, tuple))
-            or len(sample_range) != 2
-            or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in sample_range
-            )
-            or not sample_range[0] < sample_range[1]
-        ):
-            raise ConfigError(f"{where} sample-range: expected [low, high] with low < high, got {sample_range!r}")
-        numerics.range = (float(sample_range[0]), float(sample_range[1]))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import TraceSummary
-    from mpdoctor.static.target import Target
+    from mpdoctor.project.target import Target
 
 
 class Severity(str, enum.Enum):

@@ -27,6 +27,7 @@ from mpdoctor.facts.dtypes import is_float16_compute
 from mpdoctor.notebook import SUFFIX as NOTEBOOK_SUFFIX
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.printable import readable_name
+from mpdoctor.project import target as targets_module
 from mpdoctor.reads import not_regular
 from mpdoctor.registry import get_rule, hooks, implemented_codes, static_checks
 from mpdoctor.rules.mp001_run import (
@@ -36,7 +37,6 @@ from mpdoctor.rules.mp001_run import (
 )
 from mpdoctor.sources import read_source
 from mpdoctor.spellings import Spellings
-from mpdoctor.static import target as targets_module
 from mpdoctor.static.context import Settings, StaticContext
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts, PolicyContext
 from mpdoctor.suppress import find_suppressions, is_suppressed
@@ -107,7 +107,7 @@ def collect_files(paths: Iterable[Path], config: Config) -> tuple[list[Path], li
         if not stat.S_ISDIR(info.st_mode):
             add(path, explicit=True)  # named explicitly: always checked, like ruff without --force-exclude
             continue
-        from mpdoctor.static.project_files import Excluder
+        from mpdoctor.project.discovery import Excluder
 
         excluded = Excluder(config.root, config.exclude)  # Config.is_excluded on strings: pathlib is slow
         for root, dirs, names in os.walk(path, onerror=lambda exc, top=path: _unreadable_directory(exc, top, errors)):
@@ -391,8 +391,8 @@ def in_shard(shown: str, index: int, count: int) -> bool:
 
 def analyse_projects(paths: list[Path], files: list[Path], config: Config):
     """The policy contexts entry points elsewhere in each project put the checked files' code under (issue 21)."""
-    from mpdoctor.static.project_files import Excluder
-    from mpdoctor.static.projects import analyse_projects as analyse
+    from mpdoctor.project.discovery import Excluder
+    from mpdoctor.project.projects import analyse_projects as analyse
 
     return analyse(
         paths, files, Excluder(config.root, config.exclude), functools.cache(lambda p: display_path(Path(p)))

@@ -60,7 +60,7 @@ def read_report(path: Path) -> Report:
 
 def _targets(files: list) -> dict:
     """files[].target: the TensorFlow/Keras target each file was judged against (issue 13)."""
-    from mpdoctor.static.target import Target
+    from mpdoctor.project.target import Target
 
     return {item["path"]: Target.from_json(item["target"]) for item in files}
 

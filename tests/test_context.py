@@ -226,7 +226,7 @@ def test_keras_version_from_file(source, major):
 
 def test_keras_version_from_environment(monkeypatch, tmp_path):
     """With nothing declared (a project of its own with no dependency files), the installed environment decides."""
-    from mpdoctor.static import environment, target
+    from mpdoctor.project import environment, target
 
     (tmp_path / ".git").mkdir()
     monkeypatch.chdir(tmp_path)

@@ -1,4 +1,4 @@
-"""The installed versions the static pass reads (mpdoctor.static.environment): from a wheel's `.dist-info`
+"""The installed versions the static pass reads (mpdoctor.project.environment): from a wheel's `.dist-info`
 directory name where that is what importlib.metadata would read, from importlib.metadata otherwise."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from importlib import metadata
 
 import pytest
 
-from mpdoctor.static import environment
+from mpdoctor.project import environment
 
 
 @pytest.fixture

@@ -96,7 +96,8 @@ def test_a_static_run_imports_only_what_it_uses(tmp_path):
     wheels' directory names) stay unimported; a run with a baseline imports its module."""
     model = tmp_path / "model.py"
     model.write_text("import tensorflow as tf\ntf.keras.mixed_precision.set_global_policy('mixed_float16')\n")
-    modules = ["mpdoctor.facts.schema", "mpdoctor.static.project", "mpdoctor.baseline", "mpdoctor.plan"]
+    modules = ["mpdoctor.facts.schema", "mpdoctor.baseline", "mpdoctor.plan"]
+    modules += ["mpdoctor.project.analysis", "mpdoctor.project.evaluation", "mpdoctor.project.modules"]
     modules += ["importlib.metadata", "tempfile", "hashlib"]
     argv = ["check", "--no-trace", "--format", "json", str(model)]
     result = subprocess.run(

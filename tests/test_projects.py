@@ -22,7 +22,7 @@ import pytest
 
 from mpdoctor.config import Config
 from mpdoctor.engine import check_paths
-from mpdoctor.static import project_files
+from mpdoctor.project import discovery
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
 NAMES = ("two_files", "flag_choices", "registry", "unreached", "keras_spellings")
@@ -307,12 +307,12 @@ IMPORT_TEXTS = [
 
 
 @pytest.mark.parametrize(
-    "text", IMPORT_TEXTS + [p.read_text() for p in sorted(Path(project_files.__file__).parent.glob("*.py"))]
+    "text", IMPORT_TEXTS + [p.read_text() for p in sorted(Path(discovery.__file__).parent.glob("*.py"))]
 )
 def test_the_import_scan_finds_what_the_regular_expression_finds_anywhere(text):
     """The scan tries _IMPORT only where a line holds "import": the same matches as trying it at every line."""
-    expected = [(m.span(), m.groups()) for m in project_files._IMPORT.finditer(text)]
-    assert [(m.span(), m.groups()) for m in project_files._import_statements(text)] == expected
+    expected = [(m.span(), m.groups()) for m in discovery._IMPORT.finditer(text)]
+    assert [(m.span(), m.groups()) for m in discovery._import_statements(text)] == expected
 
 
 def test_recursion_and_cycles_between_modules_terminate(tmp_path):

@@ -387,7 +387,7 @@ def test_mp104_message_and_confidence():
 def test_mp104_uncertain_version_lowers_confidence(monkeypatch, tmp_path):
     """Nothing declared and no TensorFlow installed, or an unpinned dependency: the target allows Keras 2 and 3, so
     MP104 is reported for the Keras 3 part, at medium confidence, and says so."""
-    from mpdoctor.static import environment, target
+    from mpdoctor.project import environment, target
 
     (tmp_path / ".git").mkdir()
     monkeypatch.chdir(tmp_path)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from mpdoctor.config import Config, ConfigError, apply_overrides, load_config
-from mpdoctor.static import environment, target
-from mpdoctor.static.target import CONFIG, DECLARED, DEFAULT, ENVIRONMENT, FILE, Overrides, target_for
+from mpdoctor.project import environment, evidence, target
+from mpdoctor.project.target import CONFIG, DECLARED, DEFAULT, ENVIRONMENT, FILE, Overrides, target_for
 
 TF_KERAS = "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(2)])\n"
 GET_SCALED_LOSS = TF_KERAS + "scaled = optimizer.get_scaled_loss(loss)\n"
@@ -262,7 +262,7 @@ def test_clues_need_their_own_spelling_not_mixed_precision(project, monkeypatch)
     def no_walk(*_args):
         raise AssertionError("the clue walk ran on a file without a clue's spelling")
 
-    monkeypatch.setattr(target, "_clues", no_walk)
+    monkeypatch.setattr(evidence, "_clues", no_walk)
     assert resolve(project, policy).clues == ()
 
 

@@ -12,7 +12,7 @@ import tomllib
 
 from mpdoctor.config import Config
 from mpdoctor.engine import check_paths
-from mpdoctor.static import environment
+from mpdoctor.project import environment
 
 CORPUS = Path(__file__).parent / "data" / "target_corpus"
 LICENCES = CORPUS.parent / "licences"

@@ -12,7 +12,7 @@ pytest.importorskip("tensorflow")
 
 from trace_support import run_python, trace_check
 
-from mpdoctor.static import target
+from mpdoctor.project import target
 
 FLOAT16_OUTPUT = """\
     import tensorflow as tf

@@ -12,7 +12,7 @@ from mpdoctor.registry import rule_name
 from mpdoctor.report.json_text import Encoded, dumps_indented, write_indented
 
 if TYPE_CHECKING:
-    from mpdoctor.static.target import Target
+    from mpdoctor.project.target import Target
 
 SCHEMA_VERSION = 1
 

@@ -18,12 +18,13 @@ from mpdoctor.facts.keras_semantics import (
     SAVEDMODEL_LAYERS,
 )
 from mpdoctor.facts.records import LayerRecord, PolicyEvent, SourceRef
+from mpdoctor.project.environment import KerasVersion
+from mpdoctor.project.evidence import file_evidence
+from mpdoctor.project.target import Overrides, Target, project_for, resolve
 from mpdoctor.registry import get_rule
-from mpdoctor.static.environment import KerasVersion
 from mpdoctor.static.names import ImportMap, canonical
 from mpdoctor.static.policies import POLICY_SETTERS, dtype_keyword, policy_from_expr
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts
-from mpdoctor.static.target import Overrides, Target, file_evidence, project_for, resolve
 
 DEFAULT_POLICY = "float32"
 _LINE_BREAK = re.compile(r"\r\n?|\n")

@@ -90,7 +90,7 @@ def child_environment(target) -> dict | None:
 
     from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV
     from mpdoctor.facts.tf_releases import FIRST_KERAS3
-    from mpdoctor.static import environment
+    from mpdoctor.project import environment
 
     installed = environment.tensorflow_version()
     if target is None or installed is None or installed < FIRST_KERAS3 or not target.keras_certain:

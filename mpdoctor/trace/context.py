@@ -10,9 +10,9 @@ import os
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix, Location
 from mpdoctor.facts.records import SourceRef
 from mpdoctor.facts.tf_releases import release_text
+from mpdoctor.project.target import Target
 from mpdoctor.registry import get_rule
 from mpdoctor.static.context import Settings, StaticContext
-from mpdoctor.static.target import Target
 
 
 class TraceContext:

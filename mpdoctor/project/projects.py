@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mpdoctor.project.discovery import TEXTS, find_root, is_test_module, select
 from mpdoctor.static.policy_context import FileContexts
-from mpdoctor.static.project_files import TEXTS, find_root, is_test_module, select
 
 if TYPE_CHECKING:
-    from mpdoctor.static.project import Builder, Project
+    from mpdoctor.project.analysis import Builder, Project
 
 
 @dataclass
@@ -65,29 +65,8 @@ def analyse_projects(
     """One analysis per project root of the checked `paths` (the files collected from them are `files`);
     `excluded(path)`: the configuration excludes that file or directory."""
     result = Projects()
-    roots: dict[str, bool] = {}  # root -> the user named a test file or directory in it
-    for path in paths:
-        try:
-            root = find_root(path)
-            probe = path.resolve() if path.is_file() else path.resolve() / "__probe__.py"
-        except (OSError, RuntimeError):  # a symlink loop, a folder we may not search: already an error of its own
-            result.notes.append(f"{path}: cannot be resolved: checked file by file")
-            continue
-        if root is None:
-            result.notes.append(
-                f"{path}: not inside a project (no pyproject.toml, setup.cfg, setup.py or .git above it): "
-                "checked file by file"
-            )
-            continue
-        named_tests = probe != root / "__probe__.py" and is_test_module(str(probe), str(root))
-        roots[str(root)] = roots.get(str(root), False) or named_tests
-    checked_by_root: dict[str, list[str]] = {root: [] for root in roots}
-    for file in files:
-        absolute = os.path.abspath(file)
-        owners = [root for root in roots if absolute.startswith(root + os.sep)]
-        if owners and file.suffix == ".py":
-            checked_by_root[max(owners, key=len)].append(real_path(absolute))
-    for root, checked in checked_by_root.items():
+    roots = _project_roots(paths, result.notes)
+    for root, checked in _checked_by_root(roots, files).items():
         if not checked:
             continue
         selected = select(Path(root), checked, roots[root], excluded)
@@ -98,7 +77,7 @@ def analyse_projects(
                 "checked: checked file by file"
             )
             continue
-        from mpdoctor.static.project import analyse  # only here: most runs find no project to analyse
+        from mpdoctor.project.analysis import analyse  # only here: most runs find no project to analyse
 
         project = analyse(selected, set(checked), shown)
         _keep_texts(result, checked)
@@ -111,6 +90,39 @@ def analyse_projects(
         )
         result.notes += project.notes
     return result
+
+
+def _project_roots(paths: list[Path], notes: list[str]) -> dict[str, bool]:
+    """The project root of each checked path -> whether the user named a test file or directory in it (paths in no
+    project, or that cannot be resolved, are noted)."""
+    roots: dict[str, bool] = {}
+    for path in paths:
+        try:
+            root = find_root(path)
+            probe = path.resolve() if path.is_file() else path.resolve() / "__probe__.py"
+        except (OSError, RuntimeError):  # a symlink loop, a folder we may not search: already an error of its own
+            notes.append(f"{path}: cannot be resolved: checked file by file")
+            continue
+        if root is None:
+            notes.append(
+                f"{path}: not inside a project (no pyproject.toml, setup.cfg, setup.py or .git above it): "
+                "checked file by file"
+            )
+            continue
+        named_tests = probe != root / "__probe__.py" and is_test_module(str(probe), str(root))
+        roots[str(root)] = roots.get(str(root), False) or named_tests
+    return roots
+
+
+def _checked_by_root(roots: dict[str, bool], files: list[Path]) -> dict[str, list[str]]:
+    """The checked Python files (real paths) of each project root, a file in nested projects going to the inner."""
+    checked_by_root: dict[str, list[str]] = {root: [] for root in roots}
+    for file in files:
+        absolute = os.path.abspath(file)
+        owners = [root for root in roots if absolute.startswith(root + os.sep)]
+        if owners and file.suffix == ".py":
+            checked_by_root[max(owners, key=len)].append(real_path(absolute))
+    return checked_by_root
 
 
 def _keep_texts(result: Projects, checked: list[str]) -> None:

@@ -1,0 +1,523 @@
+"""Project analysis: follow the dtype policy from a project's entry points into the modules that build its models.
+
+`train.py` sets `mixed_float16` inside `main()` behind `if args.amp:` and calls `build_classifier()` from
+`models/net.py`: checked file by file, `net.py` runs under no policy at all. This module reads the project's own
+modules once per run (static, nothing executes), interprets each entry point's code in order (branches, loops,
+calls into other modules, classes constructed, functions passed to `app.run`, registries `MODELS[name]()`), and
+records for every function and class reached from another module the policies in force when it runs, each with
+where and when it was set and the calls leading there (mpdoctor.static.policy_context).
+
+Policy values are followed through literals, `Policy(...)`, variables, conditional expressions, dicts, helper
+functions returning them, and absl/argparse flags (their `choices` or default). A value it cannot know is a policy
+`None`, which no rule treats as low precision: no module is ever analysed under a policy that no entry point sets.
+Calls it cannot resolve (getattr factories, dynamic imports, methods of unknown objects) reach nothing; those met
+while a low-precision policy is in force are listed in the notes (`--verbose`), and the functions behind them keep
+the per-file behaviour.
+
+This module is the walk through statements and calls; what an expression may evaluate to is
+mpdoctor.project.evaluation (its values: mpdoctor.project.values), the modules it reads mpdoctor.project.modules,
+and where it starts mpdoctor.project.discovery.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mpdoctor.project.discovery import ModuleResolver, ProjectFiles, is_test_module
+from mpdoctor.project.evaluation import Evaluator
+from mpdoctor.project.modules import ClassInfo, FunctionInfo, ModuleInfo, ModuleLoader, import_bindings
+from mpdoctor.project.values import (
+    Cls,
+    Frame,
+    Func,
+    Inst,
+    Pol,
+    Values,
+    join_conditions,
+    merge_values,
+    negate,
+    source_segment,
+    with_condition,
+)
+from mpdoctor.static.names import ImportMap
+from mpdoctor.static.policies import POLICY_SETTERS
+from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts, PolicyContext, Step
+
+_BUDGET = 400_000  # statements interpreted per run: a pathological project stops here (and says so)
+_MAX_DEPTH = 40  # nested calls followed
+_LIFECYCLE = ("__init__", "build", "call", "__call__")  # what a constructed Keras layer runs with its policy
+_DYNAMIC = {"getattr", "__import__", "eval", "exec", "globals", "locals", "vars"}
+_DYNAMIC_CANONICAL = ("importlib.import_module",)
+
+
+State = tuple  # of PolicyContext, unique by key
+
+
+def _unique(contexts) -> State:
+    seen: dict[tuple, PolicyContext] = {}
+    for context in contexts:
+        seen.setdefault(context.key, context)
+    return tuple(seen.values())
+
+
+@dataclass
+class Reach:
+    """Contexts recorded for one function or class, by key (the first path found is kept)."""
+
+    module: ModuleInfo
+    qualname: str
+    node: ast.AST
+    contexts: dict[tuple, PolicyContext] = field(default_factory=dict)
+    across_modules: bool = False  # reached by a call from another module (the per-file pass cannot see that)
+    builds: bool = False  # constructs Keras layers or models (a "builder", for --show-contexts)
+
+
+class Analysis:
+    """The walk: interprets the entry points' statements in order and records the contexts every function and class
+    it reaches runs under."""
+
+    def __init__(self, files: ProjectFiles, shown: Callable[[str], str], checked: set[str]) -> None:
+        self.files = files
+        self.resolver = ModuleResolver(files.root, files.files)
+        self.shown = shown
+        self.checked = checked
+        self.notes: list[str] = []
+        self.modules = ModuleLoader(self.resolver, files.flag_files, shown, checked, self.notes)
+        self.sources = self.modules.sources  # what the per-file pass may reuse
+        self.evaluator = Evaluator(self.modules, self.resolver, self.modules.flags)
+        self.reached: dict[tuple[str, str], Reach] = {}
+        self._noted: set[tuple] = set()
+        self._memo: dict[tuple, State] = {}
+        self._active: set[int] = set()
+        self._imported: dict[str, set[tuple]] = {}
+        self.budget = _BUDGET
+
+    # ---------------------------------------------------------------- entry points
+
+    def run(self) -> None:
+        for path in self.files.entries:
+            module = self.modules.get(path)
+            if module is None:
+                continue
+            entry = Step(module.shown, 1, "entry point")
+            state = (PolicyContext("float32", None, "", (entry,), 0, path),)
+            after = self._run_module(module, state)
+            if is_test_module(path, self.files.root):
+                self._run_tests(module, after)
+            if self.budget <= 0:
+                self.note(module, 1, "the project is too large to follow every call: the analysis stopped early")
+                break
+
+    def _run_tests(self, module: ModuleInfo, state: State) -> None:
+        """pytest calls a test module's `test_*` functions (and `Test*` classes' methods) after importing it."""
+        tests = [d for name, d in module.defs.items() if name.startswith("test") and isinstance(d, FunctionInfo)]
+        for name, cls in module.defs.items():
+            if name.startswith("Test") and isinstance(cls, ClassInfo):
+                tests += [m for method, m in cls.methods.items() if method.startswith("test")]
+        frame = Frame(module, None, {})
+        for test in tests:
+            step = Step(module.shown, test.node.lineno, f"pytest runs {test.qualname}()")
+            self.enter(test, None, state, frame, bound={}, step=step)
+
+    def _run_module(self, module: ModuleInfo, state: State) -> State:
+        key = (id(module), frozenset(c.key for c in state))
+        done = self._imported.setdefault(module.path, set())
+        if key in done or id(module) in self._active:
+            return state
+        done.add(key)
+        self._active.add(id(module))
+        try:
+            return self.block(module.tree.body, state, Frame(module, None, {}))
+        finally:
+            self._active.discard(id(module))
+
+    # ---------------------------------------------------------------- statements
+
+    def block(self, body: list[ast.stmt], state: State, frame: Frame) -> State:
+        for stmt in body:
+            self.budget -= 1
+            if self.budget <= 0:
+                return state
+            state = self.statement(stmt, state, frame)
+        return state
+
+    def statement(self, stmt: ast.stmt, state: State, frame: Frame) -> State:
+        if isinstance(stmt, ast.If):
+            return self._if(stmt, state, frame)
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            return self._loop(stmt, state, frame)
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                state = self.expression(item.context_expr, state, frame)
+            return self.block(stmt.body, state, frame)
+        if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            return self._try(stmt, state, frame)
+        if isinstance(stmt, ast.Match):
+            state = self.expression(stmt.subject, state, frame)
+            return self.branches([(case.body, "") for case in stmt.cases] + [([], "")], state, frame)
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            qualname = f"{frame.scope_qualname()}.<locals>.{stmt.name}" if frame.function else stmt.name
+            frame.env[stmt.name] = frozenset({Func(self._local_function(frame, stmt, qualname))})
+            return state
+        if isinstance(stmt, ast.ClassDef):
+            return state
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            return self.import_statement(stmt, state, frame)
+        state = self.expression(stmt, state, frame)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            self._assign(stmt, frame)
+        return state
+
+    def _if(self, stmt: ast.If, state: State, frame: Frame) -> State:
+        if _is_main_guard(stmt.test):
+            return self.block(stmt.body, state, frame)
+        state = self.expression(stmt.test, state, frame)
+        condition = self.evaluator.condition(stmt.test, frame)
+        return self.branches(
+            [(stmt.body, condition), (stmt.orelse, negate(condition) if stmt.orelse else "")], state, frame
+        )
+
+    def _loop(self, stmt: ast.For | ast.AsyncFor | ast.While, state: State, frame: Frame) -> State:
+        """The body may run any number of times, none included; then the `else` block."""
+        state = self.expression(stmt.iter if not isinstance(stmt, ast.While) else stmt.test, state, frame)
+        looped = self.branches([(stmt.body, ""), ([], "")], state, frame)
+        return self.block(stmt.orelse, looped, frame)
+
+    def _try(self, stmt: ast.Try, state: State, frame: Frame) -> State:
+        """The body, then the `else` block or a handler (from the state before or after the body), then `finally`."""
+        after_body = self.block(stmt.body, state, frame)
+        outcomes = [self.block(stmt.orelse, after_body, frame)]
+        outcomes += [self.block(h.body, _unique(state + after_body), frame) for h in stmt.handlers]
+        return self.block(stmt.finalbody, _unique(c for s in outcomes for c in s), frame)
+
+    def _assign(self, stmt: ast.Assign | ast.AnnAssign, frame: Frame) -> None:
+        """Names bound to a value the analysis follows (policies keep the conditions of the branch)."""
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        value = self.evaluator.value(stmt.value, frame)
+        value = with_condition(value, join_conditions(*frame.conditions))
+        for target in targets:
+            if isinstance(target, ast.Name):
+                frame.env[target.id] = value
+
+    def branches(self, branches: list[tuple[list[ast.stmt], str]], state: State, frame: Frame) -> State:
+        """Each branch from the same state and names; afterwards any of their outcomes may hold."""
+        outcomes: list[State] = []
+        envs: list[dict[str, Values]] = []
+        for body, condition in branches:
+            branch = Frame(
+                frame.module,
+                frame.function,
+                dict(frame.env),
+                frame.conditions,
+                frame.imports,
+                frame.depth,
+                frame.local_imports,
+            )
+            if condition:
+                branch.conditions = [*frame.conditions, condition]
+            outcomes.append(self.block(body, state, branch))
+            envs.append(branch.env)
+        for name in set().union(*envs):
+            frame.env[name] = merge_values(*(env.get(name, frozenset()) for env in envs))
+        return _unique(c for outcome in outcomes for c in outcome)
+
+    def _local_function(self, frame: Frame, node: ast.AST, qualname: str) -> FunctionInfo:
+        cache = frame.module.__dict__.setdefault("_local_defs", {})
+        if node not in cache:
+            cache[node] = FunctionInfo(frame.module, node, qualname)
+        return cache[node]
+
+    def import_statement(self, stmt: ast.Import | ast.ImportFrom, state: State, frame: Frame) -> State:
+        """Importing a project module runs its top level (once per policy state, like Python's module cache)."""
+        if frame.function is not None:
+            frame.local_imports = [*frame.local_imports, stmt]
+            frame.imports = ImportMap([*frame.module.import_nodes, *frame.local_imports])
+            for local, (node, alias) in import_bindings([stmt]).items():
+                frame.env[local] = self.evaluator.import_value(frame.module, node, alias, 0)
+        for path in self._imported_paths(frame.module, stmt):
+            module = self.modules.get(path)
+            if module is not None and module is not frame.module:
+                self.record(module, MODULE_SCOPE, module.tree, state, across=True)
+                state = self._run_module(module, state)
+        return state
+
+    def _imported_paths(self, module: ModuleInfo, stmt: ast.Import | ast.ImportFrom) -> list[str]:
+        found = []
+        resolver = self.resolver
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                target = resolver.module(module.path, 0, alias.name)
+                if target is not None and target.endswith(".py"):
+                    found.append(target)
+        else:
+            target = resolver.module(module.path, stmt.level, stmt.module or "")
+            if target is not None:
+                if target.endswith(".py"):
+                    found.append(target)
+                package = resolver.package_of(target)
+                for alias in stmt.names if package is not None else ():
+                    sub = resolver.child(package, alias.name)
+                    if sub is not None and sub.endswith(".py"):
+                        found.append(sub)
+        return found
+
+    # ---------------------------------------------------------------- expressions and calls
+
+    def expression(self, node: ast.AST, state: State, frame: Frame) -> State:
+        """Every call in `node`, arguments before the call that takes them (not inside lambdas or nested defs)."""
+        for call in _calls_in_order(node):
+            state = self.call(call, state, frame)
+        return state
+
+    def call(self, call: ast.Call, state: State, frame: Frame) -> State:
+        name = frame.import_map.resolve(call.func)
+        if name in POLICY_SETTERS:
+            return self.set_policy(call, name, state, frame)
+        if name and name.startswith(("keras.", "hub.")):
+            self._note_builder(name, frame)
+            return self._callbacks(call, state, frame)
+        targets = self.evaluator.value(call.func, frame)
+        entered = False
+        outcomes: list[State] = []
+        for target in targets:
+            if isinstance(target, Func):
+                outcomes.append(self.enter(target.fn, call, state, frame))
+                entered = True
+            elif isinstance(target, Cls):
+                outcomes.append(self.construct(target.cls, call, state, frame))
+                entered = True
+        if not entered:
+            self._dynamic(call, state, frame)
+            return self._callbacks(call, state, frame)
+        return _unique(c for outcome in outcomes for c in outcome)
+
+    def _callbacks(self, call: ast.Call, state: State, frame: Frame) -> State:
+        """Functions passed to a call the analysis does not follow (`app.run(main)`, `tf.function(fn)`) may be
+        called there, under the policy in force."""
+        for arg in [*call.args, *(k.value for k in call.keywords)]:
+            if isinstance(arg, (ast.Name, ast.Attribute)):
+                for value in self.evaluator.value(arg, frame):
+                    if isinstance(value, Func):
+                        state = self.enter(value.fn, call, state, frame)
+        return state
+
+    def _note_builder(self, name: str, frame: Frame) -> None:
+        last = name.rsplit(".", 1)[-1]
+        if frame.function is None or not (
+            name.startswith(("keras.layers.", "keras.applications.", "hub.KerasLayer"))
+            or last in ("Sequential", "Model")
+        ):
+            return
+        if name.startswith("keras.layers.") and not last[:1].isupper():
+            return
+        reach = self.reached.get((frame.module.path, frame.function.qualname))
+        if reach is not None:
+            reach.builds = True
+
+    def set_policy(self, call: ast.Call, name: str, state: State, frame: Frame) -> State:
+        arg = call.args[0] if call.args else (call.keywords[0].value if call.keywords else None)
+        values = self.evaluator.policy_values(arg, frame) if arg is not None else frozenset({Pol(None)})
+        branch = join_conditions(*frame.conditions)
+        origin_text = f"{name.rsplit('.', 1)[-1]}({source_segment(arg, 40) if arg is not None else ''})"
+        if frame.function is not None:
+            origin_text += f" in {frame.function.qualname}()"
+        origin = Step(frame.module.shown, call.lineno, origin_text)
+        entry = state[0].entry if state else ""
+        return _unique(
+            PolicyContext(value.policy, origin, join_conditions(branch, value.condition), (origin,), 1, entry)
+            for value in sorted(values, key=lambda v: (v.policy or "", v.condition))
+        )
+
+    def enter(
+        self,
+        fn: FunctionInfo,
+        call: ast.Call | None,
+        state: State,
+        frame: Frame,
+        bound: dict | None = None,
+        step: Step | None = None,
+    ) -> State:
+        """Interpret `fn` as called at `call` under `state`; the state after it returns."""
+        if frame.depth >= _MAX_DEPTH or self.budget <= 0:
+            return state
+        step = step or Step(frame.module.shown, call.lineno, f"{source_segment(call.func, 50)}()")
+        across = fn.module is not frame.module
+        inner = tuple(c.then(step) for c in state)
+        self.record(fn.module, fn.qualname, fn.node, inner, across)
+        env = self.evaluator.bind(fn, call, frame) if bound is None else bound
+        key = (id(fn), frozenset(c.key for c in state), _env_key(env))
+        if id(fn) in self._active:
+            return state
+        if key not in self._memo:
+            self._memo[key] = state  # a recursive call meets the entry state
+            self._active.add(id(fn))
+            try:
+                callee = Frame(fn.module, fn, env, depth=frame.depth + 1)
+                self._memo[key] = self.block(fn.node.body, inner, callee)
+            finally:
+                self._active.discard(id(fn))
+        return self._back(self._memo[key], state, step)
+
+    def construct(self, cls: ClassInfo, call: ast.Call, state: State, frame: Frame) -> State:
+        """`Net(...)`: the class is reached (its methods run with the policy at construction), its `__init__` (or
+        an inherited one) runs now; a Keras layer's `build` and `call` run later under the same policy."""
+        step = Step(frame.module.shown, call.lineno, f"{source_segment(call.func, 50)}()")
+        across = cls.module is not frame.module
+        self.record(cls.module, cls.qualname, cls.node, tuple(c.then(step) for c in state), across)
+        if self.evaluator.is_keras_class(cls):
+            reach = self.reached.get((cls.module.path, cls.qualname))
+            if reach is not None:
+                reach.builds = True
+        result = state
+        for method in _LIFECYCLE:
+            fn = self.evaluator.method(cls, method)
+            if fn is None:
+                continue
+            env = self.evaluator.bind(fn, call, frame) if method == "__init__" else {}
+            env["self"] = frozenset({Inst(cls)})
+            after = self.enter(fn, call, state if method == "__init__" else result, frame, bound=env)
+            result = after if method == "__init__" else _unique(result + after)
+        return result
+
+    def _back(self, exit_state: State, state: State, step: Step) -> State:
+        """The caller's state after a call: its own contexts where the callee left them, the callee's new ones as
+        having returned through `step`."""
+        mine = {c.key: c for c in state}
+        return _unique(mine.get(c.key) or c.returned_through(step) for c in exit_state)
+
+    def record(self, module: ModuleInfo, qualname: str, node: ast.AST, state: State, across: bool) -> None:
+        reach = self.reached.get((module.path, qualname))
+        if reach is None:
+            reach = self.reached[(module.path, qualname)] = Reach(module, qualname, node)
+        reach.across_modules |= across
+        for context in state:
+            reach.contexts.setdefault(context.key, context)
+
+    def _dynamic(self, call: ast.Call, state: State, frame: Frame) -> None:
+        """Say (for --verbose) where a low-precision policy meets a call resolved only at run time."""
+        if not any(c.low_precision for c in state):
+            return
+        func = call.func
+        dynamic = False
+        if isinstance(func, ast.Call):
+            inner = func.func
+            dynamic = (isinstance(inner, ast.Name) and inner.id in _DYNAMIC) or (
+                frame.import_map.resolve(inner) in _DYNAMIC_CANONICAL
+            )
+        elif isinstance(func, ast.Subscript):
+            dynamic = True
+        elif isinstance(func, ast.Name) and func.id in _DYNAMIC:
+            dynamic = func.id in ("eval", "exec", "__import__")
+        elif frame.import_map.resolve(func) in _DYNAMIC_CANONICAL:
+            dynamic = True
+        if dynamic:
+            self.note(
+                frame.module,
+                call.lineno,
+                f"`{source_segment(call, 60)}` is resolved at run time: what it reaches is checked file by file, "
+                "without the policy in force here",
+            )
+
+    def note(self, module: ModuleInfo, line: int, text: str) -> None:
+        key = (module.path, line, text)
+        if key not in self._noted:
+            self._noted.add(key)
+            self.notes.append(f"{module.shown}:{line}: {text}")
+
+
+def _is_main_guard(test: ast.AST) -> bool:
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
+
+
+def _env_key(env: dict[str, Values]) -> frozenset:
+    return frozenset((name, values) for name, values in env.items())
+
+
+def _calls_in_order(node: ast.AST) -> list[ast.Call]:
+    """Calls inside `node` in evaluation order (a call after the calls in its arguments); lambdas, nested function
+    and class bodies are not entered (they run later, if at all)."""
+    found: list[ast.Call] = []
+
+    def visit(current: ast.AST) -> None:
+        for child in ast.iter_child_nodes(current):
+            if isinstance(child, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            visit(child)
+        if isinstance(current, ast.Call):
+            found.append(current)
+
+    if isinstance(node, ast.stmt):
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, ast.stmt):
+                visit(child)
+    else:
+        visit(node)
+    return found
+
+
+# ------------------------------------------------------------------------------------------------ the result
+
+
+@dataclass
+class Builder:
+    """A reached function or class that constructs Keras layers or models, with its contexts (--show-contexts)."""
+
+    shown: str
+    line: int
+    qualname: str
+    contexts: tuple[PolicyContext, ...]
+    across_modules: bool
+
+
+@dataclass
+class Project:
+    """What the project analysis found for one project root."""
+
+    root: str
+    contexts: dict[str, FileContexts]  # by absolute path
+    builders: list[Builder]
+    notes: list[str]
+    sources: dict[str, tuple[str, ast.Module]]  # parsed once, handed to the per-file pass (take_source)
+    parsed: int = 0  # modules the analysis parsed
+    entries: int = 0  # entry points it started from
+
+    def file_contexts(self, path: str) -> FileContexts | None:
+        return self.contexts.get(path)
+
+    def take_source(self, path: str) -> tuple[str, ast.Module] | None:
+        """The text and tree parsed for `path` (given once: the per-file pass drops it after its check)."""
+        return self.sources.pop(path, None)
+
+
+def analyse(files: ProjectFiles, checked: set[str], shown: Callable[[str], str]) -> Project:
+    """Interpret the entry points (parsing the modules they reach, once), and keep for every file the contexts of
+    the scopes reached from another module."""
+    analysis = Analysis(files, shown, checked)
+    analysis.run()
+    contexts: dict[str, FileContexts] = {}
+    builders = []
+    for (path, qualname), reach in analysis.reached.items():
+        ordered = tuple(sorted(reach.contexts.values(), key=_context_order))
+        if reach.builds:
+            line = getattr(reach.node, "lineno", 1)
+            builders.append(Builder(reach.module.shown, line, qualname, ordered, reach.across_modules))
+        if reach.across_modules:
+            file = contexts.setdefault(path, FileContexts(sets_policy=path in files.setters))
+            file.scopes[qualname] = ordered
+    classes = {(b.shown, b.qualname) for b in builders}
+    # A constructed class is listed once: its __init__/build/call run under the same contexts.
+    builders = [b for b in builders if (b.shown, b.qualname.rpartition(".")[0]) not in classes]
+    builders.sort(key=lambda b: (b.shown, b.line, b.qualname))
+    parsed = sum(1 for m in analysis.modules.loaded.values() if m is not None)
+    return Project(files.root, contexts, builders, analysis.notes, analysis.sources, parsed, len(files.entries))
+
+
+def _context_order(context: PolicyContext) -> tuple:
+    return (context.origin is not None, context.policy or "", str(context.origin or ""), context.condition)
