@@ -237,36 +237,33 @@ def _json(document: dict) -> None:
 # inspect
 
 
-def _load(path):
-    """The checkpoints module, or None after a one-line error when numpy (which comes with TensorFlow) is missing."""
-    try:
-        from mpdoctor.artifacts import checkpoints
-    except ImportError as exc:
-        _error(path, f"reading checkpoints needs numpy ({exc}): pip install 'mpdoctor[tf]'")
-        return None
-    return checkpoints
+def _needs_numpy(path, exc: ImportError) -> int:
+    """The one-line error when the readers cannot be imported: numpy (which comes with TensorFlow) is missing."""
+    return _error(path, f"reading checkpoints needs numpy ({exc}): pip install 'mpdoctor[tf]'")
 
 
 def run_inspect(args) -> int:
-    ck = _load(args.path)
-    if ck is None:
-        return EXIT_ERROR
+    try:
+        from mpdoctor.artifacts.range_audit import DEFAULT_UNDERFLOW_THRESHOLD, audit_source
+        from mpdoctor.artifacts.sources import describe, open_source
+    except ImportError as exc:
+        return _needs_numpy(args.path, exc)
+    from mpdoctor.artifacts.errors import CheckpointError
+    from mpdoctor.artifacts.locate import locate
 
-    threshold = ck.DEFAULT_UNDERFLOW_THRESHOLD if args.underflow_threshold is None else args.underflow_threshold
+    threshold = DEFAULT_UNDERFLOW_THRESHOLD if args.underflow_threshold is None else args.underflow_threshold
     if not 0 <= threshold <= 1:
         return _error("--underflow-threshold", f"must be a fraction between 0 and 1, not {threshold}")
     try:
-        located = ck.locate(args.path)
+        located = locate(args.path)
         if located.kind == "savedmodel":
             return _inspect_savedmodel(args, located, threshold)
-        with ck.open_source(args.path) as (located, source):
-            info = ck._describe(located, source)
-            audit = (
-                ck._audit_source(located, source, args.dtype, threshold, None, args.verify_checksums)
-                if args.dtype
-                else None
-            )
-    except ck.CheckpointError as exc:
+        with open_source(args.path) as (located, source):
+            info = describe(located, source)
+            audit = None
+            if args.dtype:
+                audit = audit_source(located, source, args.dtype, threshold, None, args.verify_checksums)
+    except CheckpointError as exc:
         return _error(exc.path, exc.problem)
     verdict = audit["verdict"] if audit else _plain_verdict(info)
     if args.format == "json":
@@ -310,7 +307,9 @@ def _split_message(message: str) -> tuple[str, str]:
 
 
 def _inspect_savedmodel(args, located, threshold: float) -> int:
-    from mpdoctor.artifacts import checkpoints as ck
+    from mpdoctor.artifacts.errors import CheckpointError
+    from mpdoctor.artifacts.range_audit import audit_source
+    from mpdoctor.artifacts.sources import describe, open_source
 
     try:
         from mpdoctor.artifacts.savedmodel import read_savedmodel
@@ -324,11 +323,11 @@ def _inspect_savedmodel(args, located, threshold: float) -> int:
     variables = audit = None
     if os.path.isfile(prefix + ".index"):
         try:
-            with ck.open_source(prefix) as (vloc, source):
-                variables = ck._describe(vloc, source)
+            with open_source(prefix) as (vloc, source):
+                variables = describe(vloc, source)
                 if args.dtype:
-                    audit = ck._audit_source(vloc, source, args.dtype, threshold, None, args.verify_checksums)
-        except ck.CheckpointError as exc:
+                    audit = audit_source(vloc, source, args.dtype, threshold, None, args.verify_checksums)
+        except CheckpointError as exc:
             return _error(exc.path, exc.problem)
     verdict = _savedmodel_verdict(info, variables, audit, args.dtype)
     if args.format == "json":
@@ -402,13 +401,17 @@ def _savedmodel_verdict(info: dict, variables: dict | None, audit: dict | None, 
 
 
 def run_convert(args) -> int:
-    ck = _load(args.input)
-    if ck is None:
-        return EXIT_ERROR
+    try:
+        from mpdoctor.artifacts.convert import WouldOverflow, convert_checkpoint
+        from mpdoctor.artifacts.range_audit import LIMIT_TEXT
+        from mpdoctor.artifacts.sources import FORMAT_DESCRIPTIONS
+    except ImportError as exc:
+        return _needs_numpy(args.input, exc)
+    from mpdoctor.artifacts.errors import CheckpointError
 
     overflow = "saturate" if args.saturate else "allow" if args.allow_inf else "refuse"
     try:
-        result = ck.convert_checkpoint(
+        result = convert_checkpoint(
             args.input,
             args.output,
             args.dtype,
@@ -417,10 +420,10 @@ def run_convert(args) -> int:
             require_match=args.only is not None,
             overflow=overflow,
         )
-    except ck.WouldOverflow as exc:
+    except WouldOverflow as exc:
         _error(exc.path, exc.problem)
         return EXIT_FINDINGS
-    except ck.CheckpointError as exc:
+    except CheckpointError as exc:
         return _error(exc.path, exc.problem)
     except OSError as exc:
         return _error(exc.filename or args.output, f"cannot write: {exc.strerror or exc}")
@@ -429,7 +432,7 @@ def run_convert(args) -> int:
         return EXIT_OK
     audit = result["audit"]
     lines = [
-        f"{_shown(result['path'])}: {ck.FORMAT_DESCRIPTIONS[result['format']]}",
+        f"{_shown(result['path'])}: {FORMAT_DESCRIPTIONS[result['format']]}",
         f"cast {_plural(len(result['cast']), 'float entry', 'float entries')} to {result['target_dtype']}, "
         f"copied {_plural(result['copied'], 'entry', 'entries')} untouched",
     ]
@@ -439,8 +442,7 @@ def run_convert(args) -> int:
         lines += [""] + _audit_lines(audit) + ["", f"verdict: {audit['verdict']}"]
         if result["clamped"]:
             lines.append(
-                f"clamped {_plural(result['clamped'], 'value')} to +-{ck._LIMIT_TEXT[result['target_dtype']]} "
-                "(--saturate)"
+                f"clamped {_plural(result['clamped'], 'value')} to +-{LIMIT_TEXT[result['target_dtype']]} (--saturate)"
             )
         became_inf = sum(result["became_inf"].values())
         if became_inf:

@@ -108,7 +108,7 @@ def audit_restores(restores: list[Restore], float16_run: bool, owners: Owners, v
     assigned rather than on the whole file."""
     if not float16_run:
         return
-    from mpdoctor.artifacts.checkpoints import audit_arrays, audit_checkpoint
+    from mpdoctor.artifacts.range_audit import audit_arrays, audit_checkpoint
 
     for restore in restores:
         if restore.error or not restore.path or restore.audit is not None:
