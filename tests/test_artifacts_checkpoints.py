@@ -23,6 +23,7 @@ from mpdoctor.artifacts.errors import CheckpointError  # noqa: E402
 from mpdoctor.artifacts.range_audit import DEFAULT_UNDERFLOW_THRESHOLD, RangeStats, audit_checkpoint  # noqa: E402
 from mpdoctor.artifacts.sources import read_checkpoint  # noqa: E402
 from mpdoctor.artifacts.tf_checkpoint import OBJECT_GRAPH_KEY, TFSource  # noqa: E402
+from mpdoctor.facts.artifacts import AuditRow  # noqa: E402
 
 F16_MAX = 65504.0
 F16_NORMAL = 2.0**-14
@@ -78,10 +79,10 @@ def reference_f16(values: np.ndarray) -> dict:
     }
 
 
-def stats_of(values: np.ndarray, target: str = "float16") -> dict:
+def stats_of(values: np.ndarray, target: str = "float16") -> AuditRow:
     stats = RangeStats(target)
     stats.add(values)
-    return stats.result(DEFAULT_UNDERFLOW_THRESHOLD)
+    return stats.row("x", values.dtype.name, list(values.shape), None, DEFAULT_UNDERFLOW_THRESHOLD)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -93,14 +94,14 @@ def test_float16_audit_counts_each_class_exactly():
         [7e4, -1e5, 65504.0, 1e-8, -3e-5, 0.0, 1.0, np.inf, np.nan, -0.0, F16_NORMAL, F16_SUBNORMAL], np.float32
     )
     result = stats_of(values)
-    assert result["overflow"] == 2  # 7e4 and -1e5; 65504 itself is float16's max
-    assert result["max_abs"] == 1e5  # finite values only
-    assert result["nonfinite"] == 2
-    assert result["flushed"] == 1  # 1e-8
-    assert result["subnormal"] == 2  # -3e-5 and 2**-24 (the smallest float16 subnormal is kept)
-    assert result["zeros"] == 2
-    assert result["status"] == "nonfinite"
-    assert result["overflow_fraction"] == pytest.approx(2 / 12)
+    assert result.overflow == 2  # 7e4 and -1e5; 65504 itself is float16's max
+    assert result.max_abs == 1e5  # finite values only
+    assert result.nonfinite == 2
+    assert result.flushed == 1  # 1e-8
+    assert result.subnormal == 2  # -3e-5 and 2**-24 (the smallest float16 subnormal is kept)
+    assert result.zeros == 2
+    assert result.status == "nonfinite"
+    assert result.overflow_fraction == pytest.approx(2 / 12)
 
 
 @pytest.mark.parametrize("size", [1, 1000, range_audit._CHUNK + 17, 3 * range_audit._CHUNK])
@@ -124,7 +125,7 @@ def test_float16_fast_path_matches_reference_across_chunks(size):
     got = stats_of(values.reshape(-1, 1) if size > 1 else values)
     want = reference_f16(values)
     for key, value in want.items():
-        assert got[key] == value, key
+        assert getattr(got, key) == value, key
 
 
 def test_generic_path_float64_and_bfloat16_sources():
@@ -134,7 +135,7 @@ def test_generic_path_float64_and_bfloat16_sources():
         result = stats_of(source)
         want = reference_f16(np.asarray(source, np.float64))
         for key, value in want.items():
-            assert result[key] == value, (source.dtype, key)
+            assert getattr(result, key) == value, (source.dtype, key)
 
 
 def test_bfloat16_relative_precision_loss():
@@ -146,19 +147,19 @@ def test_bfloat16_relative_precision_loss():
     rounded = values.astype(ml_dtypes.bfloat16).astype(np.float32)
     nonzero = values != 0
     rel = np.abs(values - rounded)[nonzero] / np.abs(values[nonzero])
-    assert result["max_relative_error"] == pytest.approx(float(rel.max()))
-    assert result["mean_relative_error"] == pytest.approx(float(rel.mean()), rel=1e-6)
-    assert result["max_relative_error"] <= 2.0**-8  # bfloat16 keeps 8 significant bits
-    assert result["overflow"] == 0 and result["status"] == "ok"
+    assert result.max_relative_error == pytest.approx(float(rel.max()))
+    assert result.mean_relative_error == pytest.approx(float(rel.mean()), rel=1e-6)
+    assert result.max_relative_error <= 2.0**-8  # bfloat16 keeps 8 significant bits
+    assert result.overflow == 0 and result.status == "ok"
 
 
 def test_underflow_status_uses_the_threshold():
     values = np.full(1000, 0.5, np.float32)
     values[:5] = 1e-6  # 0.5% subnormal in float16
-    assert stats_of(values)["status"] == "ok"
+    assert stats_of(values).status == "ok"
     stats = RangeStats("float16")
     stats.add(values)
-    assert stats.result(0.001)["status"] == "underflow"
+    assert stats.row("x", "float32", [1000], None, 0.001).status == "underflow"
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -208,28 +209,28 @@ def graph_tf1(tf, dtype, values):
 
 def test_read_tf1_checkpoint(artifacts):
     info = read_checkpoint(artifacts["tf1"])
-    assert info["format"] == "tf1-name"
-    assert {v["key"]: (v["dtype"], v["shape"]) for v in info["variables"]} == {
+    assert info.format == "tf1-name"
+    assert {v.key: (v.dtype, v.shape) for v in info.variables} == {
         "foo:0": ("float32", [3, 3]),
         "dense/kernel:0": ("float32", [3, 3]),
         "dense/bias:0": ("float32", [3]),
     }
-    assert all(v["object_path"] is None for v in info["variables"])
-    assert info["files"][0].endswith("tmp.ckpt.index")
+    assert all(v.object_path is None for v in info.variables)
+    assert info.files[0].endswith("tmp.ckpt.index")
 
 
 def test_read_tf2_checkpoint_object_paths_and_ways_to_name_it(artifacts):
     info = read_checkpoint(artifacts["tf2"])
-    assert info["format"] == "tf2-object"
-    by_key = {v["key"]: v for v in info["variables"]}
+    assert info.format == "tf2-object"
+    by_key = {v.key: v for v in info.variables}
     assert OBJECT_GRAPH_KEY not in by_key
-    assert by_key["model/w/.ATTRIBUTES/VARIABLE_VALUE"]["object_path"] == "model/w"
-    assert by_key["model/w/.ATTRIBUTES/VARIABLE_VALUE"]["shape"] == [4, 5]
-    assert by_key["step/.ATTRIBUTES/VARIABLE_VALUE"]["dtype"] == "int64"
-    assert info["dtypes"] == {"float32": 2, "int64": 2}
+    assert by_key["model/w/.ATTRIBUTES/VARIABLE_VALUE"].object_path == "model/w"
+    assert by_key["model/w/.ATTRIBUTES/VARIABLE_VALUE"].shape == [4, 5]
+    assert by_key["step/.ATTRIBUTES/VARIABLE_VALUE"].dtype == "int64"
+    assert info.dtypes == {"float32": 2, "int64": 2}
     prefix = artifacts["tf2"]
     for other in (prefix + ".index", prefix + ".data-00000-of-00001", os.path.dirname(prefix)):
-        assert read_checkpoint(other)["variables"] == info["variables"], other
+        assert read_checkpoint(other).variables == info.variables, other
 
 
 def test_read_does_not_read_tensor_data(artifacts, monkeypatch):
@@ -242,12 +243,12 @@ def test_read_does_not_read_tensor_data(artifacts, monkeypatch):
 
 def test_audit_tf2_finds_the_overflow(artifacts):
     audit = audit_checkpoint(artifacts["tf2"], "float16")
-    rows = {r["key"]: r for r in audit["variables"]}
+    rows = {r.key: r for r in audit.variables}
     assert set(rows) == {"model/w/.ATTRIBUTES/VARIABLE_VALUE", "model/b/.ATTRIBUTES/VARIABLE_VALUE"}  # floats only
     w = rows["model/w/.ATTRIBUTES/VARIABLE_VALUE"]
-    assert (w["overflow"], w["max_abs"], w["status"]) == (1, 1e5, "overflow")
-    assert audit["safe"] is False and audit["skipped"] == 2
-    assert audit["verdict"].startswith("NOT safe for float16: 1 variable overflow")
+    assert (w.overflow, w.max_abs, w.status) == (1, 1e5, "overflow")
+    assert audit.safe is False and audit.skipped == 2
+    assert audit.verdict.startswith("NOT safe for float16: 1 variable overflow")
 
 
 def test_audit_streams_float_tensors_from_the_shards_in_small_chunks(tf, tmp_path, monkeypatch):
@@ -268,13 +269,13 @@ def test_audit_streams_float_tensors_from_the_shards_in_small_chunks(tf, tmp_pat
     sizes.clear()
     verified = audit_checkpoint(prefix, "float16", verify_checksums=True)
     assert max(sizes) == big.nbytes  # whole tensors through TF's reader
-    assert len(streamed["variables"]) == len(verified["variables"])
-    for a, b in zip(streamed["variables"], verified["variables"], strict=True):
+    assert len(streamed.variables) == len(verified.variables)
+    for a, b in zip(streamed.variables, verified.variables, strict=True):
         assert a == b
-    rows = {r["key"].split("/")[0]: r for r in streamed["variables"]}
-    assert rows["big"]["overflow"] == 1 and rows["big"]["max_abs"] == pytest.approx(9e4)
-    assert (rows["f64"]["overflow"], rows["f64"]["flushed"]) == (1, 1)
-    assert streamed["summary"]["values"] == big.size + 2
+    rows = {r.key.split("/")[0]: r for r in streamed.variables}
+    assert rows["big"].overflow == 1 and rows["big"].max_abs == pytest.approx(9e4)
+    assert (rows["f64"].overflow, rows["f64"].flushed) == (1, 1)
+    assert streamed.summary["values"] == big.size + 2
 
 
 def test_corrupt_shard_checksum_caught_by_converter_and_verified_audit(tf, artifacts, tmp_path):
@@ -298,9 +299,9 @@ def test_corrupt_shard_checksum_caught_by_converter_and_verified_audit(tf, artif
 
 def test_audit_bfloat16_tf1(artifacts):
     audit = audit_checkpoint(artifacts["tf1"], "bfloat16")
-    assert audit["safe"] and audit["summary"]["variables"] == 3
-    assert 0 < audit["summary"]["max_relative_error"] <= 2.0**-8
-    assert "relative precision loss" in audit["verdict"]
+    assert audit.safe and audit.summary["variables"] == 3
+    assert 0 < audit.summary["max_relative_error"] <= 2.0**-8
+    assert "relative precision loss" in audit.verdict
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -319,9 +320,9 @@ def test_seed_tf1_float32_saver_checkpoint_restores_into_float16_graph_after_con
     os.makedirs(tmp_path / "f16")
     result = convert_checkpoint(artifacts["tf1"], str(tmp_path / "f16" / "tmp.ckpt"), "float16")
     assert tree_digest(artifacts["tf1"]) == before  # IN untouched
-    assert sorted(result["cast"]) == ["dense/bias:0", "dense/kernel:0", "foo:0"]
-    assert result["verified"] and result["audit"]["summary"]["flushed_values"] == 1
-    assert any(".meta" in note for note in result["notes"])
+    assert sorted(result.cast) == ["dense/bias:0", "dense/kernel:0", "foo:0"]
+    assert result.verified and result.audit.summary["flushed_values"] == 1
+    assert any(".meta" in note for note in result.notes)
 
     with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
         out = graph_tf1(tf, np.float16, {k: np.zeros_like(v) for k, v in values.items()})
@@ -344,7 +345,7 @@ def test_tf2_checkpoint_restores_into_float16_variables_after_conversion(tf, art
 
     out = str(tmp_path / "ckpt16")
     result = convert_checkpoint(artifacts["tf2"], out, "float16")
-    assert result["audit"]["summary"]["overflow_values"] == 1
+    assert result.audit.summary["overflow_values"] == 1
     restored = float16_checkpoint()
     restored.restore(out).assert_consumed()
     np.testing.assert_array_equal(restored.model.w.numpy(), artifacts["tf2_values"]["w"].astype(np.float16))
@@ -352,14 +353,14 @@ def test_tf2_checkpoint_restores_into_float16_variables_after_conversion(tf, art
     assert int(restored.step.numpy()) == 7  # int64 untouched
 
     info = read_checkpoint(out)
-    assert info["dtypes"] == {"float16": 2, "int64": 2}
-    assert [v["object_path"] for v in info["variables"]] == [
-        v["object_path"] for v in read_checkpoint(artifacts["tf2"])["variables"]
+    assert info.dtypes == {"float16": 2, "int64": 2}
+    assert [v.object_path for v in info.variables] == [
+        v.object_path for v in read_checkpoint(artifacts["tf2"]).variables
     ]
 
     back = str(tmp_path / "ckpt32")  # and back to float32
     convert_checkpoint(out, back, "float32")
-    assert read_checkpoint(back)["dtypes"] == {"float32": 2, "int64": 2}
+    assert read_checkpoint(back).dtypes == {"float32": 2, "int64": 2}
 
 
 def test_tf_keras_model_under_float16_policy_loads_converted_weights(tf, tmp_path):
@@ -392,8 +393,8 @@ def test_convert_directory_writes_a_directory_with_a_state_file(tf, artifacts, t
     out = tmp_path / "converted"
     result = convert_checkpoint(src_dir, str(out), "bfloat16")
     assert sorted(os.listdir(out)) == ["checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index"]
-    assert read_checkpoint(str(out))["dtypes"] == {"bfloat16": 2, "int64": 2}
-    assert result["files"] and all(os.path.exists(f) for f in result["files"])
+    assert read_checkpoint(str(out)).dtypes == {"bfloat16": 2, "int64": 2}
+    assert result.files and all(os.path.exists(f) for f in result.files)
     restored = tf.train.Checkpoint(model=tf.Module(), step=tf.Variable(0, dtype=tf.int64))
     restored.model.w = tf.Variable(tf.zeros((4, 5), tf.bfloat16))
     restored.model.b = tf.Variable(tf.zeros(5, tf.bfloat16))
@@ -403,8 +404,8 @@ def test_convert_directory_writes_a_directory_with_a_state_file(tf, artifacts, t
 def test_convert_only_regex_casts_matching_entries_only(tf, artifacts, tmp_path):
     out = str(tmp_path / "partial")
     result = convert_checkpoint(artifacts["tf2"], out, "float16", only=r"/w/")
-    assert result["cast"] == ["model/w/.ATTRIBUTES/VARIABLE_VALUE"]
-    dtypes = {v["key"]: v["dtype"] for v in read_checkpoint(out)["variables"]}
+    assert result.cast == ["model/w/.ATTRIBUTES/VARIABLE_VALUE"]
+    dtypes = {v.key: v.dtype for v in read_checkpoint(out).variables}
     assert dtypes["model/w/.ATTRIBUTES/VARIABLE_VALUE"] == "float16"
     assert dtypes["model/b/.ATTRIBUTES/VARIABLE_VALUE"] == "float32"
     with pytest.raises(CheckpointError, match="matches no float entry"):
@@ -425,7 +426,7 @@ def test_convert_refuses_existing_output_and_input_as_output(tf, artifacts, tmp_
         with pytest.raises(CheckpointError, match="is the input"):
             convert_checkpoint(artifacts["tf2"], same, "float16", force=True)
     convert_checkpoint(artifacts["tf2"], out, "bfloat16", force=True)
-    assert read_checkpoint(out)["dtypes"]["bfloat16"] == 2
+    assert read_checkpoint(out).dtypes["bfloat16"] == 2
     assert sorted(os.listdir(tmp_path)) == ["c.data-00000-of-00001", "c.index"]  # no temporaries left
 
 
@@ -472,12 +473,12 @@ def keras2_h5(h5py, path, full_model: bool):
 def test_keras2_h5_read_audit_convert(h5py, tmp_path, full_model):
     src = keras2_h5(h5py, tmp_path / "w.h5", full_model)
     info = read_checkpoint(src)
-    assert info["format"] == "keras2-h5"
-    names = {v["name"] for v in info["variables"]}
+    assert info.format == "keras2-h5"
+    names = {v.name for v in info.variables}
     assert {"dense/kernel:0", "dense/bias:0"} <= names
     audit = audit_checkpoint(src, "float16")
-    kernel = next(r for r in audit["variables"] if r["key"].endswith("kernel:0"))
-    assert (kernel["overflow"], kernel["flushed"], kernel["max_abs"]) == (1, 1, 7e4)
+    kernel = next(r for r in audit.variables if r.key.endswith("kernel:0"))
+    assert (kernel.overflow, kernel.flushed, kernel.max_abs) == (1, 1, 7e4)
 
     before = tree_digest(src)
     result = convert_checkpoint(src, str(tmp_path / "w16.h5"), "float16")
@@ -490,7 +491,7 @@ def test_keras2_h5_read_audit_convert(h5py, tmp_path, full_model):
         if full_model:
             assert f["optimizer_weights/iteration:0"].dtype == np.int64
             assert f.attrs["model_config"] == g.attrs["model_config"]
-    assert result["audit"]["summary"]["overflow_values"] == 1
+    assert result.audit.summary["overflow_values"] == 1
     with pytest.raises(CheckpointError, match="cannot hold bfloat16"):
         convert_checkpoint(src, str(tmp_path / "bf.h5"), "bfloat16")
     with pytest.raises(CheckpointError, match="must end in"):
@@ -509,7 +510,7 @@ def test_h5_datasets_stream_in_slabs(h5py, tmp_path, monkeypatch):
     monkeypatch.setattr(RangeStats, "add", lambda self, a: sizes.append(a.shape[0]) or original(self, a))
     audit = audit_checkpoint(str(tmp_path / "big.weights.h5"), "float16")
     assert max(sizes) == 128 and sum(sizes) == 1000
-    assert audit["variables"][0]["overflow"] == 1
+    assert audit.variables[0].overflow == 1
     convert_checkpoint(str(tmp_path / "big.weights.h5"), str(tmp_path / "out.weights.h5"), "float16")
     with h5py.File(tmp_path / "out.weights.h5") as f:
         np.testing.assert_array_equal(f["layers/dense/vars/0"][()], values.astype(np.float16))
@@ -537,11 +538,11 @@ def build_keras3(keras, policy):
 def test_keras3_weights_convert_and_load(keras3_files, tmp_path, name, target):
     keras, model, root = keras3_files
     info = read_checkpoint(str(root / name))
-    assert info["format"] == ("keras3-archive" if name.endswith(".keras") else "keras3-weights-h5")
-    assert info["dtypes"] == {"float32": 4}
+    assert info.format == ("keras3-archive" if name.endswith(".keras") else "keras3-weights-h5")
+    assert info.dtypes == {"float32": 4}
     out = str(tmp_path / name)
     convert_checkpoint(str(root / name), out, target)
-    assert read_checkpoint(out)["dtypes"] == {target: 4}
+    assert read_checkpoint(out).dtypes == {target: 4}
     half = build_keras3(keras, target)
     if name.endswith(".keras"):
         with zipfile.ZipFile(out) as archive:
@@ -562,6 +563,6 @@ def test_keras_archive_with_compressed_weights_member(keras3_files, tmp_path):
     with zipfile.ZipFile(root / "m.keras") as zin, zipfile.ZipFile(src, "w", zipfile.ZIP_DEFLATED) as zout:
         for item in zin.infolist():
             zout.writestr(item.filename, zin.read(item))
-    assert read_checkpoint(str(src))["dtypes"] == {"float32": 4}
+    assert read_checkpoint(str(src)).dtypes == {"float32": 4}
     convert_checkpoint(str(src), str(tmp_path / "out.keras"), "float16")
-    assert read_checkpoint(str(tmp_path / "out.keras"))["dtypes"] == {"float16": 4}
+    assert read_checkpoint(str(tmp_path / "out.keras")).dtypes == {"float16": 4}

@@ -37,13 +37,14 @@ from mpdoctor.artifacts.range_audit import (
     LIMIT_TEXT,
     LIMITS,
     RangeStats,
+    audit_of,
     auditable,
     check_target,
     compile_only,
-    summarise,
 )
 from mpdoctor.artifacts.sources import FORMAT_DESCRIPTIONS, open_source
 from mpdoctor.artifacts.tf_checkpoint import OBJECT_GRAPH_KEY, TFSource
+from mpdoctor.facts.artifacts import Conversion
 
 OVERFLOW_MODES = ("refuse", "saturate", "allow")  # convert_checkpoint: values beyond the target's range
 _BATCH_BYTES = 64 << 20  # the TF converter saves this many bytes per SaveV2 call (one data shard each)
@@ -213,7 +214,7 @@ def convert_checkpoint(
     require_match: bool = False,
     underflow_threshold: float = DEFAULT_UNDERFLOW_THRESHOLD,
     overflow: str = "allow",
-) -> dict:
+) -> Conversion:
     """Write a copy of checkpoint `src` at `dst` in the same format with its float tensors cast to `target_dtype`.
 
     Non-float entries (integers, strings, the object graph) are copied untouched; `only` (a regular expression
@@ -225,8 +226,8 @@ def convert_checkpoint(
     target's max, "refuse" writes nothing and raises WouldOverflow naming the variables. Folders missing above
     `dst` are created.
 
-    Returns {path, output, format, target_dtype, cast: [keys], copied: n, files, bytes_in, bytes_out, seconds,
-    verified, audit, clamped, became_inf} where audit is the range audit of the cast entries. Raises
+    Returns the Conversion: the files written, the keys cast, how many entries were copied, the range audit of the
+    cast entries, the values clamped or made inf. Raises
     CheckpointError; nothing is left at `dst` on error. With `require_match`, an `only` that selects nothing is an
     error."""
     target = check_target(target_dtype)
@@ -269,21 +270,17 @@ def convert_checkpoint(
         except BaseException:
             _remove_empty(created)
             raise
-    result.update(
-        {
-            "path": located.path,
-            "output": plan.out,
-            "format": source.format,
-            "target_dtype": target,
-            "cast": selected,
-            "seconds": time.perf_counter() - started,
-            "verified": True,
-            "overwrote": plan.existed,
-            "notes": notes,
-            "clamped": plan.clamped,
-            "became_inf": plan.became_inf or {},
-        }
-    )
+    result.path = located.path
+    result.output = plan.out
+    result.format = source.format
+    result.target_dtype = target
+    result.cast = selected
+    result.seconds = time.perf_counter() - started
+    result.verified = True
+    result.overwrote = plan.existed
+    result.notes = notes
+    result.clamped = plan.clamped
+    result.became_inf = plan.became_inf or {}
     return result
 
 
@@ -314,7 +311,8 @@ def _remove(path: str) -> None:
             os.unlink(path)
 
 
-def _convert_tf(plan: _Plan, source: TFSource, target: str, selected: set[str], threshold: float) -> dict:
+def _convert_tf(plan: _Plan, source: TFSource, target: str, selected: set[str], threshold: float) -> Conversion:
+    """Write and verify the cast TF checkpoint; returns what was written (the caller adds what was asked)."""
     tf = eager_tensorflow()
     out_tf_dtype = tf.as_dtype(target)
     final_dir = plan.out_target if plan.located.from_dir else os.path.dirname(os.path.abspath(plan.out_target))
@@ -352,14 +350,9 @@ def _convert_tf(plan: _Plan, source: TFSource, target: str, selected: set[str], 
             if key in selected:
                 stats = RangeStats(target)
                 stats.add(value)
-                row = {
-                    "key": key,
-                    "dtype": source.dtypes[key],
-                    "shape": source.shapes[key],
-                    "object_path": source.object_paths.get(key),
-                }
-                row.update(stats.result(threshold))
-                rows.append(row)
+                rows.append(
+                    stats.row(key, source.dtypes[key], source.shapes[key], source.object_paths.get(key), threshold)
+                )
                 # TF's cast: round to nearest even like numpy's astype, vectorised; the tensor goes to SaveV2 as is
                 tensor = _cast_one(plan, key, value, target, lambda array: tf.cast(array, out_tf_dtype))
                 value = tensor.numpy()
@@ -398,22 +391,9 @@ def _convert_tf(plan: _Plan, source: TFSource, target: str, selected: set[str], 
             _commit_dir(workdir, plan.out_target)
         else:
             files = _commit_prefix(workdir, base, plan.out_target)
-    audit = {
-        "path": plan.located.path,
-        "format": source.format,
-        "target_dtype": target,
-        "underflow_threshold": threshold,
-        "variables": rows,
-        "skipped": len(source.all_keys()) - len(rows) - (1 if source.object_based else 0),
-    }
-    audit.update(summarise(rows, target, threshold))
-    return {
-        "files": files,
-        "bytes_in": bytes_in,
-        "bytes_out": bytes_out,
-        "copied": len(expected) - len(rows),
-        "audit": audit,
-    }
+    skipped = len(source.all_keys()) - len(rows) - (1 if source.object_based else 0)
+    audit = audit_of(plan.located.path, source.format, target, threshold, rows, skipped)
+    return Conversion(files, bytes_in, bytes_out, len(expected) - len(rows), audit)
 
 
 def _out_dtype_name(dtype: str, cast: bool, target: str) -> str:
@@ -535,9 +515,7 @@ def _write_h5(plan: _Plan, source: H5Source, out_path: str, target: str, selecte
                     created[offset : offset + cast.shape[0]] = cast
                     offset += cast.shape[0]
                 digest = zlib.adler32(cast.reshape(-1).view(np.uint8), digest)
-            row = {"key": name, "dtype": source.dtypes[name], "shape": source.shapes[name], "object_path": None}
-            row.update(stats.result(threshold))
-            rows.append(row)
+            rows.append(stats.row(name, source.dtypes[name], source.shapes[name], None, threshold))
             expected[name] = (target, digest)
             return None
 
@@ -572,7 +550,8 @@ def _verify_h5(path: str, source: H5Source, expected: dict[str, tuple], shown: s
         raise CheckpointError(shown, f"verification failed: {exc.problem}") from None
 
 
-def _convert_h5(plan: _Plan, source: H5Source, target: str, selected: set[str], threshold: float) -> dict:
+def _convert_h5(plan: _Plan, source: H5Source, target: str, selected: set[str], threshold: float) -> Conversion:
+    """Write and verify the cast HDF5 file or .keras archive; returns what was written."""
     out = plan.out_target
     parent = os.path.dirname(os.path.abspath(out))
     weights = None
@@ -598,22 +577,8 @@ def _convert_h5(plan: _Plan, source: H5Source, target: str, selected: set[str], 
         if weights is not None:
             with contextlib.suppress(OSError):
                 os.unlink(weights)
-    audit = {
-        "path": plan.located.path,
-        "format": source.format,
-        "target_dtype": target,
-        "underflow_threshold": threshold,
-        "variables": rows,
-        "skipped": len(source.datasets) - len(rows),
-    }
-    audit.update(summarise(rows, target, threshold))
-    return {
-        "files": [out],
-        "bytes_in": os.path.getsize(plan.located.target),
-        "bytes_out": bytes_out,
-        "copied": len(source.datasets) - len(rows),
-        "audit": audit,
-    }
+    audit = audit_of(plan.located.path, source.format, target, threshold, rows, len(source.datasets) - len(rows))
+    return Conversion([out], os.path.getsize(plan.located.target), bytes_out, len(source.datasets) - len(rows), audit)
 
 
 def _write_archive(src_archive: str, out_archive: str, weights_file: str) -> None:

@@ -26,6 +26,8 @@ from mpdoctor.artifacts.errors import CheckpointError
 from mpdoctor.artifacts.locate import Located
 from mpdoctor.artifacts.sources import listed_keys, open_source
 from mpdoctor.artifacts.tf_checkpoint import TFSource
+from mpdoctor.facts.artifacts import AuditRow, CheckpointAudit
+from mpdoctor.facts.codec import ABSENT
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 TARGET_DTYPES = ("float16", "bfloat16", "float32")
@@ -155,33 +157,35 @@ class RangeStats:
         else:
             self.add_generic(array)
 
-    def result(self, threshold: float) -> dict:
+    def row(self, key: str, dtype: str, shape: list[int], object_path: str | None, threshold: float) -> AuditRow:
+        """The audited variable: its counts, fractions and status (ok | overflow | underflow | nonfinite)."""
         n = max(self.values, 1)
-        out = {
-            "values": self.values,
-            "max_abs": self.max_abs,
-            "overflow": self.overflow,
-            "overflow_fraction": self.overflow / n,
-            "flushed": self.flushed,
-            "flushed_fraction": self.flushed / n,
-            "subnormal": self.subnormal,
-            "subnormal_fraction": self.subnormal / n,
-            "nonfinite": self.nonfinite,
-            "zeros": self.zeros,
-        }
+        row = AuditRow(
+            key,
+            dtype,
+            shape,
+            object_path,
+            values=self.values,
+            max_abs=self.max_abs,
+            overflow=self.overflow,
+            overflow_fraction=self.overflow / n,
+            flushed=self.flushed,
+            flushed_fraction=self.flushed / n,
+            subnormal=self.subnormal,
+            subnormal_fraction=self.subnormal / n,
+            nonfinite=self.nonfinite,
+            zeros=self.zeros,
+        )
         if self.target == "bfloat16":
-            out["max_relative_error"] = self.rel_max
-            out["mean_relative_error"] = self.rel_sum / self.rel_count if self.rel_count else 0.0
+            row.max_relative_error = self.rel_max
+            row.mean_relative_error = self.rel_sum / self.rel_count if self.rel_count else 0.0
         if self.nonfinite:
-            status = "nonfinite"
+            row.status = "nonfinite"
         elif self.overflow:
-            status = "overflow"
+            row.status = "overflow"
         elif (self.flushed + self.subnormal) / n > threshold:
-            status = "underflow"
-        else:
-            status = "ok"
-        out["status"] = status
-        return out
+            row.status = "underflow"
+        return row
 
 
 def auditable(dtype: str, target: str) -> bool:
@@ -213,13 +217,10 @@ def audit_checkpoint(
     underflow_threshold: float = DEFAULT_UNDERFLOW_THRESHOLD,
     only: str | None = None,
     verify_checksums: bool = False,
-) -> dict:
-    """Range audit of every float variable whose dtype differs from `target_dtype`, streaming one tensor at a time.
-
-    Returns {path, format, target_dtype, underflow_threshold, variables: [{key, dtype, shape, object_path, values,
-    max_abs, overflow, flushed, subnormal, nonfinite, zeros, *_fraction, status, (bfloat16:) max_relative_error,
-    mean_relative_error}], skipped, summary, safe, verdict, bytes_read, seconds}. status is ok | overflow |
-    underflow | nonfinite.
+) -> CheckpointAudit:
+    """Range audit of every float variable whose dtype differs from `target_dtype`, streaming one tensor at a time:
+    a row per audited variable (counts, fractions, status ok | overflow | underflow | nonfinite, and for bfloat16
+    the relative precision loss), the summary, whether it is safe and the verdict in words.
 
     TF checkpoints: float tensors are read from the shards at the offsets of the index, 1 MiB at a time (the memory
     used does not grow with the checkpoint or its tensors); `verify_checksums=True` reads each tensor whole through
@@ -232,7 +233,7 @@ def audit_checkpoint(
 
 def audit_source(
     located: Located, source, target: str, threshold: float, pattern, verify_checksums: bool = False
-) -> dict:
+) -> CheckpointAudit:
     started = time.perf_counter()
     rows = []
     read = 0
@@ -247,26 +248,10 @@ def audit_source(
             stats.add(piece)
             del piece
         pieces = None
-        row = {
-            "key": key,
-            "dtype": source.dtypes[key],
-            "shape": source.shapes[key],
-            "object_path": source.object_paths.get(key) if isinstance(source, TFSource) else None,
-        }
-        row.update(stats.result(threshold))
-        rows.append(row)
-    result = {
-        "path": located.path,
-        "format": source.format,
-        "target_dtype": target,
-        "underflow_threshold": threshold,
-        "variables": rows,
-        "skipped": skipped,
-        "bytes_read": read,
-        "seconds": time.perf_counter() - started,
-    }
-    result.update(summarise(rows, target, threshold))
-    return result
+        object_path = source.object_paths.get(key) if isinstance(source, TFSource) else None
+        rows.append(stats.row(key, source.dtypes[key], source.shapes[key], object_path, threshold))
+    seconds = time.perf_counter() - started
+    return audit_of(located.path, source.format, target, threshold, rows, skipped, read, seconds)
 
 
 def audit_arrays(
@@ -276,8 +261,8 @@ def audit_arrays(
     target_dtype: str = "float16",
     *,
     underflow_threshold: float = DEFAULT_UNDERFLOW_THRESHOLD,
-) -> dict:
-    """The range audit of `audit_checkpoint` (same schema) of values already in memory: the arrays a script read
+) -> CheckpointAudit:
+    """The range audit of `audit_checkpoint` (same record) of values already in memory: the arrays a script read
     from a file itself (`np.load`, `CheckpointReader.get_tensor`, h5py) to assign them into variables."""
     target = check_target(target_dtype)
     started = time.perf_counter()
@@ -288,45 +273,60 @@ def audit_arrays(
             continue
         stats = RangeStats(target)
         stats.add(np.asarray(array))
-        row = {"key": key, "dtype": dtype, "shape": list(np.shape(array)), "object_path": None}
-        row.update(stats.result(underflow_threshold))
-        rows.append(row)
-    result = {
-        "path": path,
-        "format": fmt,
-        "target_dtype": target,
-        "underflow_threshold": underflow_threshold,
-        "variables": rows,
-        "skipped": len(arrays) - len(rows),
-        "bytes_read": 0,
-        "seconds": time.perf_counter() - started,
-    }
-    result.update(summarise(rows, target, underflow_threshold))
-    return result
+        rows.append(stats.row(key, dtype, list(np.shape(array)), None, underflow_threshold))
+    seconds = time.perf_counter() - started
+    return audit_of(path, fmt, target, underflow_threshold, rows, len(arrays) - len(rows), 0, seconds)
 
 
-def summarise(rows: list[dict], target: str, threshold: float) -> dict:
-    values = sum(r["values"] for r in rows)
+def audit_of(
+    path: str,
+    fmt: str,
+    target: str,
+    threshold: float,
+    rows: list[AuditRow],
+    skipped: int,
+    bytes_read: int = ABSENT,
+    seconds: float = ABSENT,
+) -> CheckpointAudit:
+    """The audit of `rows` with its summary and verdict. `bytes_read` and `seconds` stay ABSENT for a conversion's
+    audit, whose reading and time are the conversion's own."""
+    summary = _summary(rows, target)
+    safe = not (summary["overflow_variables"] or summary["underflow_variables"] or summary["nonfinite_variables"])
+    return CheckpointAudit(
+        path,
+        fmt,
+        target,
+        threshold,
+        rows,
+        skipped,
+        bytes_read,
+        seconds,
+        summary,
+        safe,
+        _verdict(summary, target, threshold, safe),
+    )
+
+
+def _summary(rows: list[AuditRow], target: str) -> dict:
     summary = {
         "variables": len(rows),
-        "values": values,
-        "overflow_variables": sum(1 for r in rows if r["overflow"]),
-        "overflow_values": sum(r["overflow"] for r in rows),
-        "underflow_variables": sum(1 for r in rows if r["status"] == "underflow"),
-        "nonfinite_variables": sum(1 for r in rows if r["nonfinite"]),
-        "flushed_values": sum(r["flushed"] for r in rows),
-        "subnormal_values": sum(r["subnormal"] for r in rows),
-        "max_abs": max((r["max_abs"] for r in rows), default=0.0),
+        "values": sum(r.values for r in rows),
+        "overflow_variables": sum(1 for r in rows if r.overflow),
+        "overflow_values": sum(r.overflow for r in rows),
+        "underflow_variables": sum(1 for r in rows if r.status == "underflow"),
+        "nonfinite_variables": sum(1 for r in rows if r.nonfinite),
+        "flushed_values": sum(r.flushed for r in rows),
+        "subnormal_values": sum(r.subnormal for r in rows),
+        "max_abs": max((r.max_abs for r in rows), default=0.0),
     }
     if target == "bfloat16":
-        counted = [r for r in rows if r["values"]]
-        summary["max_relative_error"] = max((r["max_relative_error"] for r in counted), default=0.0)
-        weights = sum(r["values"] for r in counted)
+        counted = [r for r in rows if r.values]
+        summary["max_relative_error"] = max((r.max_relative_error for r in counted), default=0.0)
+        weights = sum(r.values for r in counted)
         summary["mean_relative_error"] = (
-            sum(r["mean_relative_error"] * r["values"] for r in counted) / weights if weights else 0.0
+            sum(r.mean_relative_error * r.values for r in counted) / weights if weights else 0.0
         )
-    safe = not (summary["overflow_variables"] or summary["underflow_variables"] or summary["nonfinite_variables"])
-    return {"summary": summary, "safe": safe, "verdict": _verdict(summary, target, threshold, safe)}
+    return summary
 
 
 def _plural(n: int, word: str) -> str:
@@ -336,7 +336,7 @@ def _plural(n: int, word: str) -> str:
 def _verdict(s: dict, target: str, threshold: float, safe: bool) -> str:
     if not s["variables"]:
         return f"nothing to audit: no float variable would be cast to {target}"
-    limit = {"float16": "65504", "bfloat16": "3.39e38", "float32": "3.40e38"}[target]
+    limit = LIMIT_TEXT[target]
     if not safe:
         problems = []
         if s["overflow_variables"]:

@@ -20,6 +20,7 @@ from mpdoctor.artifacts.errors import CheckpointError
 from mpdoctor.artifacts.hdf5 import H5Source, open_h5
 from mpdoctor.artifacts.locate import Located, locate
 from mpdoctor.artifacts.tf_checkpoint import OBJECT_GRAPH_KEY, TFSource, nbytes
+from mpdoctor.facts.artifacts import CheckpointListing, CheckpointVariable
 
 FORMAT_DESCRIPTIONS = {
     "tf2-object": "TF2 object-based checkpoint (tf.train.Checkpoint / Keras 2 save_weights, TF format)",
@@ -51,47 +52,37 @@ def listed_keys(source) -> list[str]:
     return [k for k in source.all_keys() if k != OBJECT_GRAPH_KEY and k not in mirrors]
 
 
-def describe(located: Located, source) -> dict:
+def describe(located: Located, source) -> CheckpointListing:
+    """The listing of an open source: its variables (no object graph; a Keras export's mirrors once)."""
     variables = []
     counts: dict[str, int] = {}
     total = 0
     for key in listed_keys(source):
         dtype, shape = source.dtypes[key], source.shapes[key]
         size = nbytes(dtype, shape)
-        entry = {
-            "key": key,
-            "dtype": dtype,
-            "shape": shape,
-            "object_path": source.object_paths.get(key) if isinstance(source, TFSource) else None,
-            "size_bytes": size,
-        }
+        object_path = source.object_paths.get(key) if isinstance(source, TFSource) else None
+        variable = CheckpointVariable(key, dtype, shape, object_path, size)
         if isinstance(source, H5Source) and source.name(key):
-            entry["name"] = source.name(key)
-        variables.append(entry)
+            variable.name = source.name(key)
+        variables.append(variable)
         counts[dtype] = counts.get(dtype, 0) + 1
         total += size or 0
-    if isinstance(source, TFSource):
-        files = source.files()
-    else:
-        files = [located.target]
-    return {
-        "path": located.path,
-        "format": source.format,
-        "description": FORMAT_DESCRIPTIONS[source.format],
-        "location": located.target,
-        "files": files,
-        "variables": variables,
-        "dtypes": dict(sorted(counts.items())),
-        "total_bytes": total,
-        "mirrored": len(getattr(source, "mirrors", ())),  # Keras export `_all_variables/*`, not listed again
-    }
+    return CheckpointListing(
+        path=located.path,
+        format=source.format,
+        description=FORMAT_DESCRIPTIONS[source.format],
+        location=located.target,
+        files=source.files() if isinstance(source, TFSource) else [located.target],
+        variables=variables,
+        dtypes=dict(sorted(counts.items())),
+        total_bytes=total,
+        mirrored=len(getattr(source, "mirrors", ())),
+    )
 
 
-def read_checkpoint(path: str | os.PathLike) -> dict:
-    """Every variable of a checkpoint or weights file from its index/metadata, without reading tensor data.
-
-    Returns {path, format, description, location, files, variables: [{key, dtype, shape, object_path, size_bytes}],
-    dtypes: {dtype: count}, total_bytes}. `object_path` is set for TF2 object-based checkpoints only; Keras 2 .h5
-    entries also carry `name`, the Keras weight name. Raises CheckpointError."""
+def read_checkpoint(path: str | os.PathLike) -> CheckpointListing:
+    """Every variable of a checkpoint or weights file from its index/metadata, without reading tensor data: key,
+    dtype, shape and size of each; `object_path` for TF2 object-based checkpoints only; Keras 2 .h5 variables also
+    carry `name`, the Keras weight name. Raises CheckpointError."""
     with open_source(path) as (located, source):
         return describe(located, source)
