@@ -107,7 +107,7 @@ AUDIT = textwrap.dedent("""
     prefix = sys.argv[1]
     started = time.perf_counter()
     audit = audit_checkpoint(prefix, "float16", verify_checksums=sys.argv[2] == "verify")
-    report(seconds=time.perf_counter() - started, bytes=audit["bytes_read"], verdict=audit["verdict"])
+    report(seconds=time.perf_counter() - started, bytes=audit.bytes_read, verdict=audit.verdict)
 """)
 
 CONVERT = textwrap.dedent("""
@@ -117,8 +117,8 @@ CONVERT = textwrap.dedent("""
     prefix, out = sys.argv[1], sys.argv[2]
     started = time.perf_counter()
     result = convert_checkpoint(prefix, out, "float16")
-    report(seconds=time.perf_counter() - started, bytes=result["bytes_in"], bytes_out=result["bytes_out"],
-           cast=len(result["cast"]))
+    report(seconds=time.perf_counter() - started, bytes=result.bytes_in, bytes_out=result.bytes_out,
+           cast=len(result.cast))
 """)
 
 
