@@ -62,8 +62,9 @@ def describe(located: Located, source) -> CheckpointListing:
         size = nbytes(dtype, shape)
         object_path = source.object_paths.get(key) if isinstance(source, TFSource) else None
         variable = CheckpointVariable(key, dtype, shape, object_path, size)
-        if isinstance(source, H5Source) and source.name(key):
-            variable.name = source.name(key)
+        name = source.name(key) if isinstance(source, H5Source) else None
+        if name:
+            variable.name = name
         variables.append(variable)
         counts[dtype] = counts.get(dtype, 0) + 1
         total += size or 0
