@@ -1,4 +1,4 @@
-"""Benchmark of the checkpoint range audit and converter (mpdoctor/artifacts/checkpoints.py).
+"""Benchmark of the checkpoint range audit and converter (mpdoctor/artifacts/range_audit.py, convert.py).
 
 Writes a TF2 object-based checkpoint of about --size-mb MiB (default 1024: a transformer-like stack of variables of
 mixed sizes, from 2 KiB layer-norm vectors to a large embedding, plus a few outliers), then measures, each in its own
@@ -101,22 +101,24 @@ BASELINE = textwrap.dedent("""
 """)
 
 AUDIT = textwrap.dedent("""
-    from mpdoctor.artifacts import checkpoints as ck
-    ck._tf()
+    from mpdoctor.artifacts.backends import load_tensorflow
+    from mpdoctor.artifacts.range_audit import audit_checkpoint
+    load_tensorflow()
     prefix = sys.argv[1]
     started = time.perf_counter()
-    audit = ck.audit_checkpoint(prefix, "float16", verify_checksums=sys.argv[2] == "verify")
-    report(seconds=time.perf_counter() - started, bytes=audit["bytes_read"], verdict=audit["verdict"])
+    audit = audit_checkpoint(prefix, "float16", verify_checksums=sys.argv[2] == "verify")
+    report(seconds=time.perf_counter() - started, bytes=audit.bytes_read, verdict=audit.verdict)
 """)
 
 CONVERT = textwrap.dedent("""
-    from mpdoctor.artifacts import checkpoints as ck
-    ck._tf_eager()
+    from mpdoctor.artifacts.backends import eager_tensorflow
+    from mpdoctor.artifacts.convert import convert_checkpoint
+    eager_tensorflow()
     prefix, out = sys.argv[1], sys.argv[2]
     started = time.perf_counter()
-    result = ck.convert_checkpoint(prefix, out, "float16")
-    report(seconds=time.perf_counter() - started, bytes=result["bytes_in"], bytes_out=result["bytes_out"],
-           cast=len(result["cast"]))
+    result = convert_checkpoint(prefix, out, "float16")
+    report(seconds=time.perf_counter() - started, bytes=result.bytes_in, bytes_out=result.bytes_out,
+           cast=len(result.cast))
 """)
 
 

@@ -1,4 +1,4 @@
-"""mpdoctor.artifacts.checkpoints: readers, the float16/bfloat16 range audit and the converter.
+"""The checkpoint readers of mpdoctor.artifacts, the float16/bfloat16 range audit and the converter.
 
 The restore tests prove the ground truth of docs/RULES.md and the fix: a float32 checkpoint fails to restore into
 float16 variables (TF1 Saver: the second seed report; TF2 tf.train.Checkpoint; tf_keras load_weights under policy
@@ -15,7 +15,15 @@ import pytest
 
 np = pytest.importorskip("numpy")  # comes with TensorFlow; without it every test here is moot
 
-from mpdoctor.artifacts import checkpoints as ck  # noqa: E402
+from mpdoctor.artifacts import convert, hdf5, range_audit, tf_checkpoint  # noqa: E402
+from mpdoctor.artifacts.backends import numpy_dtype  # noqa: E402
+from mpdoctor.artifacts.bundle_index import bundle_index  # noqa: E402
+from mpdoctor.artifacts.convert import convert_checkpoint  # noqa: E402
+from mpdoctor.artifacts.errors import CheckpointError  # noqa: E402
+from mpdoctor.artifacts.range_audit import DEFAULT_UNDERFLOW_THRESHOLD, RangeStats, audit_checkpoint  # noqa: E402
+from mpdoctor.artifacts.sources import read_checkpoint  # noqa: E402
+from mpdoctor.artifacts.tf_checkpoint import OBJECT_GRAPH_KEY, TFSource  # noqa: E402
+from mpdoctor.facts.artifacts import AuditRow  # noqa: E402
 
 F16_MAX = 65504.0
 F16_NORMAL = 2.0**-14
@@ -71,10 +79,10 @@ def reference_f16(values: np.ndarray) -> dict:
     }
 
 
-def stats_of(values: np.ndarray, target: str = "float16") -> dict:
-    stats = ck._RangeStats(target)
+def stats_of(values: np.ndarray, target: str = "float16") -> AuditRow:
+    stats = RangeStats(target)
     stats.add(values)
-    return stats.result(ck.DEFAULT_UNDERFLOW_THRESHOLD)
+    return stats.row("x", values.dtype.name, list(values.shape), None, DEFAULT_UNDERFLOW_THRESHOLD)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -86,17 +94,17 @@ def test_float16_audit_counts_each_class_exactly():
         [7e4, -1e5, 65504.0, 1e-8, -3e-5, 0.0, 1.0, np.inf, np.nan, -0.0, F16_NORMAL, F16_SUBNORMAL], np.float32
     )
     result = stats_of(values)
-    assert result["overflow"] == 2  # 7e4 and -1e5; 65504 itself is float16's max
-    assert result["max_abs"] == 1e5  # finite values only
-    assert result["nonfinite"] == 2
-    assert result["flushed"] == 1  # 1e-8
-    assert result["subnormal"] == 2  # -3e-5 and 2**-24 (the smallest float16 subnormal is kept)
-    assert result["zeros"] == 2
-    assert result["status"] == "nonfinite"
-    assert result["overflow_fraction"] == pytest.approx(2 / 12)
+    assert result.overflow == 2  # 7e4 and -1e5; 65504 itself is float16's max
+    assert result.max_abs == 1e5  # finite values only
+    assert result.nonfinite == 2
+    assert result.flushed == 1  # 1e-8
+    assert result.subnormal == 2  # -3e-5 and 2**-24 (the smallest float16 subnormal is kept)
+    assert result.zeros == 2
+    assert result.status == "nonfinite"
+    assert result.overflow_fraction == pytest.approx(2 / 12)
 
 
-@pytest.mark.parametrize("size", [1, 1000, ck._CHUNK + 17, 3 * ck._CHUNK])
+@pytest.mark.parametrize("size", [1, 1000, range_audit._CHUNK + 17, 3 * range_audit._CHUNK])
 def test_float16_fast_path_matches_reference_across_chunks(size):
     rng = np.random.default_rng(size)
     values = (rng.standard_normal(size) * rng.choice([1e-7, 1e-5, 1.0, 1e4, 1e5], size)).astype(np.float32)
@@ -117,7 +125,7 @@ def test_float16_fast_path_matches_reference_across_chunks(size):
     got = stats_of(values.reshape(-1, 1) if size > 1 else values)
     want = reference_f16(values)
     for key, value in want.items():
-        assert got[key] == value, key
+        assert getattr(got, key) == value, key
 
 
 def test_generic_path_float64_and_bfloat16_sources():
@@ -127,31 +135,31 @@ def test_generic_path_float64_and_bfloat16_sources():
         result = stats_of(source)
         want = reference_f16(np.asarray(source, np.float64))
         for key, value in want.items():
-            assert result[key] == value, (source.dtype, key)
+            assert getattr(result, key) == value, (source.dtype, key)
 
 
 def test_bfloat16_relative_precision_loss():
     ml_dtypes = pytest.importorskip("ml_dtypes")
     rng = np.random.default_rng(0)
-    values = rng.standard_normal(ck._CHUNK + 5).astype(np.float32)
+    values = rng.standard_normal(range_audit._CHUNK + 5).astype(np.float32)
     values[0] = 0.0
     result = stats_of(values, "bfloat16")
     rounded = values.astype(ml_dtypes.bfloat16).astype(np.float32)
     nonzero = values != 0
     rel = np.abs(values - rounded)[nonzero] / np.abs(values[nonzero])
-    assert result["max_relative_error"] == pytest.approx(float(rel.max()))
-    assert result["mean_relative_error"] == pytest.approx(float(rel.mean()), rel=1e-6)
-    assert result["max_relative_error"] <= 2.0**-8  # bfloat16 keeps 8 significant bits
-    assert result["overflow"] == 0 and result["status"] == "ok"
+    assert result.max_relative_error == pytest.approx(float(rel.max()))
+    assert result.mean_relative_error == pytest.approx(float(rel.mean()), rel=1e-6)
+    assert result.max_relative_error <= 2.0**-8  # bfloat16 keeps 8 significant bits
+    assert result.overflow == 0 and result.status == "ok"
 
 
 def test_underflow_status_uses_the_threshold():
     values = np.full(1000, 0.5, np.float32)
     values[:5] = 1e-6  # 0.5% subnormal in float16
-    assert stats_of(values)["status"] == "ok"
-    stats = ck._RangeStats("float16")
+    assert stats_of(values).status == "ok"
+    stats = RangeStats("float16")
     stats.add(values)
-    assert stats.result(0.001)["status"] == "underflow"
+    assert stats.row("x", "float32", [1000], None, 0.001).status == "underflow"
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -200,47 +208,47 @@ def graph_tf1(tf, dtype, values):
 
 
 def test_read_tf1_checkpoint(artifacts):
-    info = ck.read_checkpoint(artifacts["tf1"])
-    assert info["format"] == "tf1-name"
-    assert {v["key"]: (v["dtype"], v["shape"]) for v in info["variables"]} == {
+    info = read_checkpoint(artifacts["tf1"])
+    assert info.format == "tf1-name"
+    assert {v.key: (v.dtype, v.shape) for v in info.variables} == {
         "foo:0": ("float32", [3, 3]),
         "dense/kernel:0": ("float32", [3, 3]),
         "dense/bias:0": ("float32", [3]),
     }
-    assert all(v["object_path"] is None for v in info["variables"])
-    assert info["files"][0].endswith("tmp.ckpt.index")
+    assert all(v.object_path is None for v in info.variables)
+    assert info.files[0].endswith("tmp.ckpt.index")
 
 
 def test_read_tf2_checkpoint_object_paths_and_ways_to_name_it(artifacts):
-    info = ck.read_checkpoint(artifacts["tf2"])
-    assert info["format"] == "tf2-object"
-    by_key = {v["key"]: v for v in info["variables"]}
-    assert ck.OBJECT_GRAPH_KEY not in by_key
-    assert by_key["model/w/.ATTRIBUTES/VARIABLE_VALUE"]["object_path"] == "model/w"
-    assert by_key["model/w/.ATTRIBUTES/VARIABLE_VALUE"]["shape"] == [4, 5]
-    assert by_key["step/.ATTRIBUTES/VARIABLE_VALUE"]["dtype"] == "int64"
-    assert info["dtypes"] == {"float32": 2, "int64": 2}
+    info = read_checkpoint(artifacts["tf2"])
+    assert info.format == "tf2-object"
+    by_key = {v.key: v for v in info.variables}
+    assert OBJECT_GRAPH_KEY not in by_key
+    assert by_key["model/w/.ATTRIBUTES/VARIABLE_VALUE"].object_path == "model/w"
+    assert by_key["model/w/.ATTRIBUTES/VARIABLE_VALUE"].shape == [4, 5]
+    assert by_key["step/.ATTRIBUTES/VARIABLE_VALUE"].dtype == "int64"
+    assert info.dtypes == {"float32": 2, "int64": 2}
     prefix = artifacts["tf2"]
     for other in (prefix + ".index", prefix + ".data-00000-of-00001", os.path.dirname(prefix)):
-        assert ck.read_checkpoint(other)["variables"] == info["variables"], other
+        assert read_checkpoint(other).variables == info.variables, other
 
 
 def test_read_does_not_read_tensor_data(artifacts, monkeypatch):
     calls = []
-    original = ck._TFSource.read
-    monkeypatch.setattr(ck._TFSource, "read", lambda self, key: calls.append(key) or original(self, key))
-    ck.read_checkpoint(artifacts["tf2"])
-    assert calls == [ck.OBJECT_GRAPH_KEY]  # the object graph (a few hundred bytes), never a variable
+    original = TFSource.read
+    monkeypatch.setattr(TFSource, "read", lambda self, key: calls.append(key) or original(self, key))
+    read_checkpoint(artifacts["tf2"])
+    assert calls == [OBJECT_GRAPH_KEY]  # the object graph (a few hundred bytes), never a variable
 
 
 def test_audit_tf2_finds_the_overflow(artifacts):
-    audit = ck.audit_checkpoint(artifacts["tf2"], "float16")
-    rows = {r["key"]: r for r in audit["variables"]}
+    audit = audit_checkpoint(artifacts["tf2"], "float16")
+    rows = {r.key: r for r in audit.variables}
     assert set(rows) == {"model/w/.ATTRIBUTES/VARIABLE_VALUE", "model/b/.ATTRIBUTES/VARIABLE_VALUE"}  # floats only
     w = rows["model/w/.ATTRIBUTES/VARIABLE_VALUE"]
-    assert (w["overflow"], w["max_abs"], w["status"]) == (1, 1e5, "overflow")
-    assert audit["safe"] is False and audit["skipped"] == 2
-    assert audit["verdict"].startswith("NOT safe for float16: 1 variable overflow")
+    assert (w.overflow, w.max_abs, w.status) == (1, 1e5, "overflow")
+    assert audit.safe is False and audit.skipped == 2
+    assert audit.verdict.startswith("NOT safe for float16: 1 variable overflow")
 
 
 def test_audit_streams_float_tensors_from_the_shards_in_small_chunks(tf, tmp_path, monkeypatch):
@@ -251,26 +259,27 @@ def test_audit_streams_float_tensors_from_the_shards_in_small_chunks(tf, tmp_pat
         big=tf.Variable(big), half=tf.Variable(big[:3].astype(np.float16)), f64=tf.Variable(np.array([1e6, 1e-30]))
     ).write(str(tmp_path / "ck"))
     sizes, reads = [], []
-    original_add, original_read = ck._RangeStats.add, ck._TFSource.read
-    monkeypatch.setattr(ck._RangeStats, "add", lambda self, a: sizes.append(a.nbytes) or original_add(self, a))
-    monkeypatch.setattr(ck._TFSource, "read", lambda self, key: reads.append(key) or original_read(self, key))
-    streamed = ck.audit_checkpoint(prefix, "float16")
-    assert max(sizes) <= ck._READ_BYTES and sum(sizes) == big.nbytes + 16  # float16 entry: already the target
-    assert reads == [ck.OBJECT_GRAPH_KEY]  # TF's reader only for the object graph
+    original_add, original_read = RangeStats.add, TFSource.read
+    monkeypatch.setattr(RangeStats, "add", lambda self, a: sizes.append(a.nbytes) or original_add(self, a))
+    monkeypatch.setattr(TFSource, "read", lambda self, key: reads.append(key) or original_read(self, key))
+    streamed = audit_checkpoint(prefix, "float16")
+    assert max(sizes) <= tf_checkpoint._READ_BYTES
+    assert sum(sizes) == big.nbytes + 16  # float16 entry: already the target
+    assert reads == [OBJECT_GRAPH_KEY]  # TF's reader only for the object graph
     sizes.clear()
-    verified = ck.audit_checkpoint(prefix, "float16", verify_checksums=True)
+    verified = audit_checkpoint(prefix, "float16", verify_checksums=True)
     assert max(sizes) == big.nbytes  # whole tensors through TF's reader
-    assert len(streamed["variables"]) == len(verified["variables"])
-    for a, b in zip(streamed["variables"], verified["variables"], strict=True):
+    assert len(streamed.variables) == len(verified.variables)
+    for a, b in zip(streamed.variables, verified.variables, strict=True):
         assert a == b
-    rows = {r["key"].split("/")[0]: r for r in streamed["variables"]}
-    assert rows["big"]["overflow"] == 1 and rows["big"]["max_abs"] == pytest.approx(9e4)
-    assert (rows["f64"]["overflow"], rows["f64"]["flushed"]) == (1, 1)
-    assert streamed["summary"]["values"] == big.size + 2
+    rows = {r.key.split("/")[0]: r for r in streamed.variables}
+    assert rows["big"].overflow == 1 and rows["big"].max_abs == pytest.approx(9e4)
+    assert (rows["f64"].overflow, rows["f64"].flushed) == (1, 1)
+    assert streamed.summary["values"] == big.size + 2
 
 
 def test_corrupt_shard_checksum_caught_by_converter_and_verified_audit(tf, artifacts, tmp_path):
-    _, entries = ck._bundle_index(artifacts["tf2"] + ".index")
+    _, entries = bundle_index(artifacts["tf2"] + ".index")
     where = entries["model/w/.ATTRIBUTES/VARIABLE_VALUE"].offset
     for name in os.listdir(os.path.dirname(artifacts["tf2"])):
         if name.startswith(os.path.basename(artifacts["tf2"]) + "."):
@@ -280,19 +289,19 @@ def test_corrupt_shard_checksum_caught_by_converter_and_verified_audit(tf, artif
                 data[where] ^= 0x40  # flip a bit of model/w
             (tmp_path / name).write_bytes(bytes(data))
     prefix = str(tmp_path / os.path.basename(artifacts["tf2"]))
-    ck.audit_checkpoint(prefix, "float16")  # the streaming audit does not check CRC32C (documented)
-    with pytest.raises(ck.CheckpointError, match=r"corrupt data shard: tensor .* fails its checksum"):
-        ck.audit_checkpoint(prefix, "float16", verify_checksums=True)
-    with pytest.raises(ck.CheckpointError, match="corrupt data shard"):
-        ck.convert_checkpoint(prefix, str(tmp_path / "out"), "float16")
+    audit_checkpoint(prefix, "float16")  # the streaming audit does not check CRC32C (documented)
+    with pytest.raises(CheckpointError, match=r"corrupt data shard: tensor .* fails its checksum"):
+        audit_checkpoint(prefix, "float16", verify_checksums=True)
+    with pytest.raises(CheckpointError, match="corrupt data shard"):
+        convert_checkpoint(prefix, str(tmp_path / "out"), "float16")
     assert not [f for f in os.listdir(tmp_path) if f.startswith(("out", "."))]
 
 
 def test_audit_bfloat16_tf1(artifacts):
-    audit = ck.audit_checkpoint(artifacts["tf1"], "bfloat16")
-    assert audit["safe"] and audit["summary"]["variables"] == 3
-    assert 0 < audit["summary"]["max_relative_error"] <= 2.0**-8
-    assert "relative precision loss" in audit["verdict"]
+    audit = audit_checkpoint(artifacts["tf1"], "bfloat16")
+    assert audit.safe and audit.summary["variables"] == 3
+    assert 0 < audit.summary["max_relative_error"] <= 2.0**-8
+    assert "relative precision loss" in audit.verdict
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -309,11 +318,11 @@ def test_seed_tf1_float32_saver_checkpoint_restores_into_float16_graph_after_con
 
     before = tree_digest(artifacts["tf1"])
     os.makedirs(tmp_path / "f16")
-    result = ck.convert_checkpoint(artifacts["tf1"], str(tmp_path / "f16" / "tmp.ckpt"), "float16")
+    result = convert_checkpoint(artifacts["tf1"], str(tmp_path / "f16" / "tmp.ckpt"), "float16")
     assert tree_digest(artifacts["tf1"]) == before  # IN untouched
-    assert sorted(result["cast"]) == ["dense/bias:0", "dense/kernel:0", "foo:0"]
-    assert result["verified"] and result["audit"]["summary"]["flushed_values"] == 1
-    assert any(".meta" in note for note in result["notes"])
+    assert sorted(result.cast) == ["dense/bias:0", "dense/kernel:0", "foo:0"]
+    assert result.verified and result.audit.summary["flushed_values"] == 1
+    assert any(".meta" in note for note in result.notes)
 
     with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
         out = graph_tf1(tf, np.float16, {k: np.zeros_like(v) for k, v in values.items()})
@@ -335,23 +344,23 @@ def test_tf2_checkpoint_restores_into_float16_variables_after_conversion(tf, art
         float16_checkpoint().read(artifacts["tf2"]).assert_consumed()
 
     out = str(tmp_path / "ckpt16")
-    result = ck.convert_checkpoint(artifacts["tf2"], out, "float16")
-    assert result["audit"]["summary"]["overflow_values"] == 1
+    result = convert_checkpoint(artifacts["tf2"], out, "float16")
+    assert result.audit.summary["overflow_values"] == 1
     restored = float16_checkpoint()
     restored.restore(out).assert_consumed()
     np.testing.assert_array_equal(restored.model.w.numpy(), artifacts["tf2_values"]["w"].astype(np.float16))
     assert np.isinf(restored.model.w.numpy()[1, 2])  # 1e5 is inf in float16: what the audit warned about
     assert int(restored.step.numpy()) == 7  # int64 untouched
 
-    info = ck.read_checkpoint(out)
-    assert info["dtypes"] == {"float16": 2, "int64": 2}
-    assert [v["object_path"] for v in info["variables"]] == [
-        v["object_path"] for v in ck.read_checkpoint(artifacts["tf2"])["variables"]
+    info = read_checkpoint(out)
+    assert info.dtypes == {"float16": 2, "int64": 2}
+    assert [v.object_path for v in info.variables] == [
+        v.object_path for v in read_checkpoint(artifacts["tf2"]).variables
     ]
 
     back = str(tmp_path / "ckpt32")  # and back to float32
-    ck.convert_checkpoint(out, back, "float32")
-    assert ck.read_checkpoint(back)["dtypes"] == {"float32": 2, "int64": 2}
+    convert_checkpoint(out, back, "float32")
+    assert read_checkpoint(back).dtypes == {"float32": 2, "int64": 2}
 
 
 def test_tf_keras_model_under_float16_policy_loads_converted_weights(tf, tmp_path):
@@ -370,7 +379,7 @@ def test_tf_keras_model_under_float16_policy_loads_converted_weights(tf, tmp_pat
         assert half.layers[0].kernel.dtype == tf.float16
         with pytest.raises(Exception, match="expected dtype half does not equal original"):
             half.load_weights(str(tmp_path / "w32" / "weights"))
-        ck.convert_checkpoint(str(tmp_path / "w32" / "weights"), str(tmp_path / "w16"), "float16")
+        convert_checkpoint(str(tmp_path / "w32" / "weights"), str(tmp_path / "w16"), "float16")
         half = build()
         half.load_weights(str(tmp_path / "w16"))
         got = half(x.astype(np.float16)).numpy()
@@ -382,10 +391,10 @@ def test_tf_keras_model_under_float16_policy_loads_converted_weights(tf, tmp_pat
 def test_convert_directory_writes_a_directory_with_a_state_file(tf, artifacts, tmp_path):
     src_dir = os.path.dirname(artifacts["tf2"])
     out = tmp_path / "converted"
-    result = ck.convert_checkpoint(src_dir, str(out), "bfloat16")
+    result = convert_checkpoint(src_dir, str(out), "bfloat16")
     assert sorted(os.listdir(out)) == ["checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index"]
-    assert ck.read_checkpoint(str(out))["dtypes"] == {"bfloat16": 2, "int64": 2}
-    assert result["files"] and all(os.path.exists(f) for f in result["files"])
+    assert read_checkpoint(str(out)).dtypes == {"bfloat16": 2, "int64": 2}
+    assert result.files and all(os.path.exists(f) for f in result.files)
     restored = tf.train.Checkpoint(model=tf.Module(), step=tf.Variable(0, dtype=tf.int64))
     restored.model.w = tf.Variable(tf.zeros((4, 5), tf.bfloat16))
     restored.model.b = tf.Variable(tf.zeros(5, tf.bfloat16))
@@ -394,38 +403,38 @@ def test_convert_directory_writes_a_directory_with_a_state_file(tf, artifacts, t
 
 def test_convert_only_regex_casts_matching_entries_only(tf, artifacts, tmp_path):
     out = str(tmp_path / "partial")
-    result = ck.convert_checkpoint(artifacts["tf2"], out, "float16", only=r"/w/")
-    assert result["cast"] == ["model/w/.ATTRIBUTES/VARIABLE_VALUE"]
-    dtypes = {v["key"]: v["dtype"] for v in ck.read_checkpoint(out)["variables"]}
+    result = convert_checkpoint(artifacts["tf2"], out, "float16", only=r"/w/")
+    assert result.cast == ["model/w/.ATTRIBUTES/VARIABLE_VALUE"]
+    dtypes = {v.key: v.dtype for v in read_checkpoint(out).variables}
     assert dtypes["model/w/.ATTRIBUTES/VARIABLE_VALUE"] == "float16"
     assert dtypes["model/b/.ATTRIBUTES/VARIABLE_VALUE"] == "float32"
-    with pytest.raises(ck.CheckpointError, match="matches no float entry"):
-        ck.convert_checkpoint(artifacts["tf2"], str(tmp_path / "none"), "float16", only="nomatch", require_match=True)
-    with pytest.raises(ck.CheckpointError, match="invalid regular expression"):
-        ck.convert_checkpoint(artifacts["tf2"], str(tmp_path / "bad"), "float16", only="(")
+    with pytest.raises(CheckpointError, match="matches no float entry"):
+        convert_checkpoint(artifacts["tf2"], str(tmp_path / "none"), "float16", only="nomatch", require_match=True)
+    with pytest.raises(CheckpointError, match="invalid regular expression"):
+        convert_checkpoint(artifacts["tf2"], str(tmp_path / "bad"), "float16", only="(")
     assert not [f for f in os.listdir(tmp_path) if f.startswith(("none", "bad", "."))]
 
 
 def test_convert_refuses_existing_output_and_input_as_output(tf, artifacts, tmp_path):
     out = str(tmp_path / "c")
-    ck.convert_checkpoint(artifacts["tf2"], out, "float16")
+    convert_checkpoint(artifacts["tf2"], out, "float16")
     before = tree_digest(out)
-    with pytest.raises(ck.CheckpointError, match="already exists"):
-        ck.convert_checkpoint(artifacts["tf2"], out, "bfloat16")
+    with pytest.raises(CheckpointError, match="already exists"):
+        convert_checkpoint(artifacts["tf2"], out, "bfloat16")
     assert tree_digest(out) == before
     for same in (artifacts["tf2"], artifacts["tf2"] + ".index"):
-        with pytest.raises(ck.CheckpointError, match="is the input"):
-            ck.convert_checkpoint(artifacts["tf2"], same, "float16", force=True)
-    ck.convert_checkpoint(artifacts["tf2"], out, "bfloat16", force=True)
-    assert ck.read_checkpoint(out)["dtypes"]["bfloat16"] == 2
+        with pytest.raises(CheckpointError, match="is the input"):
+            convert_checkpoint(artifacts["tf2"], same, "float16", force=True)
+    convert_checkpoint(artifacts["tf2"], out, "bfloat16", force=True)
+    assert read_checkpoint(out).dtypes["bfloat16"] == 2
     assert sorted(os.listdir(tmp_path)) == ["c.data-00000-of-00001", "c.index"]  # no temporaries left
 
 
 def test_convert_many_batches_merges_shards(tf, tmp_path, monkeypatch):
     variables = {f"v{i}": tf.Variable(np.full((64,), i, np.float32)) for i in range(5)}
     prefix = tf.train.Checkpoint(**variables).write(str(tmp_path / "src" / "ck"))
-    monkeypatch.setattr(ck, "_BATCH_BYTES", 300)  # about one tensor per SaveV2 call
-    ck.convert_checkpoint(prefix, str(tmp_path / "out"), "float16")
+    monkeypatch.setattr(convert, "_BATCH_BYTES", 300)  # about one tensor per SaveV2 call
+    convert_checkpoint(prefix, str(tmp_path / "out"), "float16")
     shards = [f for f in os.listdir(tmp_path) if ".data-" in f]
     assert len(shards) > 1
     reader = tf.train.load_checkpoint(str(tmp_path / "out"))
@@ -435,9 +444,9 @@ def test_convert_many_batches_merges_shards(tf, tmp_path, monkeypatch):
 
 def test_verification_failure_leaves_nothing(tf, artifacts, tmp_path, monkeypatch):
     counter = iter(range(10**6))
-    monkeypatch.setattr(ck, "_fingerprint", lambda value: next(counter))  # every read-back differs
-    with pytest.raises(ck.CheckpointError, match="verification failed"):
-        ck.convert_checkpoint(artifacts["tf2"], str(tmp_path / "v"), "float16")
+    monkeypatch.setattr(convert, "_fingerprint", lambda value: next(counter))  # every read-back differs
+    with pytest.raises(CheckpointError, match="verification failed"):
+        convert_checkpoint(artifacts["tf2"], str(tmp_path / "v"), "float16")
     assert os.listdir(tmp_path) == []
 
 
@@ -463,16 +472,16 @@ def keras2_h5(h5py, path, full_model: bool):
 @pytest.mark.parametrize("full_model", [False, True])
 def test_keras2_h5_read_audit_convert(h5py, tmp_path, full_model):
     src = keras2_h5(h5py, tmp_path / "w.h5", full_model)
-    info = ck.read_checkpoint(src)
-    assert info["format"] == "keras2-h5"
-    names = {v["name"] for v in info["variables"]}
+    info = read_checkpoint(src)
+    assert info.format == "keras2-h5"
+    names = {v.name for v in info.variables}
     assert {"dense/kernel:0", "dense/bias:0"} <= names
-    audit = ck.audit_checkpoint(src, "float16")
-    kernel = next(r for r in audit["variables"] if r["key"].endswith("kernel:0"))
-    assert (kernel["overflow"], kernel["flushed"], kernel["max_abs"]) == (1, 1, 7e4)
+    audit = audit_checkpoint(src, "float16")
+    kernel = next(r for r in audit.variables if r.key.endswith("kernel:0"))
+    assert (kernel.overflow, kernel.flushed, kernel.max_abs) == (1, 1, 7e4)
 
     before = tree_digest(src)
-    result = ck.convert_checkpoint(src, str(tmp_path / "w16.h5"), "float16")
+    result = convert_checkpoint(src, str(tmp_path / "w16.h5"), "float16")
     assert tree_digest(src) == before
     with h5py.File(tmp_path / "w16.h5") as f, h5py.File(src) as g:
         root = "model_weights/" if full_model else ""
@@ -482,11 +491,11 @@ def test_keras2_h5_read_audit_convert(h5py, tmp_path, full_model):
         if full_model:
             assert f["optimizer_weights/iteration:0"].dtype == np.int64
             assert f.attrs["model_config"] == g.attrs["model_config"]
-    assert result["audit"]["summary"]["overflow_values"] == 1
-    with pytest.raises(ck.CheckpointError, match="cannot hold bfloat16"):
-        ck.convert_checkpoint(src, str(tmp_path / "bf.h5"), "bfloat16")
-    with pytest.raises(ck.CheckpointError, match="must end in"):
-        ck.convert_checkpoint(src, str(tmp_path / "w16.weights"), "float16")
+    assert result.audit.summary["overflow_values"] == 1
+    with pytest.raises(CheckpointError, match="cannot hold bfloat16"):
+        convert_checkpoint(src, str(tmp_path / "bf.h5"), "bfloat16")
+    with pytest.raises(CheckpointError, match="must end in"):
+        convert_checkpoint(src, str(tmp_path / "w16.weights"), "float16")
 
 
 def test_h5_datasets_stream_in_slabs(h5py, tmp_path, monkeypatch):
@@ -495,14 +504,14 @@ def test_h5_datasets_stream_in_slabs(h5py, tmp_path, monkeypatch):
     with h5py.File(tmp_path / "big.weights.h5", "w") as f:
         f.create_dataset("layers/dense/vars/0", data=values)
         f["layers/dense/vars"].attrs["name"] = "dense"
-    monkeypatch.setattr(ck, "SLAB_BYTES", 4096)  # 128 rows per slab
+    monkeypatch.setattr(hdf5, "SLAB_BYTES", 4096)  # 128 rows per slab
     sizes = []
-    original = ck._RangeStats.add
-    monkeypatch.setattr(ck._RangeStats, "add", lambda self, a: sizes.append(a.shape[0]) or original(self, a))
-    audit = ck.audit_checkpoint(str(tmp_path / "big.weights.h5"), "float16")
+    original = RangeStats.add
+    monkeypatch.setattr(RangeStats, "add", lambda self, a: sizes.append(a.shape[0]) or original(self, a))
+    audit = audit_checkpoint(str(tmp_path / "big.weights.h5"), "float16")
     assert max(sizes) == 128 and sum(sizes) == 1000
-    assert audit["variables"][0]["overflow"] == 1
-    ck.convert_checkpoint(str(tmp_path / "big.weights.h5"), str(tmp_path / "out.weights.h5"), "float16")
+    assert audit.variables[0].overflow == 1
+    convert_checkpoint(str(tmp_path / "big.weights.h5"), str(tmp_path / "out.weights.h5"), "float16")
     with h5py.File(tmp_path / "out.weights.h5") as f:
         np.testing.assert_array_equal(f["layers/dense/vars/0"][()], values.astype(np.float16))
 
@@ -528,12 +537,12 @@ def build_keras3(keras, policy):
 @pytest.mark.parametrize("target", ["float16", "bfloat16"])
 def test_keras3_weights_convert_and_load(keras3_files, tmp_path, name, target):
     keras, model, root = keras3_files
-    info = ck.read_checkpoint(str(root / name))
-    assert info["format"] == ("keras3-archive" if name.endswith(".keras") else "keras3-weights-h5")
-    assert info["dtypes"] == {"float32": 4}
+    info = read_checkpoint(str(root / name))
+    assert info.format == ("keras3-archive" if name.endswith(".keras") else "keras3-weights-h5")
+    assert info.dtypes == {"float32": 4}
     out = str(tmp_path / name)
-    ck.convert_checkpoint(str(root / name), out, target)
-    assert ck.read_checkpoint(out)["dtypes"] == {target: 4}
+    convert_checkpoint(str(root / name), out, target)
+    assert read_checkpoint(out).dtypes == {target: 4}
     half = build_keras3(keras, target)
     if name.endswith(".keras"):
         with zipfile.ZipFile(out) as archive:
@@ -544,7 +553,7 @@ def test_keras3_weights_convert_and_load(keras3_files, tmp_path, name, target):
     for mine, theirs in zip(half.weights, model.weights, strict=True):
         np.testing.assert_allclose(
             np.asarray(mine.numpy(), np.float32),
-            np.asarray(theirs.numpy()).astype(ck._np_dtype(target)).astype(np.float32),
+            np.asarray(theirs.numpy()).astype(numpy_dtype(target)).astype(np.float32),
         )
 
 
@@ -554,6 +563,6 @@ def test_keras_archive_with_compressed_weights_member(keras3_files, tmp_path):
     with zipfile.ZipFile(root / "m.keras") as zin, zipfile.ZipFile(src, "w", zipfile.ZIP_DEFLATED) as zout:
         for item in zin.infolist():
             zout.writestr(item.filename, zin.read(item))
-    assert ck.read_checkpoint(str(src))["dtypes"] == {"float32": 4}
-    ck.convert_checkpoint(str(src), str(tmp_path / "out.keras"), "float16")
-    assert ck.read_checkpoint(str(tmp_path / "out.keras"))["dtypes"] == {"float16": 4}
+    assert read_checkpoint(str(src)).dtypes == {"float32": 4}
+    convert_checkpoint(str(src), str(tmp_path / "out.keras"), "float16")
+    assert read_checkpoint(str(tmp_path / "out.keras")).dtypes == {"float16": 4}

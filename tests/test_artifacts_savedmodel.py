@@ -160,8 +160,9 @@ def built(tmp_path_factory):
 
 
 def _no_error(info):
-    assert info["error"] is None, info["error"]
-    return info
+    """The record as JSON (what `mpdoctor inspect --format json` prints), after checking that it has no error."""
+    assert info.error is None, info.error
+    return info.to_json()
 
 
 def _function_dtypes(info, name):
@@ -292,27 +293,27 @@ def _synthetic_saved_model(dtype=19) -> bytes:
 
 
 def _error(info):
-    assert info["path"] is None or os.path.isabs(info["path"])
-    assert info["signatures"] == [] and info["functions"] == [] and info["accepted_input_dtypes"] == []
-    assert "\n" not in info["error"]["message"]
-    return info["error"]
+    assert info.path is None or os.path.isabs(info.path)
+    assert info.signatures == [] and info.functions == [] and info.accepted_input_dtypes == []
+    assert "\n" not in info.error.message
+    return info.error
 
 
 def test_missing_path(tmp_path):
     error = _error(read_savedmodel(str(tmp_path / "nope")))
-    assert error == {"kind": "missing", "message": f"{tmp_path / 'nope'} does not exist"}
+    assert (error.kind, error.message) == ("missing", f"{tmp_path / 'nope'} does not exist")
 
 
 def test_directory_without_saved_model(tmp_path):
     (tmp_path / "variables").mkdir()
     error = _error(read_savedmodel(str(tmp_path)))
-    assert error["kind"] == "not_savedmodel" and str(tmp_path) in error["message"]
+    assert error.kind == "not_savedmodel" and str(tmp_path) in error.message
 
 
 def test_file_instead_of_directory(tmp_path):
     (tmp_path / "model.keras").write_bytes(b"PK\x03\x04")
     error = _error(read_savedmodel(str(tmp_path / "model.keras")))
-    assert error["kind"] == "not_savedmodel" and "model.keras" in error["message"]
+    assert error.kind == "not_savedmodel" and "model.keras" in error.message
 
 
 @pytest.mark.parametrize(
@@ -323,13 +324,13 @@ def test_file_instead_of_directory(tmp_path):
 def test_corrupt_saved_model(tmp_path, data):
     (tmp_path / "saved_model.pb").write_bytes(data)
     error = _error(read_savedmodel(str(tmp_path)))
-    assert error["kind"] == "corrupt" and str(tmp_path / "saved_model.pb") in error["message"]
+    assert error.kind == "corrupt" and str(tmp_path / "saved_model.pb") in error.message
 
 
 def test_corrupt_pbtxt(tmp_path):
     (tmp_path / "saved_model.pbtxt").write_text("meta_graphs { signature_def { key: ")
     error = _error(read_savedmodel(str(tmp_path)))
-    assert error["kind"] == "corrupt" and "saved_model.pbtxt" in error["message"]
+    assert error.kind == "corrupt" and "saved_model.pbtxt" in error.message
 
 
 def test_synthetic_pb_and_pbtxt(tmp_path):
@@ -373,10 +374,10 @@ def test_https_handle_not_cached_is_offline(monkeypatch, tmp_path):
     monkeypatch.setenv("TFHUB_CACHE_DIR", str(tmp_path))
     os.makedirs(hub_cache_path(HANDLE))  # an empty directory is an interrupted download, not a cached model
     error = _error(read_savedmodel(HANDLE))
-    assert error["kind"] == "offline" and HANDLE in error["message"] and str(tmp_path) in error["message"]
+    assert error.kind == "offline" and HANDLE in error.message and str(tmp_path) in error.message
     kaggle = "https://www.kaggle.com/models/google/mobilenet-v2/TensorFlow2/100-224-feature-vector/1"
-    assert _error(read_savedmodel(kaggle))["kind"] == "offline"
-    assert _error(read_savedmodel("gs://bucket/model"))["kind"] == "offline"
+    assert _error(read_savedmodel(kaggle)).kind == "offline"
+    assert _error(read_savedmodel("gs://bucket/model")).kind == "offline"
 
 
 def test_https_handle_in_cache(monkeypatch, tmp_path):
@@ -389,14 +390,14 @@ def test_https_handle_in_cache(monkeypatch, tmp_path):
     assert info["handle"] == HANDLE and info["path"] == cached
     assert info["accepted_input_dtypes"] == ["float32"]
     # The cache key is the handle exactly as written, like tensorflow_hub's.
-    assert _error(read_savedmodel(HANDLE + "/"))["kind"] == "offline"
+    assert _error(read_savedmodel(HANDLE + "/")).kind == "offline"
 
 
 def test_reading_never_imports_tensorflow(tmp_path):
     (tmp_path / "saved_model.pb").write_bytes(_synthetic_saved_model())
     probe = (
         "import sys; from mpdoctor.artifacts.savedmodel import read_savedmodel; "
-        f"info = read_savedmodel({str(tmp_path)!r}); assert info['error'] is None, info; "
+        f"info = read_savedmodel({str(tmp_path)!r}); assert info.error is None, info; "
         "print(sorted(m for m in ('tensorflow', 'keras', 'tf_keras', 'numpy') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)

@@ -480,15 +480,17 @@ def test_h5py_failures_after_open_are_checkpoint_errors_and_our_own_bugs_are_not
     h5py = pytest.importorskip("h5py")
     import numpy as np
 
-    from mpdoctor.artifacts import checkpoints as ck
+    from mpdoctor.artifacts.errors import CheckpointError
+    from mpdoctor.artifacts.hdf5 import open_h5
+    from mpdoctor.artifacts.locate import locate
 
     path = tmp_path / "model.weights.h5"
     with h5py.File(path, "w") as handle:
         handle.create_dataset("layers/dense/vars/0", data=np.ones((2, 2), np.float32))
-    with pytest.raises(ck.CheckpointError) as caught, ck._open_h5(ck.locate(str(path))) as (handle, _):
+    with pytest.raises(CheckpointError) as caught, open_h5(locate(str(path))) as (handle, _):
         handle["no/such/dataset"]  # h5py raises KeyError from its own code
     assert caught.value.path == str(path) and caught.value.problem.startswith("corrupt HDF5 file: ")
-    with pytest.raises(KeyError), ck._open_h5(ck.locate(str(path))) as (handle, _):
+    with pytest.raises(KeyError), open_h5(locate(str(path))) as (handle, _):
         {}["ours"]  # a KeyError of mpdoctor's own code stays an internal error (a bug to report), not "corrupt"
 
 

@@ -73,13 +73,13 @@ def crafted_checkpoint(folder: Path, dims: list[int]) -> Path:
     """A real TF2 checkpoint whose variable's index entry is given the shape `dims`."""
     from tensorflow.core.protobuf import tensor_bundle_pb2
 
-    from mpdoctor.artifacts.checkpoints import _table_entries
+    from mpdoctor.artifacts.bundle_index import table_entries
 
     prefix = folder / "ckpt"
     tf.train.Checkpoint(w=tf.Variable(tf.ones([4]))).write(str(prefix))
     index = Path(str(prefix) + ".index")
     rows = []
-    for key, value in _table_entries(index.read_bytes()):
+    for key, value in table_entries(index.read_bytes()):
         if key == b"w/.ATTRIBUTES/VARIABLE_VALUE":
             entry = tensor_bundle_pb2.BundleEntryProto()
             entry.ParseFromString(value)

@@ -128,7 +128,7 @@ def test_mp202_says_once_that_the_signature_checks_were_skipped(handle, tmp_path
     monkeypatch.setenv("TFHUB_CACHE_DIR", str(tmp_path))  # an empty cache
     load = savedmodel_load([])
     load["handle"] = handle
-    load["savedmodel"] = read_savedmodel(handle)
+    load["savedmodel"] = read_savedmodel(handle).to_json()
     [d] = run(facts(savedmodel_loads=[load]), "MP202")
     assert d.message.count("signature checks were skipped") == 1, d.message
     assert d.message.endswith("; its signature checks were skipped")

@@ -6,7 +6,7 @@ Nothing is executed and TensorFlow is never imported: importing `tensorflow.core
 private protobuf descriptor pool. Unknown fields (the GraphDef, variables, ...) are skipped by the wire format.
 Only the `protobuf` package is needed.
 
-`read_savedmodel(handle)` returns SAVEDMODEL_INFO (see /tmp/trace_design.md, "Facts schema"):
+`read_savedmodel(handle)` returns a SavedModelInfo record (mpdoctor.facts.artifacts), whose JSON is:
 
     {"handle": str, "path": str | None, "error": None | {"kind": "missing" | "offline" | "corrupt" |
      "not_savedmodel", "message": str},
@@ -41,10 +41,14 @@ handle that is not cached gives the error kind "offline" (nothing is ever downlo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
 import tempfile
+
+from mpdoctor.facts import artifacts as records
+from mpdoctor.facts.codec import ABSENT
 
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 INIT_OP_SIGNATURE = "__saved_model_init_op"
@@ -402,12 +406,10 @@ def _shape(proto) -> list | None:
     return [None if dim.size < 0 else int(dim.size) for dim in proto.dim]
 
 
-def _tensor_info(name: str, info) -> dict:
-    return {
-        "name": name,
-        "dtype": _dtype(info.dtype),
-        "shape": _shape(info.tensor_shape) if info.HasField("tensor_shape") else None,
-    }
+def _tensor_info(name: str, info) -> records.TensorInfo:
+    return records.TensorInfo(
+        name, _dtype(info.dtype), _shape(info.tensor_shape) if info.HasField("tensor_shape") else None
+    )
 
 
 def _python_value(value):
@@ -431,17 +433,13 @@ def _python_value(value):
 
 
 def _flatten(value, name: str, out: list) -> None:
-    """Leaves of a StructuredValue input signature as INPUT dicts, in tf.nest order (dict keys sorted)."""
+    """Leaves of a StructuredValue input signature as TensorInfo records, in tf.nest order (dict keys sorted)."""
     kind = value.WhichOneof("kind")
     if kind in ("tensor_spec_value", "bounded_tensor_spec_value"):
         spec = getattr(value, kind)
-        item = {
-            "name": name,
-            "dtype": _dtype(spec.dtype),
-            "shape": _shape(spec.shape) if spec.HasField("shape") else None,
-        }
+        item = records.TensorInfo(name, _dtype(spec.dtype), _shape(spec.shape) if spec.HasField("shape") else None)
         if spec.name and spec.name != name:
-            item["spec_name"] = spec.name  # the TensorSpec's own name, what saved_model_cli prints
+            item.spec_name = spec.name  # the TensorSpec's own name, what saved_model_cli prints
         out.append(item)
     elif kind == "type_spec_value":
         spec = value.type_spec_value
@@ -455,7 +453,7 @@ def _flatten(value, name: str, out: list) -> None:
             elif item_kind == "tensor_shape_value" and shape is None:
                 shape = _shape(item.tensor_shape_value)
         class_name = spec.type_spec_class_name or _TYPE_SPEC_CLASS_NAMES.get(spec.type_spec_class, "TypeSpec")
-        out.append({"name": name, "dtype": dtype, "shape": shape, "type_spec": class_name})
+        out.append(records.TensorInfo(name, dtype, shape, type_spec=class_name))
     elif kind in ("list_value", "tuple_value"):
         for index, item in enumerate(getattr(value, kind).values):
             _flatten(item, f"{name}[{index}]", out)
@@ -466,7 +464,7 @@ def _flatten(value, name: str, out: list) -> None:
         for pair in value.named_tuple_value.values:
             _flatten(pair.value, f"{name}.{pair.key}", out)
     else:
-        out.append({"name": name, "dtype": None, "shape": None, "value": _python_value(value)})
+        out.append(records.TensorInfo(name, None, None, value=_python_value(value)))
 
 
 def _argument_names(function_spec, argument_keywords=()) -> list[str]:
@@ -480,8 +478,8 @@ def _argument_names(function_spec, argument_keywords=()) -> list[str]:
     return names or list(argument_keywords)
 
 
-def _function_inputs(concrete, argument_names: list[str]) -> list[dict]:
-    inputs: list[dict] = []
+def _function_inputs(concrete, argument_names: list[str]) -> list[records.TensorInfo]:
+    inputs: list[records.TensorInfo] = []
     if not concrete.HasField("canonicalized_input_signature"):
         return inputs
     signature = concrete.canonicalized_input_signature
@@ -499,10 +497,10 @@ def _function_inputs(concrete, argument_names: list[str]) -> list[dict]:
     return inputs
 
 
-def _first_tensor_dtype(inputs: list[dict]) -> str | None:
+def _first_tensor_dtype(inputs: list[records.TensorInfo]) -> str | None:
     for item in inputs:
-        if item.get("dtype") is not None and "value" not in item:
-            return item["dtype"]
+        if item.dtype is not None and item.value is ABSENT:
+            return item.dtype
     return None
 
 
@@ -527,18 +525,19 @@ def parse_saved_model(data: bytes, text: bool = False):
     return saved_model
 
 
-def describe_meta_graph(meta_graph) -> dict:
+def describe_meta_graph(meta_graph) -> records.SavedModelInfo:
+    """The signatures, concrete functions and accepted input dtypes of a MetaGraph (no handle, no path)."""
     signatures = []
     for name, signature in sorted(meta_graph.signature_def.items()):
         if name == INIT_OP_SIGNATURE:
             continue
         signatures.append(
-            {
-                "name": name,
-                "method_name": signature.method_name,
-                "inputs": [_tensor_info(key, info) for key, info in sorted(signature.inputs.items())],
-                "outputs": [_tensor_info(key, info) for key, info in sorted(signature.outputs.items())],
-            }
+            records.SignatureInfo(
+                name,
+                signature.method_name,
+                [_tensor_info(key, info) for key, info in sorted(signature.inputs.items())],
+                [_tensor_info(key, info) for key, info in sorted(signature.outputs.items())],
+            )
         )
 
     functions = []
@@ -563,49 +562,39 @@ def describe_meta_graph(meta_graph) -> dict:
             for concrete_name in concrete_names:
                 concrete = graph.concrete_functions.get(concrete_name)
                 inputs = _function_inputs(concrete, names) if concrete is not None else []
-                functions.append({"name": child.local_name, "concrete_function": concrete_name, "inputs": inputs})
+                functions.append(records.FunctionInfo(child.local_name, concrete_name, inputs))
 
     by_endpoint: dict[str, set] = {}
     for function in functions:
-        dtype = _first_tensor_dtype(function["inputs"])
-        by_endpoint.setdefault(function["name"], set()).update([dtype] if dtype else [])
+        dtype = _first_tensor_dtype(function.inputs)
+        by_endpoint.setdefault(function.name, set()).update([dtype] if dtype else [])
     for signature in signatures:
-        if signature["name"] not in by_endpoint:  # an attribute of that name wins (TFSMLayer, hub.KerasLayer)
-            dtype = _first_tensor_dtype(signature["inputs"])
-            by_endpoint[signature["name"]] = {dtype} if dtype else set()
+        if signature.name not in by_endpoint:  # an attribute of that name wins (TFSMLayer, hub.KerasLayer)
+            dtype = _first_tensor_dtype(signature.inputs)
+            by_endpoint[signature.name] = {dtype} if dtype else set()
     accepted = set(by_endpoint.get("__call__", set()))
     for signature in signatures:
-        dtype = _first_tensor_dtype(signature["inputs"])
+        dtype = _first_tensor_dtype(signature.inputs)
         if dtype:
             accepted.add(dtype)
-    return {
-        "tags": sorted(meta_graph.meta_info_def.tags),
-        "signatures": signatures,
-        "functions": functions,
-        "accepted_input_dtypes": sorted(accepted),
-        "accepted_input_dtypes_by_endpoint": {name: sorted(dtypes) for name, dtypes in sorted(by_endpoint.items())},
-    }
+    return records.SavedModelInfo(
+        tags=sorted(meta_graph.meta_info_def.tags),
+        signatures=signatures,
+        functions=functions,
+        accepted_input_dtypes=sorted(accepted),
+        accepted_input_dtypes_by_endpoint={name: sorted(dtypes) for name, dtypes in sorted(by_endpoint.items())},
+    )
 
 
-def read_savedmodel(handle: str, base_dir: str | None = None) -> dict:
-    """SAVEDMODEL_INFO for a handle; never raises for a bad handle or file (the problem goes into "error")."""
-    info = {
-        "handle": handle,
-        "path": None,
-        "error": None,
-        "tags": [],
-        "signatures": [],
-        "functions": [],
-        "accepted_input_dtypes": [],
-        "accepted_input_dtypes_by_endpoint": {},
-    }
+def read_savedmodel(handle: str, base_dir: str | None = None) -> records.SavedModelInfo:
+    """What a handle's SavedModel accepts; never raises for a bad handle or file (the problem goes into `error`)."""
+    path = None
     try:
         path = resolve_handle(str(handle), base_dir)
-        info["path"] = path
-        info.update(describe_meta_graph(_load_meta_graph(path)))
+        info = describe_meta_graph(_load_meta_graph(path))
     except SavedModelError as exc:
-        info["error"] = {"kind": exc.kind, "message": exc.message}
-    return info
+        return records.SavedModelInfo(handle, path, error=records.SavedModelError(exc.kind, exc.message))
+    return dataclasses.replace(info, handle=handle, path=path)
 
 
 def _load_meta_graph(path: str):

@@ -14,6 +14,15 @@ import os
 import sys
 
 from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from mpdoctor.facts.artifacts import (
+    AuditRow,
+    CheckpointAudit,
+    CheckpointListing,
+    Conversion,
+    SavedModelInfo,
+    TensorInfo,
+)
+from mpdoctor.facts.codec import ABSENT
 from mpdoctor.printable import escape_controls
 
 
@@ -140,30 +149,27 @@ def _print(lines, stream=None) -> None:
     stream.write("\n".join(escape_controls(line) for line in lines) + "\n")
 
 
-def _checkpoint_lines(info: dict) -> list[str]:
+def _checkpoint_lines(info: CheckpointListing) -> list[str]:
     lines = [
-        f"{_shown(info['path'])}: {info['description']}",
-        "  files: " + ", ".join(_shown(f) for f in info["files"]),
-        f"  {_plural(len(info['variables']), 'variable')}, {_size(info['total_bytes'])}: "
-        f"{_dtype_counts(info['dtypes'])}",
+        f"{_shown(info.path)}: {info.description}",
+        "  files: " + ", ".join(_shown(f) for f in info.files),
+        f"  {_plural(len(info.variables), 'variable')}, {_size(info.total_bytes)}: {_dtype_counts(info.dtypes)}",
     ]
-    if info.get("mirrored"):
+    if info.mirrored:
         lines.append(
-            f"  (a Keras export stores them twice: the {_plural(info['mirrored'], 'entry', 'entries')} under "
+            f"  (a Keras export stores them twice: the {_plural(info.mirrored, 'entry', 'entries')} under "
             "_all_variables/ repeat variables/ and are listed once)"
         )
-    variables = info["variables"]
+    variables = info.variables
     if not variables:
         return lines
-    extra = None
-    if any(v.get("object_path") for v in variables):
-        extra = ("OBJECT PATH", "object_path")
-    elif any(v.get("name") for v in variables):
-        extra = ("WEIGHT NAME", "name")
+    extra = None  # the column that says what each key is, when the file says it
+    if any(v.object_path for v in variables):
+        extra = "OBJECT PATH", lambda v: v.object_path
+    elif any(v.name for v in variables):
+        extra = "WEIGHT NAME", lambda v: v.name
     header = ["KEY", "DTYPE", "SHAPE"] + ([extra[0]] if extra else [])
-    rows = [header] + [
-        [v["key"], v["dtype"], _shape(v["shape"])] + ([v.get(extra[1]) or ""] if extra else []) for v in variables
-    ]
+    rows = [header] + [[v.key, v.dtype, _shape(v.shape)] + ([extra[1](v) or ""] if extra else []) for v in variables]
     return lines + [""] + _table(rows)
 
 
@@ -171,13 +177,12 @@ def _fmt_max(value: float) -> str:
     return f"{value:.4g}"
 
 
-def _audit_lines(audit: dict) -> list[str]:
-    target = audit["target_dtype"]
-    rows = audit["variables"]
-    summary = audit["summary"]
+def _audit_lines(audit: CheckpointAudit) -> list[str]:
+    target = audit.target_dtype
+    rows = audit.variables
     lines = [
         f"{target} range audit: {_plural(len(rows), 'float variable')} to cast "
-        f"({_plural(summary['values'], 'value')}), {_plural(audit['skipped'], 'entry', 'entries')} skipped "
+        f"({_plural(audit.summary['values'], 'value')}), {_plural(audit.skipped, 'entry', 'entries')} skipped "
         f"(not float, or already {target})"
     ]
     if not rows:
@@ -187,13 +192,13 @@ def _audit_lines(audit: dict) -> list[str]:
         for r in rows:
             table.append(
                 [
-                    r["key"],
-                    r["dtype"],
-                    f"{r['values']:,}",
-                    f"{r['overflow']:,}",
-                    _fmt_max(r["max_abs"]),
-                    f"{r['max_relative_error']:.3%}",
-                    f"{r['mean_relative_error']:.3%}",
+                    r.key,
+                    r.dtype,
+                    f"{r.values:,}",
+                    f"{r.overflow:,}",
+                    _fmt_max(r.max_abs),
+                    f"{r.max_relative_error:.3%}",
+                    f"{r.mean_relative_error:.3%}",
                     _status(r),
                 ]
             )
@@ -202,24 +207,24 @@ def _audit_lines(audit: dict) -> list[str]:
     for r in rows:
         table.append(
             [
-                r["key"],
-                r["dtype"],
-                f"{r['values']:,}",
-                f"{r['overflow']:,}",
-                _fmt_max(r["max_abs"]),
-                f"{r['flushed']:,}",
-                f"{r['subnormal']:,}",
-                f"{r['flushed_fraction'] + r['subnormal_fraction']:.3%}",
+                r.key,
+                r.dtype,
+                f"{r.values:,}",
+                f"{r.overflow:,}",
+                _fmt_max(r.max_abs),
+                f"{r.flushed:,}",
+                f"{r.subnormal:,}",
+                f"{r.flushed_fraction + r.subnormal_fraction:.3%}",
                 _status(r),
             ]
         )
     return lines + [""] + _table(table, right={2, 3, 4, 5, 6, 7})
 
 
-def _status(row: dict) -> str:
-    if row["status"] == "nonfinite":
-        return f"inf/NaN x{row['nonfinite']:,}"
-    return row["status"]
+def _status(row: AuditRow) -> str:
+    if row.status == "nonfinite":
+        return f"inf/NaN x{row.nonfinite:,}"
+    return row.status
 
 
 def _tool() -> dict:
@@ -237,46 +242,43 @@ def _json(document: dict) -> None:
 # inspect
 
 
-def _load(path):
-    """The checkpoints module, or None after a one-line error when numpy (which comes with TensorFlow) is missing."""
-    try:
-        from mpdoctor.artifacts import checkpoints
-    except ImportError as exc:
-        _error(path, f"reading checkpoints needs numpy ({exc}): pip install 'mpdoctor[tf]'")
-        return None
-    return checkpoints
+def _needs_numpy(path, exc: ImportError) -> int:
+    """The one-line error when the readers cannot be imported: numpy (which comes with TensorFlow) is missing."""
+    return _error(path, f"reading checkpoints needs numpy ({exc}): pip install 'mpdoctor[tf]'")
 
 
 def run_inspect(args) -> int:
-    ck = _load(args.path)
-    if ck is None:
-        return EXIT_ERROR
+    try:
+        from mpdoctor.artifacts.range_audit import DEFAULT_UNDERFLOW_THRESHOLD, audit_source
+        from mpdoctor.artifacts.sources import describe, open_source
+    except ImportError as exc:
+        return _needs_numpy(args.path, exc)
+    from mpdoctor.artifacts.errors import CheckpointError
+    from mpdoctor.artifacts.locate import locate
 
-    threshold = ck.DEFAULT_UNDERFLOW_THRESHOLD if args.underflow_threshold is None else args.underflow_threshold
+    threshold = DEFAULT_UNDERFLOW_THRESHOLD if args.underflow_threshold is None else args.underflow_threshold
     if not 0 <= threshold <= 1:
         return _error("--underflow-threshold", f"must be a fraction between 0 and 1, not {threshold}")
     try:
-        located = ck.locate(args.path)
+        located = locate(args.path)
         if located.kind == "savedmodel":
             return _inspect_savedmodel(args, located, threshold)
-        with ck.open_source(args.path) as (located, source):
-            info = ck._describe(located, source)
-            audit = (
-                ck._audit_source(located, source, args.dtype, threshold, None, args.verify_checksums)
-                if args.dtype
-                else None
-            )
-    except ck.CheckpointError as exc:
+        with open_source(args.path) as (located, source):
+            info = describe(located, source)
+            audit = None
+            if args.dtype:
+                audit = audit_source(located, source, args.dtype, threshold, None, args.verify_checksums)
+    except CheckpointError as exc:
         return _error(exc.path, exc.problem)
-    verdict = audit["verdict"] if audit else _plain_verdict(info)
+    verdict = audit.verdict if audit else _plain_verdict(info)
     if args.format == "json":
         _json(
             {
                 "version": 1,
                 "tool": _tool(),
                 "kind": "checkpoint",
-                "checkpoint": info,
-                "audit": audit,
+                "checkpoint": info.to_json(),
+                "audit": audit.to_json() if audit is not None else None,
                 "verdict": verdict,
             }
         )
@@ -285,13 +287,13 @@ def run_inspect(args) -> int:
         if audit:
             lines += [""] + _audit_lines(audit)
         _print(lines + ["", f"verdict: {verdict}"])
-    return EXIT_FINDINGS if audit and not audit["safe"] else EXIT_OK
+    return EXIT_FINDINGS if audit and not audit.safe else EXIT_OK
 
 
-def _plain_verdict(info: dict) -> str:
-    counts = info["dtypes"]
+def _plain_verdict(info: CheckpointListing) -> str:
+    counts = info.dtypes
     floats = {d: n for d, n in counts.items() if d in ("float16", "bfloat16", "float32", "float64")}
-    text = f"{len(info['variables']):,} variables ({_dtype_counts(counts)})"
+    text = f"{len(info.variables):,} variables ({_dtype_counts(counts)})"
     if floats.get("float32") or floats.get("float64"):
         text += (
             "; restoring them into float16/bfloat16 variables needs a cast (MP301): pass --dtype float16 or "
@@ -310,25 +312,28 @@ def _split_message(message: str) -> tuple[str, str]:
 
 
 def _inspect_savedmodel(args, located, threshold: float) -> int:
-    from mpdoctor.artifacts import checkpoints as ck
+    from mpdoctor.artifacts.errors import CheckpointError
+    from mpdoctor.artifacts.range_audit import audit_source
+    from mpdoctor.artifacts.sources import describe, open_source
 
     try:
         from mpdoctor.artifacts.savedmodel import read_savedmodel
     except ImportError as exc:
         return _error(located.target, f"cannot read SavedModels here: {exc}")
     info = read_savedmodel(os.path.abspath(located.target))
-    if info.get("error"):
-        path, problem = _split_message(info["error"].get("message") or info["error"].get("kind", "unreadable"))
+    if info.error:
+        path, problem = _split_message(info.error.message or info.error.kind)
         return _error(path or located.target, problem)
     prefix = os.path.join(located.target, "variables", "variables")
-    variables = audit = None
+    variables: CheckpointListing | None = None
+    audit: CheckpointAudit | None = None
     if os.path.isfile(prefix + ".index"):
         try:
-            with ck.open_source(prefix) as (vloc, source):
-                variables = ck._describe(vloc, source)
+            with open_source(prefix) as (vloc, source):
+                variables = describe(vloc, source)
                 if args.dtype:
-                    audit = ck._audit_source(vloc, source, args.dtype, threshold, None, args.verify_checksums)
-        except ck.CheckpointError as exc:
+                    audit = audit_source(vloc, source, args.dtype, threshold, None, args.verify_checksums)
+        except CheckpointError as exc:
             return _error(exc.path, exc.problem)
     verdict = _savedmodel_verdict(info, variables, audit, args.dtype)
     if args.format == "json":
@@ -337,49 +342,57 @@ def _inspect_savedmodel(args, located, threshold: float) -> int:
                 "version": 1,
                 "tool": _tool(),
                 "kind": "savedmodel",
-                "savedmodel": info,
-                "checkpoint": variables,
-                "audit": audit,
+                "savedmodel": info.to_json(),
+                "checkpoint": variables.to_json() if variables is not None else None,
+                "audit": audit.to_json() if audit is not None else None,
                 "verdict": verdict,
             }
         )
     else:
-        lines = [f"{_shown(located.path)}: SavedModel (tags: {', '.join(info.get('tags') or []) or 'none'})"]
-        for title, key in (("signatures", "signatures"), ("concrete functions", "functions")):
-            entries = info.get(key) or []
-            lines.append(f"{title}: {len(entries)}")
-            for entry in entries:
-                label = entry.get("name", "?")
-                if entry.get("concrete_function"):
-                    label += f" ({entry['concrete_function']})"
-                lines.append(f"  {label}")
-                lines.append("    inputs:  " + _tensors(entry.get("inputs")))
-                if "outputs" in entry:
-                    lines.append("    outputs: " + _tensors(entry.get("outputs")))
-        accepted = info.get("accepted_input_dtypes") or []
-        lines.append(f"accepted input dtypes: {', '.join(accepted) or 'unknown'}")
-        if variables:
-            lines += [""] + _checkpoint_lines(variables)
-        if audit:
-            lines += [""] + _audit_lines(audit)
-        _print(lines + ["", f"verdict: {verdict}"])
-    return EXIT_FINDINGS if audit and not audit["safe"] else EXIT_OK
+        _print(_savedmodel_lines(located, info, variables, audit) + ["", f"verdict: {verdict}"])
+    return EXIT_FINDINGS if audit and not audit.safe else EXIT_OK
 
 
-def _tensors(items) -> str:
+def _savedmodel_lines(
+    located, info: SavedModelInfo, variables: CheckpointListing | None, audit: CheckpointAudit | None
+) -> list[str]:
+    lines = [f"{_shown(located.path)}: SavedModel (tags: {', '.join(info.tags) or 'none'})"]
+    lines.append(f"signatures: {len(info.signatures)}")
+    for signature in info.signatures:
+        lines.append(f"  {signature.name}")
+        lines.append("    inputs:  " + _tensors(signature.inputs))
+        lines.append("    outputs: " + _tensors(signature.outputs))
+    lines.append(f"concrete functions: {len(info.functions)}")
+    for function in info.functions:
+        label = function.name
+        if function.concrete_function:
+            label += f" ({function.concrete_function})"
+        lines.append(f"  {label}")
+        lines.append("    inputs:  " + _tensors(function.inputs))
+    lines.append(f"accepted input dtypes: {', '.join(info.accepted_input_dtypes) or 'unknown'}")
+    if variables:
+        lines += [""] + _checkpoint_lines(variables)
+    if audit:
+        lines += [""] + _audit_lines(audit)
+    return lines
+
+
+def _tensors(items: list[TensorInfo]) -> str:
     if not items:
         return "none"
     parts = []
     for item in items:
-        if "value" in item and item.get("dtype") is None:
-            parts.append(f"{item.get('name')}={item['value']!r}")
+        if item.value is not ABSENT and item.dtype is None:
+            parts.append(f"{item.name}={item.value!r}")
         else:
-            parts.append(f"{item.get('name')}: {item.get('dtype') or '?'} {_shape(item.get('shape'))}")
+            parts.append(f"{item.name}: {item.dtype or '?'} {_shape(item.shape)}")
     return ", ".join(parts)
 
 
-def _savedmodel_verdict(info: dict, variables: dict | None, audit: dict | None, dtype: str | None) -> str:
-    accepted = info.get("accepted_input_dtypes") or []
+def _savedmodel_verdict(
+    info: SavedModelInfo, variables: CheckpointListing | None, audit: CheckpointAudit | None, dtype: str | None
+) -> str:
+    accepted = info.accepted_input_dtypes
     parts = []
     if accepted and not any(d in ("float16", "bfloat16") for d in accepted):
         parts.append(
@@ -391,9 +404,9 @@ def _savedmodel_verdict(info: dict, variables: dict | None, audit: dict | None, 
     else:
         parts.append("input dtypes unknown (no signature or __call__ function)")
     if audit:
-        parts.append(f"variables: {audit['verdict']}")
+        parts.append(f"variables: {audit.verdict}")
     elif variables is not None:
-        parts.append(f"{len(variables['variables']):,} variables ({_dtype_counts(variables['dtypes'])})")
+        parts.append(f"{len(variables.variables):,} variables ({_dtype_counts(variables.dtypes)})")
     return "; ".join(parts)
 
 
@@ -402,13 +415,17 @@ def _savedmodel_verdict(info: dict, variables: dict | None, audit: dict | None, 
 
 
 def run_convert(args) -> int:
-    ck = _load(args.input)
-    if ck is None:
-        return EXIT_ERROR
+    try:
+        from mpdoctor.artifacts.convert import WouldOverflow, convert_checkpoint
+        from mpdoctor.artifacts.range_audit import LIMIT_TEXT
+        from mpdoctor.artifacts.sources import FORMAT_DESCRIPTIONS
+    except ImportError as exc:
+        return _needs_numpy(args.input, exc)
+    from mpdoctor.artifacts.errors import CheckpointError
 
     overflow = "saturate" if args.saturate else "allow" if args.allow_inf else "refuse"
     try:
-        result = ck.convert_checkpoint(
+        result = convert_checkpoint(
             args.input,
             args.output,
             args.dtype,
@@ -417,43 +434,43 @@ def run_convert(args) -> int:
             require_match=args.only is not None,
             overflow=overflow,
         )
-    except ck.WouldOverflow as exc:
+    except WouldOverflow as exc:
         _error(exc.path, exc.problem)
         return EXIT_FINDINGS
-    except ck.CheckpointError as exc:
+    except CheckpointError as exc:
         return _error(exc.path, exc.problem)
     except OSError as exc:
         return _error(exc.filename or args.output, f"cannot write: {exc.strerror or exc}")
     if args.format == "json":
-        _json({"version": 1, "tool": _tool(), "conversion": result})
+        _json({"version": 1, "tool": _tool(), "conversion": result.to_json()})
         return EXIT_OK
-    audit = result["audit"]
+    _print(_conversion_lines(result, FORMAT_DESCRIPTIONS[result.format], LIMIT_TEXT[result.target_dtype]))
+    return EXIT_OK
+
+
+def _conversion_lines(result: Conversion, description: str, limit: str) -> list[str]:
+    audit = result.audit
     lines = [
-        f"{_shown(result['path'])}: {ck.FORMAT_DESCRIPTIONS[result['format']]}",
-        f"cast {_plural(len(result['cast']), 'float entry', 'float entries')} to {result['target_dtype']}, "
-        f"copied {_plural(result['copied'], 'entry', 'entries')} untouched",
+        f"{_shown(result.path)}: {description}",
+        f"cast {_plural(len(result.cast), 'float entry', 'float entries')} to {result.target_dtype}, "
+        f"copied {_plural(result.copied, 'entry', 'entries')} untouched",
     ]
-    if not result["cast"]:
-        lines.append(f"note: nothing to cast: every float entry is already {result['target_dtype']}")
-    if audit["variables"]:
-        lines += [""] + _audit_lines(audit) + ["", f"verdict: {audit['verdict']}"]
-        if result["clamped"]:
-            lines.append(
-                f"clamped {_plural(result['clamped'], 'value')} to +-{ck._LIMIT_TEXT[result['target_dtype']]} "
-                "(--saturate)"
-            )
-        became_inf = sum(result["became_inf"].values())
+    if not result.cast:
+        lines.append(f"note: nothing to cast: every float entry is already {result.target_dtype}")
+    if audit.variables:
+        lines += [""] + _audit_lines(audit) + ["", f"verdict: {audit.verdict}"]
+        if result.clamped:
+            lines.append(f"clamped {_plural(result.clamped, 'value')} to +-{limit} (--saturate)")
+        became_inf = sum(result.became_inf.values())
         if became_inf:
             lines.append(f"warning: {_plural(became_inf, 'value')} became inf in the output (--allow-inf)")
-    seconds = max(result["seconds"], 1e-9)
+    seconds = max(result.seconds, 1e-9)
     lines += [
         "",
         "wrote "
-        + ", ".join(_shown(f) for f in result["files"])
-        + f" ({_size(result['bytes_in'])} read, {_size(result['bytes_out'])} written, {result['seconds']:.2f} s, "
-        f"{_size(int(result['bytes_in'] / seconds))}/s); verified by reading it back",
+        + ", ".join(_shown(f) for f in result.files)
+        + f" ({_size(result.bytes_in)} read, {_size(result.bytes_out)} written, {result.seconds:.2f} s, "
+        f"{_size(int(result.bytes_in / seconds))}/s); verified by reading it back",
     ]
-    if result.get("notes"):
-        lines += [f"note: {n}" for n in result["notes"]]
-    _print(lines)
-    return EXIT_OK
+    lines += [f"note: {n}" for n in result.notes]
+    return lines

@@ -109,79 +109,103 @@ def _converter(tp: Any):
 
 
 def _make_converter(tp: Any):
+    """The converter of one annotation: a scalar checker, a dataclass, a union, a list/tuple or a dict of them."""
     if tp is Any:
         return _any
-    if tp is type(None):
-
-        def none(value, path):
-            if value is not None:
-                _fail(path, "null", value)
-            return None
-
-        return none
-    if tp in (str, bool):
-
-        def simple(value, path, tp=tp):
-            if type(value) is not tp:
-                _fail(path, tp.__name__, value)
-            return value
-
-        return simple
-    if tp is int:
-
-        def integer(value, path):
-            if type(value) is not int or not -MAX_INT <= value <= MAX_INT:
-                _fail(path, "a 64-bit integer", value)
-            return value
-
-        return integer
-    if tp is float:
-
-        def number(value, path):
-            if type(value) not in (int, float) or (type(value) is int and not -MAX_INT <= value <= MAX_INT):
-                _fail(path, "a number", value)
-            return value
-
-        return number
+    scalar = _SCALARS.get(tp)
+    if scalar is not None:
+        return scalar
     if dataclasses.is_dataclass(tp):
         return _dataclass_converter(tp)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        options = [_converter(a) for a in args]
-        names = " or ".join(getattr(a, "__name__", str(a)) for a in args)
-
-        def union(value, path):
-            if value is None and type(None) in args:
-                return None
-            for option in options:
-                try:
-                    return option(value, path)
-                except SchemaError:
-                    continue
-            _fail(path, names, value)
-
-        return union
+        return _union_converter(args)
     if origin in (list, tuple):
-        item = _converter(args[0])
-
-        def sequence(value, path):
-            if not isinstance(value, list):
-                _fail(path, "a list", value)
-            items = [item(v, f"{path}[{i}]") for i, v in enumerate(value)]
-            return items if origin is list else tuple(items)
-
-        return sequence
+        return _sequence_converter(args[0], origin)
     if origin is dict:
-        item = _converter(args[1])
-
-        def mapping(value, path):
-            if not isinstance(value, dict):
-                _fail(path, "an object", value)
-            return {k: item(v, f"{path}.{k}") for k, v in value.items()}
-
-        return mapping
+        return _mapping_converter(args[1])
     raise TypeError(f"no JSON converter for {tp!r}")
+
+
+def _null(value, path):
+    if value is not None:
+        _fail(path, "null", value)
+    return None
+
+
+def _exactly(tp: type):
+    """str and bool: that type itself (a bool is not an int here, an int not a bool)."""
+
+    def simple(value, path):
+        if type(value) is not tp:
+            _fail(path, tp.__name__, value)
+        return value
+
+    return simple
+
+
+def _integer(value, path):
+    if type(value) is not int or not -MAX_INT <= value <= MAX_INT:
+        _fail(path, "a 64-bit integer", value)
+    return value
+
+
+def _number(value, path):
+    if type(value) not in (int, float) or (type(value) is int and not -MAX_INT <= value <= MAX_INT):
+        _fail(path, "a number", value)
+    return value
+
+
+_SCALARS: dict[Any, Any] = {
+    type(None): _null,
+    str: _exactly(str),
+    bool: _exactly(bool),
+    int: _integer,
+    float: _number,
+}
+
+
+def _union_converter(args: tuple):
+    """The first option that accepts the value (None first when the union allows it)."""
+    options = [_converter(a) for a in args]
+    names = " or ".join(getattr(a, "__name__", str(a)) for a in args)
+
+    def union(value, path):
+        if value is None and type(None) in args:
+            return None
+        for option in options:
+            try:
+                return option(value, path)
+            except SchemaError:
+                continue
+        _fail(path, names, value)
+
+    return union
+
+
+def _sequence_converter(item_type: Any, origin: type):
+    """A JSON list, as a list or a tuple (`origin`)."""
+    item = _converter(item_type)
+
+    def sequence(value, path):
+        if not isinstance(value, list):
+            _fail(path, "a list", value)
+        items = [item(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return items if origin is list else tuple(items)
+
+    return sequence
+
+
+def _mapping_converter(value_type: Any):
+    item = _converter(value_type)
+
+    def mapping(value, path):
+        if not isinstance(value, dict):
+            _fail(path, "an object", value)
+        return {k: item(v, f"{path}.{k}") for k, v in value.items()}
+
+    return mapping
 
 
 def _dataclass_converter(cls: type):

@@ -4,20 +4,19 @@ engine and the renderers read. `Facts.from_json` validates the child's output (u
 with the syntax node that made them attached (`node`, never serialised): they live in mpdoctor.facts.records,
 which a static run imports without the rest.
 
-Field names follow the JSON keys (`class_name` is "class"). Records of the artifact readers (SavedModel
-signatures, checkpoint range audits) are typed here too: they reach the rules through the facts.
+Field names follow the JSON keys (`class_name` is "class"). The records of the artifact readers (SavedModel
+signatures, checkpoint range audits) are in mpdoctor.facts.artifacts: they reach the rules through these facts.
 """
 
 from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field, fields
-from typing import Any
 
 from mpdoctor.facts import codec
+from mpdoctor.facts.artifacts import CheckpointAudit, SavedModelInfo
 from mpdoctor.facts.codec import ABSENT, NOT_JSON, key
 from mpdoctor.facts.dtypes import GRADIENT_FLUSH_THRESHOLD as GRADIENT_FLUSH_THRESHOLD
-from mpdoctor.facts.dtypes import LOW_PRECISION
 from mpdoctor.facts.records import FactsRecord, SourceRef
 from mpdoctor.facts.records import LayerRecord as LayerRecord  # the static pass's records, for the trace too
 from mpdoctor.facts.records import PolicyEvent as PolicyEvent
@@ -60,51 +59,6 @@ class Environment(FactsRecord):
 
 
 @dataclass
-class TensorInfo(FactsRecord):
-    name: str | None = None
-    dtype: str | None = None
-    shape: list[int | None] | None = None
-    value: Any = ABSENT  # a non-tensor argument (`training=True`)
-    type_spec: str | None = ABSENT  # composite tensors ("RaggedTensorSpec")
-    spec_name: str | None = ABSENT  # a TensorSpec name that differs from the argument name
-
-
-@dataclass
-class SignatureInfo(FactsRecord):
-    name: str = ""
-    method_name: str | None = None
-    inputs: list[TensorInfo] = field(default_factory=list)
-    outputs: list[TensorInfo] = field(default_factory=list)
-
-
-@dataclass
-class FunctionInfo(FactsRecord):
-    name: str = ""
-    concrete_function: str | None = None
-    inputs: list[TensorInfo] = field(default_factory=list)
-
-
-@dataclass
-class SavedModelError(FactsRecord):
-    kind: str = ""  # missing | offline | corrupt | not_savedmodel | internal
-    message: str = ""
-
-
-@dataclass
-class SavedModelInfo(FactsRecord):
-    """What mpdoctor.artifacts.savedmodel.read_savedmodel reads from disk (schema in its docstring)."""
-
-    handle: str | None = None
-    path: str | None = None
-    error: SavedModelError | None = None
-    tags: list[str] = field(default_factory=list)
-    signatures: list[SignatureInfo] = field(default_factory=list)
-    functions: list[FunctionInfo] = field(default_factory=list)
-    accepted_input_dtypes: list[str] = field(default_factory=list)
-    accepted_input_dtypes_by_endpoint: dict[str, list[str]] = field(default_factory=dict)
-
-
-@dataclass
 class SavedModelLoad(FactsRecord):
     """A SavedModel loaded by `hub.KerasLayer`, `keras.layers.TFSMLayer`, `hub.load` or `tf.saved_model.load`."""
 
@@ -118,53 +72,6 @@ class SavedModelLoad(FactsRecord):
 
 
 # --------------------------------------------------------------------------------------------- checkpoints
-
-
-@dataclass
-class AuditRow(FactsRecord):
-    """One variable of a range audit (mpdoctor.artifacts.checkpoints.audit_checkpoint)."""
-
-    key: str = ""
-    dtype: str | None = None
-    shape: list[int] | None = None
-    object_path: str | None = None
-    values: int = 0
-    max_abs: float = 0.0
-    overflow: int = 0
-    overflow_fraction: float = 0.0
-    flushed: int = 0
-    flushed_fraction: float = 0.0
-    subnormal: int = 0
-    subnormal_fraction: float = 0.0
-    nonfinite: int = 0
-    zeros: int = 0
-    max_relative_error: float = ABSENT  # bfloat16 targets
-    mean_relative_error: float = ABSENT
-    status: str = "ok"  # ok | overflow | underflow | nonfinite
-    # Trace: the innermost layer that owns the variable the value was restored into, and the dtype the value is used
-    # in there (its compute dtype, or the variable's own when that is float16). ABSENT when it cannot be told.
-    layer: str | None = ABSENT
-    compute_dtype: str | None = ABSENT
-
-    @property
-    def used_in_low_precision(self) -> bool:
-        """Whether the value meets float16/bfloat16 (unknown owner: assumed, as the run computes in float16)."""
-        return self.compute_dtype is ABSENT or self.compute_dtype is None or self.compute_dtype in LOW_PRECISION
-
-
-@dataclass
-class CheckpointAudit(FactsRecord):
-    path: str = ""
-    format: str = ""
-    target_dtype: str = "float16"
-    underflow_threshold: float = 0.01
-    variables: list[AuditRow] = field(default_factory=list)
-    skipped: int = 0
-    bytes_read: int = 0
-    seconds: float = 0.0
-    summary: dict[str, float] = field(default_factory=dict)
-    safe: bool = True
-    verdict: str = ""
 
 
 @dataclass

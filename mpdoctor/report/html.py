@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TextIO
 
 from mpdoctor._version import __version__
-from mpdoctor.facts.schema import Environment, SavedModelInfo, TraceSummary
+from mpdoctor.facts.artifacts import SavedModelInfo
+from mpdoctor.facts.schema import Environment, TraceSummary
 from mpdoctor.report.json_format import diagnostic_to_dict
 
 _SNIPPET_CONTEXT = 2

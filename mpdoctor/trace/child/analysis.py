@@ -8,6 +8,7 @@ import os
 import re
 import traceback
 
+from mpdoctor.facts.artifacts import SavedModelError, SavedModelInfo
 from mpdoctor.facts.dtypes import dtype_name
 from mpdoctor.facts.keras_semantics import (
     autocast_flag,
@@ -23,8 +24,6 @@ from mpdoctor.facts.schema import (
     LayerRecord,
     ModelRecord,
     Restore,
-    SavedModelError,
-    SavedModelInfo,
     SavedModelLoad,
     SourceRef,
     new_facts,
@@ -208,7 +207,7 @@ def read_savedmodel(handle: str) -> SavedModelInfo:
     try:
         from mpdoctor.artifacts.savedmodel import read_savedmodel as read
 
-        return SavedModelInfo.from_json(read(handle))
+        return read(handle)
     except BaseException as exc:
         return SavedModelInfo(handle, error=SavedModelError("internal", f"{type(exc).__name__}: {exc}"))
 

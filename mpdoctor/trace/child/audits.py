@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from mpdoctor.facts.dtypes import LOW_PRECISION, dtype_name
 from mpdoctor.facts.keras_semantics import layer_policy, sublayers
-from mpdoctor.facts.schema import CheckpointAudit, Restore
+from mpdoctor.facts.schema import Restore
 
 # Layers that compute nothing themselves: their policy says nothing about the run's compute dtype.
 _NOT_COMPUTING = ("InputLayer",)
@@ -108,7 +108,7 @@ def audit_restores(restores: list[Restore], float16_run: bool, owners: Owners, v
     assigned rather than on the whole file."""
     if not float16_run:
         return
-    from mpdoctor.artifacts.checkpoints import audit_arrays, audit_checkpoint
+    from mpdoctor.artifacts.range_audit import audit_arrays, audit_checkpoint
 
     for restore in restores:
         if restore.error or not restore.path or restore.audit is not None:
@@ -116,10 +116,9 @@ def audit_restores(restores: list[Restore], float16_run: bool, owners: Owners, v
         try:
             if values and id(restore) in values:
                 fmt, arrays = values[id(restore)]
-                result = audit_arrays(restore.path, fmt, arrays, "float16")
+                restore.audit = audit_arrays(restore.path, fmt, arrays, "float16")
             else:
-                result = audit_checkpoint(restore.path, "float16")
-            restore.audit = CheckpointAudit.from_json(result)
+                restore.audit = audit_checkpoint(restore.path, "float16")
         except BaseException as exc:
             restore.audit_error = f"{type(exc).__name__}: {exc}"
             continue

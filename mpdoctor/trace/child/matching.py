@@ -40,7 +40,7 @@ def match_checkpoint(entry: Restore, recorder: Any) -> dict[str, Any]:
     that matches the most values is the intended one. A dtype error is recorded like a failed restore (MP301)."""
     import tensorflow as tf
 
-    from mpdoctor.artifacts.checkpoints import check_tf_checkpoint
+    from mpdoctor.artifacts.bundle_index import check_tf_checkpoint
 
     try:
         check_tf_checkpoint(entry.path)  # TF's reader aborts the process on a crafted index: validate it first
