@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mpdoctor.static.simplify import simplify_artifacts
+from mpdoctor.fix.simplify import simplify_artifacts
 
 ORIGINAL = """\
 def step(amp, g, s, opt):

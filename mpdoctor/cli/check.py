@@ -337,7 +337,8 @@ def run_check(args) -> int:
     for error in report.errors:
         print(escape_controls(error.render()), file=sys.stderr)
     if args.fix or args.diff:
-        from mpdoctor.autofix import fix_report, write_diffs
+        from mpdoctor.fix.run import fix_report
+        from mpdoctor.report.diff import write_diffs
 
         fix_report(report, config, options, unsafe=args.unsafe_fixes, write=not args.diff)
         if args.diff:

@@ -96,7 +96,7 @@ def run_plan(args) -> int:
         return EXIT_ERROR
     plans = result.plans()
     if args.fix or args.diff:
-        from mpdoctor.autofix import ReadOnly, StaleFile, write_atomic
+        from mpdoctor.fix.writing import ReadOnly, StaleFile, write_atomic
         from mpdoctor.sources import read_source
 
         text = read_source(path)
