@@ -1,4 +1,4 @@
-"""Artifacts of mechanical fixes are simplified away on the lines a fix changed (mpdoctor/static/simplify.py)."""
+"""Artifacts of mechanical fixes are simplified away on the lines a fix changed (mpdoctor/fix/simplify.py)."""
 
 from __future__ import annotations
 

@@ -3,11 +3,14 @@ summary on stderr (the fixes themselves are planned by mpdoctor.fix before this 
 
 from __future__ import annotations
 
+from typing import TextIO
+
+from mpdoctor.diagnostics import Diagnostic, Report
 from mpdoctor.printable import escape_controls
 from mpdoctor.report.text import fix_location, plural
 
 
-def write_diffs(report, stream, errors, *, unsafe: bool) -> int:
+def write_diffs(report: Report, stream: TextIO, errors: TextIO, *, unsafe: bool) -> int:
     """--diff: the unified diff of every file a --fix would change on `stream`, what would not be applied and a
     summary on `errors`; returns how many fixes the diffs hold."""
     count = in_cells = 0
@@ -33,6 +36,6 @@ def write_diffs(report, stream, errors, *, unsafe: bool) -> int:
     return count + in_cells
 
 
-def _unsafe(d) -> bool:
+def _unsafe(d: Diagnostic) -> bool:
     fix = d.fix or d.cell_fix
     return fix is not None and fix.applicability == "unsafe"

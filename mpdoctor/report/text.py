@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from mpdoctor.diagnostics import Severity
+from mpdoctor.diagnostics import Location, Severity
 from mpdoctor.printable import escape_controls as _safe
 from mpdoctor.report.counts import fixable_parts
 
@@ -25,7 +25,7 @@ def where_text(loc) -> str:
     return f"{_safe(loc.path)}:{loc.line}:{loc.column}"
 
 
-def fix_location(location) -> str:
+def fix_location(location: Location) -> str:
     """Where a fix that was not applied belongs: `model.py:12`, `demo.ipynb:cell 3:line 5`."""
     if location.cell is not None:
         return f"{location.path}:cell {location.cell}:line {location.line}"
