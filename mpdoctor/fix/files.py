@@ -10,7 +10,7 @@ from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.fix.results import RE_TRACED, STEP_VERIFIED, UNVERIFIED, VERIFIED, FileFix
 from mpdoctor.fix.rounds import fix_key, plan_fixes, too_deep, wanted
-from mpdoctor.fix.step import changes_training
+from mpdoctor.fix.step import StepComparison, changes_training
 from mpdoctor.fix.verify import round_trip_problem, verify_by_trace
 
 MAX_TRACE_ROUNDS = 3  # verified rounds: each re-traces the file
@@ -67,8 +67,7 @@ def _fix_file(
         if fixed == current:
             break
         problem = round_trip_problem(fixed)
-        verification, after, culprits = UNVERIFIED, remaining, []
-        step = None
+        verification, after, culprits, step = UNVERIFIED, remaining, [], None
         if problem is None and trace.enabled:
             problem, verification, after, culprits, step = verify_by_trace(
                 path, shown, current, fixed, before, applied, config, trace, project
@@ -83,21 +82,38 @@ def _fix_file(
             result.not_applied += [(d, problem) for d, _ in applied]
             result.error = None if result.applied else problem  # earlier verified rounds still stand
             break
-        result.applied += [d for d, _ in applied]
-        result.fixed, result.remaining, result.verification = fixed, after, verification
-        if step is not None and step.agrees:
-            result.step_verified |= {id(d) for d, _ in applied if changes_training(d)}
-        elif step is not None:
-            result.step_unchecked = step.unchecked
+        _accept(result, fixed, applied, after, verification, step)
         current, before = fixed, after
         if not trace.enabled or verification != VERIFIED:
             break
-    training = [d for d in result.applied if changes_training(d)]
-    if result.verification == VERIFIED and training:
-        # The file builds and the finding is gone; the training update is checked only where a step was compared.
-        if all(id(d) in result.step_verified for d in training):
-            result.verification = STEP_VERIFIED
-        else:
-            unchecked = result.step_unchecked
-            result.verification = f"{RE_TRACED}: {unchecked}" if unchecked else RE_TRACED
+    result.verification = _training_verdict(result)
     return result
+
+
+def _accept(
+    result: FileFix,
+    fixed: str,
+    applied: list[tuple[Diagnostic, str]],
+    after: list[Diagnostic],
+    verification: str,
+    step: StepComparison | None,
+) -> None:
+    """A round that holds: its fixes join the result, its text is the one to write."""
+    result.applied += [d for d, _ in applied]
+    result.fixed, result.remaining, result.verification = fixed, after, verification
+    if step is not None and step.agrees:
+        result.step_verified |= {id(d) for d, _ in applied if changes_training(d)}
+    elif step is not None:
+        result.step_unchecked = step.unchecked
+
+
+def _training_verdict(result: FileFix) -> str:
+    """The verification of a verified result holding training fixes: the file builds and the finding is gone; the
+    training update is checked only where a step was compared with float32."""
+    training = [d for d in result.applied if changes_training(d)]
+    if result.verification != VERIFIED or not training:
+        return result.verification
+    if all(id(d) in result.step_verified for d in training):
+        return STEP_VERIFIED
+    unchecked = result.step_unchecked
+    return f"{RE_TRACED}: {unchecked}" if unchecked else RE_TRACED

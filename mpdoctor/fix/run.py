@@ -9,6 +9,7 @@ from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.fix.files import fix_file
 from mpdoctor.fix.notebooks import notebook_fix
+from mpdoctor.fix.results import FileFix
 from mpdoctor.fix.rounds import wanted
 from mpdoctor.fix.writing import ReadOnly, StaleFile, write_atomic
 
@@ -32,24 +33,36 @@ def fix_report(report, config: Config, trace, *, unsafe: bool, write: bool) -> N
         if source is None or not any(wanted(d, unsafe) for d in diagnostics):
             remaining += diagnostics
             continue
-        path, text = source.path, source.text
-        result = fix_file(path, shown, text, diagnostics, config, trace, unsafe, report.contexts.get(shown))
+        result = fix_file(
+            source.path, shown, source.text, diagnostics, config, trace, unsafe, report.contexts.get(shown)
+        )
         if write and result.changed:
-            try:
-                write_atomic(path, text, result.fixed)
-                result.written = True
-                report.sources[shown] = replace(source, text=result.fixed)
-            except (StaleFile, ReadOnly) as exc:
-                result.error = str(exc)
-            except OSError as exc:
-                result.error = f"{shown}: cannot write: {exc.strerror or exc}; the original is unchanged"
+            _write(report, shown, source, result)
         if not result.written:
-            if result.error and result.applied:
-                result.not_applied += [(d, result.error) for d in result.applied]
-                result.applied = []
-            if write or result.remaining is None:
-                result.remaining = diagnostics
+            _unwritten(result, diagnostics, write)
         remaining += result.remaining if result.remaining is not None else diagnostics
         results.append(result)
     report.diagnostics = sorted(remaining, key=Diagnostic.sort_key)
     report.fixes = results
+
+
+def _write(report, shown: str, source, result: FileFix) -> None:
+    """Write a fixed file; the report keeps its new text (why not in result.error)."""
+    try:
+        write_atomic(source.path, source.text, result.fixed)
+        result.written = True
+        report.sources[shown] = replace(source, text=result.fixed)
+    except (StaleFile, ReadOnly) as exc:
+        result.error = str(exc)
+    except OSError as exc:
+        result.error = f"{shown}: cannot write: {exc.strerror or exc}; the original is unchanged"
+
+
+def _unwritten(result: FileFix, diagnostics: list[Diagnostic], write: bool) -> None:
+    """A file left as it was: what a failed write would have applied is not applied, and with --fix (or when the
+    fixes were not re-checked) its findings are those it has."""
+    if result.error and result.applied:
+        result.not_applied += [(d, result.error) for d in result.applied]
+        result.applied = []
+    if write or result.remaining is None:
+        result.remaining = diagnostics
