@@ -46,6 +46,23 @@ def render(
     verbose: bool = False,
     **_options,
 ) -> None:
+    _findings(report, stream, colour, verbose)
+    for result in report.fixes or ():
+        for d, reason in result.not_applied:
+            stream.write(_safe(f"{fix_location(d.location)}: {d.code} fix not applied: {reason}") + "\n")
+    if statistics and report.diagnostics:
+        _statistics(report, stream)
+    if quiet:
+        return
+    for line in target_lines(report):
+        stream.write(line + "\n")
+    if report.fixes is not None:
+        _fix_summary(report, stream, colour)
+    line, paint = _summary(report)
+    stream.write(_paint(line, paint, colour) + "\n")
+
+
+def _findings(report, stream: TextIO, colour: bool, verbose: bool) -> None:
     for d in report.diagnostics:
         loc = d.location
         where = _paint(f"{where_text(loc)}:", "1", colour)
@@ -55,24 +72,22 @@ def render(
         if verbose:  # the notes: why the trace confirmed or doubted a finding, mpdoctor's own tracebacks
             for note in d.notes:
                 stream.write("".join(f"    {_safe(line)}\n" for line in f"note: {note}".splitlines()))
-    for result in report.fixes or ():
-        for d, reason in result.not_applied:
-            stream.write(_safe(f"{fix_location(d.location)}: {d.code} fix not applied: {reason}") + "\n")
-    if statistics and report.diagnostics:
-        from mpdoctor.registry import get_rule
 
-        fixable: dict[str, int] = {}
-        for d in report.diagnostics:
-            fixable[d.code] = fixable.get(d.code, 0) + (d.fix is not None and d.fix.applicability == "safe")
-        for code, count in sorted(report.by_code().items(), key=lambda kv: (-kv[1], kv[0])):
-            marker = "[*]" if fixable[code] else "   "
-            stream.write(f"{count:>5}  {code}  {marker} {get_rule(code).name}\n")
-    if quiet:
-        return
-    for line in target_lines(report):
-        stream.write(line + "\n")
-    if report.fixes is not None:
-        _fix_summary(report, stream, colour)
+
+def _statistics(report, stream: TextIO) -> None:
+    """--statistics: findings per code, most first, `[*]` where --fix fixes some."""
+    from mpdoctor.registry import get_rule
+
+    fixable: dict[str, int] = {}
+    for d in report.diagnostics:
+        fixable[d.code] = fixable.get(d.code, 0) + (d.fix is not None and d.fix.applicability == "safe")
+    for code, count in sorted(report.by_code().items(), key=lambda kv: (-kv[1], kv[0])):
+        marker = "[*]" if fixable[code] else "   "
+        stream.write(f"{count:>5}  {code}  {marker} {get_rule(code).name}\n")
+
+
+def _summary(report) -> tuple[str, str]:
+    """The summary line and its colour."""
     counts = report.counts()
     total = len(report.diagnostics)
     files = plural(report.files_checked, "file")
@@ -83,11 +98,8 @@ def render(
     if total == 0:
         baselined = f"; {report.baselined} baselined" if report.baselined else ""
         if unchecked:
-            line = f"No problems found ({files} checked{skipped}{baselined});{not_checked}"
-            stream.write(_paint(line, "1", colour) + "\n")
-            return
-        stream.write(_paint(f"All checks passed ({files} checked{skipped}{baselined}).", "32", colour) + "\n")
-        return
+            return f"No problems found ({files} checked{skipped}{baselined});{not_checked}", "1"
+        return f"All checks passed ({files} checked{skipped}{baselined}).", "32"
     parts = [plural(counts[s.value], s.value) for s in Severity if counts[s.value]]
     line = f"Found {plural(total, 'problem')} ({', '.join(parts)}) in {files}{skipped}.{not_checked}"
     if report.baselined:
@@ -95,7 +107,7 @@ def render(
     fixable = fixable_parts(report)
     if fixable:
         line += " " + ", ".join(fixable) + "."
-    stream.write(_paint(line, "1", colour) + "\n")
+    return line, "1"
 
 
 def target_lines(report) -> list[str]:
