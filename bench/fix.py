@@ -32,8 +32,8 @@ def check_all(files, config) -> int:
 
 
 def fix_all(files, config) -> int:
-    from mpdoctor.autofix import fix_file
     from mpdoctor.engine import TraceOptions, check_source
+    from mpdoctor.fix.files import fix_file
 
     applied = 0
     for shown, text in files:

@@ -21,7 +21,7 @@ from mpdoctor.config import Config
 from mpdoctor.diagnostics import Edit, Report
 from mpdoctor.facts.keras_semantics import KERAS3, TF_KERAS, keep_float32_snippet
 from mpdoctor.facts.schema import PlanLayer, PlanRecord, TraceSummary
-from mpdoctor.fixes import apply_edits, unified_diff
+from mpdoctor.fix.apply import apply_edits, unified_diff
 
 
 @dataclass
@@ -183,8 +183,9 @@ def verify_plan(fix: PlanFix, path: Path, config: Config, trace, policy: str | N
     under the policy, the file as it now is, against float32."""
     from dataclasses import replace
 
-    from mpdoctor.autofix import _declared_encoding, _must_round_trip
     from mpdoctor.engine import check_source
+    from mpdoctor.fix.verify import declared_encoding as _declared_encoding
+    from mpdoctor.fix.verify import round_trip_problem as _must_round_trip
 
     problem = _must_round_trip(fix.fixed)
     if problem:

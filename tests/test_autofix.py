@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from mpdoctor import autofix
 from mpdoctor.cli import main
 from mpdoctor.config import Config
 from mpdoctor.engine import check_source
+from mpdoctor.fix import run as fix_run
+from mpdoctor.fix.files import fix_file
+from mpdoctor.fix.results import RE_TRACED, VERIFIED
+from mpdoctor.fix.rounds import line_mapper, plan_fixes
+from mpdoctor.fix.verify import verification_problems
 
 FIXES = Path(__file__).parent / "fixes"
 PAIRS = sorted(FIXES.glob("MP*/*.in.py"))
@@ -163,7 +167,7 @@ def test_a_failed_write_leaves_the_original_intact_and_no_temporary_file(tmp_pat
     def refuse(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(autofix.os, "replace", refuse)
+    monkeypatch.setattr(os, "replace", refuse)
     monkeypatch.chdir(tmp_path)
     assert main(["check", "--fix", "--no-trace", "--unsafe-fixes", "seed.py"]) == 1
     out = capsys.readouterr().out
@@ -183,14 +187,14 @@ def test_a_file_changed_since_it_was_analysed_is_not_touched(tmp_path, monkeypat
     target = tmp_path / "seed.py"
     target.write_text(SEED)
     edited = SEED + "print('edited meanwhile')\n"
-    planned = autofix.fix_file
+    planned = fix_run.fix_file
 
     def edit_behind_our_back(*args, **kwargs):
         result = planned(*args, **kwargs)
         target.write_text(edited)
         return result
 
-    monkeypatch.setattr(autofix, "fix_file", edit_behind_our_back)
+    monkeypatch.setattr(fix_run, "fix_file", edit_behind_our_back)
     monkeypatch.chdir(tmp_path)
     main(["check", "--fix", "--no-trace", "--unsafe-fixes", "seed.py"])
     out = capsys.readouterr().out
@@ -208,7 +212,7 @@ def test_a_fix_whose_result_does_not_parse_is_refused(tmp_path):
     bad = Diagnostic(
         "MP403", "m", Location("m.py", 2, 5), Severity.ERROR, fix=Fix("broken", (Edit("m.py", 2, 5, 2, 6, "(("),))
     )
-    fixed, applied, refused, _ = autofix.plan_fixes(text, [good, bad], lambda t: [], unsafe=True)
+    fixed, applied, refused, _ = plan_fixes(text, [good, bad], lambda t: [], unsafe=True)
     assert fixed == "x = 3\ny = 2\n"
     assert [d.code for d, _ in applied] == ["MP102"]
     assert [(d.code, reason) for d, reason in refused] == [("MP403", "the fixed source would not parse")]
@@ -244,7 +248,7 @@ def test_conflicting_fixes_wait_for_the_next_round():
     second = Diagnostic(
         "MP401", "m", Location("m.py", 1, 1), Severity.ERROR, fix=Fix("b", (Edit("m.py", 1, 4, 1, 4, ", name='out'"),))
     )
-    fixed, applied, refused, _ = autofix.plan_fixes(text, [first, second], recheck, unsafe=False)
+    fixed, applied, refused, _ = plan_fixes(text, [first, second], recheck, unsafe=False)
     assert fixed == "f(x, dtype='float32', name='out')\n"
     assert [d.code for d, _ in applied] == ["MP201", "MP401"] and not refused and len(rounds) == 2
 
@@ -252,7 +256,7 @@ def test_conflicting_fixes_wait_for_the_next_round():
 def test_line_mapper_follows_inserted_lines():
     old = "a\nb\nc\n"
     new = "a\nimport x\n\nclass B: pass\nb\nc2\n"
-    mapped = autofix.line_mapper(old, new)
+    mapped = line_mapper(old, new)
     assert list(mapped(1)) == [1] and list(mapped(2)) == [5] and 6 in mapped(3)
 
 
@@ -277,7 +281,7 @@ def test_verification_wants_the_fixed_finding_gone_and_no_new_error():
     fixed = "import x\nimport y\nlayer = X(dtype='float32')\nrun()\n"
     fixed_finding = diag("MP201", 2)
     crash = diag("MP001", 3)
-    check = autofix.verification_problems
+    check = verification_problems
     assert check(original, fixed, [fixed_finding], [(fixed_finding, original)], []) == []
     assert check(original, fixed, [fixed_finding], [(fixed_finding, original)], [diag("MP201", 3)]) == [
         "MP201 is still reported after the fix (line 3)"
@@ -328,7 +332,7 @@ def test_a_fix_whose_finding_comes_back_is_not_applied_again():
         ]
 
     text = "import x\ny = f(1)\n"
-    fixed, applied, refused, _ = autofix.plan_fixes(text, wrap(text), wrap, unsafe=False)
+    fixed, applied, refused, _ = plan_fixes(text, wrap(text), wrap, unsafe=False)
     assert fixed == "import x\ny = cast(f(1))\n"
     assert len(applied) == 1 and [reason for _, reason in refused] == ["the finding is still reported after its fix"]
 
@@ -351,7 +355,7 @@ def test_two_findings_of_one_kind_on_a_line_are_both_fixed_across_rounds():
         ]
 
     text = "f(x)\n"
-    fixed, applied, refused, _ = autofix.plan_fixes(text, findings(text), findings, unsafe=False)
+    fixed, applied, refused, _ = plan_fixes(text, findings(text), findings, unsafe=False)
     assert fixed == "f(x, a=1, b=2)\n" and len(applied) == 2 and not refused
 
 
@@ -376,9 +380,7 @@ def test_verification_drops_only_the_fix_the_rerun_still_reports(tmp_path, monke
     target = tmp_path / "seed.py"
     target.write_text(SEED)
     diagnostics, _ = real(SEED, "seed.py", Config(), path=str(target))
-    result = autofix.fix_file(
-        target, "seed.py", SEED, diagnostics, Config(), engine.TraceOptions(enabled=True), unsafe=True
-    )
+    result = fix_file(target, "seed.py", SEED, diagnostics, Config(), engine.TraceOptions(enabled=True), unsafe=True)
     assert [d.code for d in result.applied] == ["MP401"] and result.verification == "verified"
     assert [(d.code, reason) for d, reason in result.not_applied] == [
         ("MP201", "re-tracing the fixed file: MP201 is still reported after the fix (line 9)")
@@ -442,10 +444,8 @@ def test_a_re_traced_loss_scaling_fix_is_not_called_verified(tmp_path, monkeypat
     target = tmp_path / "loop.py"
     target.write_text(text)
     diagnostics, _ = real(text, "loop.py", Config(), path=str(target))
-    result = autofix.fix_file(
-        target, "loop.py", text, diagnostics, Config(), engine.TraceOptions(enabled=True), unsafe=True
-    )
+    result = fix_file(target, "loop.py", text, diagnostics, Config(), engine.TraceOptions(enabled=True), unsafe=True)
     assert [d.code for d in result.applied] == ["MP501"]
     # The stand-in trace ran no training step: nothing is claimed about the update either way.
-    assert result.verification.startswith(autofix.RE_TRACED) and result.verification != autofix.VERIFIED
+    assert result.verification.startswith(RE_TRACED) and result.verification != VERIFIED
     assert "verified" not in result.verification

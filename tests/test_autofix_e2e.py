@@ -145,10 +145,10 @@ def test_float16_outputs_mp401_mp402_fixed_by_mpdoctor_become_float32(tmp_path, 
 
 
 def test_a_fix_that_breaks_the_traced_run_is_not_applied(tmp_path):
-    from mpdoctor import autofix
     from mpdoctor.config import Config
     from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Severity
     from mpdoctor.engine import TraceOptions
+    from mpdoctor.fix import files
 
     script = tmp_path / "model.py"
     script.write_text(
@@ -170,9 +170,7 @@ def test_a_fix_that_breaks_the_traced_run_is_not_applied(tmp_path):
     previous = os.environ.get("TF_USE_LEGACY_KERAS")
     os.environ["TF_USE_LEGACY_KERAS"] = "0"
     try:
-        result = autofix.fix_file(
-            script, "model.py", text, [harmful], Config(), TraceOptions(enabled=True), unsafe=False
-        )
+        result = files.fix_file(script, "model.py", text, [harmful], Config(), TraceOptions(enabled=True), unsafe=False)
     finally:
         os.environ.pop("TF_USE_LEGACY_KERAS") if previous is None else os.environ.update(TF_USE_LEGACY_KERAS=previous)
     assert result.error and "re-tracing the fixed file" in result.error and "new MP001" in result.error

@@ -140,8 +140,8 @@ def train_step(fp16):
 
 
 def test_autofix_refuses_a_fix_that_reads_a_name_only_one_branch_assigns():
-    from mpdoctor.autofix import plan_fixes
     from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Severity
+    from mpdoctor.fix.rounds import plan_fixes
 
     def finding(line: int, column: int, end: int, new: str) -> Diagnostic:
         edit = Edit("m.py", line, column, line, end, new)

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from mpdoctor.autofix import StepComparison, _times, step_function
 from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location, Severity
 from mpdoctor.facts.schema import StepCheckRecord
+from mpdoctor.fix.step import StepComparison, _times, step_function
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent

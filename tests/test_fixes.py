@@ -5,7 +5,7 @@ import pytest
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Edit
 from mpdoctor.engine import check_source
-from mpdoctor.fixes import EditConflict, apply_edits, apply_fixes
+from mpdoctor.fix.apply import EditConflict, apply_edits, apply_fixes
 
 
 def test_edits_apply_last_first_with_character_columns():

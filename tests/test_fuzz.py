@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from mpdoctor.config import Config
 from mpdoctor.engine import check_source
-from mpdoctor.fixes import EditConflict, apply_fixes
+from mpdoctor.fix.apply import EditConflict, apply_fixes
 
 EXAMPLES = int(os.environ.get("MPDOCTOR_FUZZ_EXAMPLES", "1500"))
 FIXTURES = sorted((Path(__file__).parent / "fixtures").rglob("*.py"))

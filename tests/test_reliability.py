@@ -353,8 +353,8 @@ HOSTILE = "o\x1b]0;PWNED\x07\x1b[2J\r\nm.py:9:9: MP999 forged\x00\x9b\u202e"
 
 
 def test_F07_text_output_escapes_control_characters_in_every_field():
-    from mpdoctor.autofix import FileFix
     from mpdoctor.diagnostics import Diagnostic, FileError, Location, Report, Severity
+    from mpdoctor.fix.results import FileFix
     from mpdoctor.report.text import render
 
     finding = Diagnostic(

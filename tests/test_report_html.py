@@ -142,7 +142,7 @@ def test_the_fix_is_shown_as_a_diff(tmp_path):
 
 
 def test_fixes_section_says_what_fix_did_and_whether_a_trace_verified_it(tmp_path):
-    from mpdoctor.autofix import UNVERIFIED, VERIFIED, FileFix
+    from mpdoctor.fix.results import UNVERIFIED, VERIFIED, FileFix
 
     source = tmp_path / "model.py"
     source.write_text(

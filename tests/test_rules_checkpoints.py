@@ -7,7 +7,7 @@ import pytest
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence
 from mpdoctor.engine import check_source
-from mpdoctor.fixes import apply_fixes
+from mpdoctor.fix.apply import apply_fixes
 
 
 def run(source, keras_version=None, assume_policy=None):

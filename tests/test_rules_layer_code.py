@@ -12,7 +12,7 @@ import pytest
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence, Severity
 from mpdoctor.engine import check_source
-from mpdoctor.fixes import apply_fixes
+from mpdoctor.fix.apply import apply_fixes
 from mpdoctor.registry import get_rule
 
 CODES = ("MP403", "MP406", "MP407")

@@ -11,7 +11,7 @@ from mpdoctor.config import Config, apply_overrides
 from mpdoctor.diagnostics import Confidence
 from mpdoctor.engine import check_source
 from mpdoctor.facts.schema import LayerRecord
-from mpdoctor.fixes import apply_edits
+from mpdoctor.fix.apply import apply_edits
 from mpdoctor.registry import get_rule
 from mpdoctor.static.context import Settings, StaticContext
 from mpdoctor.static.topology import layer_inputs, model_output_layers

@@ -11,7 +11,7 @@ import pytest
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence
 from mpdoctor.engine import check_source
-from mpdoctor.fixes import apply_fixes as _apply_fixes
+from mpdoctor.fix.apply import apply_fixes as _apply_fixes
 
 
 def run(source: str, code: str, keras_version: int | None = None, directory: Path = Path(__file__).parent):

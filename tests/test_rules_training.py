@@ -9,7 +9,7 @@ import pytest
 
 from mpdoctor.config import Config
 from mpdoctor.engine import check_source
-from mpdoctor.fixes import apply_edits
+from mpdoctor.fix.apply import apply_edits
 
 
 def run(source, keras_version=None, assume_policy=None, codes=("MP501", "MP502")):

@@ -1,8 +1,8 @@
-"""Artifacts of mechanical fixes are simplified away on the lines a fix changed (mpdoctor/static/simplify.py)."""
+"""Artifacts of mechanical fixes are simplified away on the lines a fix changed (mpdoctor/fix/simplify.py)."""
 
 from __future__ import annotations
 
-from mpdoctor.static.simplify import simplify_artifacts
+from mpdoctor.fix.simplify import simplify_artifacts
 
 ORIGINAL = """\
 def step(amp, g, s, opt):

@@ -75,8 +75,8 @@ def test_a_clean_mixed_precision_script_passes_with_the_trace(tmp_path, legacy, 
 
 def _slow_here(report: dict, dtype: str) -> bool:
     """Whether the traced machine lacks fast `dtype` hardware (this CPU machine: yes; a Volta+ GPU: no)."""
+    from mpdoctor.facts.hardware import slow_hardware
     from mpdoctor.facts.schema import Environment
-    from mpdoctor.rules.mp601_performance import slow_hardware
 
     return slow_hardware(Environment.from_json(report["traces"][0]["environment"]), dtype) is not None
 

@@ -8,10 +8,19 @@ import io
 import math
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from mpdoctor.cli.pipeline import Exit, Output, Pipeline, fail, write_outputs
 from mpdoctor.printable import escape_controls
+
+if TYPE_CHECKING:
+    from collections import Counter
+
+    from mpdoctor.config import Config
+    from mpdoctor.diagnostics import Report
 
 NO_CACHE_VARIABLE = "MPDOCTOR_NO_CACHE"  # as --no-cache (ruff's RUFF_NO_CACHE): test suites and one-off runs
 
@@ -209,142 +218,200 @@ def _use_colour(choice: str, stream) -> bool:
 
 
 def run_check(args) -> int:
-    from mpdoctor.config import ConfigError, apply_overrides, load_config
-    from mpdoctor.engine import check_paths
+    return CheckRun(args).execute()
 
-    paths = args.paths or [Path(".")]
-    try:
-        config = load_config(paths[0], args.config)
-        apply_overrides(
-            config,
-            "command line",
-            select=_split(args.select),
-            extend_select=_split(args.extend_select),
-            ignore=_split(args.ignore),
-            fail_on=args.fail_on,
-            keras_version=args.keras_version,
-            target_tensorflow=args.target_tensorflow,
-            assume_policy=args.assume_policy,
-            trace_memory=args.trace_memory,
-            jobs=args.jobs,
-        )
-    except ConfigError as exc:
-        return _error(str(exc))
 
-    if args.show_target:
-        return _show_targets(paths, config)
+class CheckRun(Pipeline):
+    """`mpdoctor check`: the passes over the paths, the baseline, --fix/--diff, then the report."""
 
-    from mpdoctor.engine import TraceOptions, usable_cores
+    write_failure = "cannot write report"
 
-    tracing = False
-    if not args.no_trace:  # the trace runner is imported (and TensorFlow looked for) only by runs that may trace
+    def validate(self) -> None:
+        self.paths = self.args.paths or [Path(".")]
+        self.config = self._configuration()
+        if self.args.show_target:
+            raise Exit(_show_targets(self.paths, self.config))
+        self.tracing = self._tracing()
+        self._check_checkpoints()
+        if self.args.sample is not None:
+            from mpdoctor.reads import regular_file_problem
+
+            problem = regular_file_problem(self.args.sample)
+            if problem:
+                raise fail(f"{self.args.sample}: {problem}")
+
+    def _configuration(self) -> Config:
+        from mpdoctor.config import ConfigError, apply_overrides, load_config
+
+        args = self.args
+        try:
+            config = load_config(self.paths[0], args.config)
+            apply_overrides(
+                config,
+                "command line",
+                select=_split(args.select),
+                extend_select=_split(args.extend_select),
+                ignore=_split(args.ignore),
+                fail_on=args.fail_on,
+                keras_version=args.keras_version,
+                target_tensorflow=args.target_tensorflow,
+                assume_policy=args.assume_policy,
+                trace_memory=args.trace_memory,
+                jobs=args.jobs,
+            )
+        except ConfigError as exc:
+            raise fail(str(exc)) from None
+        return config
+
+    def _tracing(self) -> bool:
+        """Whether the trace pass runs: the trace runner is imported (and TensorFlow looked for) only by runs that
+        may trace."""
+        if self.args.no_trace:
+            return False
         from mpdoctor.trace.runner import tensorflow_available
 
         tracing = tensorflow_available()
-        if args.trace and not tracing:
-            print(
-                "mpdoctor: error: --trace needs TensorFlow in this environment (pip install 'mpdoctor[tf]'); "
-                "use --no-trace for the static pass alone",
-                file=sys.stderr,
+        if self.args.trace and not tracing:
+            raise fail(
+                "--trace needs TensorFlow in this environment (pip install 'mpdoctor[tf]'); "
+                "use --no-trace for the static pass alone"
             )
-            return EXIT_ERROR
-    missing = [c for c in args.checkpoint if not (os.path.exists(c) or os.path.exists(c + ".index"))]
-    if missing:
-        print(f"mpdoctor: error: {missing[0]}: no such checkpoint", file=sys.stderr)
-        return EXIT_ERROR
-    if args.checkpoint and not tracing:
-        print(
-            "mpdoctor: error: --checkpoint needs the trace pass (TensorFlow installed, no --no-trace)", file=sys.stderr
+        return tracing
+
+    def _check_checkpoints(self) -> None:
+        checkpoints = self.args.checkpoint
+        missing = [c for c in checkpoints if not (os.path.exists(c) or os.path.exists(c + ".index"))]
+        if missing:
+            raise fail(f"{missing[0]}: no such checkpoint", escape=False)
+        if checkpoints and not self.tracing:
+            raise fail("--checkpoint needs the trace pass (TensorFlow installed, no --no-trace)")
+
+    def options(self) -> None:
+        from mpdoctor.engine import TraceOptions, usable_cores
+
+        args, config = self.args, self.config
+        if args.numerics is not None:
+            config.numerics.enabled = args.numerics
+        if args.sample is not None:
+            config.numerics.sample = str(args.sample.resolve())
+        self.trace = TraceOptions(
+            enabled=self.tracing,
+            timeout=args.trace_timeout or config.trace_timeout,
+            entry=args.entry or config.entry,
+            checkpoints=tuple(args.checkpoint),
+            numerics=config.numerics.request(),
+            memory_limit_mb=config.trace_memory,
+            jobs=config.jobs or usable_cores(),
         )
-        return EXIT_ERROR
-    if args.sample is not None:
-        from mpdoctor.reads import regular_file_problem
+        if args.show_contexts:
+            raise Exit(show_contexts(self.paths, config, verbose=args.verbose))
 
-        problem = regular_file_problem(args.sample)
-        if problem:
-            return _error(f"{args.sample}: {problem}")
-    if args.numerics is not None:
-        config.numerics.enabled = args.numerics
-    if args.sample is not None:
-        config.numerics.sample = str(args.sample.resolve())
-    options = TraceOptions(
-        enabled=tracing,
-        timeout=args.trace_timeout or config.trace_timeout,
-        entry=args.entry or config.entry,
-        checkpoints=tuple(args.checkpoint),
-        numerics=config.numerics.request(),
-        memory_limit_mb=config.trace_memory,
-        jobs=config.jobs or usable_cores(),
-    )
-    if args.show_contexts:
-        return show_contexts(paths, config, verbose=args.verbose)
-    from mpdoctor.engine import collect_files
-    from mpdoctor.progress import Progress
+    def run(self) -> None:
+        """The passes, then what the run does with their findings before the report: the baseline applied or
+        written, notes and errors on stderr, --fix / --diff."""
+        baseline = self._baseline()
+        self._collect()
+        self.report = self._check()
+        if baseline is not None:
+            from mpdoctor.baseline import split
 
-    baseline_file = None if args.write_baseline else args.baseline or config.baseline
-    baseline_keys = None
-    if baseline_file:  # mpdoctor.baseline (hashing, atomic writes) is imported by the runs that use one only
+            keys, file = baseline
+            self.report.diagnostics, self.report.baselined = split(
+                self.report.diagnostics, self.report.sources, keys, file.parent
+            )
+        self._write_baseline()
+        self._print_notes()
+        self._fix()
+
+    def _baseline(self) -> tuple[Counter, Path] | None:
+        """The keys of the baseline the findings are matched against, and its file; mpdoctor.baseline (hashing,
+        atomic writes) is imported by the runs that use one only."""
+        file = None if self.args.write_baseline else self.args.baseline or self.config.baseline
+        if not file:
+            return None
         from mpdoctor.baseline import BaselineError, load_baseline
 
         try:
-            baseline_keys = load_baseline(baseline_file)
+            return load_baseline(file), file
         except BaselineError as exc:
-            return _error(str(exc))
-    collected = collect_files(paths, config)
-    checked = collected[0]
-    # A forgotten file argument (`--write-baseline keep.py`, `-o model.py`) must not replace a file being checked;
-    # refused before the run, so no time is spent on a report that cannot be written.
-    for option, output in (("-o", args.output), ("--html", args.html), ("--write-baseline", args.write_baseline)):
-        if output is not None and any(_same_file(output, path) for path in checked):
-            return _error(f"{output}: is one of the files being checked; not overwritten ({option})")
-    progress = Progress.for_stream(sys.stderr, tracing)
-    report = check_paths(
-        paths,
-        config,
-        options,
-        progress=progress,
-        collected=collected,
-        shard=args.shard,
-        cache=_result_cache(args, config, options),
-        prerender=_prerender(args),
-    )
-    if progress is not None:
-        progress.clear()
-    if baseline_keys is not None:
-        from mpdoctor.baseline import split
+            raise fail(str(exc)) from None
 
-        report.diagnostics, report.baselined = split(
-            report.diagnostics, report.sources, baseline_keys, baseline_file.parent
+    def _collect(self) -> None:
+        from mpdoctor.engine import collect_files
+
+        self.collected = collect_files(self.paths, self.config)
+        self.checked = self.collected[0]
+        # A forgotten file argument (`--write-baseline keep.py`, `-o model.py`) must not replace a file being checked;
+        # refused before the run, so no time is spent on a report that cannot be written.
+        args = self.args
+        for option, output in (("-o", args.output), ("--html", args.html), ("--write-baseline", args.write_baseline)):
+            if output is not None and any(_same_file(output, path) for path in self.checked):
+                raise fail(f"{output}: is one of the files being checked; not overwritten ({option})")
+
+    def _check(self) -> Report:
+        from mpdoctor.engine import check_paths
+        from mpdoctor.progress import Progress
+
+        args, config = self.args, self.config
+        progress = Progress.for_stream(sys.stderr, self.tracing)
+        report = check_paths(
+            self.paths,
+            config,
+            self.trace,
+            progress=progress,
+            collected=self.collected,
+            shard=args.shard,
+            cache=_result_cache(args, config, self.trace),
+            prerender=_prerender(args),
         )
-    if args.write_baseline:
+        if progress is not None:
+            progress.clear()
+        return report
+
+    def _write_baseline(self) -> None:
+        file = self.args.write_baseline
+        if not file:
+            return
         from mpdoctor.baseline import BaselineError, write_baseline
 
         try:
-            count = write_baseline(args.write_baseline, report.diagnostics, report.sources, refuse=checked)
+            count = write_baseline(file, self.report.diagnostics, self.report.sources, refuse=self.checked)
         except BaselineError as exc:
-            return _error(str(exc))
-        print(
-            escape_controls(
-                f"mpdoctor: {args.write_baseline}: baseline of {count} finding{'' if count == 1 else 's'} written"
-            ),
-            file=sys.stderr,
-        )
-    for note in report.skipped:
-        print(escape_controls(f"mpdoctor: note: {note.path}: skipped: {note.message}"), file=sys.stderr)
-    if args.verbose:
-        for note in report.notes:
-            print(escape_controls(f"mpdoctor: {note}"), file=sys.stderr)
-    for error in report.errors:
-        print(escape_controls(error.render()), file=sys.stderr)
-    if args.fix or args.diff:
-        from mpdoctor.autofix import fix_report, write_diffs
+            raise fail(str(exc)) from None
+        message = f"mpdoctor: {file}: baseline of {count} finding{'' if count == 1 else 's'} written"
+        print(escape_controls(message), file=sys.stderr)
 
-        fix_report(report, config, options, unsafe=args.unsafe_fixes, write=not args.diff)
+    def _print_notes(self) -> None:
+        report = self.report
+        for skipped in report.skipped:
+            print(escape_controls(f"mpdoctor: note: {skipped.path}: skipped: {skipped.message}"), file=sys.stderr)
+        if self.args.verbose:
+            for note in report.notes:
+                print(escape_controls(f"mpdoctor: {note}"), file=sys.stderr)
+        for error in report.errors:
+            print(escape_controls(error.render()), file=sys.stderr)
+
+    def _fix(self) -> None:
+        """--fix / --diff; --diff prints the diffs instead of the report and ends the run."""
+        args = self.args
+        if not (args.fix or args.diff):
+            return
+        from mpdoctor.fix.run import fix_report
+        from mpdoctor.report.diff import write_diffs
+
+        fix_report(self.report, self.config, self.trace, unsafe=args.unsafe_fixes, write=not args.diff)
         if args.diff:
-            count = write_diffs(report, sys.stdout, sys.stderr, unsafe=args.unsafe_fixes)
-            return EXIT_ERROR if report.errors else (EXIT_FINDINGS if count else EXIT_OK)
+            count = write_diffs(self.report, sys.stdout, sys.stderr, unsafe=args.unsafe_fixes)
+            raise Exit(EXIT_ERROR if self.report.errors else (EXIT_FINDINGS if count else EXIT_OK))
 
-    return deliver(report, args, config, refuse=checked)
+    def render(self) -> list[Output]:
+        return render_report(self.report, self.args)
+
+    def refused(self) -> Sequence[Path]:
+        return self.checked
+
+    def exit_code(self) -> int:
+        return report_exit_code(self.report, self.args, self.config)
 
 
 def _prerender(args):
@@ -372,35 +439,39 @@ def _result_cache(args, config, options):
 def deliver(report, args, config, refuse=()) -> int:
     """Write the report as --format/--output/--html ask (also for `mpdoctor merge`), and the exit code. `refuse`:
     files a report must never replace (those checked)."""
+    try:
+        write_outputs(render_report(report, args), refuse=refuse, failure=CheckRun.write_failure)
+    except Exit as stop:
+        return stop.code
+    return report_exit_code(report, args, config)
+
+
+def render_report(report, args) -> list[Output]:
+    """The report in --format on stdout, or for -o's file; the HTML report for --html."""
     from mpdoctor.report import write_report
 
-    target = sys.stdout
-    buffer = None
-    if args.output:
-        buffer = io.StringIO()
-        target = buffer
+    buffer = io.StringIO() if args.output else None
+    target = buffer if buffer is not None else sys.stdout
     write_report(
         report,
         args.format,
         target,
-        colour=_use_colour(args.color, target) if not buffer else False,
+        colour=_use_colour(args.color, target) if buffer is None else False,
         statistics=args.statistics,
         quiet=args.quiet,
         verbose=getattr(args, "verbose", False),  # `mpdoctor merge` has no --verbose
     )
-    written = [(args.output, buffer)] if buffer is not None else []
+    outputs = [Output(args.output, buffer.getvalue())] if buffer is not None else []
     if args.html:
         html = io.StringIO()
         write_report(report, "html", html)
-        written.append((args.html, html))
-    if written:
-        from mpdoctor.writes import write_atomic  # tempfile and friends: only for a run that writes a file
-    for path, text in written:
-        try:
-            write_atomic(path, text.getvalue(), refuse=refuse)
-        except OSError as exc:
-            return _error(f"{path}: cannot write report: {exc.strerror or exc}")
+        outputs.append(Output(args.html, html.getvalue()))
+    return outputs
 
+
+def report_exit_code(report, args, config) -> int:
+    """2 when a file could not be checked; else 1 when a finding is at or above --fail-on (not with --exit-zero or
+    --write-baseline); else 0."""
     if report.errors:
         return EXIT_ERROR
     if args.exit_zero or getattr(args, "write_baseline", None):
@@ -449,11 +520,6 @@ def show_contexts(paths: list[Path], config, *, verbose: bool = False, stream=No
     if not builders:
         stream.write("No model builder is reached from an entry point that sets a dtype policy.\n")
     return EXIT_ERROR if errors else EXIT_OK
-
-
-def _error(message: str) -> int:
-    print(escape_controls(f"mpdoctor: error: {message}"), file=sys.stderr)
-    return EXIT_ERROR
 
 
 def _same_file(a: Path, b: Path) -> bool:

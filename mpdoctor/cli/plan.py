@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from mpdoctor.cli.pipeline import Exit, Output, Pipeline, fail
 
 
 def add_parser(sub) -> None:
@@ -48,103 +50,136 @@ def add_parser(sub) -> None:
     plan.set_defaults(handler=run_plan)
 
 
-def _error(message: str) -> int:
-    print(f"mpdoctor: error: {message}", file=sys.stderr)
-    return EXIT_ERROR
-
-
 def run_plan(args) -> int:
-    from mpdoctor.config import ConfigError, load_config
-    from mpdoctor.engine import TraceOptions
-    from mpdoctor.plan import make_plan, plan_edits, plan_request, verify_plan
-    from mpdoctor.reads import regular_file_problem
-    from mpdoctor.trace.runner import tensorflow_available
+    return PlanRun(args).execute()
 
-    path: Path = args.path
-    for given in (path, args.sample, args.config):
-        problem = regular_file_problem(given) if given else None
-        if problem:
-            return _error(f"{given}: {problem}")
-    if path.suffix != ".py":
-        return _error(f"{path}: plan takes a Python model file (.py)")
-    if args.rtol is not None and not args.rtol > 0:
-        return _error("--rtol must be positive")
-    if not tensorflow_available():
-        return _error("plan runs the model: it needs TensorFlow in this environment (pip install 'mpdoctor[tf]')")
-    try:
-        config = load_config(path, args.config)
-    except ConfigError as exc:
-        return _error(str(exc))
-    if args.sample is not None:
-        config.numerics.sample = str(args.sample.resolve())
-    config.numerics.enabled = True
-    timeout = args.trace_timeout or config.trace_timeout
-    if timeout <= 0:
-        return _error("--trace-timeout must be positive")
-    trace = TraceOptions(
-        enabled=True,
-        timeout=timeout,
-        entry=args.entry or config.entry,
-        numerics=config.numerics.request(),
-        memory_limit_mb=config.trace_memory,
-        plan=plan_request(args.policy, args.rtol),
-    )
-    result = make_plan(path, config, trace)
-    if result.report.errors:
-        for error in result.report.errors:
-            print(error.render(), file=sys.stderr)
-        return EXIT_ERROR
-    plans = result.plans()
-    if args.fix or args.diff:
-        from mpdoctor.autofix import ReadOnly, StaleFile, write_atomic
+
+def _fail(message: str) -> Exit:
+    return fail(message, escape=False)
+
+
+class PlanRun(Pipeline):
+    """`mpdoctor plan FILE`: the plan found on the traced model, --diff / --fix, then the plan report."""
+
+    escape_errors = False
+
+    def validate(self) -> None:
+        from mpdoctor.config import ConfigError, load_config
+        from mpdoctor.reads import regular_file_problem
+        from mpdoctor.trace.runner import tensorflow_available
+
+        args = self.args
+        path: Path = args.path
+        for given in (path, args.sample, args.config):
+            problem = regular_file_problem(given) if given else None
+            if problem:
+                raise _fail(f"{given}: {problem}")
+        if path.suffix != ".py":
+            raise _fail(f"{path}: plan takes a Python model file (.py)")
+        if args.rtol is not None and not args.rtol > 0:
+            raise _fail("--rtol must be positive")
+        if not tensorflow_available():
+            raise _fail("plan runs the model: it needs TensorFlow in this environment (pip install 'mpdoctor[tf]')")
+        try:
+            self.config = load_config(path, args.config)
+        except ConfigError as exc:
+            raise _fail(str(exc)) from None
+
+    def options(self) -> None:
+        from mpdoctor.engine import TraceOptions
+        from mpdoctor.plan import plan_request
+
+        args, config = self.args, self.config
+        if args.sample is not None:
+            config.numerics.sample = str(args.sample.resolve())
+        config.numerics.enabled = True
+        timeout = args.trace_timeout or config.trace_timeout
+        if timeout <= 0:
+            raise _fail("--trace-timeout must be positive")
+        self.trace = TraceOptions(
+            enabled=True,
+            timeout=timeout,
+            entry=args.entry or config.entry,
+            numerics=config.numerics.request(),
+            memory_limit_mb=config.trace_memory,
+            plan=plan_request(args.policy, args.rtol),
+        )
+
+    def run(self) -> None:
+        from mpdoctor.plan import make_plan
+
+        self.result = make_plan(self.args.path, self.config, self.trace)
+        if self.result.report.errors:
+            for error in self.result.report.errors:
+                print(error.render(), file=sys.stderr)
+            raise Exit(EXIT_ERROR)
+        self.plans = self.result.plans()
+        if self.args.fix or self.args.diff:
+            self._change_the_file()
+
+    def _change_the_file(self) -> None:
+        """--diff / --fix: the plan as edits, verified by re-tracing; --fix writes them, --diff prints them."""
+        from mpdoctor.plan import plan_edits, verify_plan
         from mpdoctor.sources import read_source
 
+        args, path = self.args, self.args.path
         text = read_source(path)
-        result.fix = fix = plan_edits(result, path, text)
+        self.result.fix = fix = plan_edits(self.result, path, text)
         if fix.changed and not fix.error:
-            policy = args.policy or next((p.policy for _, p in plans if p.policy), None)
-            verify_plan(fix, path, config, trace, policy, args.rtol)
+            policy = args.policy or next((p.policy for _, p in self.plans if p.policy), None)
+            verify_plan(fix, path, self.config, self.trace, policy, args.rtol)
         if args.fix and fix.changed and fix.verified:
-            try:
-                write_atomic(path, text, fix.fixed)
-                fix.written = True
-            except (StaleFile, ReadOnly) as exc:
-                fix.error = str(exc)
-            except OSError as exc:
-                fix.error = f"{path}: cannot write: {exc.strerror or exc}; the original is unchanged"
+            _write_fix(fix, path, text)
         if args.diff and fix.verified:
             sys.stdout.write(fix.diff())
-    stream = io.StringIO()
-    from mpdoctor.report.plan import render_json, render_text
 
-    (render_json if args.format == "json" else render_text)(result, stream)
-    written = []
-    if args.output:
-        written.append((args.output, stream.getvalue()))
-    elif not args.diff or args.format == "json":
-        (sys.stderr if args.diff else sys.stdout).write(stream.getvalue())
-    else:
-        sys.stderr.write(stream.getvalue())
-    if args.html:
-        from mpdoctor.report import write_report
+    def render(self) -> list[Output]:
+        """The plan report for -o's file, else on stdout (on stderr with --diff: stdout holds the diff); the HTML
+        report for --html."""
+        from mpdoctor.report.plan import render_json, render_text
 
-        html = io.StringIO()
-        write_report(result.report, "html", html)
-        written.append((args.html, html.getvalue()))
-    from mpdoctor.writes import write_atomic as write_output
+        args = self.args
+        stream = io.StringIO()
+        (render_json if args.format == "json" else render_text)(self.result, stream)
+        outputs = []
+        if args.output:
+            outputs.append(Output(args.output, stream.getvalue()))
+        else:
+            (sys.stderr if args.diff else sys.stdout).write(stream.getvalue())
+        if args.html:
+            from mpdoctor.report import write_report
 
-    for target, content in written:
-        try:
-            write_output(target, content, refuse=[path])  # never over the model file (a forgotten argument)
-        except OSError as exc:
-            return _error(f"{target}: cannot write: {exc.strerror or exc}")
-    trace_summary = result.trace
-    if trace_summary is not None and trace_summary.failure and not plans:
-        return EXIT_ERROR
-    if result.fix is not None and result.fix.written:
-        return EXIT_OK
-    ok = plans and all(
-        not p.skipped and p.final is not None and p.final.passed and not p.layers and not p.gradient_advice
-        for _, p in plans
-    )
-    return EXIT_OK if ok else EXIT_FINDINGS
+            html = io.StringIO()
+            write_report(self.result.report, "html", html)
+            outputs.append(Output(args.html, html.getvalue()))
+        return outputs
+
+    def refused(self) -> Sequence[Path]:
+        return [self.args.path]  # never over the model file (a forgotten argument)
+
+    def exit_code(self) -> int:
+        plans = self.plans
+        trace_summary = self.result.trace
+        if trace_summary is not None and trace_summary.failure and not plans:
+            return EXIT_ERROR
+        if self.result.fix is not None and self.result.fix.written:
+            return EXIT_OK
+        ok = plans and all(
+            not p.skipped and p.final is not None and p.final.passed and not p.layers and not p.gradient_advice
+            for _, p in plans
+        )
+        return EXIT_OK if ok else EXIT_FINDINGS
+
+
+def _write_fix(fix, path: Path, analysed: str) -> None:
+    """Write the verified plan into the model file, if it still holds the text the plan was made from; why not in
+    fix.error."""
+    from mpdoctor.fix.writing import ReadOnly, StaleFile, write_atomic
+
+    try:
+        write_atomic(path, analysed, fix.fixed)
+        fix.written = True
+    except (StaleFile, ReadOnly) as exc:
+        fix.error = str(exc)
+    except OSError as exc:
+        fix.error = f"{path}: cannot write: {exc.strerror or exc}; the original is unchanged"

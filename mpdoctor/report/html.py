@@ -17,6 +17,7 @@ from typing import TextIO
 
 from mpdoctor._version import __version__
 from mpdoctor.facts.artifacts import SavedModelInfo
+from mpdoctor.facts.hardware import slow_hardware
 from mpdoctor.facts.schema import Environment, TraceSummary
 from mpdoctor.report.json_format import diagnostic_to_dict
 
@@ -56,7 +57,7 @@ def _snippet(text: str | None, line: int) -> list[tuple[int, str]]:
 def fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
     """The fix as unified-diff lines [(kind, text)], kind in file|hunk|add|remove|context; [] when it cannot be
     shown. A notebook's (or a %%mpdoctor cell's) fix is a diff of its cell."""
-    from mpdoctor.fixes import EditConflict, apply_edits
+    from mpdoctor.fix.apply import EditConflict, apply_edits
 
     if diagnostic.fix is None:
         return _cell_fix_diff(diagnostic, sources)
@@ -84,7 +85,7 @@ def fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
 
 
 def _cell_fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
-    from mpdoctor.fixes import EditConflict, apply_edits
+    from mpdoctor.fix.apply import EditConflict, apply_edits
 
     fix, path = diagnostic.cell_fix, diagnostic.location.path
     source = sources.get(path)
@@ -156,8 +157,6 @@ def _card(diagnostic, sources: dict) -> dict:
 def _environments(traces: list[TraceSummary]) -> list[dict]:
     """Each distinct environment the trace ran in, with whether its devices run float16 / bfloat16 fast (the fact
     MP603 reports when selected: shown here whether or not it is)."""
-    from mpdoctor.rules.mp601_performance import slow_hardware
-
     seen: list[Environment] = []
     for trace in traces:
         if trace.environment is not None and trace.environment not in seen:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from mpdoctor.diagnostics import Severity
+from mpdoctor.diagnostics import Location, Severity
 from mpdoctor.printable import escape_controls as _safe
 from mpdoctor.report.counts import fixable_parts
 
@@ -25,7 +25,14 @@ def where_text(loc) -> str:
     return f"{_safe(loc.path)}:{loc.line}:{loc.column}"
 
 
-def _plural(n: int, word: str) -> str:
+def fix_location(location: Location) -> str:
+    """Where a fix that was not applied belongs: `model.py:12`, `demo.ipynb:cell 3:line 5`."""
+    if location.cell is not None:
+        return f"{location.path}:cell {location.cell}:line {location.line}"
+    return f"{location.path}:{location.line}"
+
+
+def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else ('es' if word.endswith('x') else 's')}"
 
 
@@ -39,6 +46,23 @@ def render(
     verbose: bool = False,
     **_options,
 ) -> None:
+    _findings(report, stream, colour, verbose)
+    for result in report.fixes or ():
+        for d, reason in result.not_applied:
+            stream.write(_safe(f"{fix_location(d.location)}: {d.code} fix not applied: {reason}") + "\n")
+    if statistics and report.diagnostics:
+        _statistics(report, stream)
+    if quiet:
+        return
+    for line in target_lines(report):
+        stream.write(line + "\n")
+    if report.fixes is not None:
+        _fix_summary(report, stream, colour)
+    line, paint = _summary(report)
+    stream.write(_paint(line, paint, colour) + "\n")
+
+
+def _findings(report, stream: TextIO, colour: bool, verbose: bool) -> None:
     for d in report.diagnostics:
         loc = d.location
         where = _paint(f"{where_text(loc)}:", "1", colour)
@@ -48,49 +72,42 @@ def render(
         if verbose:  # the notes: why the trace confirmed or doubted a finding, mpdoctor's own tracebacks
             for note in d.notes:
                 stream.write("".join(f"    {_safe(line)}\n" for line in f"note: {note}".splitlines()))
-    for result in report.fixes or ():
-        from mpdoctor.autofix import fix_location
 
-        for d, reason in result.not_applied:
-            stream.write(_safe(f"{fix_location(d.location)}: {d.code} fix not applied: {reason}") + "\n")
-    if statistics and report.diagnostics:
-        from mpdoctor.registry import get_rule
 
-        fixable: dict[str, int] = {}
-        for d in report.diagnostics:
-            fixable[d.code] = fixable.get(d.code, 0) + (d.fix is not None and d.fix.applicability == "safe")
-        for code, count in sorted(report.by_code().items(), key=lambda kv: (-kv[1], kv[0])):
-            marker = "[*]" if fixable[code] else "   "
-            stream.write(f"{count:>5}  {code}  {marker} {get_rule(code).name}\n")
-    if quiet:
-        return
-    for line in target_lines(report):
-        stream.write(line + "\n")
-    if report.fixes is not None:
-        _fix_summary(report, stream, colour)
+def _statistics(report, stream: TextIO) -> None:
+    """--statistics: findings per code, most first, `[*]` where --fix fixes some."""
+    from mpdoctor.registry import get_rule
+
+    fixable: dict[str, int] = {}
+    for d in report.diagnostics:
+        fixable[d.code] = fixable.get(d.code, 0) + (d.fix is not None and d.fix.applicability == "safe")
+    for code, count in sorted(report.by_code().items(), key=lambda kv: (-kv[1], kv[0])):
+        marker = "[*]" if fixable[code] else "   "
+        stream.write(f"{count:>5}  {code}  {marker} {get_rule(code).name}\n")
+
+
+def _summary(report) -> tuple[str, str]:
+    """The summary line and its colour."""
     counts = report.counts()
     total = len(report.diagnostics)
-    files = _plural(report.files_checked, "file")
+    files = plural(report.files_checked, "file")
     unchecked = report.unchecked()
     # Files left out must never read as a pass: "could not be checked" whenever one was unreadable or unparsable.
-    not_checked = f" {_plural(unchecked, 'file')} could not be checked." if unchecked else ""
+    not_checked = f" {plural(unchecked, 'file')} could not be checked." if unchecked else ""
     skipped = f"; {len(report.skipped)} skipped" if report.skipped else ""
     if total == 0:
         baselined = f"; {report.baselined} baselined" if report.baselined else ""
         if unchecked:
-            line = f"No problems found ({files} checked{skipped}{baselined});{not_checked}"
-            stream.write(_paint(line, "1", colour) + "\n")
-            return
-        stream.write(_paint(f"All checks passed ({files} checked{skipped}{baselined}).", "32", colour) + "\n")
-        return
-    parts = [_plural(counts[s.value], s.value) for s in Severity if counts[s.value]]
-    line = f"Found {_plural(total, 'problem')} ({', '.join(parts)}) in {files}{skipped}.{not_checked}"
+            return f"No problems found ({files} checked{skipped}{baselined});{not_checked}", "1"
+        return f"All checks passed ({files} checked{skipped}{baselined}).", "32"
+    parts = [plural(counts[s.value], s.value) for s in Severity if counts[s.value]]
+    line = f"Found {plural(total, 'problem')} ({', '.join(parts)}) in {files}{skipped}.{not_checked}"
     if report.baselined:
         line += f" {report.baselined} more in the baseline."
     fixable = fixable_parts(report)
     if fixable:
         line += " " + ", ".join(fixable) + "."
-    stream.write(_paint(line, "1", colour) + "\n")
+    return line, "1"
 
 
 def target_lines(report) -> list[str]:
@@ -105,23 +122,21 @@ def target_lines(report) -> list[str]:
         return []
     here = f"TensorFlow {installed[0]}.{installed[1]}" if installed else "no TensorFlow"
     return [
-        f"Target: {summary} ({_plural(count, 'file')}); installed here: {here} (mpdoctor check --show-target FILE)"
+        f"Target: {summary} ({plural(count, 'file')}); installed here: {here} (mpdoctor check --show-target FILE)"
         for summary, count in sorted(counts.items())
     ]
 
 
 def _fix_summary(report, stream: TextIO, colour: bool) -> None:
-    from mpdoctor.autofix import NotebookFix
-
     for result in report.fixes:
-        if isinstance(result, NotebookFix):  # shown, never written: the diff is the fix
-            stream.write(f"{result.shown}: {_plural(len(result.in_diff), 'fix')} not applied: {result.error}\n")
+        if result.notebook:  # shown, never written: the diff is the fix
+            stream.write(f"{result.shown}: {plural(len(result.in_diff), 'fix')} not applied: {result.error}\n")
             stream.write(result.diff())
     for result in report.fixes:
         if result.written:
             stream.write(
                 _paint(
-                    f"Fixed {_plural(len(result.applied), 'problem')} in {_safe(result.shown)} "
+                    f"Fixed {plural(len(result.applied), 'problem')} in {_safe(result.shown)} "
                     f"({_safe(result.verification)}).",
                     "32",
                     colour,
@@ -129,4 +144,4 @@ def _fix_summary(report, stream: TextIO, colour: bool) -> None:
                 + "\n"
             )
     fixed = sum(len(r.applied) for r in report.fixes if r.written)
-    stream.write(f"{_plural(fixed, 'problem')} fixed, {len(report.diagnostics)} remaining.\n")
+    stream.write(f"{plural(fixed, 'problem')} fixed, {len(report.diagnostics)} remaining.\n")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.dtypes import compute_dtype, is_float16_compute
+from mpdoctor.facts.hardware import slow_hardware
 from mpdoctor.facts.records import LayerRecord
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import binds
@@ -21,7 +22,7 @@ from mpdoctor.static.topology import (
 from mpdoctor.trace.context import TraceContext
 
 if TYPE_CHECKING:
-    from mpdoctor.facts.schema import Environment, Facts
+    from mpdoctor.facts.schema import Facts
 
 define_rule(
     "MP601",
@@ -321,27 +322,6 @@ def _explicit_layer_float16(ctx: StaticContext) -> str | None:
 
 
 # ---------------------------------------------------------------- trace forms
-
-
-def slow_hardware(environment: Environment | None, dtype: str) -> str | None:
-    """Why `dtype` ("float16" or "bfloat16") computes no faster than float32 on the traced machine, or None when a
-    device runs it fast. Shared by MP603 and the HTML report's environment table."""
-    if environment is None:
-        from mpdoctor.facts.schema import Environment
-
-        environment = Environment()
-    capabilities = [tuple(g.compute_capability) for g in environment.gpus if g.compute_capability]
-    if dtype == "float16":
-        if any(cc >= (7, 0) for cc in capabilities):
-            return None
-        have = "no GPU" if not environment.gpus else "no GPU of compute capability 7.0 or higher"
-        return f"{have}: float16 only runs faster on Tensor Core GPUs (compute capability >= 7.0)"
-    if any(cc >= (8, 0) for cc in capabilities) or environment.cpu_bf16:
-        return None
-    return (
-        "no bfloat16-capable device (GPU of compute capability 8.0+, or a CPU with AVX512-BF16/AMX): bfloat16 is "
-        "emulated and slower than float32 there"
-    )
 
 
 @trace_check("MP603")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 os.environ.pop("TF_USE_LEGACY_KERAS", None)  # Keras 3, as tests/test_wild_corpus.py
 
-from mpdoctor.autofix import fix_report  # noqa: E402
+from mpdoctor.fix.run import fix_report  # noqa: E402
 from mpdoctor.config import Config  # noqa: E402
 from mpdoctor.engine import TraceOptions, check_paths  # noqa: E402
 

@@ -1,0 +1,84 @@
+"""The behavioural check of a training fix (issue 19): the fixed step's weight update against the float32 step's,
+run by the trace child (trace/child/step_check.py) on the module-level function that holds the fixes."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from mpdoctor.diagnostics import Diagnostic
+from mpdoctor.fix.rounds import line_mapper, parsed
+
+# Agreement with the float32 step: the direction of the weight update, and its size within a factor of two.
+MIN_COSINE = 0.99
+NORM_RATIO = (0.5, 2.0)
+
+
+@dataclass
+class StepComparison:
+    """What one training step of a fixed file did against the float32 step (trace/child/step_check.py)."""
+
+    agrees: bool = False
+    problem: str | None = None  # the fix must not be applied
+    unchecked: str | None = None  # why nothing is claimed either way
+
+    @classmethod
+    def of(cls, function: str | None, record, why_not: str | None) -> StepComparison:
+        if function is None:
+            return cls(unchecked=why_not)
+        if record is None:
+            return cls(unchecked=f"the training step `{function}` was not run")
+        if record.skipped:
+            return cls(unchecked=f"`{function}`: {record.skipped}")
+        ratio, cosine = record.norm_ratio or 0.0, record.cosine or 0.0
+        if ratio == 0.0:
+            return cls(problem="the fixed step does not move the weights; the float32 step does")
+        if not NORM_RATIO[0] <= ratio <= NORM_RATIO[1]:
+            return cls(problem=f"the fixed step updates weights {_times(ratio)}x the float32 step")
+        if cosine <= MIN_COSINE:
+            return cls(
+                problem=f"the fixed step moves the weights another way than the float32 step (cosine {cosine:.2f})"
+            )
+        return cls(agrees=True)
+
+
+def _times(ratio: float) -> str:
+    """3.1e-05 -> 3.1e-5 (small and large ratios in scientific notation); 0.31 -> 0.31."""
+    text = f"{ratio:.1e}" if ratio < 0.01 or ratio >= 100 else f"{ratio:.2g}"
+    return re.sub(r"e([+-])0*(\d)", lambda m: "e" + ("-" if m.group(1) == "-" else "") + m.group(2), text)
+
+
+def step_function(fixed: str, training: list[tuple[Diagnostic, str]]) -> tuple[str | None, str | None]:
+    """(the module-level function holding every training fix, in `fixed`; or None and why there is none). That is
+    the step the trace child can call by name once the module is imported."""
+    tree = parsed(fixed)
+    if tree is None:
+        return None, "the fixed file does not parse"
+    functions = [
+        (node.name, range(min([node.lineno, *(d.lineno for d in node.decorator_list)]), node.end_lineno + 1))
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    names = set()
+    for d, text in training:
+        mapped = line_mapper(text, fixed)
+        # Where the finding is, else where its edits are (a fix reported at the optimizer may edit the step).
+        lines = [mapped(line).start for line in (d.location.line, *(e.line for e in d.fix.edits))]
+        owner = next((name for line in lines for name, span in functions if line in span), None)
+        if owner is None:
+            return None, "the fixed training code is not in a module-level function"
+        names.add(owner)
+    if len(names) != 1:
+        return None, "the training fixes are in more than one function"
+    name = names.pop()
+    node = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name)
+    # Called as step(inputs, labels): a function of other parameters (a `main()`, a whole training loop) is not run.
+    required = len(node.args.posonlyargs) + len(node.args.args) - len(node.args.defaults)
+    if isinstance(node, ast.AsyncFunctionDef) or required != 2 or any(d is None for d in node.args.kw_defaults):
+        return None, f"`{name}` does not take (inputs, labels) as a training step does"
+    return name, None
+
+
+def changes_training(d: Diagnostic) -> bool:
+    return bool(d.fix and d.fix.changes_training)
