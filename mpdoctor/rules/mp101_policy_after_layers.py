@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.dtypes import is_float16_compute
-from mpdoctor.facts.keras_semantics import SAVEDMODEL_LAYERS, model_factory
+from mpdoctor.facts.keras_semantics import POLICY_NEUTRAL_LAYERS, SAVEDMODEL_LAYERS, model_factory
 from mpdoctor.facts.records import LayerRecord, PolicyEvent
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import position
@@ -73,33 +73,6 @@ define_rule(
 )
 
 
-# Layers whose policy is harmless or meaningless when created before the policy call.
-_NEUTRAL_LAYERS = {
-    "Input",
-    "InputLayer",
-    "Rescaling",
-    "Resizing",
-    "CenterCrop",
-    "Normalization",
-    "TextVectorization",
-    "StringLookup",
-    "IntegerLookup",
-    "CategoryEncoding",
-    "Hashing",
-    "Discretization",
-    "HashedCrossing",
-    "RandomFlip",
-    "RandomRotation",
-    "RandomZoom",
-    "RandomTranslation",
-    "RandomContrast",
-    "RandomCrop",
-    "RandomBrightness",
-    "RandomHeight",
-    "RandomWidth",
-    "AutoContrast",
-    "Pipeline",
-}
 _CLEAR_SESSION = ("keras.backend.clear_session", "keras.utils.clear_session")
 
 
@@ -173,7 +146,7 @@ def _construction(ctx: StaticContext, call: ast.Call) -> LayerRecord | None:
         return None  # `hub.KerasLayer(tf.saved_model.load(path))`: the layer made later takes the policy
     if layer is None and (is_application(ctx, call) or factory):
         layer = ctx.layer_record(call, ctx.call_name(call))
-    if layer is None or layer.kind in _NEUTRAL_LAYERS or dtype_keyword(call) is not None:
+    if layer is None or layer.kind in POLICY_NEUTRAL_LAYERS or dtype_keyword(call) is not None:
         return None
     return layer
 
