@@ -260,17 +260,7 @@ def trace_policy_after_layers(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
     for event in facts.policy_events:
         if not is_float16_compute(event.policy):
             continue
-        before = imported[: event.layers_before or 0]
-        rebuilt = {_line(record) for record in imported[len(before) :]}
-        stale = [
-            record
-            for record in before
-            if (record.explicit_dtype is None or _made_by_factory(ctx, record))
-            and record.policy != event.policy
-            and record.class_name != "InputLayer"
-            and not record.is_model
-            and _line(record) not in rebuilt
-        ]
+        stale = _stale_layers(ctx, imported, event.layers_before or 0, event.policy)
         if not stale:
             continue
         first = stale[0]
@@ -283,6 +273,21 @@ def trace_policy_after_layers(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
         message = set_too_late(setter, event.policy, built, first.policy or "?", loaded)
         found.append(ctx.diagnostic("MP101", event.location, message))
     return found
+
+
+def _stale_layers(ctx: TraceContext, imported: list[LayerRecord], before: int, policy: str | None) -> list[LayerRecord]:
+    """The first `before` layers created on import that keep another policy than `policy`: not models or inputs,
+    with no dtype of their own (one a factory gave them does not count), their line not run again later."""
+    rebuilt = {_line(record) for record in imported[before:]}
+    return [
+        record
+        for record in imported[:before]
+        if (record.explicit_dtype is None or _made_by_factory(ctx, record))
+        and record.policy != policy
+        and record.class_name != "InputLayer"
+        and not record.is_model
+        and _line(record) not in rebuilt
+    ]
 
 
 def _made_by_factory(ctx: TraceContext, record: LayerRecord) -> str | None:

@@ -330,18 +330,8 @@ def _per_tensor_clip(ctx: StaticContext, value: ast.AST, grads: str) -> tuple[st
     """`[tf.clip_by_value(g, -C, C) for g in grads]` or `[tf.clip_by_norm(g, C) for g in grads]`."""
     if not (isinstance(value, ast.ListComp) and len(value.generators) == 1):
         return None
-    generator = value.generators[0]
     element = value.elt
-    if (
-        generator.ifs
-        or generator.is_async
-        or not isinstance(generator.target, ast.Name)
-        or not _is_name(generator.iter, grads)
-        or not isinstance(element, ast.Call)
-        or element.keywords
-        or not element.args
-        or not _is_name(element.args[0], generator.target.id)
-    ):
+    if not (isinstance(element, ast.Call) and _applies_to_each(value.generators[0], element, grads)):
         return None
     if _tf_function(ctx, element, "clip_by_value") and len(element.args) == 3:
         low, high = (_literal(a) for a in element.args[1:])
@@ -352,6 +342,19 @@ def _per_tensor_clip(ctx: StaticContext, value: ast.AST, grads: str) -> tuple[st
         if norm_value and norm_value[0] > 0:
             return "clipnorm", norm_value[1]
     return None
+
+
+def _applies_to_each(generator: ast.comprehension, element: ast.Call, grads: str) -> bool:
+    """`f(g, ...) for g in grads`: the call takes each gradient as its first argument, unfiltered."""
+    return (
+        not generator.ifs
+        and not generator.is_async
+        and isinstance(generator.target, ast.Name)
+        and _is_name(generator.iter, grads)
+        and not element.keywords
+        and bool(element.args)
+        and _is_name(element.args[0], generator.target.id)
+    )
 
 
 def _global_norm_clip(ctx: StaticContext, call: ast.AST, grads: str) -> str | None:
