@@ -141,20 +141,10 @@ LAMBDA = "keras.layers.Lambda"
 # every argument, positional and keyword; tf_keras only the first argument (with any nesting inside it:
 # `Add()([a, b])` casts both). Integer and boolean inputs are never cast. Input layers and plain ops do not cast.
 
+# Preprocessing layers whose output is integer ids or strings: never autocast downstream.
+NON_FLOAT_OUTPUT_LAYERS = frozenset({"StringLookup", "IntegerLookup", "TextVectorization", "Hashing", "HashedCrossing"})
 # Layers that never autocast or take no floating input: a float32 tensor reaches them unchanged.
-NO_AUTOCAST_LAYERS = frozenset(
-    {
-        "Embedding",
-        "InputLayer",
-        "Input",
-        "StringLookup",
-        "IntegerLookup",
-        "TextVectorization",
-        "Hashing",
-        "HashedCrossing",
-        "CategoryEncoding",
-    }
-)
+NO_AUTOCAST_LAYERS = frozenset({"Embedding", "InputLayer", "Input", "CategoryEncoding", *NON_FLOAT_OUTPUT_LAYERS})
 # ... and in Keras 3 also these, built with autocast off.
 NO_AUTOCAST_LAYERS_KERAS3 = frozenset(
     {"LayerNormalization", "GroupNormalization", "RandomFlip", "RandomCrop", "Pipeline"}
@@ -329,3 +319,52 @@ def keep_float32_snippet(flavour: str, model: str, paths: list[list[str]], keras
         ]
         return "\n".join(lines) + "\n"
     return ""
+
+
+# ----------------------------------------------------------------------------- layer classes the rules single out
+# Keras class names that a rule treats specially, kept here with the rest of Keras' behaviour (issue 28).
+
+# Layers whose policy is harmless or meaningless when created before the policy call (MP101).
+POLICY_NEUTRAL_LAYERS = frozenset(
+    {
+        "Input",
+        "InputLayer",
+        "Rescaling",
+        "Resizing",
+        "CenterCrop",
+        "Normalization",
+        "TextVectorization",
+        "StringLookup",
+        "IntegerLookup",
+        "CategoryEncoding",
+        "Hashing",
+        "Discretization",
+        "HashedCrossing",
+        "RandomFlip",
+        "RandomRotation",
+        "RandomZoom",
+        "RandomTranslation",
+        "RandomContrast",
+        "RandomCrop",
+        "RandomBrightness",
+        "RandomHeight",
+        "RandomWidth",
+        "AutoContrast",
+        "Pipeline",
+    }
+)
+# Wrappers whose first argument is the layer they run (MP401 looks through them).
+WRAPPER_LAYERS = ("TimeDistributed", "Bidirectional")
+# The class names of SAVEDMODEL_LAYERS, as `float32_fix` matches a layer's class.
+SAVEDMODEL_LAYER_CLASSES = ("KerasLayer", "TFSMLayer")
+# keras.applications whose include_top is not the first parameter: its positional index (Keras 2, Keras 3) (MP401).
+# Anything with more positional arguments than the index of classifier_activation (>= 6 everywhere) is left alone.
+INCLUDE_TOP_POSITION = {
+    "MobileNet": (4, 4),
+    "MobileNetV2": (2, 2),
+    "MobileNetV3Small": (3, 3),
+    "MobileNetV3Large": (3, 3),
+    "NASNetMobile": (1, 1),
+    "NASNetLarge": (1, 1),
+    **{f"ConvNeXt{s}": (1, 0) for s in ("Tiny", "Small", "Base", "Large", "XLarge")},
+}

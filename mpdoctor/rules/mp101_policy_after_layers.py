@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.dtypes import is_float16_compute
-from mpdoctor.facts.keras_semantics import SAVEDMODEL_LAYERS, model_factory
+from mpdoctor.facts.keras_semantics import POLICY_NEUTRAL_LAYERS, SAVEDMODEL_LAYERS, model_factory
 from mpdoctor.facts.records import LayerRecord, PolicyEvent
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import position
@@ -73,33 +73,6 @@ define_rule(
 )
 
 
-# Layers whose policy is harmless or meaningless when created before the policy call.
-_NEUTRAL_LAYERS = {
-    "Input",
-    "InputLayer",
-    "Rescaling",
-    "Resizing",
-    "CenterCrop",
-    "Normalization",
-    "TextVectorization",
-    "StringLookup",
-    "IntegerLookup",
-    "CategoryEncoding",
-    "Hashing",
-    "Discretization",
-    "HashedCrossing",
-    "RandomFlip",
-    "RandomRotation",
-    "RandomZoom",
-    "RandomTranslation",
-    "RandomContrast",
-    "RandomCrop",
-    "RandomBrightness",
-    "RandomHeight",
-    "RandomWidth",
-    "AutoContrast",
-    "Pipeline",
-}
 _CLEAR_SESSION = ("keras.backend.clear_session", "keras.utils.clear_session")
 
 
@@ -173,7 +146,7 @@ def _construction(ctx: StaticContext, call: ast.Call) -> LayerRecord | None:
         return None  # `hub.KerasLayer(tf.saved_model.load(path))`: the layer made later takes the policy
     if layer is None and (is_application(ctx, call) or factory):
         layer = ctx.layer_record(call, ctx.call_name(call))
-    if layer is None or layer.kind in _NEUTRAL_LAYERS or dtype_keyword(call) is not None:
+    if layer is None or layer.kind in POLICY_NEUTRAL_LAYERS or dtype_keyword(call) is not None:
         return None
     return layer
 
@@ -287,17 +260,7 @@ def trace_policy_after_layers(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
     for event in facts.policy_events:
         if not is_float16_compute(event.policy):
             continue
-        before = imported[: event.layers_before or 0]
-        rebuilt = {_line(record) for record in imported[len(before) :]}
-        stale = [
-            record
-            for record in before
-            if (record.explicit_dtype is None or _made_by_factory(ctx, record))
-            and record.policy != event.policy
-            and record.class_name != "InputLayer"
-            and not record.is_model
-            and _line(record) not in rebuilt
-        ]
+        stale = _stale_layers(ctx, imported, event.layers_before or 0, event.policy)
         if not stale:
             continue
         first = stale[0]
@@ -310,6 +273,21 @@ def trace_policy_after_layers(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
         message = set_too_late(setter, event.policy, built, first.policy or "?", loaded)
         found.append(ctx.diagnostic("MP101", event.location, message))
     return found
+
+
+def _stale_layers(ctx: TraceContext, imported: list[LayerRecord], before: int, policy: str | None) -> list[LayerRecord]:
+    """The first `before` layers created on import that keep another policy than `policy`: not models or inputs,
+    with no dtype of their own (one a factory gave them does not count), their line not run again later."""
+    rebuilt = {_line(record) for record in imported[before:]}
+    return [
+        record
+        for record in imported[:before]
+        if (record.explicit_dtype is None or _made_by_factory(ctx, record))
+        and record.policy != policy
+        and record.class_name != "InputLayer"
+        and not record.is_model
+        and _line(record) not in rebuilt
+    ]
 
 
 def _made_by_factory(ctx: TraceContext, record: LayerRecord) -> str | None:

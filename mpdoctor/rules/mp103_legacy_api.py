@@ -322,30 +322,44 @@ def _legacy_reference(ctx: StaticContext, node: ast.AST, name: str) -> Iterator[
         yield from _contrib_finding(ctx, target, shown)
         return
     if name.startswith(_COMPAT_V1):
-        rest = name.split(".compat.v1.", 1)[1]
-        tf1_target = all(r[0] == 1 for r in ctx.target.releases)  # tf.compat.v1 is then the native API
-        if not tf1_target and (
-            rest.startswith("mixed_precision")
-            or (rest.startswith("train.experimental.") and member in _TF1_TRAIN_MEMBERS)
-        ):
+        if _deprecated_compat_v1(ctx, name, member):
             yield _compat_v1_diagnostic(ctx, target, call, shown, member)
         return
+    removed = _removed_tf1_api(ctx, target, call, shown, name, member)
+    if removed is not None:
+        yield removed
+
+
+def _deprecated_compat_v1(ctx: StaticContext, name: str, member: str) -> bool:
+    """`tf.compat.v1.mixed_precision...` / `tf.compat.v1.train.experimental.<loss scaling>` on a TF 2 target."""
+    rest = name.split(".compat.v1.", 1)[1]
+    tf1_target = all(r[0] == 1 for r in ctx.target.releases)  # tf.compat.v1 is then the native API
+    return not tf1_target and (
+        rest.startswith("mixed_precision") or (rest.startswith("train.experimental.") and member in _TF1_TRAIN_MEMBERS)
+    )
+
+
+def _removed_tf1_api(
+    ctx: StaticContext, target: ast.AST, call: ast.Call | None, shown: str, name: str, member: str
+) -> Diagnostic | None:
+    """`tf.mixed_precision...` / `tf.train.experimental.<loss scaling>`, removed from TF 2."""
     removal = removal_of(name)
-    if removal is not None and (
+    if removal is None or not (
         name.startswith("tf.mixed_precision")
         or (name.startswith("tf.train.experimental.") and member in _TF1_TRAIN_MEMBERS)
     ):
-        reported, confidence = _verdict(ctx, name)
-        if not reported:
-            return  # there on every release of the target (TF1 code on TF 1.14/1.15, a pin to TF 2.4...)
-        advice = _TF1_ADVICE if _tf1_graph_code(ctx) else _USE_POLICY
-        yield ctx.diagnostic(
-            "MP103",
-            target,
-            f"{shown} was {removal.removed_text}: it raises AttributeError{_on(ctx, removal)}; {advice}",
-            confidence=confidence,
-            fix=_graph_rewrite_fix(ctx, call) if "graph_rewrite" in member else None,
-        )
+        return None
+    reported, confidence = _verdict(ctx, name)
+    if not reported:
+        return None  # there on every release of the target (TF1 code on TF 1.14/1.15, a pin to TF 2.4...)
+    advice = _TF1_ADVICE if _tf1_graph_code(ctx) else _USE_POLICY
+    return ctx.diagnostic(
+        "MP103",
+        target,
+        f"{shown} was {removal.removed_text}: it raises AttributeError{_on(ctx, removal)}; {advice}",
+        confidence=confidence,
+        fix=_graph_rewrite_fix(ctx, call) if "graph_rewrite" in member else None,
+    )
 
 
 def _compat_v1_diagnostic(
@@ -449,44 +463,69 @@ def _experimental_reference(
             )
         return
     new_member = _EXPERIMENTAL_MEMBERS.get(member)
-    if spelled is not None:
-        new_func = f"{ctx.segment(spelled.value)}.{new_member}" if spelled is getattr(node, "value", None) else None
-        renamed = True  # `.experimental` must go
-    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):  # alias of the experimental module
-        new_func, renamed = f"{node.value.id}.{new_member}", new_member != member
-    elif isinstance(node, ast.Name):  # imported from the experimental module: its import fix renames it
-        new_func, renamed = node.id, False
-    else:
+    spelling = _new_spelling(ctx, node, spelled, member, new_member)
+    if spelling is None:
         return
-    needs_change, fix = renamed, None
-    if new_member is None or new_func is None:
-        needs_change = True
-        if member == "get_layer_policy" and call is not None:
-            fix = _get_layer_policy_fix(ctx, call)
-    elif member == "LossScaleOptimizer" and call is not None and _has_loss_scale(call):
-        needs_change, fix = True, _loss_scale_optimizer_fix(ctx, call, new_func)
-    elif member == "Policy" and call is not None and _has_loss_scale(call):
-        needs_change = True  # the loss scale moved to the optimizer: not a mechanical edit
-    elif renamed:
-        fix = Fix(f"use {new_member}", (ctx.edit(node, new_func),))
+    needs_change, fix = _experimental_change(ctx, node, call, member, new_member, *spelling)
     if not needs_change:
         return
     if not _current_api_runs(ctx):
         fix = None  # the target includes releases before the non-experimental API
-    current = f"keras.mixed_precision.{new_member}" if new_member else "the current keras.mixed_precision API"
-    hint = ""
-    if member in ("LossScaleOptimizer", "Policy") and call is not None and _has_loss_scale(call):
-        hint = " without a loss_scale argument (dynamic loss scaling is the default)"
-    if member == "get_layer_policy":
-        current = "layer.dtype_policy"
     yield ctx.diagnostic(
         "MP103",
         target,
         f"mixed_precision.experimental.{member} was removed in TF 2.9 (absent "
-        f"from tf_keras and Keras 3){_on(ctx)}; use {current}{hint}",
+        f"from tf_keras and Keras 3){_on(ctx)}; use {_current_spelling(call, member, new_member)}",
         confidence=confidence,
         fix=fix,
     )
+
+
+def _new_spelling(
+    ctx: StaticContext, node: ast.AST, spelled: ast.Attribute | None, member: str, new_member: str | None
+) -> tuple[str | None, bool] | None:
+    """(the reference written without `.experimental`, or None when it cannot be; whether the text must change), or
+    None for a reference that is none of the shapes below."""
+    if spelled is not None:
+        new_func = f"{ctx.segment(spelled.value)}.{new_member}" if spelled is getattr(node, "value", None) else None
+        return new_func, True  # `.experimental` must go
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):  # alias of the experimental module
+        return f"{node.value.id}.{new_member}", new_member != member
+    if isinstance(node, ast.Name):  # imported from the experimental module: its import fix renames it
+        return node.id, False
+    return None
+
+
+def _experimental_change(
+    ctx: StaticContext,
+    node: ast.AST,
+    call: ast.Call | None,
+    member: str,
+    new_member: str | None,
+    new_func: str | None,
+    renamed: bool,
+) -> tuple[bool, Fix | None]:
+    """(whether the reference must change, the fix)."""
+    if new_member is None or new_func is None:
+        fix = _get_layer_policy_fix(ctx, call) if member == "get_layer_policy" and call is not None else None
+        return True, fix
+    if member == "LossScaleOptimizer" and call is not None and _has_loss_scale(call):
+        return True, _loss_scale_optimizer_fix(ctx, call, new_func)
+    if member == "Policy" and call is not None and _has_loss_scale(call):
+        return True, None  # the loss scale moved to the optimizer: not a mechanical edit
+    if renamed:
+        return True, Fix(f"use {new_member}", (ctx.edit(node, new_func),))
+    return False, None
+
+
+def _current_spelling(call: ast.Call | None, member: str, new_member: str | None) -> str:
+    """What to use instead of `mixed_precision.experimental.<member>`."""
+    if member == "get_layer_policy":
+        return "layer.dtype_policy"
+    current = f"keras.mixed_precision.{new_member}" if new_member else "the current keras.mixed_precision API"
+    if member in ("LossScaleOptimizer", "Policy") and call is not None and _has_loss_scale(call):
+        current += " without a loss_scale argument (dynamic loss scaling is the default)"
+    return current
 
 
 def _has_loss_scale(call: ast.Call) -> bool:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import compute_dtype, is_float, low_precision
-from mpdoctor.facts.keras_semantics import INPUT_LAYERS
+from mpdoctor.facts.keras_semantics import INPUT_LAYERS, NON_FLOAT_OUTPUT_LAYERS, SAVEDMODEL_LAYER_CLASSES
 from mpdoctor.facts.records import LayerRecord, SourceRef
 from mpdoctor.registry import (
     FLOAT16_TEXT,
@@ -191,10 +191,6 @@ def check_savedmodel_input_dtype(ctx: StaticContext) -> Iterable[Diagnostic]:
 
 # What a SavedModel layer is fed, as far as autocast is concerned.
 _FLOAT, _OTHER = "float", "other"
-# Layers whose output is integer ids or strings, never autocast downstream.
-_NON_FLOAT_OUTPUT_LAYERS = frozenset(
-    {"StringLookup", "IntegerLookup", "TextVectorization", "Hashing", "HashedCrossing"}
-)
 _PREPROCESSOR_HANDLE = re.compile(r"preprocess|tokeni[sz]")
 
 
@@ -268,7 +264,7 @@ def _layer_output_kind(ctx: StaticContext, producer: LayerRecord, depth: int) ->
         if handle and _PREPROCESSOR_HANDLE.search(handle.lower()):
             return _OTHER
         return _OTHER if depth < 8 and _fed(ctx, producer) == _OTHER else None
-    return _OTHER if producer.kind in _NON_FLOAT_OUTPUT_LAYERS else _FLOAT
+    return _OTHER if producer.kind in NON_FLOAT_OUTPUT_LAYERS else _FLOAT
 
 
 def _tensor_kind(ctx: StaticContext, expr: ast.AST | None, depth: int) -> str | None:
@@ -349,7 +345,7 @@ def casts_to_float16(subject: str, compute: str, policy: str | None, explicit: b
 
 def _dtype_fix(ctx: TraceContext, where: SourceRef | None) -> Fix | None:
     return ctx.float32_fix(
-        where, ("KerasLayer", "TFSMLayer"), 'pass dtype="float32" so the layer feeds its SavedModel float32'
+        where, SAVEDMODEL_LAYER_CLASSES, 'pass dtype="float32" so the layer feeds its SavedModel float32'
     )
 
 

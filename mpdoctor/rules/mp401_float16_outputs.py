@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import compute_dtype, low_precision
-from mpdoctor.facts.keras_semantics import risky_activation
+from mpdoctor.facts.keras_semantics import INCLUDE_TOP_POSITION, WRAPPER_LAYERS, risky_activation
+from mpdoctor.facts.loss_outputs import float16_loss_outputs
 from mpdoctor.facts.records import LayerRecord
 from mpdoctor.registry import define_rule, static_check, trace_check
-from mpdoctor.rules.mp503_float16_loss import float16_loss_outputs
 from mpdoctor.static.context import StaticContext, policy_confidence
 from mpdoctor.static.topology import (
     activation_op,
@@ -139,12 +139,9 @@ define_rule(
 )
 
 
-_WRAPPERS = ("TimeDistributed", "Bidirectional")
-
-
 def _wrapped_layer(ctx: StaticContext, layer: LayerRecord) -> LayerRecord | None:
     """The inner layer of `TimeDistributed(Dense(...))`."""
-    if layer.custom or layer.kind not in _WRAPPERS:
+    if layer.custom or layer.kind not in WRAPPER_LAYERS:
         return None
     inner = (
         layer.node.args[0]
@@ -354,17 +351,6 @@ def _check_application(ctx: StaticContext, call: ast.Call) -> Iterable[Diagnosti
 
 
 _UNKNOWN = object()
-# Positional index of include_top where it is not the first parameter (Keras 2, Keras 3). Anything with more
-# positional arguments than the index of classifier_activation (>= 6 everywhere) is left alone.
-_INCLUDE_TOP_POSITION = {
-    "MobileNet": (4, 4),
-    "MobileNetV2": (2, 2),
-    "MobileNetV3Small": (3, 3),
-    "MobileNetV3Large": (3, 3),
-    "NASNetMobile": (1, 1),
-    "NASNetLarge": (1, 1),
-    **{f"ConvNeXt{s}": (1, 0) for s in ("Tiny", "Small", "Base", "Large", "XLarge")},
-}
 
 
 def _application_argument(ctx: StaticContext, call: ast.Call, param: str, arch: str):
@@ -375,7 +361,7 @@ def _application_argument(ctx: StaticContext, call: ast.Call, param: str, arch: 
         if kw.arg == param:
             return kw.value
     if param == "include_top":
-        position = _INCLUDE_TOP_POSITION.get(arch, (0, 0))[1 if ctx.is_keras3 else 0]
+        position = INCLUDE_TOP_POSITION.get(arch, (0, 0))[1 if ctx.is_keras3 else 0]
         if arch.startswith("RegNet") and not ctx.is_keras3:
             position = 1
         return call.args[position] if len(call.args) > position else None

@@ -140,76 +140,112 @@ class _LiteralUse:
     use: ast.AST  # where the value meets float16
 
 
+@dataclass(frozen=True)
+class _Stop:
+    """The end of the climb from a literal: where its value meets float16, or None (it does not, or cannot be told)."""
+
+    use: _LiteralUse | None
+
+
+_NO_USE = _Stop(None)
+
+
 def _literal_context(ctx: StaticContext, flow: Flow, start: ast.AST, problem: str) -> _LiteralUse | None:
-    """Does the value at `start` (a literal, or a name/attribute bound to one) meet a float16 tensor?"""
+    """Does the value at `start` (a literal, or a name/attribute bound to one) meet a float16 tensor? Climbs from
+    it through the expressions that carry it on (signs, arithmetic, lists of arguments, float32-by-default
+    constructors), at most 8 levels."""
     cur = start
     for _ in range(8):
         parent = ctx.parents.get(cur)
         if parent is None:
             return None
-        if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, (ast.USub, ast.UAdd)):
-            cur = parent
-            continue
-        if isinstance(parent, ast.BinOp):
-            if isinstance(parent.op, (ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift, ast.MatMult)):
-                return None
-            other = parent.right if cur is parent.left else parent.left
-            kind = flow.kind(other).kind
-            if kind == F16:
-                return _LiteralUse(Confidence.HIGH, parent)
-            if kind == TENSOR:
-                return _LiteralUse(Confidence.MEDIUM, parent)
-            if kind in (F32, INT):
-                return None
-            cur = parent
-            continue
-        if isinstance(parent, ast.AugAssign) and cur is parent.value:
-            kind = flow.kind(parent.target).kind
-            if kind == F16:
-                return _LiteralUse(Confidence.HIGH, parent)
-            if kind == TENSOR:
-                return _LiteralUse(Confidence.MEDIUM, parent)
-            return None
-        if isinstance(parent, (ast.List, ast.Tuple)) and isinstance(ctx.parents.get(parent), ast.Call):
-            cur = parent
-            continue
-        if isinstance(parent, ast.keyword):
-            call = ctx.parents.get(parent)
-            if parent.arg in ("dtype", "name", "axis", "shape"):
-                return None
-            arg_parent = call
-        elif isinstance(parent, ast.Call) and cur is not parent.func:
-            arg_parent = parent
-        else:
-            return None
-        call = arg_parent
-        name = ctx.call_name(call)
-        if not is_math(name):
-            return None  # user functions, built-in layer constructors (LayerNormalization(epsilon=...)), ...
-        if name in CAST:
-            cls = flow.dtype_class(call.args[1] if len(call.args) > 1 else keyword_value(call, "dtype"))
-            return _LiteralUse(Confidence.HIGH, call) if cls == F16 else None
-        if name in VALUE or name in DEFAULT_FLOAT32:
-            dtype = keyword_value(call, "dtype")
-            if dtype is None and name in ("tf.constant", "tf.convert_to_tensor") and len(call.args) > 1:
-                dtype = call.args[1]
-            if dtype is not None:
-                cls = flow.dtype_class(dtype)
-                return _LiteralUse(Confidence.HIGH, call) if cls == F16 else None
-            cur = call  # float32 by default: a problem only where it meets float16 (also an MP406)
-            continue
-        if problem == OVERFLOW and last_part(name) in _BOUNDS:
-            return None  # max(x, -inf) is x: a huge bound that becomes inf is harmless
-        operands = [o for o in tensor_operands(name, call) if o is not cur and not contains(o, start)]
-        kinds = [flow.kind(o).kind for o in operands]
-        if F32 in kinds:
-            return None
-        if F16 in kinds:
-            return _LiteralUse(Confidence.HIGH, call)
-        if TENSOR in kinds:
-            return _LiteralUse(Confidence.MEDIUM, call)
-        cur = call
+        step = _climb(ctx, flow, start, cur, parent, problem)
+        if isinstance(step, _Stop):
+            return step.use
+        cur = step
     return None
+
+
+def _climb(
+    ctx: StaticContext, flow: Flow, start: ast.AST, cur: ast.AST, parent: ast.AST, problem: str
+) -> _Stop | ast.AST:
+    """One level up from `cur` to its `parent`: the verdict, or the node to climb on from."""
+    if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, (ast.USub, ast.UAdd)):
+        return parent
+    if isinstance(parent, ast.BinOp):
+        return _through_operator(flow, cur, parent)
+    if isinstance(parent, ast.AugAssign) and cur is parent.value:
+        return _Stop(_use_by_kind(flow.kind(parent.target).kind, parent))
+    if isinstance(parent, (ast.List, ast.Tuple)) and isinstance(ctx.parents.get(parent), ast.Call):
+        return parent
+    call = _call_taking(ctx, cur, parent)
+    if call is None:
+        return _NO_USE
+    return _through_call(ctx, flow, start, cur, call, problem)
+
+
+def _use_by_kind(kind: str, use: ast.AST) -> _LiteralUse | None:
+    """A float16 operand is a sure meeting; a tensor of unknown dtype a likely one."""
+    if kind == F16:
+        return _LiteralUse(Confidence.HIGH, use)
+    if kind == TENSOR:
+        return _LiteralUse(Confidence.MEDIUM, use)
+    return None
+
+
+def _through_operator(flow: Flow, cur: ast.AST, parent: ast.BinOp) -> _Stop | ast.AST:
+    if isinstance(parent.op, (ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift, ast.MatMult)):
+        return _NO_USE
+    other = parent.right if cur is parent.left else parent.left
+    kind = flow.kind(other).kind
+    if kind in (F16, TENSOR):
+        return _Stop(_use_by_kind(kind, parent))
+    if kind in (F32, INT):
+        return _NO_USE
+    return parent
+
+
+def _call_taking(ctx: StaticContext, cur: ast.AST, parent: ast.AST) -> ast.AST | None:
+    """The call `cur` is an argument of (positional, or a keyword other than dtype/name/axis/shape)."""
+    if isinstance(parent, ast.keyword):
+        return None if parent.arg in ("dtype", "name", "axis", "shape") else ctx.parents.get(parent)
+    if isinstance(parent, ast.Call) and cur is not parent.func:
+        return parent
+    return None
+
+
+def _dtype_argument(name: str, call: ast.Call) -> ast.AST | None:
+    """The dtype a value constructor is given: `dtype=`, or the second positional of tf.constant/convert_to_tensor."""
+    dtype = keyword_value(call, "dtype")
+    if dtype is None and name in ("tf.constant", "tf.convert_to_tensor") and len(call.args) > 1:
+        dtype = call.args[1]
+    return dtype
+
+
+def _through_call(
+    ctx: StaticContext, flow: Flow, start: ast.AST, cur: ast.AST, call: ast.AST, problem: str
+) -> _Stop | ast.AST:
+    name = ctx.call_name(call)
+    if not is_math(name):
+        return _NO_USE  # user functions, built-in layer constructors (LayerNormalization(epsilon=...)), ...
+    if name in CAST:
+        cls = flow.dtype_class(call.args[1] if len(call.args) > 1 else keyword_value(call, "dtype"))
+        return _Stop(_LiteralUse(Confidence.HIGH, call) if cls == F16 else None)
+    if name in VALUE or name in DEFAULT_FLOAT32:
+        dtype = _dtype_argument(name, call)
+        if dtype is not None:
+            return _Stop(_LiteralUse(Confidence.HIGH, call) if flow.dtype_class(dtype) == F16 else None)
+        return call  # float32 by default: a problem only where it meets float16 (also an MP406)
+    if problem == OVERFLOW and last_part(name) in _BOUNDS:
+        return _NO_USE  # max(x, -inf) is x: a huge bound that becomes inf is harmless
+    operands = [o for o in tensor_operands(name, call) if o is not cur and not contains(o, start)]
+    kinds = [flow.kind(o).kind for o in operands]
+    if F32 in kinds:
+        return _NO_USE
+    for kind in (F16, TENSOR):
+        if kind in kinds:
+            return _Stop(_use_by_kind(kind, call))
+    return call
 
 
 @dataclass
@@ -395,26 +431,35 @@ def _dtype_at(ctx: StaticContext, literal: ast.AST) -> str | None:
     params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
     if isinstance(node, ast.Lambda):
         return f"{params[0]}.dtype" if params else None
-    cls = ctx.enclosing_class(node)
-    if (
-        cls is None
-        or cls.name not in ctx.custom_layer_classes
-        or ctx.parents.get(node) is not cls
-        or not params
-        or params[0] != "self"
-    ):
+    if not _is_custom_layer_method(ctx, node, params):
         return None
-    if node.name == "__init__" and not any(
+    if node.name == "__init__" and not _after_super_init(ctx, node, literal):
+        return None
+    return "self.compute_dtype"
+
+
+def _is_custom_layer_method(ctx: StaticContext, function: ast.AST, params: list[str]) -> bool:
+    cls = ctx.enclosing_class(function)
+    return (
+        cls is not None
+        and cls.name in ctx.custom_layer_classes
+        and ctx.parents.get(function) is cls
+        and bool(params)
+        and params[0] == "self"
+    )
+
+
+def _after_super_init(ctx: StaticContext, init: ast.AST, literal: ast.AST) -> bool:
+    """`super().__init__(...)` is called in `init` before the literal's line (the layer has its policy then)."""
+    return any(
         isinstance(c.func, ast.Attribute)
         and c.func.attr == "__init__"
         and isinstance(c.func.value, ast.Call)
         and getattr(c.func.value.func, "id", None) == "super"
         and c.lineno < literal.lineno
-        for c in ctx.walk_scope(node)
+        for c in ctx.walk_scope(init)
         if isinstance(c, ast.Call)
-    ):
-        return None
-    return "self.compute_dtype"
+    )
 
 
 def out_of_range(problem: str, negative: bool) -> str:

@@ -169,36 +169,50 @@ def _mp406_fix(ctx: StaticContext, region: Region, origin: ast.AST) -> Fix | Non
         return Fix(f"cast to `{target}` instead", (ctx.edit(dtype, target),), applicability="unsafe")
     if name in ("tf.fill", "keras.backend.constant") or name is None:
         return None
-    if is_math(name) and name not in VALUE and name not in DEFAULT_FLOAT32 and name not in FOLLOW_FIRST:
-        # a math op on Python numbers: cast its argument (these ops take no dtype)
-        if not origin.args or not isinstance(origin.func, ast.Attribute):
-            return None
-        func = ctx.segment(origin.func)
-        if name.startswith("tf."):
-            cast = func.split(".")[0] + ".cast"
-        elif name.startswith("keras.ops."):
-            cast = func.rsplit(".", 1)[0] + ".cast"
-        else:
-            return None
-        arg = origin.args[0]
-        return Fix(f"cast the argument to `{target}`", (ctx.edit(arg, f"{cast}({ctx.segment(arg)}, {target})"),))
+    if _math_on_numbers(name):
+        return _cast_argument_fix(ctx, origin, name, target)
     if name == "tf.constant" and len(origin.args) > 1 and keyword_value(origin, "dtype") is None:
         return Fix(f"create it with dtype `{target}`", (ctx.edit(origin.args[1], target),))
     if name == "tf.Variable" and isinstance(origin.func, ast.Attribute):
-        # dtype= alone fails: "Tensor conversion requested dtype float16 for Tensor with dtype float32"
-        init = origin.args[0] if origin.args else keyword_value(origin, "initial_value")
-        if init is None or keyword_value(origin, "dtype") is not None:
-            return None
-        cast = ctx.segment(origin.func).rsplit(".", 1)[0] + ".cast"
-        return Fix(
-            f"create it in `{target}`",
-            (ctx.edit(init, f"{cast}({ctx.segment(init)}, {target})"),),
-            applicability="unsafe",
-        )
+        return _cast_initial_value_fix(ctx, origin, target)
     fix = ctx.add_keyword_fix(origin, "dtype", target, f"create it with dtype `{target}`")
     if name in ("tf.Variable", "keras.Variable"):
         return Fix(fix.description, fix.edits, applicability="unsafe")
     return fix
+
+
+def _math_on_numbers(name: str | None) -> bool:
+    """A math op that, on Python numbers, returns a float32 tensor (and takes no dtype)."""
+    return is_math(name) and name not in VALUE and name not in DEFAULT_FLOAT32 and name not in FOLLOW_FIRST
+
+
+def _cast_argument_fix(ctx: StaticContext, origin: ast.Call, name: str, target: str) -> Fix | None:
+    """A math op on Python numbers: cast its argument (these ops take no dtype)."""
+    if not origin.args or not isinstance(origin.func, ast.Attribute):
+        return None
+    func = ctx.segment(origin.func)
+    if name.startswith("tf."):
+        cast = func.split(".")[0] + ".cast"
+    elif name.startswith("keras.ops."):
+        cast = func.rsplit(".", 1)[0] + ".cast"
+    else:
+        return None
+    arg = origin.args[0]
+    return Fix(f"cast the argument to `{target}`", (ctx.edit(arg, f"{cast}({ctx.segment(arg)}, {target})"),))
+
+
+def _cast_initial_value_fix(ctx: StaticContext, origin: ast.Call, target: str) -> Fix | None:
+    """`tf.Variable(init)` -> `tf.Variable(tf.cast(init, target))`: dtype= alone fails ("Tensor conversion
+    requested dtype float16 for Tensor with dtype float32")."""
+    init = origin.args[0] if origin.args else keyword_value(origin, "initial_value")
+    if init is None or keyword_value(origin, "dtype") is not None:
+        return None
+    cast = ctx.segment(origin.func).rsplit(".", 1)[0] + ".cast"
+    return Fix(
+        f"create it in `{target}`",
+        (ctx.edit(init, f"{cast}({ctx.segment(init)}, {target})"),),
+        applicability="unsafe",
+    )
 
 
 def _describe_origin(ctx: StaticContext, region: Region, origin: ast.AST) -> str:
@@ -207,20 +221,10 @@ def _describe_origin(ctx: StaticContext, region: Region, origin: ast.AST) -> str
     if isinstance(origin, ast.Call) and isinstance(origin.func, ast.Attribute) and origin.func.attr in WEIGHT_MAKERS:
         return f"the float32 weight `{short}` (policy {region.low_policy} does not autocast it)"
     if name in CAST:
-        dtype = origin.args[1] if len(origin.args) > 1 else keyword_value(origin, "dtype")
-        if (
-            isinstance(dtype, ast.Attribute)
-            and dtype.attr in ("dtype", "variable_dtype", "_dtype")
-            and isinstance(dtype.value, ast.Name)
-            and dtype.value.id == "self"
-        ):
-            return f"`{short}` (self.dtype is the variable dtype, float32 under {region.low_policy})"
-        if isinstance(dtype, ast.Call):
-            return f"`{short}` (floatx() stays float32 under {region.low_policy})"
-        return f"the float32 cast `{short}`"
+        return _describe_cast(region, origin, short)  # type: ignore[arg-type]
     if name in ("tf.Variable", "keras.Variable"):
         return f"the raw float32 variable `{short}` (Keras never autocasts it)"
-    if is_math(name) and name not in VALUE and name not in DEFAULT_FLOAT32 and name not in FOLLOW_FIRST:
+    if _math_on_numbers(name):
         return f"`{short}` (a math op on Python numbers returns a float32 tensor)"
     dtype = keyword_value(origin, "dtype") if isinstance(origin, ast.Call) else None
     if isinstance(dtype, ast.Call):
@@ -230,7 +234,31 @@ def _describe_origin(ctx: StaticContext, region: Region, origin: ast.AST) -> str
     return f"the float32 value `{short}`"
 
 
+def _describe_cast(region: Region, cast: ast.Call, short: str) -> str:
+    dtype = cast.args[1] if len(cast.args) > 1 else keyword_value(cast, "dtype")
+    if (
+        isinstance(dtype, ast.Attribute)
+        and dtype.attr in ("dtype", "variable_dtype", "_dtype")
+        and isinstance(dtype.value, ast.Name)
+        and dtype.value.id == "self"
+    ):
+        return f"`{short}` (self.dtype is the variable dtype, float32 under {region.low_policy})"
+    if isinstance(dtype, ast.Call):
+        return f"`{short}` (floatx() stays float32 under {region.low_policy})"
+    return f"the float32 cast `{short}`"
+
+
 ADVICE = "use self.compute_dtype (or the input's dtype) instead of a hard-coded float32"
+
+
+def _promoted_silently(ctx: StaticContext, point: ast.AST, upcast: bool) -> bool:
+    """Keras 3 promotes the meeting to float32 instead of raising: a keras.ops call, or a value it upcasts."""
+    name = ctx.call_name(point) if isinstance(point, ast.Call) else None
+    return (
+        ctx.is_keras3
+        and (bool(name and name.startswith("keras.ops.")) or upcast)
+        and not (isinstance(point, (ast.BinOp, ast.AugAssign)) and not upcast)
+    )
 
 
 @static_check("MP406")
@@ -248,12 +276,7 @@ def check_dtype_conflicts(ctx: StaticContext) -> Iterable[Diagnostic]:
             if origin in reported:
                 continue
             reported.add(origin)
-            name = ctx.call_name(point) if isinstance(point, ast.Call) else None
-            upcast = (
-                ctx.is_keras3
-                and (bool(name and name.startswith("keras.ops.")) or f32[0].upcast)
-                and not (isinstance(point, (ast.BinOp, ast.AugAssign)) and not f32[0].upcast)
-            )
+            upcast = _promoted_silently(ctx, point, f32[0].upcast)
             effect = (
                 f"Keras 3 silently promotes the result to float32, so {region.where} stops computing in {low}"
                 if upcast

@@ -243,55 +243,65 @@ def check_unsafe_ops(ctx: StaticContext) -> Iterable[Diagnostic]:
         for node in ctx.scope_nodes_of(region.function, _OPERATIONS):
             if node in seen:
                 continue
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
-                base, exponent = flow.kind(node.left).kind, flow.kind(node.right).kind
-                if F16 not in (base, exponent) or F32 in (base, exponent):
-                    continue
-                if base == F16 and _is_pow_safe_exponent(node.right):
-                    continue
+            diagnostic = _unsafe_operation(ctx, flow, region, node)
+            if diagnostic is not None:
                 seen.add(node)
-                what = f"`{render(ctx, node)}`"
-                yield ctx.diagnostic(
-                    "MP407",
-                    node,
-                    f"{what} raises a float16 tensor to a power in {region.where} (policy {region.float16_policy}): "
-                    "x ** 2 is inf above 256; compute it in float32",
-                    confidence=Confidence.HIGH,
-                )
-                continue
-            if not isinstance(node, ast.Call):
-                continue
-            op = _unsafe_op(ctx, ctx.call_name(node))
-            if op is None:
-                continue
-            operands = node.args[:2] if op in ("pow", "power") else node.args[:1]
-            if op in _CROSS_ENTROPY:
-                operands = [
-                    o
-                    for o in [
-                        *node.args[:2],
-                        keyword_value(node, "logits"),
-                        keyword_value(node, "output"),
-                        keyword_value(node, "y_pred"),
-                    ]
-                    if o is not None
-                ]
-            if not operands:
-                first = keyword_value(node, "x") or keyword_value(node, "input_tensor")
-                operands = [first] if first is not None else []
-            kinds = [flow.kind(o).kind for o in operands]
-            if F16 not in kinds or F32 in kinds:
-                continue
-            if op == "log" and operands and _guarded_log_argument(flow, operands[0]):
-                continue
-            if op in _REDUCE and not _risky_reduction(ctx, flow, node, operands[0] if operands else None):
-                continue
-            if op in _EXP and operands and _non_positive(ctx, flow, operands[0], 0):
-                continue
-            if op in ("pow", "power") and len(node.args) > 1 and _is_pow_safe_exponent(node.args[1]):
-                continue
-            seen.add(node)
-            yield _mp407_diagnostic(ctx, region, node, op)
+                yield diagnostic
+
+
+def _unsafe_operation(ctx: StaticContext, flow: Flow, region: Region, node: ast.AST) -> Diagnostic | None:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        return _unsafe_power(ctx, flow, region, node)
+    if not isinstance(node, ast.Call):
+        return None
+    op = _unsafe_op(ctx, ctx.call_name(node))
+    if op is None:
+        return None
+    operands = _operands(node, op)
+    kinds = [flow.kind(o).kind for o in operands]
+    if F16 not in kinds or F32 in kinds or _safe_here(ctx, flow, node, op, operands):
+        return None
+    return _mp407_diagnostic(ctx, region, node, op)
+
+
+def _unsafe_power(ctx: StaticContext, flow: Flow, region: Region, node: ast.BinOp) -> Diagnostic | None:
+    """`x ** n` with a float16 operand (and no float32 one), unless a float16 base is raised to at most 1."""
+    base, exponent = flow.kind(node.left).kind, flow.kind(node.right).kind
+    if F16 not in (base, exponent) or F32 in (base, exponent):
+        return None
+    if base == F16 and _is_pow_safe_exponent(node.right):
+        return None
+    return ctx.diagnostic(
+        "MP407",
+        node,
+        f"`{render(ctx, node)}` raises a float16 tensor to a power in {region.where} (policy {region.float16_policy}): "
+        "x ** 2 is inf above 256; compute it in float32",
+        confidence=Confidence.HIGH,
+    )
+
+
+def _operands(node: ast.Call, op: str) -> list[ast.AST]:
+    """The arguments whose dtype decides whether the op runs in float16."""
+    operands = node.args[:2] if op in ("pow", "power") else node.args[:1]
+    if op in _CROSS_ENTROPY:
+        keywords = (keyword_value(node, k) for k in ("logits", "output", "y_pred"))
+        operands = [o for o in [*node.args[:2], *keywords] if o is not None]
+    if not operands:
+        first = keyword_value(node, "x") or keyword_value(node, "input_tensor")
+        operands = [first] if first is not None else []
+    return operands
+
+
+def _safe_here(ctx: StaticContext, flow: Flow, node: ast.Call, op: str, operands: list[ast.AST]) -> bool:
+    """A guarded log, a bounded reduction, exp of a non-positive value, a power of at most 1."""
+    first = operands[0] if operands else None
+    if op == "log" and first is not None and _guarded_log_argument(flow, first):
+        return True
+    if op in _REDUCE and not _risky_reduction(ctx, flow, node, first):
+        return True
+    if op in _EXP and first is not None and _non_positive(ctx, flow, first, 0):
+        return True
+    return op in ("pow", "power") and len(node.args) > 1 and _is_pow_safe_exponent(node.args[1])
 
 
 unsafe_op_findings = check_unsafe_ops  # the static MP407 findings, for the trace forms

@@ -7,8 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Diagnostic
-from mpdoctor.facts.dtypes import low_precision
-from mpdoctor.facts.keras_semantics import risky_activation
+from mpdoctor.facts.loss_outputs import float16_loss_outputs
 from mpdoctor.registry import define_rule, trace_check
 from mpdoctor.trace.context import TraceContext
 
@@ -101,18 +100,6 @@ def _consequence(dtype: str | None) -> str:
     if dtype == "bfloat16":  # float32's range: nothing overflows, but an 8-bit mantissa
         return "the loss and its sums keep only ~3 significant digits"
     return "sums overflow at 65504, logs of small probabilities lose their precision"
-
-
-def float16_loss_outputs(facts: Facts):
-    """(model, graph, loss record, output node) for model outputs whose compiled loss was observed computing in
-    float16/bfloat16 and that MP401 does not already report."""
-    for model, record in facts.numerics():
-        loss = record.loss
-        if loss is None or not low_precision(loss.dtype) or model.graph is None:
-            continue
-        for node, output in model.graph.output_nodes():
-            if low_precision(output.actual_dtype) and not risky_activation(node.class_name, node.activation):
-                yield model, model.graph, loss, node
 
 
 def _compile_line(ctx: TraceContext, model_name: str | None) -> int | None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from mpdoctor.diagnostics import Diagnostic, Fix
 from mpdoctor.facts.dtypes import GRADIENT_FLUSH_THRESHOLD
 from mpdoctor.registry import define_rule, trace_check
+from mpdoctor.static.loss_scaling import loss_scaling_fix
 from mpdoctor.trace.context import TraceContext
 
 if TYPE_CHECKING:
@@ -152,11 +153,4 @@ def _anchor(ctx: TraceContext, record: GradientRecord, model_name: str | None) -
 
 def _loss_scaling_fix(ctx: TraceContext) -> Fix | None:
     """MP501's rewrite of the file's training loop, when it has one."""
-    from mpdoctor.rules.mp501_loss_scaling import check_loss_scaling
-
-    if ctx.static is None:
-        return None
-    for d in check_loss_scaling(ctx.static):
-        if d.code == "MP501" and d.fix is not None:
-            return d.fix
-    return None
+    return None if ctx.static is None else loss_scaling_fix(ctx.static)
