@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from pathlib import Path
 
 from mpdoctor.config import Config
 from mpdoctor.engine import check_source
 from mpdoctor.static.context import Settings, StaticContext
 from mpdoctor.static.loss_scaling import ADDS_LOSS_SCALING, Problem, judge_loop, loss_scaling_fix
 from mpdoctor.static.training_loop import training_loops
-
-RULES = Path(__file__).resolve().parents[1] / "mpdoctor" / "rules"
 
 LOOP = """
     import tensorflow as tf
@@ -68,15 +65,3 @@ def test_a_loop_is_judged_only_when_something_is_wrong():
     finding = judge_loop(ctx, training_loops(ctx)[0])
     assert finding is not None and finding.problem is Problem.DIFFERENTIATES_UNSCALED
     assert finding.scaled_name == "scaled" and loss_scaling_fix(ctx) is None
-
-
-def test_no_rule_module_imports_another():
-    """Shared analyses live in static/ or facts/: a rule module imports no other rule module."""
-    offenders = []
-    for path in sorted(RULES.glob("mp*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mpdoctor.rules"):
-                offenders.append(f"{path.name}: from {node.module}")
-            elif isinstance(node, ast.Import):
-                offenders += [f"{path.name}: {a.name}" for a in node.names if a.name.startswith("mpdoctor.rules")]
-    assert offenders == []
