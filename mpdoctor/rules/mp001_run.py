@@ -13,7 +13,7 @@ from mpdoctor.registry import define_rule, get_rule, raised_by_engine
 from mpdoctor.static.context import source_lines
 from mpdoctor.suppress import ALL
 from mpdoctor.tf_messages import first_message_line, shorten
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import ExceptionRecord, Facts

@@ -23,8 +23,8 @@ from mpdoctor.rules.mp001_run import cannot_trace, internal_error, trace_failed,
 from mpdoctor.sources import read_source
 from mpdoctor.static.context import Settings
 from mpdoctor.static.policy_context import PolicyContext
-from mpdoctor.trace.context import TraceContext
 from mpdoctor.trace.runner import run_trace, start_server
+from mpdoctor.trace_context import TraceContext
 
 
 def trace_diagnostics(
