@@ -28,12 +28,7 @@ from mpdoctor.notebook import SUFFIX as NOTEBOOK_SUFFIX
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.printable import readable_name
 from mpdoctor.reads import not_regular
-from mpdoctor.registry import get_rule, hooks, implemented_codes, static_checks
-from mpdoctor.rules.mp001_run import (
-    TRACE_FAILED,  # FIXME
-    UNUSED_SUPPRESSION,  # FIXME
-    unused_suppressions,
-)
+from mpdoctor.registry import engine_code, get_rule, hooks, implemented_codes, static_checks
 from mpdoctor.sources import SourceText, read_source
 from mpdoctor.spellings import Spellings
 from mpdoctor.static import target as targets_module
@@ -602,7 +597,7 @@ def merge_passes(static: list[Diagnostic], traced: list[Diagnostic]) -> list[Dia
     merged = list(static)
     absorbers = {code: hook.fn for hook in hooks("absorbs") for code in hook.codes}
     for t in traced:
-        if t.code == TRACE_FAILED and any(
+        if t.code == engine_code("run_failed") and any(
             absorbers[s.code](t)
             for s in static
             if s.code in absorbers and (s.location.path, s.location.line) == (t.location.path, t.location.line)
@@ -636,10 +631,9 @@ def finish(raw: list[Diagnostic], text: str, shown: str, config: Config, ran_pas
         for d in selected.values()
         if not is_suppressed(suppressions, d.code, (d.location.line, d.location.end_line or d.location.line))
     ]
-    if config.enabled(UNUSED_SUPPRESSION, shown):
-        kept += unused_suppressions(
-            suppressions, shown, text, lambda code: _could_have_run(code, config, shown, ran_passes)
-        )
+    for check in hooks("suppressions"):
+        if config.enabled(check.codes[0], shown):
+            kept += check.fn(suppressions, shown, text, lambda code: _could_have_run(code, config, shown, ran_passes))
     return sorted(kept, key=Diagnostic.sort_key)
 
 
