@@ -200,7 +200,7 @@ def zero_labels(predictions, sparse: bool):
     """Labels of zeros for these predictions: class ids (`sparse`) or tensors of their shape."""
     import tensorflow as tf
 
-    from mpdoctor.trace.child.graph import flatten
+    from mpdoctor.trace.child.layer_api import flatten
 
     flat = [p for p in flatten(predictions, []) if hasattr(p, "shape")]
     made = [tf.zeros(p.shape[:-1], tf.int32) if sparse else tf.zeros(p.shape, tf.float32) for p in flat]

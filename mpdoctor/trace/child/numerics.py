@@ -45,7 +45,8 @@ from mpdoctor.facts.schema import (
     UserLayerScan,
 )
 from mpdoctor.trace.child import samples
-from mpdoctor.trace.child.graph import MISSING, flatten, restore_calls
+from mpdoctor.trace.child.layer_api import flatten
+from mpdoctor.trace.child.probe import MISSING, restore_calls
 
 SAMPLE_CAP = 65536  # compared elements per layer output (strided sample above that)
 LARGE_TENSOR = 262144  # elements above which statistics are computed by TF ops rather than numpy

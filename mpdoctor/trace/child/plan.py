@@ -47,8 +47,9 @@ from mpdoctor.facts.schema import (
 )
 from mpdoctor.trace.child import numerics
 from mpdoctor.trace.child.gradients import gradient_record, variable_name
-from mpdoctor.trace.child.graph import MISSING, flatten, restore_calls
 from mpdoctor.trace.child.keras_adapter import restore_layer_policy, set_layer_policy
+from mpdoctor.trace.child.layer_api import flatten
+from mpdoctor.trace.child.probe import MISSING, restore_calls
 
 DEFAULT_RTOL = 0.01
 GRADIENT_ROUNDS = 3  # layers added for flushing gradients, then the step re-run: at most this many times

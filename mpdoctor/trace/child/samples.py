@@ -132,7 +132,7 @@ def sample_batch(model, options: dict) -> Sample | None:
 
 def _known_shapes(model):
     """The inputs of a subclassed model whose input shape is known (built or called before)."""
-    from mpdoctor.trace.child.graph import known_input_shapes
+    from mpdoctor.trace.child.probe import known_input_shapes
 
     shapes = known_input_shapes(model)
     if not shapes:
@@ -411,7 +411,7 @@ class _NotSymbolic(Exception):
 def _checked(infer, model, method: str) -> str | None:
     """Run a shape inference with `method` of every layer wrapped to stop at the first output with a zero
     dimension."""
-    from mpdoctor.trace.child.graph import MISSING
+    from mpdoctor.trace.child.probe import MISSING
 
     patched = []
     for layer in sublayers(model, recursive=True):
@@ -437,7 +437,7 @@ def _checked(infer, model, method: str) -> str | None:
 
 
 def _restore_methods(patched) -> None:
-    from mpdoctor.trace.child.graph import MISSING
+    from mpdoctor.trace.child.probe import MISSING
 
     for layer, original, method in reversed(patched):
         if original is MISSING:
