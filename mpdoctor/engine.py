@@ -24,6 +24,7 @@ from mpdoctor.collector import fewer_collections
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence, Diagnostic, FileError, Report
 from mpdoctor.facts.dtypes import is_float16_compute
+from mpdoctor.facts.trace_request import NumericsRequest, PlanRequest, StepCheckRequest
 from mpdoctor.notebook import SUFFIX as NOTEBOOK_SUFFIX
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.printable import readable_name
@@ -132,10 +133,10 @@ class TraceOptions:
     timeout: float = 300.0
     entry: str | None = None
     checkpoints: tuple[str, ...] = ()  # --checkpoint: audited against the model's compute dtype
-    numerics: dict | None = None  # float16 vs float32 per layer: options for the child (mpdoctor.config)
+    numerics: NumericsRequest | None = None  # float16 vs float32 per layer: options for the child (mpdoctor.config)
     memory_limit_mb: float | None = None  # --trace-memory: the child is killed beyond this resident memory
-    plan: dict | None = None  # `mpdoctor plan`: the plan request for the child (mpdoctor/plan.py)
-    step_check: dict | None = None  # --fix verifying a training fix: {"function": the step to run} (autofix)
+    plan: PlanRequest | None = None  # `mpdoctor plan`: the plan request for the child (mpdoctor/plan.py)
+    step_check: StepCheckRequest | None = None  # --fix verifying a training fix: the step to run (autofix)
     jobs: int = 1  # files checked at once (--jobs): trace children, or static worker processes
 
 

@@ -21,6 +21,7 @@ from mpdoctor.config import Config
 from mpdoctor.diagnostics import Edit, Report
 from mpdoctor.facts.keras_semantics import KERAS3, TF_KERAS, keep_float32_snippet
 from mpdoctor.facts.schema import PlanLayer, PlanRecord, TraceSummary
+from mpdoctor.facts.trace_request import PLAN_RTOL, PlanRequest
 from mpdoctor.fixes import apply_edits, unified_diff
 
 
@@ -76,8 +77,8 @@ class PlanResult:
         return [(m.name, m.plan) for m in trace.models if m.plan is not None] if trace else []
 
 
-def plan_request(policy: str | None, rtol: float | None, *, verify: bool = False) -> dict:
-    return {"policy": policy, "rtol": rtol, "verify": verify}
+def plan_request(policy: str | None, rtol: float | None, *, verify: bool = False) -> PlanRequest:
+    return PlanRequest(policy, PLAN_RTOL if rtol is None else rtol, verify)
 
 
 def make_plan(path: Path, config: Config, trace) -> PlanResult:
