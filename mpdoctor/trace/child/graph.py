@@ -109,6 +109,9 @@ __all__ = ["model_graph", "to_networkx"]
 
 
 class _Builder:
+    """The graph of one model, scope by scope: a graph model's layers and calls, a subclassed model's sublayers
+    and its probe; nested models inside, their layers under the nested model's id."""
+
     def __init__(self, model, records: Mapping, probe: bool):
         self.model = model
         self.records = records or {}
