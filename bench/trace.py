@@ -59,7 +59,7 @@ SCALING = textwrap.dedent("""\
     import keras
     from mpdoctor.trace.child.graph import model_graph
     from mpdoctor.trace.checks import run_checks
-    from mpdoctor.trace.context import TraceContext
+    from mpdoctor.trace_context import TraceContext
     from mpdoctor.config import Config
 
     def measure():

@@ -237,7 +237,7 @@ def _run_parts(config, trace) -> dict:
     }
     options = {f.name: _plain(getattr(trace, f.name)) for f in dataclasses.fields(trace) if f.name != "jobs"}
     options["checkpoints"] = [[os.path.abspath(c), fingerprint(c)] for c in trace.checkpoints]
-    sample = (trace.numerics or {}).get("sample")
+    sample = trace.numerics.sample if trace.numerics is not None else None
     return {
         "format": FORMAT,
         "mpdoctor": [__version__, _own_source()],

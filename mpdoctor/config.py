@@ -15,6 +15,7 @@ import tomllib
 from mpdoctor import reads
 from mpdoctor.diagnostics import Severity
 from mpdoctor.facts.dtypes import KNOWN_POLICIES
+from mpdoctor.facts.trace_request import NumericsRequest
 from mpdoctor.registry import default_selection, expand_selector
 
 DEFAULT_EXCLUDE = (
@@ -49,15 +50,8 @@ class NumericsConfig:
     range: tuple[float, float] = (0.0, 1.0)  # float inputs of the sample batch: uniform in [low, high)
     sample: str | None = None  # --sample FILE.npz instead of a generated batch
 
-    def request(self) -> dict:
-        return {
-            "enabled": self.enabled,
-            "threshold": self.threshold,
-            "batch_size": self.batch_size,
-            "seed": self.seed,
-            "range": list(self.range),
-            "sample": self.sample,
-        }
+    def request(self) -> NumericsRequest:
+        return NumericsRequest(self.enabled, self.threshold, self.batch_size, self.seed, list(self.range), self.sample)
 
 
 class ConfigError(Exception):

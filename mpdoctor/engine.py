@@ -24,17 +24,13 @@ from mpdoctor.collector import fewer_collections
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence, Diagnostic, FileError, Report, SourceText
 from mpdoctor.facts.dtypes import is_float16_compute
+from mpdoctor.facts.trace_request import NumericsRequest, PlanRequest, StepCheckRequest
 from mpdoctor.notebook import SUFFIX as NOTEBOOK_SUFFIX
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.printable import readable_name
 from mpdoctor.project import target as targets_module
 from mpdoctor.reads import not_regular
-from mpdoctor.registry import get_rule, hooks, implemented_codes, static_checks
-from mpdoctor.rules.mp001_run import (
-    TRACE_FAILED,  # FIXME
-    UNUSED_SUPPRESSION,  # FIXME
-    unused_suppressions,
-)
+from mpdoctor.registry import engine_code, get_rule, hooks, implemented_codes, static_checks
 from mpdoctor.sources import read_source
 from mpdoctor.spellings import Spellings
 from mpdoctor.static.context import Settings, StaticContext
@@ -137,10 +133,10 @@ class TraceOptions:
     timeout: float = 300.0
     entry: str | None = None
     checkpoints: tuple[str, ...] = ()  # --checkpoint: audited against the model's compute dtype
-    numerics: dict | None = None  # float16 vs float32 per layer: options for the child (mpdoctor.config)
+    numerics: NumericsRequest | None = None  # float16 vs float32 per layer: options for the child (mpdoctor.config)
     memory_limit_mb: float | None = None  # --trace-memory: the child is killed beyond this resident memory
-    plan: dict | None = None  # `mpdoctor plan`: the plan request for the child (mpdoctor/plan.py)
-    step_check: dict | None = None  # --fix verifying a training fix: {"function": the step to run} (autofix)
+    plan: PlanRequest | None = None  # `mpdoctor plan`: the plan request for the child (mpdoctor/plan.py)
+    step_check: StepCheckRequest | None = None  # --fix verifying a training fix: the step to run (autofix)
     jobs: int = 1  # files checked at once (--jobs): trace children, or static worker processes
 
 
@@ -602,7 +598,7 @@ def merge_passes(static: list[Diagnostic], traced: list[Diagnostic]) -> list[Dia
     merged = list(static)
     absorbers = {code: hook.fn for hook in hooks("absorbs") for code in hook.codes}
     for t in traced:
-        if t.code == TRACE_FAILED and any(
+        if t.code == engine_code("run_failed") and any(
             absorbers[s.code](t)
             for s in static
             if s.code in absorbers and (s.location.path, s.location.line) == (t.location.path, t.location.line)
@@ -636,10 +632,9 @@ def finish(raw: list[Diagnostic], text: str, shown: str, config: Config, ran_pas
         for d in selected.values()
         if not is_suppressed(suppressions, d.code, (d.location.line, d.location.end_line or d.location.line))
     ]
-    if config.enabled(UNUSED_SUPPRESSION, shown):
-        kept += unused_suppressions(
-            suppressions, shown, text, lambda code: _could_have_run(code, config, shown, ran_passes)
-        )
+    for check in hooks("suppressions"):
+        if config.enabled(check.codes[0], shown):
+            kept += check.fn(suppressions, shown, text, lambda code: _could_have_run(code, config, shown, ran_passes))
     return sorted(kept, key=Diagnostic.sort_key)
 
 

@@ -21,6 +21,7 @@ from mpdoctor.config import Config
 from mpdoctor.diagnostics import Edit, Report
 from mpdoctor.facts.keras_semantics import KERAS3, TF_KERAS, keep_float32_snippet
 from mpdoctor.facts.schema import PlanLayer, PlanRecord, TraceSummary
+from mpdoctor.facts.trace_request import PLAN_RTOL, PlanRequest
 from mpdoctor.fix.apply import apply_edits, unified_diff
 
 
@@ -76,8 +77,8 @@ class PlanResult:
         return [(m.name, m.plan) for m in trace.models if m.plan is not None] if trace else []
 
 
-def plan_request(policy: str | None, rtol: float | None, *, verify: bool = False) -> dict:
-    return {"policy": policy, "rtol": rtol, "verify": verify}
+def plan_request(policy: str | None, rtol: float | None, *, verify: bool = False) -> PlanRequest:
+    return PlanRequest(policy, PLAN_RTOL if rtol is None else rtol, verify)
 
 
 def make_plan(path: Path, config: Config, trace) -> PlanResult:
@@ -96,7 +97,7 @@ def plan_edits(result: PlanResult, path: Path, text: str) -> PlanFix:
     from mpdoctor.engine import parse_source
     from mpdoctor.static.context import Settings
     from mpdoctor.static.edits import module_alias
-    from mpdoctor.trace.context import TraceContext
+    from mpdoctor.trace_context import TraceContext
 
     fix = PlanFix(result.shown, text, text)
     tree, error = parse_source(text, result.shown)

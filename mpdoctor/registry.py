@@ -13,6 +13,11 @@ A rule module under `mpdoctor.rules` (one per rule, or per small family) declare
 - :func:`explains_exception`: `fn(exception, facts, found) -> bool`, for rules that explain a failed run otherwise;
 - :func:`absorbs_crash`: `fn(crash: Diagnostic) -> bool`: a static finding of the rule on the line where the trace
   crashed is the cause of the crash (the MP001 is dropped).
+- :func:`unused_suppressions_check`: `fn(suppressions, shown, text, could_have_run) -> list[Diagnostic]`, run by the
+  engine after suppressing: the comments that suppressed nothing.
+
+A code the engine and the trace raise themselves is registered by its role with :func:`raised_by_engine` (the code of
+a failed run): they ask :func:`engine_code` for it and import no rule module.
 
 Nothing else lists codes: the CLI table, `explain`, SARIF `driver.rules`, code selection and the engine's merging
 are all generated from here. Rule modules are imported lazily (`load_rules`), so this module imports none.
@@ -85,8 +90,15 @@ class Hook:
 
 _RULES: dict[str, Rule] = {}
 _STATIC_CHECKS: dict[str, StaticCheck] = {}
-_HOOKS: dict[str, dict[str, Hook]] = {"trace": {}, "verdicts": {}, "patterns": {}, "explains": {}, "absorbs": {}}
-_ENGINE_CODES: set[str] = set()  # raised by the engine itself rather than by a registered check
+_HOOKS: dict[str, dict[str, Hook]] = {
+    "trace": {},
+    "verdicts": {},
+    "patterns": {},
+    "explains": {},
+    "absorbs": {},
+    "suppressions": {},
+}
+_ENGINE_CODES: dict[str, str] = {}  # role -> code, raised by the engine itself rather than by a registered check
 _loaded = False
 
 
@@ -140,10 +152,17 @@ def _check_codes(codes: tuple[str, ...], letter: str | None, kind: str) -> None:
             raise ValueError(f"{code} is not a {kind} rule")
 
 
-def raised_by_engine(*codes: str) -> None:
-    """Codes the engine raises itself (the run failed, a suppression is unused): implemented without a check."""
-    _check_codes(codes, None, "engine code")
-    _ENGINE_CODES.update(codes)
+def raised_by_engine(role: str, code: str) -> None:
+    """The code the engine raises itself for `role` ("run_failed": the trace failed, or the run's exception is
+    explained by no rule): implemented without a check."""
+    _check_codes((code,), None, "engine code")
+    _ENGINE_CODES[role] = code
+
+
+def engine_code(role: str) -> str:
+    """The code registered for `role` with `raised_by_engine`."""
+    load_rules()
+    return _ENGINE_CODES[role]
 
 
 def static_check(*codes: str, requires: str | tuple[str, ...] = FLOAT16_TEXT) -> Callable[[Callable], Callable]:
@@ -195,6 +214,11 @@ def absorbs_crash(code: str) -> Callable[[Callable], Callable]:
     return _hook("absorbs", (code,))
 
 
+def unused_suppressions_check(code: str) -> Callable[[Callable], Callable]:
+    """Register the check of the suppression comments that suppressed nothing (run by the engine, after suppressing)."""
+    return _hook("suppressions", (code,))
+
+
 def _key(fn: Callable) -> str:
     return fn.__module__ + "." + fn.__qualname__
 
@@ -213,10 +237,10 @@ def static_checks() -> list[StaticCheck]:
 def implemented_codes() -> set[str]:
     """Codes some pass of this version can raise (the others are defined in the contract, not yet checked)."""
     load_rules()
-    codes = set(_ENGINE_CODES)
+    codes = set(_ENGINE_CODES.values())
     for check in _STATIC_CHECKS.values():
         codes.update(check.codes)
-    for hook in _HOOKS["trace"].values():
+    for hook in (*_HOOKS["trace"].values(), *_HOOKS["suppressions"].values()):
         codes.update(hook.codes)
     return codes
 

@@ -14,7 +14,10 @@ from trace_support import trace_check
 
 pytest.importorskip("tensorflow")
 
+from mpdoctor.facts.trace_request import NumericsRequest
 from mpdoctor.trace import forkserver
+
+NO_NUMERICS = NumericsRequest(enabled=False)  # the fork server is under test, not the numerics
 
 RECORDER = """
 import json, os
@@ -64,8 +67,8 @@ def _server_pids() -> set[int]:
 def test_each_file_is_a_fork_of_one_server_and_starts_clean(tmp_path):
     out = tmp_path / "records"
     out.mkdir()
-    trace_check(_script(tmp_path, "messy", MESSY, out), legacy=False, numerics={"enabled": False})
-    trace_check(_script(tmp_path, "clean", CLEAN, out), legacy=False, numerics={"enabled": False})
+    trace_check(_script(tmp_path, "messy", MESSY, out), legacy=False, numerics=NO_NUMERICS)
+    trace_check(_script(tmp_path, "clean", CLEAN, out), legacy=False, numerics=NO_NUMERICS)
     messy = json.loads((out / "messy.json").read_text())
     clean = json.loads((out / "clean.json").read_text())
     assert messy["ppid"] == clean["ppid"] in _server_pids()  # both forked by the same live server
@@ -88,7 +91,7 @@ def _legacy_script(directory: Path, out: Path) -> Path:
 def test_a_file_that_asks_for_tf_keras_gets_a_server_that_imported_tf_keras(tmp_path):
     out = tmp_path / "records"
     out.mkdir()
-    trace_check(_legacy_script(tmp_path, out), legacy=False, numerics={"enabled": False})
+    trace_check(_legacy_script(tmp_path, out), legacy=False, numerics=NO_NUMERICS)
     record = json.loads((out / "legacy.json").read_text())
     assert record["keras"].startswith("tf_keras"), record
     assert record["ppid"] in _server_pids()
@@ -153,15 +156,15 @@ def test_a_dead_server_is_replaced_and_the_switch_turns_it_off(tmp_path, monkeyp
     out = tmp_path / "records"
     out.mkdir()
     clean = _script(tmp_path, "clean", CLEAN, out)
-    trace_check(clean, legacy=False, numerics={"enabled": False})
+    trace_check(clean, legacy=False, numerics=NO_NUMERICS)
     first = json.loads((out / "clean.json").read_text())["ppid"]
     os.kill(first, 9)
-    trace_check(clean, legacy=False, numerics={"enabled": False})  # still traced: a new server or its own process
+    trace_check(clean, legacy=False, numerics=NO_NUMERICS)  # still traced: a new server or its own process
     assert json.loads((out / "clean.json").read_text())["ppid"] != first
-    trace_check(clean, legacy=False, numerics={"enabled": False})
+    trace_check(clean, legacy=False, numerics=NO_NUMERICS)
     second = json.loads((out / "clean.json").read_text())["ppid"]
     assert second != first and second in _server_pids()
 
     monkeypatch.setenv("MPDOCTOR_FORK_SERVER", "0")
-    trace_check(clean, legacy=False, numerics={"enabled": False})
+    trace_check(clean, legacy=False, numerics=NO_NUMERICS)
     assert json.loads((out / "clean.json").read_text())["ppid"] == os.getpid()  # a process of its own

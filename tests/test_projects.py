@@ -22,6 +22,7 @@ import pytest
 
 from mpdoctor.config import Config
 from mpdoctor.engine import check_paths
+from mpdoctor.facts.trace_request import NumericsRequest
 from mpdoctor.project import discovery
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
@@ -433,7 +434,9 @@ def traced(path: Path, legacy: bool):
     previous = os.environ.get("TF_USE_LEGACY_KERAS")
     os.environ["TF_USE_LEGACY_KERAS"] = "1" if legacy else "0"
     try:
-        report = check_paths([path], Config(), TraceOptions(enabled=True, timeout=300, numerics={"enabled": False}))
+        report = check_paths(
+            [path], Config(), TraceOptions(enabled=True, timeout=300, numerics=NumericsRequest(enabled=False))
+        )
     finally:
         if previous is None:
             os.environ.pop("TF_USE_LEGACY_KERAS", None)

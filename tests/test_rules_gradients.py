@@ -54,8 +54,9 @@ def test_a_model_the_file_does_not_train_gets_no_gradient_step(tmp_path):
         'keras.mixed_precision.set_global_policy("mixed_float16")\n'
         "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, dtype='float32')])\n"
     )
+    from mpdoctor.facts.trace_request import NumericsRequest
     from mpdoctor.trace.runner import run_trace
 
-    outcome = run_trace(str(path), numerics={"enabled": True})
+    outcome = run_trace(str(path), numerics=NumericsRequest(enabled=True))
     assert outcome.failure is None, outcome.output_tail
     assert [m.gradients for m in outcome.facts.models] == [None]

@@ -30,7 +30,7 @@ from mpdoctor.report import write_report
 from mpdoctor.trace.checks import diagnose, verdicts
 from mpdoctor.trace.child import hooks, keras_adapter
 from mpdoctor.trace.child.adapters import UnsupportedKeras, adapter_for, keras2, keras3, tf_keras
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 ROOT = Path(__file__).resolve().parents[1]
 TF_AVAILABLE = __import__("importlib").util.find_spec("tensorflow") is not None

@@ -14,6 +14,7 @@ from mpdoctor.config import Config
 from mpdoctor.diagnostics import Confidence, Diagnostic, Location, Severity
 from mpdoctor.engine import check_source, static_after_trace
 from mpdoctor.facts.schema import Facts, TraceSummary
+from mpdoctor.facts.trace_request import NumericsRequest
 
 pytest.importorskip("tensorflow")
 
@@ -195,7 +196,7 @@ def test_precision_divergence_mp405(tmp_path, legacy):
     assert math.isfinite(errors["diverging"]) and errors["diverging"] > 0.1, errors
     assert errors["fixed"] < 0.01, errors
 
-    diagnostics = trace_check(path, legacy=legacy, numerics={"range": [0.0, 10.0]})
+    diagnostics = trace_check(path, legacy=legacy, numerics=NumericsRequest(range=[0.0, 10.0]))
     mp405 = _found(diagnostics, "MP405")
     assert [d.location.layer for d in mp405] == ["variance"], [d.message for d in mp405]
     assert "model `diverging`" in mp405[0].message
@@ -283,7 +284,7 @@ def test_static_mp403_on_float32_code_is_downgraded(tmp_path, legacy):
 
 def test_no_numerics_option_and_json_table(tmp_path):
     path = _write(tmp_path, "traps.py", TRAPS, False)
-    diagnostics = trace_check(path, legacy=False, numerics={"enabled": False})
+    diagnostics = trace_check(path, legacy=False, numerics=NumericsRequest(enabled=False))
     assert not _found(diagnostics, "MP404")
     assert all(d.passes == ("static",) for d in _found(diagnostics, "MP403"))
 
@@ -483,7 +484,7 @@ def test_numerics_config_reaches_the_child_request(tmp_path):
         "sample-seed = 7\nsample-range = [-1, 1]\nnumerics = false\n"
     )
     request = load_config(tmp_path).numerics.request()
-    assert request == {
+    assert request.to_json() == {
         "enabled": False,
         "threshold": 0.2,
         "batch_size": 4,

@@ -21,6 +21,7 @@ from test_reliability import alive
 from trace_support import trace_check
 
 from mpdoctor.diagnostics import Severity
+from mpdoctor.facts.trace_request import NumericsRequest
 from mpdoctor.trace import checks
 
 FIXTURES = Path(__file__).parent / "trace_fixtures"
@@ -144,7 +145,7 @@ def test_item02_sample_file_with_named_arrays(tmp_path, keras):
     if keras == "keras3":  # a file without one of the model's names: said, not silently skipped
         del arrays["segment_ids"]
     np.savez(tmp_path / "sample.npz", **arrays)
-    diagnostics, facts = traced(path, numerics={"sample": str(tmp_path / "sample.npz")})
+    diagnostics, facts = traced(path, numerics=NumericsRequest(sample=str(tmp_path / "sample.npz")))
     record = numerics_of(facts, "model")
     if keras == "keras3":
         [finding] = [d for d in diagnostics if d.code == "MP404"]

@@ -12,7 +12,7 @@ import pytest
 from mpdoctor.config import Config
 from mpdoctor.facts.schema import Facts
 from mpdoctor.trace.checks import run_checks
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 
 def facts(**overrides) -> Facts:

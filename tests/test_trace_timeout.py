@@ -16,8 +16,8 @@ from mpdoctor.config import Config
 from mpdoctor.facts.schema import Facts
 from mpdoctor.trace import checks
 from mpdoctor.trace.checks import diagnose, verdicts
-from mpdoctor.trace.context import TraceContext
 from mpdoctor.trace.processes import ProcessTree
+from mpdoctor.trace_context import TraceContext
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="signals and /proc as on Linux")
 

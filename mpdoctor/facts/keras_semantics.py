@@ -368,3 +368,74 @@ INCLUDE_TOP_POSITION = {
     "NASNetLarge": (1, 1),
     **{f"ConvNeXt{s}": (1, 0) for s in ("Tiny", "Small", "Base", "Large", "XLarge")},
 }
+
+
+# ------------------------------------------------------------------------- layers and ops in the trace's graph
+# What the trace child's dtype prediction (mpdoctor.trace.child.dtype_prediction) knows of Keras layer and operation
+# classes and TF ops, by name: it never imports Keras.
+
+# Built-in layers that produce floats from integer inputs.
+FLOAT_PRODUCERS = frozenset({"Embedding", "CategoryEncoding", "ReversibleEmbedding"})
+# tf_keras layers wrapping a TF op called on a symbolic tensor: kind "op" in the graph.
+TF_OP_LAYERS = frozenset(
+    {
+        "TFOpLambda",
+        "SlicingOpLambda",
+        "InstanceMethod",
+        "InstanceProperty",
+        "ClassMethod",
+        "TFClassMethodDispatcher",
+        "KerasOpDispatcher",
+    }
+)
+# Keyword arguments of a TF op that name its output dtype.
+DTYPE_KWARGS = ("dtype", "out_type", "output_type", "Tout")
+_BOOL_OPS = (
+    "equal",
+    "not_equal",
+    "less",
+    "less_equal",
+    "greater",
+    "greater_equal",
+    "logical_and",
+    "logical_or",
+    "logical_not",
+    "logical_xor",
+    "is_nan",
+    "is_inf",
+    "is_finite",
+    "eq",
+    "ne",
+)
+# Output dtypes of TF ops (tf_keras TFOpLambda symbols, last component) that do not follow their input ...
+TF_OP_DTYPES = {
+    **{name: "bool" for name in _BOOL_OPS},
+    "argmax": "int64",
+    "argmin": "int64",
+    "shape": "int32",
+    "size": "int32",
+    "rank": "int32",
+}
+# ... and of Keras 3 operations (class names).
+KERAS3_OP_DTYPES = {
+    **{
+        name: "bool"
+        for name in (
+            "Equal",
+            "NotEqual",
+            "Less",
+            "LessEqual",
+            "Greater",
+            "GreaterEqual",
+            "LogicalAnd",
+            "LogicalOr",
+            "LogicalNot",
+            "LogicalXor",
+            "IsNan",
+            "IsInf",
+            "IsFinite",
+        )
+    },
+    "Argmax": "int32",
+    "Argmin": "int32",
+}

@@ -74,7 +74,9 @@ def verify_by_trace(
         step_function(fixed, [(d, text) for d, text in applied if changes_training(d)]) if training else (None, None)
     )
     if function is not None:
-        trace = replace(trace, step_check={"function": function})
+        from mpdoctor.facts.trace_request import StepCheckRequest
+
+        trace = replace(trace, step_check=StepCheckRequest(function))
     traces: list = []
     with tempfile.TemporaryDirectory(prefix="mpdoctor-fix-") as workdir:
         candidate = os.path.join(workdir, os.path.basename(path))

@@ -1,24 +1,15 @@
-"""MP001 trace-failed and MP002 unused-suppression: the run itself. The engine raises both: MP001 when the trace
-child fails or the run's exception is explained by no other rule, MP002 after suppressions were applied."""
+"""MP001 trace-failed and MP002 unused-suppression: the run itself. The engine raises both, through what this module
+registers: MP001 is the code of a failed run (the trace child fails, or the run's exception is explained by no other
+rule; its messages are mpdoctor.trace.failures'), MP002 the check of the suppressions after they were applied."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING
 
-from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location, Severity
-from mpdoctor.registry import define_rule, get_rule, raised_by_engine
+from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location
+from mpdoctor.registry import define_rule, get_rule, raised_by_engine, unused_suppressions_check
 from mpdoctor.static.context import source_lines
 from mpdoctor.suppress import ALL
-from mpdoctor.tf_messages import first_message_line, shorten
-from mpdoctor.trace.context import TraceContext
-
-if TYPE_CHECKING:
-    from mpdoctor.facts.schema import ExceptionRecord, Facts
-
-TRACE_FAILED, UNUSED_SUPPRESSION = "MP001", "MP002"
 
 define_rule(
     "MP001",
@@ -57,6 +48,7 @@ define_rule(
         """,
     fix="No autofix: the message names the exception and the line to look at.",
 )
+raised_by_engine("run_failed", "MP001")
 
 define_rule(
     "MP002",
@@ -99,110 +91,10 @@ define_rule(
 )
 
 
-# ------------------------------------------------------------------------------------------------- MP001
-
-
-def trace_failed(ctx: TraceContext, reason: str, output_tail: str) -> Diagnostic:
-    """The child produced no (complete) facts: it crashed, hung, ran out of memory or was killed."""
-    last = [line for line in output_tail.strip().splitlines() if line.strip()]
-    hint = f"; last output: {shorten(last[-1], 200)}" if last else ""
-    return ctx.diagnostic(
-        "MP001",
-        None,
-        f"trace pass failed: {reason}{hint}; static findings are still reported",
-        confidence=Confidence.HIGH,
-    )
-
-
-_STOPPED_WHILE = {
-    "prepare": "while TensorFlow was imported",
-    "import": "while the file ran",
-    "build": "while its builders ran",
-    "analysis": "while its models were analysed",
-}
-
-
-def trace_timed_out(ctx: TraceContext, facts: Facts, timeout: float | None) -> Diagnostic:
-    """The child stopped at the timeout and wrote what it had gathered (issue 14 item 7): the other trace findings
-    come from that; this one says where the time ran out, at that line of the user's file."""
-    record = facts.timeout
-    where = record.location if record.location is not None and record.location.line else None
-    if where is not None:
-        place = f"at line {where.line} of {os.path.basename(ctx.shown(where.file))}"
-    else:
-        place = _STOPPED_WHILE.get(record.phase, "while the file ran")
-    limit = f" (timeout {timeout:g} s)" if timeout is not None else ""
-    return ctx.diagnostic(
-        "MP001",
-        where,
-        f"the trace ran out of time {place}{limit}; findings above are from what ran before (raise "
-        '--trace-timeout, or put training under `if __name__ == "__main__":`)',
-        confidence=Confidence.HIGH,
-    )
-
-
-_PHASES = {
-    "import": "importing the file",
-    "build": "building the model",
-    "call": "calling the model on a sample batch",
-    "internal": "tracing the file",
-}
-
-
-def unexplained_exception(ctx: TraceContext, exception: ExceptionRecord) -> Diagnostic:
-    """The run raised and no rule explains the exception."""
-    phase = _PHASES.get(exception.phase, "tracing the file")
-    message = f"{phase} raised {exception.type or 'an exception'}: {first_message_line(exception.message)}"
-    if exception.location is None:
-        message += " (no frame of this file in the traceback)"
-    return ctx.diagnostic("MP001", exception.location, message)
-
-
-def cannot_trace(ctx: TraceContext, facts: Facts) -> Diagnostic:
-    """mpdoctor's own failure in the trace child: an info finding (the user's code is not at fault), with what
-    failed and mpdoctor's traceback as notes (shown by --verbose)."""
-    from mpdoctor.facts.schema import cannot_trace_message
-
-    failure = facts.tool_failure
-    notes = [
-        f"failed while {_STAGES.get(failure.stage, failure.stage)}" + (f" ({failure.where})" if failure.where else "")
-    ]
-    if failure.adapters:
-        notes.append("Keras adapters: " + ", ".join(f"{k} -> {v}" for k, v in sorted(failure.adapters.items())))
-    if failure.traceback:
-        notes.append("mpdoctor's traceback:\n" + failure.traceback.rstrip())
-    diagnostic = ctx.diagnostic(
-        "MP001",
-        None,
-        f"{cannot_trace_message(facts.environment, failure)}; the trace-based rules were skipped (this is not an "
-        "error of your code), static findings are still reported",
-        confidence=Confidence.HIGH,
-        notes=tuple(notes),
-    )
-    return replace(diagnostic, severity=Severity.INFO)
-
-
-_STAGES = {
-    "hooks": "installing its hooks (the file did not run)",
-    "hook": "recording the run in one of its hooks",
-    "child": "analysing the run",
-}
-
-
-def internal_error(ctx: TraceContext, check_name: str, exc: Exception) -> Diagnostic:
-    """A trace rule failed on the facts: reported, the other rules' findings kept."""
-    return ctx.diagnostic(
-        "MP001",
-        None,
-        f"internal error in {check_name} while reading the trace facts: "
-        f"{type(exc).__name__}: {exc} (please report this)",
-        confidence=Confidence.LOW,
-    )
-
-
 # ------------------------------------------------------------------------------------------------- MP002
 
 
+@unused_suppressions_check("MP002")
 def unused_suppressions(suppressions, shown: str, text: str, could_have_run: Callable[[str], bool]) -> list[Diagnostic]:
     """A suppression comment naming codes that were not reported on its line (and could have been)."""
     if not suppressions:
@@ -243,6 +135,3 @@ def _remove_comment_fix(shown: str, lines: list[str], s) -> Fix:
     else:
         edit = Edit(shown, s.line, start + 1, s.line, len(line_text) + 1, "")
     return Fix("remove the unused suppression comment", (edit,))
-
-
-raised_by_engine(TRACE_FAILED, UNUSED_SUPPRESSION)

@@ -12,7 +12,7 @@ from mpdoctor.facts.tf_releases import release_text, removal_of
 from mpdoctor.registry import define_rule, explains_exception, get_rule, static_check, trace_check
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.names import canonical
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import ExceptionRecord, Facts

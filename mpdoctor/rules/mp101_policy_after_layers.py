@@ -15,7 +15,7 @@ from mpdoctor.static.astutil import position
 from mpdoctor.static.context import FUNCTION_NODES, StaticContext
 from mpdoctor.static.policies import dtype_keyword
 from mpdoctor.static.topology import is_application
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts

@@ -14,7 +14,7 @@ from mpdoctor.static.context import StaticContext
 from mpdoctor.static.edits import policy_literal_fix, quoted_like
 from mpdoctor.static.policies import POLICY_SETTERS
 from mpdoctor.static.topology import is_application
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts

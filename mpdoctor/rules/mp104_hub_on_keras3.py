@@ -18,7 +18,7 @@ from mpdoctor.registry import (
 )
 from mpdoctor.static.context import StaticContext
 from mpdoctor.tf_messages import first_message_line
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts

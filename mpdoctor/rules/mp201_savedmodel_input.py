@@ -31,7 +31,7 @@ from mpdoctor.tf_messages import (
     first_message_line,
     is_precision_mismatch,
 )
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts, SavedModelLoad

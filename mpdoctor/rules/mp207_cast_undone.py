@@ -15,7 +15,7 @@ from mpdoctor.static.astutil import has_star_kwargs
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.pairing import any_cast32, functional_pairs, sequential_pairs
 from mpdoctor.static.policies import dtype_keyword
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts

@@ -24,7 +24,7 @@ from mpdoctor.static.policies import POLICY_SETTERS
 from mpdoctor.static.saver_builder import saver_builder_fix
 from mpdoctor.static.tf1_graphs import LOW_DTYPES, float16_graphs, graph_key, resolved_value, tf1_call_name
 from mpdoctor.tf_messages import dtype_name
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts

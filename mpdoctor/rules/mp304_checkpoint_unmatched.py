@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.registry import define_rule, trace_check
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts

@@ -21,7 +21,7 @@ from mpdoctor.static.topology import (
     model_output_layers,
     tensor_sources,
 )
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts

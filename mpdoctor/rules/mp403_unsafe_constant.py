@@ -33,8 +33,8 @@ from mpdoctor.static.dataflow import (
     render,
     tensor_operands,
 )
-from mpdoctor.trace.context import TraceContext
 from mpdoctor.trace.user_code import downgrade, unsafe_constants, user_layers
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts

@@ -11,7 +11,7 @@ from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.facts.dtypes import FLOAT16_MIN_NORMAL
 from mpdoctor.facts.records import SourceRef
 from mpdoctor.registry import define_rule, trace_check
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts, GraphNode, ModelGraph, NumericsRow

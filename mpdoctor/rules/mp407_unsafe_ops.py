@@ -23,8 +23,8 @@ from mpdoctor.static.dataflow import (
     number,
     render,
 )
-from mpdoctor.trace.context import TraceContext
 from mpdoctor.trace.user_code import downgrade, unsafe_ops, user_layers
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts

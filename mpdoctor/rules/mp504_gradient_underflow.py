@@ -10,7 +10,7 @@ from mpdoctor.diagnostics import Diagnostic, Fix
 from mpdoctor.facts.dtypes import GRADIENT_FLUSH_THRESHOLD
 from mpdoctor.registry import define_rule, trace_check
 from mpdoctor.static.loss_scaling import loss_scaling_fix
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts, GradientRecord

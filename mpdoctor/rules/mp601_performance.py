@@ -19,7 +19,7 @@ from mpdoctor.static.topology import (
     layer_inputs,
     model_output_layers,
 )
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts

@@ -1,4 +1,5 @@
-"""The trace pass: runs the user's model code in a child process (child.py) and turns what happened into facts.
+"""The trace pass: runs the user's model code in a child process (child/) and turns what happened into facts.
 
-Only runner.py and context.py are imported by the parent; nothing they import touches TensorFlow.
+Everything here but child/ is the parent side, and nothing it imports touches TensorFlow. The context trace checks
+get (`TraceContext`) lives in mpdoctor.trace_context, which the rules import too.
 """

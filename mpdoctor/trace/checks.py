@@ -19,12 +19,12 @@ from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.facts.schema import ExceptionRecord, Facts, TraceSummary
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.registry import hooks, verdict_of
-from mpdoctor.rules.mp001_run import cannot_trace, internal_error, trace_failed, trace_timed_out, unexplained_exception
 from mpdoctor.sources import read_source
 from mpdoctor.static.context import Settings
 from mpdoctor.static.policy_context import PolicyContext
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace.failures import cannot_trace, internal_error, trace_failed, trace_timed_out, unexplained_exception
 from mpdoctor.trace.runner import run_trace, start_server
+from mpdoctor.trace_context import TraceContext
 
 
 def trace_diagnostics(

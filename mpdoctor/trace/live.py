@@ -14,7 +14,7 @@ def check_live_model(model, name: str, config: Config | None = None) -> tuple[li
     from mpdoctor.engine import finish
     from mpdoctor.trace.checks import diagnose
     from mpdoctor.trace.child import live_facts
-    from mpdoctor.trace.context import TraceContext
+    from mpdoctor.trace_context import TraceContext
 
     config = config or Config()
     shown = f"<model {name}>"

@@ -24,6 +24,7 @@ from typing import Any
 from mpdoctor.facts.codec import SchemaError
 from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV, file_legacy_keras_setting, file_turns_on_legacy_keras
 from mpdoctor.facts.schema import STOP_SIGNAL, Facts
+from mpdoctor.facts.trace_request import NumericsRequest, PlanRequest, StepCheckRequest, TraceRequest
 from mpdoctor.reads import not_regular
 from mpdoctor.trace import forkserver
 from mpdoctor.trace.processes import ProcessTree
@@ -54,12 +55,12 @@ def run_trace(
     checkpoints: tuple[str, ...] = (),
     source: str | None = None,
     run_from: str | None = None,
-    numerics: dict | None = None,
+    numerics: NumericsRequest | None = None,
     memory_limit_mb: float | None = None,
     policy: str | None = None,
     search_path: tuple[str, ...] = (),
-    plan: dict | None = None,
-    step_check: dict | None = None,
+    plan: PlanRequest | None = None,
+    step_check: StepCheckRequest | None = None,
 ) -> TraceOutcome:
     """`run_from`: a file whose text is run as if it were `path` (same `__file__`, code filename and sys.path), so a
     fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
@@ -77,21 +78,19 @@ def run_trace(
                 handle.write(source)
             cwd = os.path.dirname(os.path.abspath(path))
         with open(request_path, "w", encoding="utf-8") as handle:
-            json.dump(
-                {
-                    "file": os.path.abspath(path),
-                    "entry": entry,
-                    "notebook": source is not None,
-                    "numerics": numerics,
-                    "scratch": os.path.join(workdir, "scratch"),
-                    "source_file": run_from and os.path.abspath(run_from),
-                    "checkpoints": [os.path.abspath(c) for c in checkpoints],
-                    "policy": policy,
-                    "plan": plan,  # `mpdoctor plan` (mpdoctor/plan.py): None for `check`
-                    "step_check": step_check,  # verifying a training fix: {"function": its step} (autofix)
-                },
-                handle,
+            request = TraceRequest(
+                file=os.path.abspath(path),
+                entry=entry,
+                notebook=source is not None,
+                numerics=numerics,
+                scratch=os.path.join(workdir, "scratch"),
+                source_file=run_from and os.path.abspath(run_from),
+                checkpoints=[os.path.abspath(c) for c in checkpoints],
+                policy=policy,
+                plan=plan,
+                step_check=step_check,
             )
+            json.dump(request.to_json(), handle)
         child_env = _child_environment(env, search_path)
         # Its own session and process group; whatever it starts is ended with it (mpdoctor.trace.processes).
         child = _Child(child_command(request_path, result_path), child_env, cwd, workdir, run_from or path)

@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING
 
 from mpdoctor.static.dataflow import float16_problem, number
-from mpdoctor.trace.context import TraceContext
+from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts, LineConstant, LineOp, UserLayerScan

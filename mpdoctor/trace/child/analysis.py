@@ -28,6 +28,7 @@ from mpdoctor.facts.schema import (
     SourceRef,
     new_facts,
 )
+from mpdoctor.facts.trace_request import NumericsRequest
 from mpdoctor.trace.child import audits, numerics, samples, stop
 from mpdoctor.trace.child import graph as graph_module
 from mpdoctor.trace.child.keras_adapter import model_classes, policy_now
@@ -88,7 +89,7 @@ def _cpu_has_bf16() -> bool:
 
 
 def analyse_model(
-    name: str, how: str, model, recorder, facts: Facts, numerics_request: dict | None, call: bool = True
+    name: str, how: str, model, recorder, facts: Facts, numerics_request: NumericsRequest | None, call: bool = True
 ) -> ModelRecord:
     """Call the model once on its sample batch (the float16 run of the numerics), read its graph, finish the
     numerics. A model that raises is a finding (`record.error`, the run's exception), never a crash. `call=False`:
@@ -140,7 +141,7 @@ def analyse_model(
     return record
 
 
-def _out_of_time(options: dict):
+def _out_of_time(options: NumericsRequest):
     return numerics.skipped(options, "the trace ran out of time")
 
 
@@ -155,7 +156,7 @@ def _observe_outputs(graph, outputs) -> None:
             output.observed_dtype = dtype_name(dtype)
 
 
-def _call_once(model, options: dict):
+def _call_once(model, options: NumericsRequest):
     """Run the model on a small deterministic batch that matches its inputs (catches failures that only happen
     when the model runs, like a Keras 3 TFSMLayer fed float16); its outputs, or None without a batch."""
     sample = samples.sample_batch(model, options)
@@ -267,7 +268,7 @@ class _LiveRecorder:
         self.layers = layers
 
 
-def live_facts(model, name: str, numerics_request: dict | None) -> Facts:
+def live_facts(model, name: str, numerics_request: NumericsRequest | None) -> Facts:
     """The facts the trace child writes, for one live model object in this process (the Jupyter `%mpdoctor model`
     magic): graph, SavedModel signatures, environment, numerics. What no hook saw cannot be known: where layers were
     created, policy changes, restores; a layer whose policy differs from the global one counts as explicit."""

@@ -31,26 +31,53 @@ class EntryNotFound(LookupError):
 
 def discover(module, entry: str | None, recorder, facts: Facts, describe) -> list[tuple[str, str, object]]:
     """(name, how found, model). `describe(exc, phase)` makes the facts' record of a builder that raised."""
-    classes = model_classes()
-    found: list[tuple[str, str, object]] = []
+    search = _Search(module, facts, describe)
+    if entry:
+        search.call(entry, fresh_names=True)
+        return search.found
+    if facts.exception is None:
+        search.call_builders()
+        if search.found:
+            return _drop_helper_builds(search.found, search.built, search.nested_calls)
+        search.read_module_attributes()
+        if search.found:
+            return _drop_contained(search.found)
+    search.take_created_models(recorder)
+    return search.found
 
-    def add(value, name, how):
-        if isinstance(value, classes):
-            if all(value is not m for _, _, m in found):
-                found.append((name, how, value))
+
+class _Search:
+    """The models found so far, in the order found (each once), and what each builder called returned."""
+
+    def __init__(self, module, facts: Facts, describe) -> None:
+        self.module = module
+        self.facts = facts
+        self.describe = describe
+        self.classes = model_classes()
+        self.found: list[tuple[str, str, object]] = []
+        self.built: dict = {}  # builder name -> what it returned
+        self.nested_calls: dict[str, list] = {}  # outer builder name -> (builder, value) of the builders it called
+
+    def add(self, value, name: str, how: str) -> None:
+        """A model, or the models in a list, tuple or dict (named after their place in it)."""
+        if isinstance(value, self.classes):
+            if all(value is not m for _, _, m in self.found):
+                self.found.append((name, how, value))
         elif isinstance(value, (list, tuple)):
             for i, item in enumerate(value):
-                add(item, f"{name}[{i}]", how)
+                self.add(item, f"{name}[{i}]", how)
         elif isinstance(value, dict):
             for key, item in value.items():
-                add(item, f"{name}[{key!r}]", how)
+                self.add(item, f"{name}[{key!r}]", how)
 
-    def call(name, fresh_names=False):
-        target = getattr(module, name, None)
+    def call(self, name: str, fresh_names: bool = False) -> None:
+        """Call the builder `name` (or take the module attribute, when it is not callable) and add what it returns;
+        a builder that raises is the run's exception (the first one)."""
+        target = getattr(self.module, name, None)
         if target is None:
             raise EntryNotFound(f"--entry {name}: the file defines no such name")
-        if not callable(target) or isinstance(target, classes):
-            add(target, name, f"module attribute `{name}`")
+        if not callable(target) or isinstance(target, self.classes):
+            self.add(target, name, f"module attribute `{name}`")
             return
         if stop.requested() is not None:  # out of time: no more of the user's code runs
             return
@@ -59,36 +86,33 @@ def discover(module, entry: str | None, recorder, facts: Facts, describe) -> lis
         except BaseException as exc:
             if stop.is_timeout(exc):  # the builders that finished are analysed; this one never returned
                 return
-            if facts.exception is None:
-                facts.exception = describe(exc, "build")
-                facts.status = "exception"
+            if self.facts.exception is None:
+                self.facts.exception = self.describe(exc, "build")
+                self.facts.status = "exception"
             return
-        add(value, value.name if hasattr(value, "name") else name, f"{name}()")
-        built[name] = value
+        self.add(value, value.name if hasattr(value, "name") else name, f"{name}()")
+        self.built[name] = value
 
-    built: dict = {}  # builder name -> what it returned
-    if entry:
-        call(entry, fresh_names=True)
-        return found
-    if facts.exception is None:
-        names = _builder_names(module)
-        with _NestedBuilderCalls(module, names) as nested_calls:
+    def call_builders(self) -> None:
+        names = _builder_names(self.module)
+        with _NestedBuilderCalls(self.module, names) as nested_calls:
             for name in names:
-                call(name, fresh_names=True)
-        if found:
-            return _drop_helper_builds(found, built, nested_calls.returned)
-        for name, value in list(vars(module).items()):
+                self.call(name, fresh_names=True)
+        self.nested_calls = nested_calls.returned
+
+    def read_module_attributes(self) -> None:
+        for name, value in list(vars(self.module).items()):
             if not name.startswith("__"):
-                add(value, name, f"module attribute `{name}`")
-        if found:
-            return _drop_contained(found)
-    nested = _nested_model_ids(recorder.models)
-    for model in recorder.models:
-        if id(model) not in nested:
-            record = recorder.layers.get(str(id(model)))
-            where = record.created_at if record is not None else None
-            add(model, getattr(model, "name", "model"), f"created at line {where.line if where else '?'}")
-    return found
+                self.add(value, name, f"module attribute `{name}`")
+
+    def take_created_models(self, recorder) -> None:
+        """Every top-level model created during the run (none nested in another)."""
+        nested = _nested_model_ids(recorder.models)
+        for model in recorder.models:
+            if id(model) not in nested:
+                record = recorder.layers.get(str(id(model)))
+                where = record.created_at if record is not None else None
+                self.add(model, getattr(model, "name", "model"), f"created at line {where.line if where else '?'}")
 
 
 def _build(builder, fresh_names: bool):

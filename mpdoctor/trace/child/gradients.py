@@ -17,6 +17,7 @@ from __future__ import annotations
 from mpdoctor.facts.dtypes import LOW_PRECISION
 from mpdoctor.facts.keras_semantics import layer_compute_dtype, sublayers
 from mpdoctor.facts.schema import GradientRecord, ModelRecord, VariableGradient
+from mpdoctor.facts.trace_request import NumericsRequest
 from mpdoctor.trace.child import numerics
 from mpdoctor.trace.child.keras_adapter import restore_layer_policy, set_layer_policy
 
@@ -27,7 +28,7 @@ def gradient_record(
     model,
     record: ModelRecord,
     module,
-    numerics_request: dict | None,
+    numerics_request: NumericsRequest | None,
     *,
     loss_scale: float | None = None,
     sample=None,
@@ -95,15 +96,14 @@ def _run(
     loss,
     optimizer,
     optimizer_name: str,
-    numerics_request: dict | None,
+    numerics_request: NumericsRequest | None,
     loss_scale: float | None = None,
     sample=None,
 ) -> None:
     import numpy as np
 
     if sample is None:
-        options = numerics.options_from_request(dict(numerics_request or {}, enabled=True))
-        session = numerics.Session(model, options, None)
+        session = numerics.Session(model, numerics.enabled_options(numerics_request), None)
         if not session.ready:
             result.skipped = session.record.skipped or "no sample batch"
             return
@@ -200,7 +200,7 @@ def zero_labels(predictions, sparse: bool):
     """Labels of zeros for these predictions: class ids (`sparse`) or tensors of their shape."""
     import tensorflow as tf
 
-    from mpdoctor.trace.child.graph import flatten
+    from mpdoctor.trace.child.layer_api import flatten
 
     flat = [p for p in flatten(predictions, []) if hasattr(p, "shape")]
     made = [tf.zeros(p.shape[:-1], tf.int32) if sparse else tf.zeros(p.shape, tf.float32) for p in flat]

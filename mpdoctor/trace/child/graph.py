@@ -10,6 +10,10 @@ class hierarchy (`keras.*` = Keras 3, `tf_keras.*` = tf_keras) and the few libra
 `sys.modules`, so a Keras 3 model never pulls in tf_keras and vice versa. Importing this module is cheap
 (networkx only).
 
+This module builds the graph per model kind (graph models scope by scope, subclassed models as a tree of sublayers
+then probed); how a layer is read is layer_api.py's, the dtype prediction dtype_prediction.py's, the probe's sample
+and recording probe.py's, and the layer and op classes they know are facts/keras_semantics.py's.
+
 What is supported
 - Functional and Sequential models (tf_keras Sequential is a graph network; Keras 3 Sequential keeps its graph in
   `_functional`). The top-level model is not a node; its layers are, with ids = layer names. A Sequential also
@@ -75,316 +79,29 @@ non-float inputs through, see Observation).
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import inspect
-import sys
 from collections.abc import Mapping
 
 import networkx as nx
 
 from mpdoctor.facts.dtypes import dtype_name as _dt
-from mpdoctor.facts.dtypes import is_float as _is_float
-from mpdoctor.facts.keras_semantics import (
-    ACTIVATION_LAYERS,
-    KERAS3,
-    autocast_flag,
-    autocasts_argument,
-    flavour_of,
-    sublayers,
-)
 from mpdoctor.facts.schema import ModelGraph
-
-# Kinds whose prediction must match the observation exactly (else: a `mismatches` entry).
-STRICT_KINDS = frozenset({"input", "model", "builtin"})
-# Built-in layers that produce floats from integer inputs.
-FLOAT_PRODUCERS = frozenset({"Embedding", "CategoryEncoding", "ReversibleEmbedding"})
-TF_OP_LAYERS = frozenset(
-    {
-        "TFOpLambda",
-        "SlicingOpLambda",
-        "InstanceMethod",
-        "InstanceProperty",
-        "ClassMethod",
-        "TFClassMethodDispatcher",
-        "KerasOpDispatcher",
-    }
+from mpdoctor.trace.child.dtype_prediction import disagreement, post_cast, predict_outputs
+from mpdoctor.trace.child.layer_api import (
+    activation_name,
+    class_names,
+    first_call_param,
+    flatten,
+    is_keras_tensor,
+    is_layer,
+    layer_api_of,
+    layer_kind,
+    savedmodel_handle,
+    tensor_shape,
 )
-DTYPE_KWARGS = ("dtype", "out_type", "output_type", "Tout")
-_BOOL_OPS = (
-    "equal",
-    "not_equal",
-    "less",
-    "less_equal",
-    "greater",
-    "greater_equal",
-    "logical_and",
-    "logical_or",
-    "logical_not",
-    "logical_xor",
-    "is_nan",
-    "is_inf",
-    "is_finite",
-    "eq",
-    "ne",
-)
-# Output dtypes of TF ops (tf_keras TFOpLambda symbols, last component) that do not follow their input ...
-TF_OP_DTYPES = {
-    **{name: "bool" for name in _BOOL_OPS},
-    "argmax": "int64",
-    "argmin": "int64",
-    "shape": "int32",
-    "size": "int32",
-    "rank": "int32",
-}
-# ... and of Keras 3 operations (class names).
-KERAS3_OP_DTYPES = {
-    **{
-        name: "bool"
-        for name in (
-            "Equal",
-            "NotEqual",
-            "Less",
-            "LessEqual",
-            "Greater",
-            "GreaterEqual",
-            "LogicalAnd",
-            "LogicalOr",
-            "LogicalNot",
-            "LogicalXor",
-            "IsNan",
-            "IsInf",
-            "IsFinite",
-        )
-    },
-    "Argmax": "int32",
-    "Argmin": "int32",
-}
-_FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
+from mpdoctor.trace.child.probe import make_sample, record_calls
 
-__all__ = ["flatten", "known_input_shapes", "model_graph", "to_networkx"]
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# small helpers
-
-
-def _shape(tensor):
-    try:
-        shape = tensor.shape
-        dims = list(shape) if shape is not None else None
-    except (TypeError, ValueError):
-        return None
-    if dims is None:
-        return None
-    return [None if d is None else int(getattr(d, "value", d) if not isinstance(d, int) else d) for d in dims]
-
-
-def flatten(structure, out):
-    """Flatten lists/tuples/dicts (dicts in sorted-key order, like tf.nest and keras.tree)."""
-    if isinstance(structure, Mapping):
-        try:
-            keys = sorted(structure)
-        except TypeError:
-            keys = list(structure)
-        for key in keys:
-            flatten(structure[key], out)
-    elif isinstance(structure, (list, tuple)):
-        for item in structure:
-            flatten(item, out)
-    else:
-        out.append(structure)
-    return out
-
-
-def _is_keras_tensor(obj) -> bool:
-    return hasattr(obj, "_keras_history") and any(c.__name__ == "KerasTensor" for c in type(obj).__mro__)
-
-
-def _mro(obj):
-    return type(obj).__mro__
-
-
-def _class_names(obj) -> set[str]:
-    return {c.__name__ for c in _mro(obj)}
-
-
-def _keras_module(obj) -> bool:
-    module = type(obj).__module__ or ""
-    return module.startswith(("keras.", "tf_keras.")) or module in ("keras", "tf_keras")
-
-
-def _fn_name(fn) -> str | None:
-    if fn is None:
-        return None
-    if isinstance(fn, str):
-        return fn
-    inner = getattr(fn, "func", None)  # functools.partial
-    if inner is not None and not hasattr(fn, "__name__"):
-        return _fn_name(inner)
-    name = getattr(fn, "__name__", None)
-    if not isinstance(name, str):
-        layer_name = ACTIVATION_LAYERS.get(type(fn).__name__)
-        if layer_name:
-            return layer_name
-        cls = type(fn).__name__
-        name = "".join("_" + ch.lower() if ch.isupper() and i else ch.lower() for i, ch in enumerate(cls))
-    return name.removesuffix("_v2").removesuffix("_v1")
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# layer attributes
-
-
-class _Api:
-    """The few flavour-dependent accessors."""
-
-    def __init__(self, flavour: str):
-        self.flavour = flavour
-        self.keras3 = flavour == KERAS3
-
-    # -- graphs
-    def graph_holder(self, model):
-        """The object holding the symbolic graph of a model, or None (subclassed / unbuilt)."""
-        names = _class_names(model)
-        if self.keras3:
-            if "Functional" in names:
-                return model
-            if "Sequential" in names:
-                return getattr(model, "_functional", None)
-            return None
-        if getattr(model, "_is_graph_network", False) and getattr(model, "_nodes_by_depth", None) is not None:
-            return model
-        return None
-
-    def is_model(self, layer) -> bool:
-        return "Model" in _class_names(layer) and _keras_class(layer, "Model")
-
-    def graph_inputs(self, holder):
-        return list(holder._inputs) if self.keras3 else list(holder.inputs)
-
-    def graph_outputs(self, holder):
-        return list(holder._outputs) if self.keras3 else list(holder.outputs)
-
-    def nodes_in_order(self, holder):
-        by_depth = holder._nodes_by_depth
-        ordered = []
-        for depth in sorted(by_depth, reverse=True):
-            ordered.extend(by_depth[depth])
-        return ordered
-
-    def node_op(self, node):
-        return node.operation if self.keras3 else node.layer
-
-    def node_args(self, node):
-        if self.keras3:
-            return node.arguments.args, node.arguments.kwargs
-        return node.call_args, node.call_kwargs
-
-    def node_outputs(self, node):
-        return list(node.outputs) if self.keras3 else flatten(node.outputs, [])
-
-    def sublayers(self, model):
-        return sublayers(model, recursive=False)
-
-    # -- attributes
-    def autocast(self, layer):
-        return autocast_flag(layer)
-
-    def policy(self, layer):
-        policy = getattr(layer, "dtype_policy", None) if _is_layer(layer) else None
-        if policy is None:
-            return None
-        name = getattr(policy, "name", None)
-        return name if isinstance(name, str) else str(policy)
-
-    def compute_dtype(self, layer):
-        return _dt(getattr(layer, "compute_dtype", None)) if _is_layer(layer) else None
-
-    def variable_dtype(self, layer):
-        if not _is_layer(layer):
-            return None
-        value = getattr(layer, "variable_dtype", None)
-        if value is None:
-            value = getattr(layer, "dtype", None)
-        return _dt(value)
-
-    def cast_target(self, layer):
-        """The dtype the layer casts floating inputs to, or None when it does not autocast."""
-        if not _is_layer(layer) or not self.autocast(layer):
-            return None
-        compute = self.compute_dtype(layer)
-        if not _is_float(compute):
-            return None
-        if self.keras3:
-            if not getattr(layer, "_convert_input_args", True):
-                return None
-            target = _dt(getattr(layer, "input_dtype", compute))
-            return target if _is_float(target) else None
-        return compute
-
-
-def _keras_class(obj, name) -> bool:
-    for cls in _mro(obj):
-        module = cls.__module__ or ""
-        if cls.__name__ == name and (module.startswith(("keras.", "tf_keras.")) or module in ("keras", "tf_keras")):
-            return True
-    return False
-
-
-def _is_layer(obj) -> bool:
-    return _keras_class(obj, "Layer")
-
-
-def _kind(api: _Api, op) -> str:
-    names = _class_names(op)
-    cls = type(op).__name__
-    module = type(op).__module__ or ""
-    if "InputLayer" in names and _keras_class(op, "InputLayer"):
-        return "input"
-    if not _is_layer(op):
-        return "op"
-    if api.is_model(op):
-        return "model" if api.graph_holder(op) is not None else "subclassed_model"
-    if names & TF_OP_LAYERS and _keras_class(op, "Layer"):
-        return "op"
-    if "Lambda" in names and _keras_class(op, "Lambda"):
-        return "lambda"
-    if (cls == "KerasLayer" and module.startswith("tensorflow_hub")) or "TFSMLayer" in names:
-        return "savedmodel"
-    if not _keras_module(op):
-        return "custom"
-    if ".preprocessing" in module:
-        return "preprocessing"
-    return "builtin"
-
-
-def _activation(op) -> str | None:
-    name = ACTIVATION_LAYERS.get(type(op).__name__)
-    if name:
-        return name
-    try:
-        act = op.__dict__.get("activation", None)
-        if act is None and "activation" not in op.__dict__:
-            act = getattr(op, "activation", None)
-    except Exception:
-        return None
-    if act is None:
-        return None
-    return _fn_name(act)
-
-
-def _savedmodel_handle(op) -> str | None:
-    names = _class_names(op)
-    if type(op).__name__ == "KerasLayer" and (type(op).__module__ or "").startswith("tensorflow_hub"):
-        handle = getattr(op, "_handle", None)
-        if handle is None:
-            handle = getattr(op, "handle", None)
-        return handle if isinstance(handle, str) else (None if handle is None else f"<{type(handle).__name__}>")
-    if "TFSMLayer" in names:
-        path = getattr(op, "filepath", None)
-        return None if path is None else str(path)
-    return None
+__all__ = ["model_graph", "to_networkx"]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -392,14 +109,14 @@ def _savedmodel_handle(op) -> str | None:
 
 
 class _Builder:
+    """The graph of one model, scope by scope: a graph model's layers and calls, a subclassed model's sublayers
+    and its probe; nested models inside, their layers under the nested model's id."""
+
     def __init__(self, model, records: Mapping, probe: bool):
         self.model = model
         self.records = records or {}
         self.probe_enabled = probe
-        flavour = flavour_of(model)
-        if flavour is None:
-            raise TypeError(f"not a Keras model: {type(model).__module__}.{type(model).__qualname__}")
-        self.api = _Api(flavour)
+        self.api = layer_api_of(model)
         self.nodes: dict[str, dict] = {}
         self.edges: list[dict] = []
         self.mismatches: list[dict] = []
@@ -421,7 +138,7 @@ class _Builder:
         api = self.api
         uid = str(id(op))
         record = self.records.get(uid)
-        kind = _kind(api, op)
+        kind = layer_kind(api, op)
         explicit = record.explicit_dtype if record is not None else None
         self.nodes[node_id] = {
             "id": node_id,
@@ -434,12 +151,12 @@ class _Builder:
             "policy": api.policy(op),
             "compute_dtype": api.compute_dtype(op),
             "variable_dtype": api.variable_dtype(op),
-            "autocast": api.autocast(op) if _is_layer(op) else False,
+            "autocast": api.autocast(op) if is_layer(op) else False,
             "is_output": False,
             "is_input": False,
             "created_at": record.created_at.to_json() if record is not None and record.created_at else None,
-            "savedmodel_handle": _savedmodel_handle(op),
-            "activation": _activation(op) if _is_layer(op) else None,
+            "savedmodel_handle": savedmodel_handle(op),
+            "activation": activation_name(op) if is_layer(op) else None,
             "explicit_dtype": _dt(explicit) if explicit is not None else None,
             "input_dtypes": [],
             "output_dtypes": [],
@@ -456,11 +173,11 @@ class _Builder:
         api = self.api
         holder = api.graph_holder(self.model)
         if holder is not None:
-            kind = "sequential" if "Sequential" in _class_names(self.model) else "functional"
+            kind = "sequential" if "Sequential" in class_names(self.model) else "functional"
             self._graph_scope(self.model, holder, "", None)
             self._top_io(holder)
         else:
-            kind = "subclassed" if "Sequential" not in _class_names(self.model) else "sequential_unbuilt"
+            kind = "subclassed" if "Sequential" not in class_names(self.model) else "sequential_unbuilt"
             self._tree_scope(self.model, "", None)
             self._probe_root(self.model, "", None, top=True)
         return {
@@ -543,15 +260,15 @@ class _Builder:
         args, kwargs = self.api.node_args(knode)
         first_param = None
         if kwargs and not args:
-            first_param = _first_call_param(op)
+            first_param = first_call_param(op)
         result = []
         for position, arg in enumerate(args or ()):
             for item in flatten(arg, []):
-                if _is_keras_tensor(item):
+                if is_keras_tensor(item):
                     result.append((item, position, None))
         for name, arg in (kwargs or {}).items():
             for item in flatten(arg, []):
-                if _is_keras_tensor(item):
+                if is_keras_tensor(item):
                     result.append((item, 0 if name == first_param else -1, name))
         return result
 
@@ -573,7 +290,7 @@ class _Builder:
             return
 
         pre = [_dt(t.dtype) for t, _, _ in inputs]
-        post = self._post_cast(op, kind, inputs, pre)
+        post = post_cast(self.api, op, kind, inputs, pre)
         for index, (tensor, arg_index, arg_name) in enumerate(inputs):
             source = self._resolve_source(prefix, tensor)
             if source is None:
@@ -583,7 +300,7 @@ class _Builder:
             declared = _dt(getattr(op, "dtype", None)) or (observed_out[0] if observed_out else None)
             predicted_out = [declared] * max(1, len(observed_out))
         else:
-            predicted_out = self._predict_outputs(op, kind, inputs, post, len(observed_out), knode)
+            predicted_out = predict_outputs(self.api, op, kind, inputs, post, len(observed_out), knode)
         self.call_pred[id(knode)] = predicted_out
         node["input_dtypes"].extend(pre)
         node["predicted_input_dtypes"].extend(post)
@@ -640,7 +357,7 @@ class _Builder:
             "source": source,
             "target": target,
             "dtype": _dt(tensor.dtype),
-            "shape": _shape(tensor),
+            "shape": tensor_shape(tensor),
             "arg_index": arg_index,
             "input_index": input_index,
             "output_index": output_index,
@@ -657,7 +374,7 @@ class _Builder:
             node_id = source[0] if source else None
             if node_id is not None:
                 self.nodes[node_id]["is_input"] = True
-            self.graph_inputs.append({"node": node_id, "dtype": _dt(tensor.dtype), "shape": _shape(tensor)})
+            self.graph_inputs.append({"node": node_id, "dtype": _dt(tensor.dtype), "shape": tensor_shape(tensor)})
         for tensor in api.graph_outputs(holder):
             source = self._resolve_source("", tensor)
             node_id = source[0] if source else None
@@ -667,80 +384,18 @@ class _Builder:
                 {
                     "node": node_id,
                     "dtype": _dt(tensor.dtype),
-                    "shape": _shape(tensor),
+                    "shape": tensor_shape(tensor),
                     "predicted_dtype": source[2] if source else None,
                     "output_index": source[1] if source else None,
                 }
             )
 
     # -- rules
-    def _post_cast(self, op, kind, inputs, pre):
-        if kind in ("input", "op", "model"):
-            return list(pre)
-        target = self.api.cast_target(op)
-        if target is None:
-            return list(pre)
-        keras3 = self.api.keras3
-        return [
-            target if _is_float(dtype) and autocasts_argument(3 if keras3 else 2, arg_index) else dtype
-            for dtype, (_, arg_index, _) in zip(pre, inputs, strict=True)
-        ]
-
-    def _predict_outputs(self, op, kind, inputs, post, n_out, knode=None):
-        n_out = max(n_out, 1)
-        if kind == "op":
-            return [self._predict_op(op, post, knode)] * n_out
-        compute = self.api.compute_dtype(op)
-        if not post or any(_is_float(d) for d in post) or type(op).__name__ in FLOAT_PRODUCERS:
-            return [compute] * n_out
-        return [post[0]] * n_out  # only non-floating inputs: passed through
-
-    def _predict_op(self, op, post, knode):
-        if self.api.keras3:
-            if type(op).__name__ == "Cast" and getattr(op, "dtype", None) is not None:
-                return _dt(op.dtype)
-            known = KERAS3_OP_DTYPES.get(type(op).__name__)
-            if known:
-                return known
-            floats = [d for d in post if _is_float(d)]
-            if floats:
-                return _promote(floats)
-            return post[0] if post else None
-        # tf_keras TF-op layer: an explicit dtype among the arguments wins.
-        if knode is not None:
-            args, kwargs = self.api.node_args(knode)
-            for name in DTYPE_KWARGS:
-                if name in (kwargs or {}) and kwargs[name] is not None and _looks_like_dtype(kwargs[name]):
-                    return _dt(kwargs[name])
-            for arg in list(args or ())[1:]:
-                if _looks_like_dtype(arg):
-                    return _dt(arg)
-        symbol = str(getattr(op, "symbol", "") or "").rsplit(".", 1)[-1]
-        if symbol in TF_OP_DTYPES:
-            return TF_OP_DTYPES[symbol]
-        return post[0] if post else None
-
     def _compare(self, node, kind, post, predicted, observed):
-        if predicted == observed:
-            return
-        entry = {"node": node["id"], "predicted": list(predicted), "observed": list(observed)}
-        if kind in STRICT_KINDS:
-            compute = node["compute_dtype"]
-            if (
-                self.api.keras3
-                and kind == "builtin"
-                and not any(_is_float(d) for d in post)
-                and all(d == compute for d in observed)
-            ):
-                entry["reason"] = "keras3-symbolic"
-                self.unpredictable.append(entry)
-                return
-            self.mismatches.append(entry)
-            return
-        entry["reason"] = kind
-        self.unpredictable.append(entry)
+        entry = disagreement(self.api, node, kind, post, predicted, observed)
+        if entry is not None:
+            (self.unpredictable if "reason" in entry else self.mismatches).append(entry)
 
-    # -- subclassed models
     def _tree_scope(self, model, prefix: str, parent: str | None):
         api = self.api
         for layer in api.sublayers(model):
@@ -771,7 +426,7 @@ class _Builder:
         if not self.probe_enabled:
             info["status"] = "disabled"
         else:
-            sample = self._sample(model, parent)
+            sample = make_sample(self.api, model, parent)
             if sample is None:
                 info["status"] = "no input spec"
             else:
@@ -784,14 +439,16 @@ class _Builder:
                     result = None
                 if result is not None and top:
                     for tensor in flatten(sample, []):
-                        self.graph_inputs.append({"node": None, "dtype": _dt(tensor.dtype), "shape": _shape(tensor)})
+                        self.graph_inputs.append(
+                            {"node": None, "dtype": _dt(tensor.dtype), "shape": tensor_shape(tensor)}
+                        )
                     for tensor in flatten(result, []):
                         if hasattr(tensor, "dtype"):
                             self.graph_outputs.append(
                                 {
                                     "node": None,
                                     "dtype": _dt(tensor.dtype),
-                                    "shape": _shape(tensor),
+                                    "shape": tensor_shape(tensor),
                                     "predicted_dtype": None,
                                     "output_index": None,
                                 }
@@ -802,80 +459,9 @@ class _Builder:
             self.probe_info = self.probe_info or {}
             self.probe_info.setdefault("nested", []).append(info)
 
-    def _sample(self, model, parent):
-        """A ones sample for one call of `model`, or None when no input shape is known."""
-        np = sys.modules.get("numpy")
-        if np is None:
-            return None
-        specs = None
-        if parent is not None:
-            # Nested in a graph: shaped like its first symbolic call.
-            for knode in getattr(model, "_inbound_nodes", []) or []:
-                args, _ = self.api.node_args(knode)
-                first = args[0] if args else None
-                if first is not None:
-                    specs = _map_structure(
-                        lambda t: _Spec(_shape(t), _dt(t.dtype)) if _is_keras_tensor(t) else None, first
-                    )
-                    break
-        if specs is None:
-            specs = self._known_input_spec(model)
-        if specs is None:
-            return None
-
-        def make(spec):
-            if not isinstance(spec, _Spec):
-                return None
-            shape, dtype = spec.shape, spec.dtype
-            if shape is None or dtype is None:
-                raise _NoSample
-            dims = [1 if d is None else int(d) for d in shape]
-            try:
-                return np.ones(dims, dtype=dtype)
-            except TypeError:
-                return np.ones(dims, dtype="float32")
-
-        try:
-            return _map_structure(make, specs)
-        except _NoSample:
-            return None
-
-    def _known_input_spec(self, model):
-        if self.api.keras3:
-            shapes = getattr(model, "_build_shapes_dict", None)
-            if isinstance(shapes, Mapping) and len(shapes) == 1:
-                shape = next(iter(shapes.values()))
-                return _map_shapes(shape, "float32")
-        else:
-            spec = getattr(model, "_saved_model_inputs_spec", None)
-            if spec is not None:
-                # The saved spec holds the inputs after the model's own autocast; feed floats as float32.
-                return _map_structure(lambda s: _Spec(_shape(s), _user_dtype(getattr(s, "dtype", None))), spec)
-            shape = getattr(model, "_build_input_shape", None)
-            if shape is not None:
-                return _map_shapes(shape, "float32")
-        spec = getattr(model, "input_spec", None)
-        if spec is not None and not isinstance(spec, (list, tuple)):
-            shape = getattr(spec, "shape", None)
-            if shape is not None:
-                dims = _as_dims(shape)
-                if dims is not None:
-                    return _Spec(dims, _dt(getattr(spec, "dtype", None)) or "float32")
-        return None
-
     def _run_probe(self, model, prefix, sample):
         targets = self._probed_layers(model, prefix)
-        records: dict[str, list] = {node_id: [] for node_id, _ in targets}
-        patched = []
-        try:
-            for node_id, layer in targets:
-                original = layer.__dict__.get("call", MISSING)
-                bound = layer.call
-                object.__setattr__(layer, "call", _recording_call(bound, records[node_id]))
-                patched.append((layer, original))
-            result = model(sample)
-        finally:
-            restore_calls(patched)
+        result, records = record_calls(targets, model, sample)
         for node_id, layer in targets:
             node = self.nodes[node_id]
             kind = node["kind"]
@@ -896,120 +482,13 @@ class _Builder:
                 elif kind == "input":
                     predicted = list(observed_out)
                 else:
-                    predicted = self._predict_outputs(layer, kind, inputs, post, len(observed_out))
+                    predicted = predict_outputs(self.api, layer, kind, inputs, post, len(observed_out))
                 node["input_dtypes"].extend(post)
                 node["predicted_input_dtypes"].extend(post)
                 node["output_dtypes"].extend(observed_out)
                 node["predicted_output_dtypes"].extend(predicted)
                 self._compare(node, kind, post, predicted, observed_out)
         return result
-
-
-class _NoSample(Exception):
-    pass
-
-
-MISSING = object()
-
-
-def restore_calls(patched: list[tuple]) -> None:
-    """Undo instance-level `call` wrappers: (layer, the instance's own `call` before, or MISSING)."""
-    for layer, original in patched:
-        if original is MISSING:
-            with contextlib.suppress(AttributeError):
-                object.__delattr__(layer, "call")
-        else:
-            object.__setattr__(layer, "call", original)
-
-
-def _recording_call(bound, sink):
-    def call(*args, **kwargs):
-        outputs = bound(*args, **kwargs)
-        post = [_dt(x.dtype) for x in flatten((list(args), kwargs), []) if _tensor_like(x)]
-        out = [_dt(x.dtype) for x in flatten(outputs, []) if _tensor_like(x)]
-        sink.append((post, out))
-        return outputs
-
-    return call
-
-
-def _tensor_like(x) -> bool:
-    return hasattr(x, "dtype") and hasattr(x, "shape") and not isinstance(x, (str, bytes, type))
-
-
-def _map_structure(fn, structure):
-    if isinstance(structure, Mapping):
-        return {key: _map_structure(fn, value) for key, value in structure.items()}
-    if isinstance(structure, list):
-        return [_map_structure(fn, item) for item in structure]
-    if isinstance(structure, tuple):
-        return tuple(_map_structure(fn, item) for item in structure)
-    return fn(structure)
-
-
-class _Spec:
-    """Shape and dtype of one sample tensor for a probe."""
-
-    def __init__(self, shape, dtype):
-        self.shape = shape
-        self.dtype = dtype
-
-
-def _map_shapes(shape, dtype):
-    """A build shape (tuple of ints, or a nest of them) as a nest of (shape, dtype) specs."""
-    dims = _as_dims(shape)
-    if dims is not None:
-        return _Spec(dims, dtype)
-    if isinstance(shape, Mapping):
-        return {key: _map_shapes(value, dtype) for key, value in shape.items()}
-    if isinstance(shape, (list, tuple)):
-        return [_map_shapes(value, dtype) for value in shape]
-    return None
-
-
-def _as_dims(shape):
-    try:
-        dims = list(shape)
-    except TypeError:
-        return None
-    if all(d is None or isinstance(d, int) or hasattr(d, "__index__") for d in dims):
-        return [None if d is None else int(d) for d in dims]
-    return None
-
-
-def _user_dtype(dtype) -> str:
-    name = _dt(dtype) or "float32"
-    return "float32" if _is_float(name) else name
-
-
-def _looks_like_dtype(value) -> bool:
-    return type(value).__name__ == "DType" or (
-        isinstance(value, str) and (_is_float(value) or value.startswith(("int", "uint", "bool", "complex")))
-    )
-
-
-def _promote(floats):
-    best = floats[0]
-    for dtype in floats[1:]:
-        if dtype == best:
-            continue
-        if {dtype, best} == {"float16", "bfloat16"}:
-            best = "float32"
-        elif _FLOAT_RANK.get(dtype, 0) > _FLOAT_RANK.get(best, 0):
-            best = dtype
-    return best
-
-
-def _first_call_param(op):
-    try:
-        params = [
-            p
-            for p in inspect.signature(op.call).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-        return params[0].name if params else None
-    except (TypeError, ValueError):
-        return None
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -1029,19 +508,6 @@ def model_graph(model, layer_records: Mapping | None = None, probe: bool = True)
     finally:
         if enabled:
             gc.enable()
-
-
-def known_input_shapes(model) -> list[tuple[list, str]] | None:
-    """[(shape with None for unknown dims, dtype)] of the inputs of a subclassed model whose input shape is known
-    (the same sources as the probe), or None."""
-    try:
-        specs = _Builder(model, {}, False)._known_input_spec(model)
-    except TypeError:  # not a Keras model
-        return None
-    flat = flatten(specs, []) if specs is not None else []
-    if not flat or not all(isinstance(s, _Spec) and s.shape is not None for s in flat):
-        return None
-    return [(s.shape, s.dtype or "float32") for s in flat]
 
 
 def to_networkx(graph: ModelGraph) -> nx.MultiDiGraph:

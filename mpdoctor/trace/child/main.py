@@ -20,6 +20,7 @@ import os
 import sys
 
 from mpdoctor.facts.schema import ExceptionRecord, Facts, new_facts
+from mpdoctor.facts.trace_request import NumericsRequest, TraceRequest
 from mpdoctor.trace.child import dry_run, hooks, inputs, keras_adapter, manual_restores, stop
 from mpdoctor.trace.child.analysis import (
     analyse_model,
@@ -34,9 +35,9 @@ from mpdoctor.trace.child.discovery import EntryNotFound, discover
 def main(argv: list[str]) -> int:
     request_path, result_path = argv
     with open(request_path, encoding="utf-8") as handle:
-        request = json.load(handle)
+        request = TraceRequest.from_json(json.load(handle))
     facts = new_facts()
-    recorder = hooks.Recorder(request["file"], request.get("scratch"))
+    recorder = hooks.Recorder(request.file, request.scratch)
     stop.install(recorder.user_file)  # the parent's timeout stops the run; what ran before is still written
     try:
         _prepare(request, facts, recorder)
@@ -48,7 +49,7 @@ def main(argv: list[str]) -> int:
         keras_adapter.check_unhooked(recorder)
     try:
         collect(recorder, facts)
-        facts.inputs = inputs.collect(facts, request["file"], os.path.dirname(os.path.abspath(result_path)))
+        facts.inputs = inputs.collect(facts, request.file, os.path.dirname(os.path.abspath(result_path)))
     except BaseException as exc:
         if not stop.is_timeout(exc):
             recorder.failed("child", "collecting the facts", exc)
@@ -61,8 +62,8 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _prepare(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
-    with open(request.get("source_file") or request["file"], encoding="utf-8", errors="replace") as handle:
+def _prepare(request: TraceRequest, facts: Facts, recorder: hooks.Recorder) -> None:
+    with open(request.source_file or request.file, encoding="utf-8", errors="replace") as handle:
         source = handle.read()
     try:
         tree = ast.parse(source)
@@ -73,8 +74,8 @@ def _prepare(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
 
     facts.environment = environment()  # first: a failure to install the hooks is reported with it
     wanted = keras_adapter.flavours(tree, getattr(tensorflow, "__version__", None))
-    if request.get("policy"):  # before the hooks: the project's entry point set it, not this file
-        keras_adapter.set_global_policy(request["policy"], wanted)
+    if request.policy:  # before the hooks: the project's entry point set it, not this file
+        keras_adapter.set_global_policy(request.policy, wanted)
     keras_adapter.install(hooks.Hooks(recorder), wanted)
     for model_class in keras_adapter.model_classes():  # training in the file runs a batch or two (dry_run)
         dry_run.install(model_class)
@@ -83,47 +84,43 @@ def _prepare(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
     more.patch()
 
 
-def _run(request: dict, facts: Facts, recorder: hooks.Recorder) -> None:
+def _run(request: TraceRequest, facts: Facts, recorder: hooks.Recorder) -> None:
     """Import the user's file, find its models and analyse each. The user's exceptions become facts.exception;
     any other exception reaching here is mpdoctor's own, or the parent's timeout (stop.py)."""
     models = None
     try:
-        recorder.extra_checkpoints = request.get("checkpoints") or []
-        if request.get("notebook"):
+        recorder.extra_checkpoints = request.checkpoints
+        if request.notebook:
             _notebook_builtins()
         inputs.start()  # after TensorFlow's own imports: what the user's code reads from here on
         stop.enter("import")
-        module = _import_user_file(request["file"], facts, recorder, request.get("source_file"))
+        module = _import_user_file(request.file, facts, recorder, request.source_file)
         facts.layers_created_on_import = len(recorder.layers)
         stop.enter("build")
-        models = discover(
-            module, request.get("entry"), recorder, facts, lambda exc, phase: describe(exc, phase, recorder)
-        )
+        models = discover(module, request.entry, recorder, facts, lambda exc, phase: describe(exc, phase, recorder))
         for name, how, model in models:
             if stop.requested() is not None:  # out of time: the rest only from their graphs
                 _analyse_after_timeout(models, recorder, facts)
                 return
             stop.enter("analysis")
-            facts.models.append(analyse_model(name, how, model, recorder, facts, request.get("numerics")))
+            facts.models.append(analyse_model(name, how, model, recorder, facts, request.numerics))
             recorder.analysed_models.append(model)
             if stop.requested() is not None:  # the model's own analysis ran out of time
                 continue
-            if (request.get("numerics") or {}).get("enabled", True):  # MP504: a model the file trains
+            if request.numerics is None or request.numerics.enabled:  # MP504: a model the file trains
                 from mpdoctor.trace.child.gradients import gradient_record
 
-                facts.models[-1].gradients = gradient_record(model, facts.models[-1], module, request.get("numerics"))
-            if request.get("plan") is not None:  # `mpdoctor plan`: after the model's analysis, on the same objects
+                facts.models[-1].gradients = gradient_record(model, facts.models[-1], module, request.numerics)
+            if request.plan is not None:  # `mpdoctor plan`: after the model's analysis, on the same objects
                 from mpdoctor.trace.child.plan import plan_model
 
                 record = facts.models[-1]
-                record.plan = plan_model(model, record, recorder, request["plan"], request.get("numerics"), module)
+                record.plan = plan_model(model, record, recorder, request.plan, request.numerics, module)
         # verifying a loss-scaling fix: its training step against float32
-        if request.get("step_check") and stop.requested() is None:
+        if request.step_check and stop.requested() is None:
             from mpdoctor.trace.child.step_check import step_check
 
-            facts.step_check = step_check(
-                module, recorder.analysed_models, request["step_check"], request.get("numerics")
-            )
+            facts.step_check = step_check(module, recorder.analysed_models, request.step_check, request.numerics)
     except EntryNotFound as exc:  # the command line named what the file does not define: the user's to fix
         if facts.exception is None:
             facts.exception = describe(exc, "internal", recorder)
@@ -141,7 +138,9 @@ def _analyse_after_timeout(models, recorder, facts: Facts) -> None:
     for name, how, model in models:
         if any(model is done for done in recorder.analysed_models):
             continue
-        facts.models.append(analyse_model(name, how, model, recorder, facts, {"enabled": False}, call=False))
+        facts.models.append(
+            analyse_model(name, how, model, recorder, facts, NumericsRequest(enabled=False), call=False)
+        )
         recorder.analysed_models.append(model)
 
 

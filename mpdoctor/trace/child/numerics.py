@@ -31,6 +31,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+from dataclasses import replace
 
 from mpdoctor.facts.dtypes import LOW_PRECISION
 from mpdoctor.facts.keras_semantics import layer_compute_dtype, sublayers
@@ -44,13 +45,14 @@ from mpdoctor.facts.schema import (
     NumericsRow,
     UserLayerScan,
 )
+from mpdoctor.facts.trace_request import NumericsRequest
 from mpdoctor.trace.child import samples
-from mpdoctor.trace.child.graph import MISSING, flatten, restore_calls
+from mpdoctor.trace.child.layer_api import flatten
+from mpdoctor.trace.child.probe import MISSING, restore_calls
 
 SAMPLE_CAP = 65536  # compared elements per layer output (strided sample above that)
 LARGE_TENSOR = 262144  # elements above which statistics are computed by TF ops rather than numpy
 MAX_PARAMS = 100_000_000  # "small enough": above this the two extra forward passes are skipped
-DEFAULTS = {"enabled": True, "batch_size": 2, "seed": 0, "range": [0.0, 1.0], "sample": None}
 # Ops TF's auto-mixed-precision keeps out of float16 (deny list) and ops whose float16 result overflows easily.
 UNSAFE_OPS = frozenset(
     {
@@ -68,11 +70,16 @@ UNSAFE_OPS = frozenset(
 )
 
 
-def options_from_request(request: dict | None) -> dict:
-    """The options of the `numerics` part of the child's request (mpdoctor.config.NumericsConfig.request)."""
-    options = dict(DEFAULTS)
-    options.update({k: v for k, v in (request or {}).items() if v is not None})
-    return options
+def options_from_request(request: NumericsRequest | None) -> NumericsRequest:
+    """The options of the `numerics` part of the child's request (mpdoctor.config.NumericsConfig.request): the
+    defaults without one."""
+    return request if request is not None else NumericsRequest()
+
+
+def enabled_options(request: NumericsRequest | None) -> NumericsRequest:
+    """The request's options with the comparison on whatever it says: the plan, MP504's gradients and the step
+    check need a sample batch and a session of their own."""
+    return replace(options_from_request(request), enabled=True)
 
 
 # ---------------------------------------------------------------------------------------------------- sample batch
@@ -81,8 +88,7 @@ def options_from_request(request: dict | None) -> dict:
 def sample_inputs(model, batch_size: int = 2, seed: int = 0, low: float = 0.0, high: float = 1.0):
     """A deterministic batch in the model's input structure (mpdoctor.trace.child.samples), None when the model
     declares no inputs."""
-    options = {**DEFAULTS, "batch_size": batch_size, "seed": seed, "range": [low, high], "sample": None}
-    sample = samples.sample_batch(model, options)
+    sample = samples.sample_batch(model, NumericsRequest(batch_size=batch_size, seed=seed, range=[low, high]))
     return sample.value if sample is not None else None
 
 
@@ -287,17 +293,17 @@ def _is_user_layer(layer) -> bool:
 # ---------------------------------------------------------------------------------------------------- entry
 
 
-def skipped(options: dict, reason: str | None) -> NumericsRecord:
+def skipped(options: NumericsRequest, reason: str | None) -> NumericsRecord:
     """An empty `numerics` record."""
     return NumericsRecord(
-        batch_size=int(options["batch_size"]),
-        seed=int(options["seed"]),
+        batch_size=int(options.batch_size),
+        seed=int(options.seed),
         skipped=reason,
-        threshold=options.get("threshold"),
+        threshold=options.threshold,
     )
 
 
-def failed(options: dict, exc: BaseException) -> NumericsRecord:
+def failed(options: NumericsRequest, exc: BaseException) -> NumericsRecord:
     """The record of numerics that broke inside mpdoctor: skipped, with the error as the reason."""
     return skipped(options, f"internal error: {type(exc).__name__}: {str(exc)[:300]}")
 
@@ -307,7 +313,7 @@ class Session:
     sample batch (the float16 run, instrumented; its exceptions are the model's, for the child to report), then,
     once the layer graph exists, `finish(graph)` runs the float32 reference and returns the `numerics` record."""
 
-    def __init__(self, model, options: dict, user_file: str | None):
+    def __init__(self, model, options: NumericsRequest, user_file: str | None):
         # No user file for a live model (Jupyter): user layers' ops then have no source line.
         self.model, self.options = model, options
         self.user_file = os.path.realpath(user_file) if user_file else None
@@ -317,7 +323,7 @@ class Session:
         self.outputs = None
         self.call_error: str | None = None  # what the model raised on the sample batch
         self.layers = _node_layers(model)
-        if not options.get("enabled", True):
+        if not options.enabled:
             self.record.skipped = "disabled (--no-numerics / numerics = false)"
             return
         low = [dtype for dtype in map(layer_compute_dtype, self.layers) if dtype in LOW_PRECISION]

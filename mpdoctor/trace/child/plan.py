@@ -45,29 +45,22 @@ from mpdoctor.facts.schema import (
     PlanLayer,
     PlanRecord,
 )
+from mpdoctor.facts.trace_request import NumericsRequest, PlanRequest
 from mpdoctor.trace.child import numerics
 from mpdoctor.trace.child.gradients import gradient_record, variable_name
-from mpdoctor.trace.child.graph import MISSING, flatten, restore_calls
 from mpdoctor.trace.child.keras_adapter import restore_layer_policy, set_layer_policy
+from mpdoctor.trace.child.layer_api import flatten
+from mpdoctor.trace.child.probe import MISSING, restore_calls
 
-DEFAULT_RTOL = 0.01
 GRADIENT_ROUNDS = 3  # layers added for flushing gradients, then the step re-run: at most this many times
 POLICIES = ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16")
 
 
-def options_from_request(request: dict | None) -> dict:
-    """The `plan` part of the child's request (mpdoctor/plan.py builds it)."""
-    options = {"policy": None, "rtol": DEFAULT_RTOL, "verify": False}
-    options.update({k: v for k, v in (request or {}).items() if v is not None})
-    return options
-
-
 def plan_model(
-    model, record: ModelRecord, recorder, request: dict, numerics_request: dict | None, module=None
+    model, record: ModelRecord, recorder, options: PlanRequest, numerics_request: NumericsRequest | None, module=None
 ) -> PlanRecord:
     """The plan of one analysed model (its graph and numerics are in `record`; `module`, the user's, tells how the
-    file trains it); never raises."""
-    options = options_from_request(request)
+    file trains it); never raises. `options`: the `plan` part of the child's request (mpdoctor/plan.py)."""
     planner = None
     try:
         planner = _Planner(model, record, recorder, options, numerics_request)
@@ -75,8 +68,8 @@ def plan_model(
         return planner.run()
     except Exception as exc:
         return PlanRecord(
-            policy=str(options.get("policy") or ""),
-            rtol=float(options["rtol"]),
+            policy=str(options.policy or ""),
+            rtol=float(options.rtol),
             skipped=f"internal error: {type(exc).__name__}: {str(exc)[:300]}",
         )
     finally:
@@ -98,13 +91,15 @@ class _Unit:
 
 
 class _Planner:
-    def __init__(self, model, record: ModelRecord, recorder, options: dict, numerics_request: dict | None):
+    def __init__(
+        self, model, record: ModelRecord, recorder, options: PlanRequest, numerics_request: NumericsRequest | None
+    ):
         self.model, self.record, self.recorder, self.options = model, record, recorder, options
-        self.numerics_request = dict(numerics_request or {}, enabled=True)
+        self.numerics_request = numerics.enabled_options(numerics_request)
         self.saved: dict[int, tuple] = {}  # id(layer) -> what restores its original policy
         self.passes = 0
         self.cache: dict[tuple, PlanCheck] = {}
-        self.result = PlanRecord(policy="", rtol=float(options["rtol"]), mode="verify" if options["verify"] else "plan")
+        self.result = PlanRecord(policy="", rtol=float(options.rtol), mode="verify" if options.verify else "plan")
 
     # ------------------------------------------------------------------------------------------ set-up
 
@@ -121,7 +116,7 @@ class _Planner:
         layers = _unit_layers(self.model)
         current = [layer_compute_dtype(sub) for layer in layers for sub in _with_sublayers(layer)]
         file_low = [c for c in current if c in LOW_PRECISION]
-        policy = self.options["policy"] or self._file_policy(layers) or "mixed_float16"
+        policy = self.options.policy or self._file_policy(layers) or "mixed_float16"
         if policy not in POLICIES:
             result.skipped = f"policy {policy!r} does not compute in float16/bfloat16"
             return result
@@ -158,7 +153,7 @@ class _Planner:
         result.candidates = len(self.units)
         result.naive_passes = len(self.units) + 1
         result.total_flops = self.total_flops
-        if self.options["verify"]:
+        if self.options.verify:
             result.final = self._check(frozenset(), policy)
         else:
             self._search(policy, nodes, graph)
@@ -166,7 +161,7 @@ class _Planner:
                 self._gradients(policy, graph)
         members = {u.uid for u in self.units if u.uid in {m.uid for m in self._members(result)}}
         result.low_precision_flops = sum(u.flops for u in self.units if u.uid not in members)
-        if compute_dtype(policy) == "float16" and not self.options["verify"]:
+        if compute_dtype(policy) == "float16" and not self.options.verify:
             result.bfloat16 = self._check(frozenset(), "mixed_bfloat16")
         result.forward_passes = self.passes
         result.seconds = round(time.perf_counter() - started, 3)

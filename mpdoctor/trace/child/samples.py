@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mpdoctor.facts.keras_semantics import KERAS3, TF_KERAS, flavour_of, sublayers
+from mpdoctor.facts.trace_request import NumericsRequest
 
 MIN_OPEN_SIZE = 32  # no open dimension gets less (a stride-32 network reduces 32 to 1x1)
 _LADDER = (64, 96, 128, 160, 192, 224, 256, 512, 1024)  # sizes tried after 32
@@ -105,34 +106,34 @@ def _spec(tensor, path) -> Spec:
 # ---------------------------------------------------------------------------------------------------- entry
 
 
-def sample_batch(model, options: dict) -> Sample | None:
+def sample_batch(model, options: NumericsRequest) -> Sample | None:
     """The sample batch of `model` (options: batch_size, seed, range, sample), None when the model declares no
     inputs and none are known. Raises SampleError."""
     structure = input_structure(model)
-    if options.get("sample"):
-        value = load_sample(options["sample"], structure)
+    if options.sample:
+        value = load_sample(options.sample, structure)
         first = _leaves(value)[0][0] if _leaves(value) else None
-        return Sample(value, int(first.shape[0]) if getattr(first, "shape", None) else int(options["batch_size"]))
+        return Sample(value, int(first.shape[0]) if getattr(first, "shape", None) else int(options.batch_size))
     if structure is None:
         structure = _known_shapes(model)
         if structure is None:
             return None
     specs = _map(structure, _spec)
     flat = [spec for spec, _ in _leaves(specs)]
-    batch_size = int(options["batch_size"])
+    batch_size = int(options.batch_size)
     size, how = None, None
     if any(d is None for spec in flat for d in spec.shape[1:]):
         size, how = open_size(model, specs, batch_size)
     bounds = {id(spec): vocabulary_bound(model, spec.tensor) for spec in flat if _is_integer(spec.dtype)}
-    low, high = options["range"]
-    rng = _rng(options["seed"])
+    low, high = options.range
+    rng = _rng(options.seed)
     value = _map(specs, lambda spec, path: _array(spec, batch_size, size, bounds.get(id(spec)), rng, low, high))
     return Sample(value, batch_size, size, how)
 
 
 def _known_shapes(model):
     """The inputs of a subclassed model whose input shape is known (built or called before)."""
-    from mpdoctor.trace.child.graph import known_input_shapes
+    from mpdoctor.trace.child.probe import known_input_shapes
 
     shapes = known_input_shapes(model)
     if not shapes:
@@ -411,7 +412,7 @@ class _NotSymbolic(Exception):
 def _checked(infer, model, method: str) -> str | None:
     """Run a shape inference with `method` of every layer wrapped to stop at the first output with a zero
     dimension."""
-    from mpdoctor.trace.child.graph import MISSING
+    from mpdoctor.trace.child.probe import MISSING
 
     patched = []
     for layer in sublayers(model, recursive=True):
@@ -437,7 +438,7 @@ def _checked(infer, model, method: str) -> str | None:
 
 
 def _restore_methods(patched) -> None:
-    from mpdoctor.trace.child.graph import MISSING
+    from mpdoctor.trace.child.probe import MISSING
 
     for layer, original, method in reversed(patched):
         if original is MISSING:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from mpdoctor.facts.dtypes import LOW_PRECISION
 from mpdoctor.facts.keras_semantics import layer_compute_dtype, sublayers
 from mpdoctor.facts.schema import StepCheckRecord
+from mpdoctor.facts.trace_request import NumericsRequest, StepCheckRequest
 from mpdoctor.trace.child import numerics
 from mpdoctor.trace.child.gradients import loss_scaling, zero_labels  # MP504's step: the same labels and scale
 from mpdoctor.trace.child.keras_adapter import restore_layer_policy, set_layer_policy
@@ -30,9 +31,11 @@ MAX_ATTEMPTS = 8  # low-precision calls until the weights move (2**15 halved 8 t
 SELF_AGREEMENT = 0.999  # the two float32 reference calls must agree at least this well (cosine)
 
 
-def step_check(module, models: list, request: dict, numerics_request: dict | None) -> StepCheckRecord:
+def step_check(
+    module, models: list, request: StepCheckRequest, numerics_request: NumericsRequest | None
+) -> StepCheckRecord:
     """The comparison for the function the request names; never raises (a failure is `skipped`)."""
-    record = StepCheckRecord(function=str(request.get("function") or ""))
+    record = StepCheckRecord(function=request.function)
     try:
         _compare(module, models, record, numerics_request)
     except Exception as exc:
@@ -40,7 +43,7 @@ def step_check(module, models: list, request: dict, numerics_request: dict | Non
     return record
 
 
-def _compare(module, models: list, record: StepCheckRecord, numerics_request: dict | None) -> None:
+def _compare(module, models: list, record: StepCheckRecord, numerics_request: NumericsRequest | None) -> None:
     import numpy as np
     import tensorflow as tf
 
@@ -52,7 +55,7 @@ def _compare(module, models: list, record: StepCheckRecord, numerics_request: di
     if model is None:
         record.skipped = "no model with trainable variables was found"
         return
-    session = numerics.Session(model, numerics.options_from_request(dict(numerics_request or {}, enabled=True)), None)
+    session = numerics.Session(model, numerics.enabled_options(numerics_request), None)
     if not session.ready:
         record.skipped = session.record.skipped or "no sample batch"
         return

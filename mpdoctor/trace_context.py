@@ -1,5 +1,8 @@
 """What trace checks get besides the facts: where the file is, how to anchor diagnostics, and the file's static
-context for building source fixes. Imported by the parent: no TensorFlow here."""
+context for building source fixes. Imported by the parent: no TensorFlow here.
+
+A layer of its own, above the static pass and below the rules and the trace pass: the rules' trace checks take it,
+the trace pass (mpdoctor.trace.checks) makes it, and neither imports the other for it."""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ class TraceContext:
 
     @property
     def target(self) -> Target | None:
-        """The file's TensorFlow/Keras target (mpdoctor.static.target), None for a file that did not parse."""
+        """The file's TensorFlow/Keras target (mpdoctor.project.target), None for a file that did not parse."""
         if self.settings.target is not None:
             return self.settings.target
         return self.static.target if self.static is not None else None

@@ -1,0 +1,120 @@
+"""The trace pass's own findings (MP001, whose rule module registers it as the code the engine raises): the child
+failed, crashed, timed out or could not trace, a trace rule raised, or the run's exception is explained by no rule.
+The messages are the engine's; the code is asked of the registry (`engine_code`), never named here."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from mpdoctor.diagnostics import Confidence, Diagnostic, Severity
+from mpdoctor.registry import engine_code
+from mpdoctor.tf_messages import first_message_line, shorten
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.records import SourceRef
+    from mpdoctor.facts.schema import ExceptionRecord, Facts
+    from mpdoctor.trace_context import TraceContext
+
+
+def _run_failed(ctx: TraceContext, where: SourceRef | None, message: str, **details) -> Diagnostic:
+    return ctx.diagnostic(engine_code("run_failed"), where, message, **details)
+
+
+def trace_failed(ctx: TraceContext, reason: str, output_tail: str) -> Diagnostic:
+    """The child produced no (complete) facts: it crashed, hung, ran out of memory or was killed."""
+    last = [line for line in output_tail.strip().splitlines() if line.strip()]
+    hint = f"; last output: {shorten(last[-1], 200)}" if last else ""
+    return _run_failed(
+        ctx,
+        None,
+        f"trace pass failed: {reason}{hint}; static findings are still reported",
+        confidence=Confidence.HIGH,
+    )
+
+
+_STOPPED_WHILE = {
+    "prepare": "while TensorFlow was imported",
+    "import": "while the file ran",
+    "build": "while its builders ran",
+    "analysis": "while its models were analysed",
+}
+
+
+def trace_timed_out(ctx: TraceContext, facts: Facts, timeout: float | None) -> Diagnostic:
+    """The child stopped at the timeout and wrote what it had gathered (issue 14 item 7): the other trace findings
+    come from that; this one says where the time ran out, at that line of the user's file."""
+    record = facts.timeout
+    where = record.location if record.location is not None and record.location.line else None
+    if where is not None:
+        place = f"at line {where.line} of {os.path.basename(ctx.shown(where.file))}"
+    else:
+        place = _STOPPED_WHILE.get(record.phase, "while the file ran")
+    limit = f" (timeout {timeout:g} s)" if timeout is not None else ""
+    return _run_failed(
+        ctx,
+        where,
+        f"the trace ran out of time {place}{limit}; findings above are from what ran before (raise "
+        '--trace-timeout, or put training under `if __name__ == "__main__":`)',
+        confidence=Confidence.HIGH,
+    )
+
+
+_PHASES = {
+    "import": "importing the file",
+    "build": "building the model",
+    "call": "calling the model on a sample batch",
+    "internal": "tracing the file",
+}
+
+
+def unexplained_exception(ctx: TraceContext, exception: ExceptionRecord) -> Diagnostic:
+    """The run raised and no rule explains the exception."""
+    phase = _PHASES.get(exception.phase, "tracing the file")
+    message = f"{phase} raised {exception.type or 'an exception'}: {first_message_line(exception.message)}"
+    if exception.location is None:
+        message += " (no frame of this file in the traceback)"
+    return _run_failed(ctx, exception.location, message)
+
+
+def cannot_trace(ctx: TraceContext, facts: Facts) -> Diagnostic:
+    """mpdoctor's own failure in the trace child: an info finding (the user's code is not at fault), with what
+    failed and mpdoctor's traceback as notes (shown by --verbose)."""
+    from mpdoctor.facts.schema import cannot_trace_message
+
+    failure = facts.tool_failure
+    notes = [
+        f"failed while {_STAGES.get(failure.stage, failure.stage)}" + (f" ({failure.where})" if failure.where else "")
+    ]
+    if failure.adapters:
+        notes.append("Keras adapters: " + ", ".join(f"{k} -> {v}" for k, v in sorted(failure.adapters.items())))
+    if failure.traceback:
+        notes.append("mpdoctor's traceback:\n" + failure.traceback.rstrip())
+    diagnostic = _run_failed(
+        ctx,
+        None,
+        f"{cannot_trace_message(facts.environment, failure)}; the trace-based rules were skipped (this is not an "
+        "error of your code), static findings are still reported",
+        confidence=Confidence.HIGH,
+        notes=tuple(notes),
+    )
+    return replace(diagnostic, severity=Severity.INFO)
+
+
+_STAGES = {
+    "hooks": "installing its hooks (the file did not run)",
+    "hook": "recording the run in one of its hooks",
+    "child": "analysing the run",
+}
+
+
+def internal_error(ctx: TraceContext, check_name: str, exc: Exception) -> Diagnostic:
+    """A trace rule failed on the facts: reported, the other rules' findings kept."""
+    return _run_failed(
+        ctx,
+        None,
+        f"internal error in {check_name} while reading the trace facts: "
+        f"{type(exc).__name__}: {exc} (please report this)",
+        confidence=Confidence.LOW,
+    )
