@@ -26,6 +26,8 @@ from pathlib import Path
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
+from mpdoctor.facts.keras_semantics import MODEL_CLASS_NAMES
+
 USAGE = "usage: %mpdoctor [--no-trace] MODEL_OR_PATH, or %%mpdoctor [--no-trace] on a cell"
 
 
@@ -122,7 +124,7 @@ def check_cell(source: str, trace: bool = True) -> CheckResult:
 
 def _is_model(value) -> bool:
     return any(
-        cls.__name__ in ("Model", "Functional", "Sequential") and cls.__module__.split(".")[0] in ("keras", "tf_keras")
+        cls.__name__ in MODEL_CLASS_NAMES and cls.__module__.split(".")[0] in ("keras", "tf_keras")
         for cls in type(value).__mro__
     )
 

@@ -106,6 +106,10 @@ BASE_MODELS = (
     "keras.engine.training.Model",
 )
 SAVEDMODEL_LAYERS = ("hub.KerasLayer", "keras.layers.TFSMLayer")
+# Their class names, as a built layer reports them, and the API each is spelled as in findings.
+SAVEDMODEL_LAYER_APIS = {api.rsplit(".", 1)[-1]: api for api in SAVEDMODEL_LAYERS}
+# The classes a built Keras model (both lines) is an instance of, by name.
+MODEL_CLASS_NAMES = ("Model", "Functional", "Sequential")
 
 # Calls that make a whole model without a Keras constructor in the user's code. `built`: its layers are created by
 # this call under the global policy then in force (transformers TF models from `from_pretrained` or from a config,
@@ -356,7 +360,7 @@ POLICY_NEUTRAL_LAYERS = frozenset(
 # Wrappers whose first argument is the layer they run (MP401 looks through them).
 WRAPPER_LAYERS = ("TimeDistributed", "Bidirectional")
 # The class names of SAVEDMODEL_LAYERS, as `float32_fix` matches a layer's class.
-SAVEDMODEL_LAYER_CLASSES = ("KerasLayer", "TFSMLayer")
+SAVEDMODEL_LAYER_CLASSES = tuple(SAVEDMODEL_LAYER_APIS)
 # keras.applications whose include_top is not the first parameter: its positional index (Keras 2, Keras 3) (MP401).
 # Anything with more positional arguments than the index of classifier_activation (>= 6 everywhere) is left alone.
 INCLUDE_TOP_POSITION = {
@@ -438,4 +442,32 @@ KERAS3_OP_DTYPES = {
     },
     "Argmax": "int32",
     "Argmin": "int32",
+}
+
+
+# Layer class -> the arguments that size it, (positional index, keyword): what tensor cores want in multiples of 8
+# (MP601).
+SIZE_ARGUMENTS: dict[str, tuple[tuple[int, str], ...]] = {
+    "Dense": ((0, "units"),),
+    **{
+        kind: ((0, "filters"),)
+        for kind in (
+            "Conv1D",
+            "Conv2D",
+            "Conv3D",
+            "Convolution1D",
+            "Convolution2D",
+            "Convolution3D",
+            "Conv1DTranspose",
+            "Conv2DTranspose",
+            "Conv3DTranspose",
+            "Convolution2DTranspose",
+            "Convolution3DTranspose",
+            "SeparableConv1D",
+            "SeparableConv2D",
+            "SeparableConvolution1D",
+            "SeparableConvolution2D",
+        )
+    },
+    "Embedding": ((0, "input_dim"), (1, "output_dim")),
 }

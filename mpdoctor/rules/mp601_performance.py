@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.dtypes import compute_dtype, is_float16_compute
 from mpdoctor.facts.hardware import slow_hardware
+from mpdoctor.facts.keras_semantics import SIZE_ARGUMENTS
 from mpdoctor.facts.records import LayerRecord
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import binds
@@ -188,31 +189,6 @@ define_rule(
 )
 
 
-# Layer kind -> the size arguments checked: (positional index, keyword).
-_SIZE_ARGUMENTS: dict[str, tuple[tuple[int, str], ...]] = {
-    "Dense": ((0, "units"),),
-    **{
-        kind: ((0, "filters"),)
-        for kind in (
-            "Conv1D",
-            "Conv2D",
-            "Conv3D",
-            "Convolution1D",
-            "Convolution2D",
-            "Convolution3D",
-            "Conv1DTranspose",
-            "Conv2DTranspose",
-            "Conv3DTranspose",
-            "Convolution2DTranspose",
-            "Convolution3DTranspose",
-            "SeparableConv1D",
-            "SeparableConv2D",
-            "SeparableConvolution1D",
-            "SeparableConvolution2D",
-        )
-    },
-    "Embedding": ((0, "input_dim"), (1, "output_dim")),
-}
 _MODEL_FIT = "fit"
 ALIGNMENT = 8
 
@@ -272,13 +248,13 @@ def _output_sized(ctx: StaticContext) -> set[ast.AST]:
 
 def _layer_sizes(ctx: StaticContext, outputs: set[ast.AST]) -> Iterator[Diagnostic]:
     for layer in ctx.layer_calls:
-        if layer.custom or layer.kind not in _SIZE_ARGUMENTS or layer.node in outputs:
+        if layer.custom or layer.kind not in SIZE_ARGUMENTS or layer.node in outputs:
             continue
         policies = ctx.layer_policies(layer)
         policy = ctx.float16_policy(policies)
         if policy is None:
             continue
-        for position, keyword in _SIZE_ARGUMENTS[layer.kind]:
+        for position, keyword in SIZE_ARGUMENTS[layer.kind]:
             literal = _int_literal(ctx, _argument(layer.node, position, keyword))
             if literal is None or literal.value < ALIGNMENT or literal.value % ALIGNMENT == 0:
                 continue

@@ -11,6 +11,7 @@ import traceback
 from mpdoctor.facts.artifacts import SavedModelError, SavedModelInfo
 from mpdoctor.facts.dtypes import dtype_name
 from mpdoctor.facts.keras_semantics import (
+    SAVEDMODEL_LAYER_APIS,
     autocast_flag,
     flavour_of,
     layer_policy,
@@ -34,7 +35,6 @@ from mpdoctor.trace.child import graph as graph_module
 from mpdoctor.trace.child.keras_adapter import model_classes, policy_now
 
 LIVE_HOW = "live object"
-_SAVEDMODEL_APIS = {"KerasLayer": "hub.KerasLayer", "TFSMLayer": "keras.layers.TFSMLayer"}
 
 
 def environment() -> Environment:
@@ -281,7 +281,7 @@ def live_facts(model, name: str, numerics_request: NumericsRequest | None) -> Fa
         if node.savedmodel_handle:
             facts.savedmodel_loads.append(
                 SavedModelLoad(
-                    _SAVEDMODEL_APIS.get(node.class_name, node.class_name),
+                    SAVEDMODEL_LAYER_APIS.get(node.class_name, node.class_name),
                     node.savedmodel_handle,
                     node.uid,
                     savedmodel=read_savedmodel(node.savedmodel_handle),
