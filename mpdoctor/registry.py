@@ -30,7 +30,7 @@ import pkgutil
 import re
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mpdoctor.diagnostics import PASS_NAMES, Severity
 from mpdoctor.spellings import Spellings
@@ -245,21 +245,30 @@ def implemented_codes() -> set[str]:
     return codes
 
 
-def classify_exception(message: str) -> dict | None:
-    """The rule explaining an exception of the run, {"code": ..., details}, or None: the first registered pattern
-    that reads the message, with the layer the message names ("layer", "layer_class") added."""
+@dataclass(frozen=True, kw_only=True)
+class ExceptionVerdict:
+    """A rule's reading of an exception message of the run: each rule's pattern returns its own subclass, with the
+    details it read; `classify_exception` fills in the rule's code and the layer the message names."""
+
+    code: str = ""
+    layer: str | None = None
+    layer_class: str | None = None
+
+
+def classify_exception(message: str | None) -> ExceptionVerdict | None:
+    """The rule explaining an exception of the run, or None: the first registered pattern that reads the message."""
     from mpdoctor.tf_messages import layer_context, strip_ansi
 
     message = strip_ansi(message or "")
     for hook in hooks("patterns"):
         found = hook.fn(message)
         if found is not None:
-            context = layer_context(message)
-            return {"code": hook.codes[0], **found, **{k: v for k, v in context.items() if k not in found}}
+            verdict: ExceptionVerdict = replace(found, code=hook.codes[0], **layer_context(message))
+            return verdict
     return None
 
 
-def verdict_of(error) -> dict | None:
+def verdict_of(error) -> ExceptionVerdict | None:
     """`classify_exception` of a recorded exception or error (anything with a `message`; None gives None)."""
     return classify_exception(error.message) if error is not None else None
 

@@ -4,6 +4,8 @@ Each message below is the str() of the exception raised by the script described 
 including Keras 3's ANSI bold codes); tests must not edit them to make a pattern match.
 """
 
+from dataclasses import asdict
+
 import pytest
 
 from mpdoctor.registry import classify_exception
@@ -793,7 +795,8 @@ NEGATIVE = [
 def test_reproduced_messages_map_to_their_rule(how, exc_type, message, expected):
     found = classify_exception(message)
     assert found is not None, how
-    assert {key: found.get(key) for key in expected} == expected, (how, found)
+    read = asdict(found)  # the rule's verdict record, its details included
+    assert {key: read.get(key) for key in expected} == expected, (how, found)
 
 
 @pytest.mark.parametrize("how, exc_type, message", NEGATIVE)
@@ -817,7 +820,7 @@ def test_no_matching_concrete_function_when_some_option_accepts_the_dtype():
         "dtype=tf.float16, name='x')\n  Keyword arguments: {}", "dtype=tf.float32, name='x')\n  Keyword arguments: {}"
     )
     found = classify_exception(float32_only)
-    assert found["code"] == "MP201" and found["accepted"] == ["float32"] and found["received"] == "float16"
+    assert found.code == "MP201" and found.accepted == ["float32"] and found.received == "float16"
 
 
 def test_several_options_with_different_dtypes_are_all_accepted():
@@ -829,19 +832,21 @@ def test_several_options_with_different_dtypes_are_all_accepted():
         "Option 2:\n    * TensorSpec(shape=(None, 4), dtype=tf.float16, name='x')\n"
     )
     found = classify_exception(message)
-    assert found["received"] == "bfloat16" and found["accepted"] == ["float16", "float32"]
+    assert found.received == "bfloat16" and found.accepted == ["float16", "float32"]
 
 
 def test_loose_expected_but_wording():
     found = classify_exception("Mul: expected half but is float")
-    assert found["code"] == "MP406" and found["expected"] == "float16" and found["received"] == "float32"
+    assert found.code == "MP406" and found.expected == "float16" and found.received == "float32"
     assert classify_exception("expected int32 but is int64") is None
 
 
 def test_restore_duplicates_are_reported_once():
     line = "tensor_name = dense/kernel; expected dtype half does not equal original dtype float\n"
     found = classify_exception(line + "Original error:\n" + line)
-    assert found["tensors"] == [{"name": "dense/kernel", "variable_dtype": "float16", "checkpoint_dtype": "float32"}]
+    assert asdict(found)["tensors"] == [
+        {"name": "dense/kernel", "variable_dtype": "float16", "checkpoint_dtype": "float32"}
+    ]
 
 
 def test_empty_and_unrelated_messages():

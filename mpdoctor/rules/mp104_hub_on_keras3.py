@@ -5,11 +5,13 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.keras_semantics import INPUT_TENSORS, SEQUENTIAL
 from mpdoctor.registry import (
+    ExceptionVerdict,
     define_rule,
     exception_pattern,
     static_check,
@@ -205,7 +207,7 @@ def _is_keras_tensor(ctx: StaticContext, expr: ast.AST, depth: int) -> bool:
 def trace_hub_layer_on_keras3(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
     exception = facts.exception
     verdict = verdict_of(exception)
-    if not verdict or verdict["code"] != "MP104" or facts.keras_major < 3:
+    if not isinstance(verdict, HubLayerVerdict) or facts.keras_major < 3:
         return []
     hub_loads = [load for load in facts.savedmodel_loads if load.api == "hub.KerasLayer"]
     where = hub_loads[-1].location if hub_loads else exception.location
@@ -223,16 +225,21 @@ _RECEIVED_CLASS = re.compile(r"\(of type <class '([^']+)'>\)")
 _KERAS_TENSOR_TO_TF = "A KerasTensor cannot be used as input to a TensorFlow function"
 
 
+@dataclass(frozen=True, kw_only=True)
+class HubLayerVerdict(ExceptionVerdict):
+    reason: str  # "sequential" (added to a Sequential) | "keras_tensor" (called on a KerasTensor)
+    received_class: str | None = None  # "tensorflow_hub.keras_layer.KerasLayer"
+
+
 @exception_pattern("MP104", order=10)
-def hub_layer_message(message: str) -> dict | None:
-    """A `hub.KerasLayer` in a Keras 3 model: {"reason": "sequential" | "keras_tensor", "received_class":
-    "tensorflow_hub.keras_layer.KerasLayer" | None}."""
+def hub_layer_message(message: str) -> HubLayerVerdict | None:
+    """A `hub.KerasLayer` in a Keras 3 model."""
     if _ONLY_LAYERS_IN_SEQUENTIAL.search(message):
         received = _RECEIVED_CLASS.search(message)
         received_class = received.group(1) if received else None
         if "tensorflow_hub" in message or (received_class or "").endswith("KerasLayer"):
-            return {"reason": "sequential", "received_class": received_class}
+            return HubLayerVerdict(reason="sequential", received_class=received_class)
         return None
     if _KERAS_TENSOR_TO_TF in message and ("(type KerasLayer)" in message or "tensorflow_hub" in message):
-        return {"reason": "keras_tensor", "received_class": "tensorflow_hub.keras_layer.KerasLayer"}
+        return HubLayerVerdict(reason="keras_tensor", received_class="tensorflow_hub.keras_layer.KerasLayer")
     return None

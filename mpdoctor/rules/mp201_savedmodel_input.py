@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
@@ -14,6 +14,7 @@ from mpdoctor.facts.keras_semantics import INPUT_LAYERS, NON_FLOAT_OUTPUT_LAYERS
 from mpdoctor.facts.records import LayerRecord, SourceRef
 from mpdoctor.registry import (
     FLOAT16_TEXT,
+    ExceptionVerdict,
     define_rule,
     exception_pattern,
     static_check,
@@ -385,15 +386,15 @@ def trace_savedmodel_input_dtype(facts: Facts, ctx: TraceContext) -> Iterable[Di
             )
         )
     verdict = verdict_of(exception)
-    if not found and verdict and verdict["code"] == "MP201":
+    if not found and isinstance(verdict, SavedModelInputVerdict):
         load = _failing_load(facts)
         where = load.location if load else exception.location
-        accepted = ", ".join(verdict.get("accepted") or []) or "float32"
+        accepted = ", ".join(verdict.accepted) or "float32"
         found.append(
             ctx.diagnostic(
                 "MP201",
                 where,
-                f"a SavedModel-backed layer fed its SavedModel {verdict.get('received', 'float16')}, but the "
+                f"a SavedModel-backed layer fed its SavedModel {verdict.received}, but the "
                 f"SavedModel accepts only {accepted}, so the run failed; {ADVICE}",
                 fix=_dtype_fix(ctx, where),
             )
@@ -422,19 +423,30 @@ _SPEC_DTYPE = re.compile(rf"TensorSpec\(.*?dtype=({DTYPE})", re.DOTALL)
 _EXPECTS_ARG = re.compile(rf"Expects arg\[(\d+)\] to be ({DTYPE}) but ({DTYPE}) is provided")
 
 
-def _mp201(received: str, accepted, pattern: str, **extra) -> dict | None:
-    accepted = sorted({dtype_name(dtype) for dtype in accepted})
-    received = dtype_name(received)
-    if not is_precision_mismatch(received, accepted):
+@dataclass(frozen=True, kw_only=True)
+class SavedModelInputVerdict(ExceptionVerdict):
+    received: str  # "float16"
+    accepted: list[str]  # ["float32"]
+    pattern: str  # which message
+    arg_index: int | None = None  # "Expects arg[i] ..."
+    function: str | None = None  # the failing op, when it is a loaded function
+
+
+def _mp201(
+    received: str, accepted: list[str], pattern: str, arg_index: int | None = None, function: str | None = None
+) -> SavedModelInputVerdict | None:
+    accepted_names = sorted({dtype_name(dtype) or dtype for dtype in accepted})
+    received_name = dtype_name(received) or received
+    if not is_precision_mismatch(received_name, accepted_names):
         return None
-    return {"received": received, "accepted": accepted, "pattern": pattern, **extra}
+    return SavedModelInputVerdict(
+        received=received_name, accepted=accepted_names, pattern=pattern, arg_index=arg_index, function=function
+    )
 
 
 @exception_pattern("MP201", order=30)
-def savedmodel_input_message(message: str) -> dict | None:
-    """A tensor reaches a SavedModel function with a dtype it was not traced for: {"received": "float16",
-    "accepted": ["float32"], "pattern": ...} (+ "arg_index" for "Expects arg[i] ...", + "function" when the failing
-    op is a loaded function)."""
+def savedmodel_input_message(message: str) -> SavedModelInputVerdict | None:
+    """A tensor reaches a SavedModel function with a dtype it was not traced for."""
     match = _CANNOT_CAST.search(message)
     if match:
         return _mp201(match.group(1), [match.group(2)], "cannot_cast_tensorspec")

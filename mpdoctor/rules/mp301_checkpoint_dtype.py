@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.registry import (
+    ExceptionVerdict,
     define_rule,
     exception_pattern,
     static_check,
@@ -366,11 +368,11 @@ def trace_checkpoint_dtype_mismatch(facts: Facts, ctx: TraceContext) -> Iterable
     for restore in facts.restores:
         error = restore.error
         verdict = verdict_of(error)
-        if not verdict or verdict["code"] != "MP301":
+        if not isinstance(verdict, RestoreDtypeVerdict):
             continue
-        tensors = verdict.get("tensors") or []
+        tensors = verdict.tensors
         listed = "; ".join(
-            f"{t['name']}: checkpoint {t['checkpoint_dtype']}, variable {t['variable_dtype']}" for t in tensors[:6]
+            f"{t.name}: checkpoint {t.checkpoint_dtype}, variable {t.variable_dtype}" for t in tensors[:6]
         )
         more = f" and {len(tensors) - 6} more" if len(tensors) > 6 else ""
         where = restore.anchor  # a Saver's builder= goes where the Saver was created
@@ -380,11 +382,11 @@ def trace_checkpoint_dtype_mismatch(facts: Facts, ctx: TraceContext) -> Iterable
             saver is not None
             and ctx.static is not None
             and tensors
-            and all(t["checkpoint_dtype"] == "float32" and t["variable_dtype"] in LOW_DTYPES for t in tensors)
+            and all(t.checkpoint_dtype == "float32" and t.variable_dtype in LOW_DTYPES for t in tensors)
         ):
             fix = saver_builder_fix(ctx.static, saver, "safe")
-        variable_dtype = verdict.get("variable_dtype") or "float16"
-        checkpoint_dtypes = {t["checkpoint_dtype"] for t in tensors}
+        variable_dtype = verdict.variable_dtype or "float16"
+        checkpoint_dtypes = {t.checkpoint_dtype for t in tensors}
         checkpoint_dtype = checkpoint_dtypes.pop() if len(checkpoint_dtypes) == 1 else "float32"
         kind = "saver" if "Saver" in restore.api else "load_weights" if "load_weights" in restore.api else "checkpoint"
         found.append(
@@ -414,20 +416,32 @@ def restores_that_completed(facts: Facts, ctx: TraceContext) -> dict:
 _RESTORE_DTYPE = re.compile(r"tensor_name = (\S+?); expected dtype (\w+) does not equal original dtype (\w+)")
 
 
+@dataclass(frozen=True)
+class RestoredTensor:
+    name: str  # the checkpoint key, "dense/kernel"
+    variable_dtype: str | None
+    checkpoint_dtype: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RestoreDtypeVerdict(ExceptionVerdict):
+    tensors: list[RestoredTensor]
+    variable_dtype: str | None  # the first tensor's
+    checkpoint_dtype: str | None
+
+
 @exception_pattern("MP301", order=20)
-def restore_dtype_message(message: str) -> dict | None:
-    """ "tensor_name = dense/kernel; expected dtype half does not equal original dtype float": {"tensors":
-    [{"name", "variable_dtype", "checkpoint_dtype"}], "variable_dtype", "checkpoint_dtype"} (first tensor's)."""
-    tensors, seen = [], set()
+def restore_dtype_message(message: str) -> RestoreDtypeVerdict | None:
+    """ "tensor_name = dense/kernel; expected dtype half does not equal original dtype float", per tensor once."""
+    tensors: list[RestoredTensor] = []
+    seen = set()
     for name, expected, original in _RESTORE_DTYPE.findall(message):
         if name in seen:
             continue
         seen.add(name)
-        tensors.append({"name": name, "variable_dtype": dtype_name(expected), "checkpoint_dtype": dtype_name(original)})
+        tensors.append(RestoredTensor(name, dtype_name(expected), dtype_name(original)))
     if not tensors:
         return None
-    return {
-        "tensors": tensors,
-        "variable_dtype": tensors[0]["variable_dtype"],
-        "checkpoint_dtype": tensors[0]["checkpoint_dtype"],
-    }
+    return RestoreDtypeVerdict(
+        tensors=tensors, variable_dtype=tensors[0].variable_dtype, checkpoint_dtype=tensors[0].checkpoint_dtype
+    )

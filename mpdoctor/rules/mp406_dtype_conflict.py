@@ -5,11 +5,13 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import LOW_PRECISION, compute_dtype
 from mpdoctor.registry import (
+    ExceptionVerdict,
     define_rule,
     exception_pattern,
     static_check,
@@ -302,7 +304,7 @@ def trace_dtype_conflict(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic
     layer whose call raised (when it is defined in this file), else at the raising line."""
     exception = facts.exception
     verdict = verdict_of(exception)
-    if not verdict or verdict["code"] != "MP406":
+    if not isinstance(verdict, DtypeConflictVerdict):
         return []
     record = facts.layer(exception.layer_uid)
     where = exception.location
@@ -311,7 +313,7 @@ def trace_dtype_conflict(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic
         where = ctx.at_line(cls.lineno)
     name = f"layer `{record.class_name}`" if record else "a layer"
     low = record.compute_dtype if record and record.compute_dtype in ("float16", "bfloat16") else "float16"
-    op = f" in {verdict['op']}" if verdict.get("op") else ""
+    op = f" in {verdict.op}" if verdict.op else ""
     return [
         ctx.diagnostic(
             "MP406",
@@ -345,18 +347,28 @@ _LOOSE_EXPECTED = re.compile(
 )
 
 
-def _mp406(op, expected: str, received: str, pattern: str, **extra) -> dict | None:
-    expected, received = dtype_name(expected), dtype_name(received)
-    if not is_precision_mismatch(received, [expected]):
+@dataclass(frozen=True, kw_only=True)
+class DtypeConflictVerdict(ExceptionVerdict):
+    op: str | None  # "Mul"
+    expected: str | None  # "float16"
+    received: str | None  # "float32"
+    pattern: str  # which message
+    input: str | None = None  # the op's input and argument names
+    argument: str | None = None
+    input_index: int | None = None
+    dtypes: list[str | None] | None = None  # list inputs such as ConcatV2's
+
+
+def _mp406(op: str | None, expected: str, received: str, pattern: str, **extra: Any) -> DtypeConflictVerdict | None:
+    expected_name, received_name = dtype_name(expected), dtype_name(received)
+    if not is_precision_mismatch(received_name, [expected_name]):
         return None
-    return {"op": op, "expected": expected, "received": received, "pattern": pattern, **extra}
+    return DtypeConflictVerdict(op=op, expected=expected_name, received=received_name, pattern=pattern, **extra)
 
 
 @exception_pattern("MP406", order=40)
-def dtype_conflict_message(message: str) -> dict | None:
-    """float16/bfloat16 meets float32 inside one op of a layer: {"op": "Mul" | None, "expected": "float16",
-    "received": "float32", "pattern": ...} (+ "input"/"argument" names of the op's inputs, "input_index", or
-    "dtypes" for list inputs such as ConcatV2)."""
+def dtype_conflict_message(message: str) -> DtypeConflictVerdict | None:
+    """float16/bfloat16 meets float32 inside one op of a layer."""
     match = CANNOT_COMPUTE.search(message)
     if match and not FUNCTION_OP.search(match.group(1)):
         return _mp406(match.group(1), match.group(3), match.group(4), "cannot_compute", input_index=int(match.group(2)))

@@ -175,6 +175,6 @@ def run_checks(facts: Facts, ctx: TraceContext, config: Config) -> list[Diagnost
 def _explained(exception: ExceptionRecord, facts: Facts, found: list[Diagnostic]) -> bool:
     """Whether a reported finding explains the run's exception."""
     verdict = verdict_of(exception)
-    if verdict and any(d.code == verdict["code"] for d in found):
+    if verdict and any(d.code == verdict.code for d in found):
         return True
     return any(hook.fn(exception, facts, found) for hook in hooks("explains"))
