@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from mpdoctor.facts.dtypes import compute_dtype, is_float16_compute
 from mpdoctor.facts.keras_semantics import autocasts_argument
 from mpdoctor.static.astutil import keyword_value
-from mpdoctor.static.context import FUNCTION_NODES, StaticContext
+from mpdoctor.static.context import StaticContext
+from mpdoctor.static.tree_index import FUNCTION_NODES
 
 F16 = "f16"  # derived from the float16 compute dtype (autocast inputs, weights, sublayer outputs)
 F32 = "f32"  # provably float32

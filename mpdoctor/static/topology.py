@@ -15,8 +15,9 @@ from mpdoctor.facts.keras_semantics import (
 )
 from mpdoctor.facts.records import LayerRecord
 from mpdoctor.static.astutil import binds, position
-from mpdoctor.static.context import FUNCTION_NODES, StaticContext
+from mpdoctor.static.context import StaticContext
 from mpdoctor.static.names import dotted_name
+from mpdoctor.static.tree_index import FUNCTION_NODES
 
 
 class ModelOutput(NamedTuple):
@@ -94,7 +95,7 @@ def model_output_layers(ctx: StaticContext) -> list[ModelOutput]:
     for name, cls in ctx.custom_layer_classes.items():
         if not ctx.is_custom_model(cls):
             continue
-        sites = [lc.node for lc in ctx._construction_sites(name) if lc.qualname == name]
+        sites = [lc.node for lc in ctx.construction_sites(name) if lc.qualname == name]
         if sites and all(_is_submodel(ctx, site, 0) for site in sites):
             continue
         for out in _subclass_outputs(ctx, cls, 0, frozenset()):
