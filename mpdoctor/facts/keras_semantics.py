@@ -329,3 +329,23 @@ def keep_float32_snippet(flavour: str, model: str, paths: list[list[str]], keras
         ]
         return "\n".join(lines) + "\n"
     return ""
+
+
+# ---------------------------------------------------------------- layers that keep their input's size (topology)
+
+# Layers without weights that keep the size of their input: the layer before them fixes the output size (MP601).
+PASS_THROUGH_LAYERS = frozenset(
+    {
+        "Activation",
+        "Softmax",
+        "ReLU",
+        "LeakyReLU",
+        "ELU",
+        "PReLU",
+        "Identity",
+        "Dropout",
+        "Reshape",
+        "Flatten",
+        "Lambda",
+    }
+)

@@ -13,6 +13,9 @@ from mpdoctor.facts.keras_semantics import (
     RISKY_ACTIVATIONS,
     SEQUENTIAL,
 )
+from mpdoctor.facts.keras_semantics import (
+    PASS_THROUGH_LAYERS as PASS_THROUGH_LAYERS,  # mp601 imports it from here (rules/ is refactored apart)
+)
 from mpdoctor.facts.records import LayerRecord
 from mpdoctor.static.astutil import binds, position
 from mpdoctor.static.context import StaticContext
@@ -438,74 +441,61 @@ def _subclass_outputs(ctx: StaticContext, cls: ast.ClassDef, depth: int, visitin
     return result
 
 
-# Layers without weights that keep the size of their input: the layer before them fixes the output size.
-PASS_THROUGH_LAYERS = frozenset(
-    {
-        "Activation",
-        "Softmax",
-        "ReLU",
-        "LeakyReLU",
-        "ELU",
-        "PReLU",
-        "Identity",
-        "Dropout",
-        "Reshape",
-        "Flatten",
-        "Lambda",
-    }
-)
-
-
 def layer_inputs(ctx: StaticContext, layer: LayerRecord) -> list[LayerRecord]:
     """The layer constructors whose output the layer built by `layer` is applied to: the argument of
     `Activation(...)(x)` / `act(x)` with `act = Activation(...)`, the previous element of a `Sequential([...])`
     list, or the layer of the `model.add(...)` statement just before. Empty when unknown."""
     node = layer.node
     parent = ctx.parents.get(node)
-    found: list[LayerRecord] = []
     if isinstance(parent, ast.Call) and parent.func is node and parent.args:
         producer = ctx.producer(parent.args[0])
         return [producer] if producer else []
     if isinstance(parent, (ast.List, ast.Tuple)):
         index = next(i for i, e in enumerate(parent.elts) if e is node)
-        previous = ctx.layer_instance(parent.elts[index - 1]) if index > 0 else None
-        return [previous] if previous and previous.qualname not in INPUT_LAYERS else []
-    if (
-        isinstance(parent, ast.Call)
-        and isinstance(parent.func, ast.Attribute)
-        and parent.func.attr == "add"
-        and isinstance(ctx.parents.get(parent), ast.Expr)
-    ):
-        statement = ctx.parents[parent]
-        body = next(
-            (
-                getattr(ctx.parents[statement], f)
-                for f in ("body", "orelse", "finalbody")
-                if statement in getattr(ctx.parents[statement], f, [])
-            ),
-            [],
-        )
-        index = next((i for i, s in enumerate(body) if s is statement), 0)
-        before = body[index - 1] if index > 0 else None
-        if (
-            isinstance(before, ast.Expr)
-            and isinstance(before.value, ast.Call)
-            and isinstance(before.value.func, ast.Attribute)
-            and before.value.func.attr == "add"
-            and dotted_name(before.value.func.value) == dotted_name(parent.func.value)
-            and before.value.args
-        ):
-            previous = ctx.layer_instance(before.value.args[0])
-            return [previous] if previous and previous.qualname not in INPUT_LAYERS else []
-        return []
+        return _layer_before(ctx, parent.elts[index - 1] if index > 0 else None)
+    if _is_add(parent) and isinstance(ctx.parents.get(parent), ast.Expr):
+        return _layer_added_before(ctx, parent)
     name = _bound_name(ctx, node)
-    if name is not None:  # `act = Activation(...)` then `act(x)` in the same scope
-        scope = ctx.enclosing_function(node) or ctx.tree
-        for use in ctx.walk_scope(scope):
-            if isinstance(use, ast.Call) and dotted_name(use.func) == name and use.args:
-                producer = ctx.producer(use.args[0])
-                if producer:
-                    found.append(producer)
+    return [] if name is None else _inputs_of_calls(ctx, node, name)
+
+
+def _layer_before(ctx: StaticContext, element: ast.AST | None) -> list[LayerRecord]:
+    """The layer `element` builds, unless it is none or an input layer."""
+    previous = ctx.layer_instance(element) if element is not None else None
+    return [previous] if previous and previous.qualname not in INPUT_LAYERS else []
+
+
+def _is_add(node: ast.AST | None) -> bool:
+    """`<model>.add(...)`."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add"
+
+
+def _layer_added_before(ctx: StaticContext, add: ast.Call) -> list[LayerRecord]:
+    """For `model.add(layer)`, the layer the statement just before adds to the same model."""
+    statement = ctx.parents[add]
+    block = ctx.parents[statement]
+    body = next((getattr(block, f) for f in ("body", "orelse", "finalbody") if statement in getattr(block, f, [])), [])
+    index = next((i for i, s in enumerate(body) if s is statement), 0)
+    before = body[index - 1] if index > 0 else None
+    if (
+        isinstance(before, ast.Expr)
+        and _is_add(before.value)
+        and dotted_name(before.value.func.value) == dotted_name(add.func.value)  # type: ignore[attr-defined]
+        and before.value.args  # type: ignore[attr-defined]
+    ):
+        return _layer_before(ctx, before.value.args[0])  # type: ignore[attr-defined]
+    return []
+
+
+def _inputs_of_calls(ctx: StaticContext, node: ast.AST, name: str) -> list[LayerRecord]:
+    """`act = Activation(...)` then `act(x)` in the same scope: the producers of each call's input."""
+    found: list[LayerRecord] = []
+    scope = ctx.enclosing_function(node) or ctx.tree
+    for use in ctx.walk_scope(scope):
+        if isinstance(use, ast.Call) and dotted_name(use.func) == name and use.args:
+            producer = ctx.producer(use.args[0])
+            if producer:
+                found.append(producer)
     return found
 
 
