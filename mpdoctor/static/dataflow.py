@@ -5,8 +5,8 @@ it calls) whose instances compute in float16/bfloat16, and the function or lambd
 layer whose policy computes in float16/bfloat16. Built-in Keras layers are never looked into: LayerNormalization,
 BatchNormalization, Softmax... compute their numerically sensitive parts in float32 internally.
 
-- `float16_regions(ctx)`: the function bodies above, each with the policies it computes under and how its
-  parameters arrive (autocast to the compute dtype or not);
+- `float16_regions(ctx)` (mpdoctor.static.float16_regions): the function bodies above, each with the policies it
+  computes under and how its parameters arrive (autocast to the compute dtype or not);
 - `Flow`: a small per-function, straight-line dtype analysis that classifies an expression as float16-derived
   (from the autocast inputs, the layer's weights, sublayer outputs), provably float32 (a `tf.cast(x, tf.float32)`,
   a `tf.constant(..., dtype=tf.float32)`, a `tf.random.normal` without dtype, ...), an int/bool tensor, a Python
@@ -16,14 +16,11 @@ BatchNormalization, Softmax... compute their numerically sensitive parts in floa
 from __future__ import annotations
 
 import ast
-import math
-import struct
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from mpdoctor.facts.dtypes import compute_dtype, is_float16_compute
-from mpdoctor.facts.keras_semantics import autocasts_argument
+from mpdoctor.facts.dtypes import is_float16_compute
 from mpdoctor.facts.op_dtypes import (
     CAST,
     CONST,
@@ -55,11 +52,14 @@ from mpdoctor.facts.op_dtypes import (
 )
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import StaticContext
+from mpdoctor.static.float16_regions import Region
+from mpdoctor.static.float16_regions import float16_regions as float16_regions  # rules import it from here
+from mpdoctor.static.literals import OVERFLOW as OVERFLOW  # rules import it from here
+from mpdoctor.static.literals import UNDERFLOW as UNDERFLOW  # rules import it from here
+from mpdoctor.static.literals import float16_problem as float16_problem  # rules, trace/user_code.py import it here
+from mpdoctor.static.literals import is_float_literal, number
 from mpdoctor.static.tree_index import FUNCTION_NODES
 
-OVERFLOW = "overflow"
-UNDERFLOW = "underflow"
-_FLOAT16_OVERFLOWS = 65520.0  # the smallest magnitude float16 rounds to infinity (65504 is its largest finite)
 _NUMBER_BUILTINS = frozenset({"len", "int", "range", "float"})  # Python calls whose result is a number
 # Attributes that name a dtype: `self.compute_dtype`, `x.dtype`...
 _DTYPE_ATTRIBUTES = frozenset({"compute_dtype", "_compute_dtype", "dtype", "variable_dtype", "_dtype"})
@@ -115,177 +115,8 @@ def _join(kinds: Iterable[Kind]) -> Kind:
     return plain(best)
 
 
-@dataclass
-class Region:
-    """One function body of user code that runs in float16."""
-
-    function: ast.AST  # FunctionDef or Lambda
-    cls: ast.ClassDef | None
-    owner: str  # "layer `Foo`" or "the Lambda layer on line 12"
-    role: str  # "call", "helper" or "lambda"
-    policies: frozenset
-    params: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def float16_policy(self) -> str | None:
-        return min((p for p in self.policies if compute_dtype(p) == "float16"), default=None)
-
-    @property
-    def low_policy(self) -> str:
-        return min(p for p in self.policies if is_float16_compute(p))
-
-    @property
-    def pure(self) -> bool:
-        """Some low-precision policy also makes the VARIABLES low precision (`float16`, `bfloat16`)."""
-        return any(p in ("float16", "bfloat16") for p in self.policies)
-
-    @property
-    def mixed_only(self) -> bool:
-        low = [p for p in self.policies if is_float16_compute(p)]
-        return bool(low) and all(p.startswith("mixed_") for p in low)
-
-    @property
-    def where(self) -> str:
-        name = getattr(self.function, "name", None)
-        if self.role == "lambda":
-            return self.owner
-        return f"`{name}` of {self.owner}"
-
-    def first_param(self) -> str | None:
-        args = self.function.args  # type: ignore[attr-defined]
-        names = [a.arg for a in [*args.posonlyargs, *args.args]]
-        if self.cls is not None and names:
-            names = names[1:]
-        return names[0] if names else None
-
-
-_CALLS = frozenset({ast.Call})
 # The statements and expressions that bind a name, for Flow's assignments.
 _BINDINGS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.comprehension, ast.NamedExpr})
-
-
-def float16_regions(ctx: StaticContext) -> list[Region]:
-    """Function bodies of user code computing under a float16/bfloat16 policy, each listed once."""
-    memo = ctx.memo("float16_regions")
-    if "regions" in memo:
-        return memo["regions"]
-    regions: dict[ast.AST, Region] = {}
-    keras_major = ctx.keras_version.major
-    for name, cls in ctx.custom_layer_classes.items():
-        policies = ctx.class_policies(name)
-        if not any(is_float16_compute(p) for p in policies):
-            continue
-        methods = {s.name: s for s in cls.body if isinstance(s, FUNCTION_NODES)}
-        if "call" not in methods:
-            continue
-        kind = "model" if ctx.is_custom_model(cls) else "layer"
-        owner = f"{kind} `{name}`"
-        todo = [(methods["call"], "call")]
-        while todo:
-            fn, role = todo.pop()
-            if fn in regions:
-                continue
-            region = Region(fn, cls, owner, role, policies)
-            region.params = _param_kinds(fn, skip_self=True, role=role, keras_major=keras_major)
-            regions[fn] = region
-            for node in ctx.scope_nodes_of(fn, _CALLS):
-                if (
-                    isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Name)
-                    and node.func.value.id == "self"
-                    and node.func.attr in methods
-                    and node.func.attr not in ("call", "build", "__init__")
-                ):
-                    todo.append((methods[node.func.attr], "helper"))
-            _add_plain_helpers(ctx, fn, owner, policies, regions, keras_major)
-    for lc in ctx.layer_calls:
-        if lc.qualname != "keras.layers.Lambda":
-            continue
-        policies = ctx.layer_policies(lc)
-        if not any(is_float16_compute(p) for p in policies):
-            continue
-        fn_expr = (
-            lc.node.args[0] if lc.node.args else next((k.value for k in lc.node.keywords if k.arg == "function"), None)
-        )
-        fn = _function_of(ctx, fn_expr)
-        if fn is None:
-            continue
-        if fn in regions:
-            regions[fn].policies = regions[fn].policies | policies
-            continue
-        owner = f"the function of the Lambda layer on line {lc.node.lineno}"
-        region = Region(fn, None, owner, "lambda", policies)
-        region.params = _param_kinds(fn, skip_self=False, role="lambda", keras_major=keras_major)
-        regions[fn] = region
-        _add_plain_helpers(ctx, fn, owner, policies, regions, keras_major)
-    result = list(regions.values())
-    memo["regions"] = result
-    return result
-
-
-def _add_plain_helpers(
-    ctx: StaticContext, caller: ast.AST, owner: str, policies: frozenset, regions: dict, keras_major: int
-) -> None:
-    """Module-level functions of this file that float16 code calls by name (`masked_fill(scores, mask)` in a
-    layer's `call`, a Lambda's function), and the ones they call: they run in float16 too. Their parameters
-    arrive with an unknown dtype (findings there get medium confidence)."""
-    todo = [caller]
-    while todo:
-        fn = todo.pop()
-        for node in ctx.scope_nodes_of(fn, _CALLS):
-            if not isinstance(node.func, ast.Name):
-                continue
-            helper = _module_function(ctx, node.func.id)
-            if helper is None or helper is caller:
-                continue
-            if helper in regions:
-                regions[helper].policies = regions[helper].policies | policies
-                continue
-            region = Region(helper, None, owner, "helper", policies)
-            region.params = _param_kinds(helper, skip_self=False, role="helper", keras_major=keras_major)
-            regions[helper] = region
-            todo.append(helper)
-
-
-def _module_function(ctx: StaticContext, name: str) -> ast.FunctionDef | None:
-    """The function `name` defined once at module level of this file, else None."""
-    found = [s for s in ctx.tree.body if isinstance(s, FUNCTION_NODES) and s.name == name]
-    return found[0] if len(found) == 1 else None  # type: ignore[return-value]
-
-
-def _function_of(ctx: StaticContext, expr: ast.AST | None) -> ast.AST | None:
-    if isinstance(expr, ast.Lambda):
-        return expr
-    if isinstance(expr, ast.Name):
-        defs = [n for n in ctx.nodes_of(*FUNCTION_NODES) if n.name == expr.id]
-        if len(defs) == 1:
-            return defs[0]
-    return None
-
-
-def _param_kinds(fn: ast.AST, *, skip_self: bool, role: str, keras_major: int) -> dict[str, str]:
-    """How each parameter arrives: the `call` arguments the layer autocasts (mpdoctor.facts.keras_semantics) and
-    a Lambda's input are in the compute dtype."""
-    args = fn.args  # type: ignore[attr-defined]
-    positional = [*args.posonlyargs, *args.args]
-    if skip_self and positional:
-        positional = positional[1:]
-    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
-    kinds: dict[str, str] = {}
-    for index, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
-        if (
-            isinstance(default, ast.Constant) and isinstance(default.value, (bool, int, float, str))
-        ) or arg.arg == "training":
-            kinds[arg.arg] = CONST
-        elif role == "call" and autocasts_argument(keras_major, index):
-            kinds[arg.arg] = F16
-        elif role == "lambda":
-            kinds[arg.arg] = F16 if index == 0 else CONST  # the Lambda's input; then `arguments={...}` values
-        else:
-            kinds[arg.arg] = TENSOR
-    for arg in args.kwonlyargs:
-        kinds[arg.arg] = CONST if arg.arg == "training" else TENSOR
-    return kinds
 
 
 class Flow:
@@ -610,29 +441,6 @@ def _inside(node: ast.AST, stmt: ast.AST) -> bool:
     )
 
 
-def number(node: ast.AST | None) -> float | None:
-    sign = 1.0
-    while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        sign = -sign if isinstance(node.op, ast.USub) else sign
-        node = node.operand
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-        return sign * float(node.value)
-    return None
-
-
-def is_float_literal(node: ast.AST | None) -> bool:
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return (
-            bool(node.elts)
-            and any(is_float_literal(e) for e in node.elts)
-            and all(number(e) is not None or is_float_literal(e) for e in node.elts)
-        )
-    inner = node
-    while isinstance(inner, ast.UnaryOp):
-        inner = inner.operand
-    return isinstance(inner, ast.Constant) and isinstance(inner.value, float)
-
-
 def tensor_operands(name: str, call: ast.Call) -> list[ast.AST]:
     """The arguments of a math call that carry tensors (lists flattened; condition, axis, name... skipped)."""
     args = list(call.args)
@@ -647,19 +455,6 @@ def tensor_operands(name: str, call: ast.Call) -> list[ast.AST]:
         elif not isinstance(arg, ast.Starred):
             result.append(arg)
     return result
-
-
-def float16_problem(value: float) -> str | None:
-    """'overflow' / 'underflow' when float16 cannot represent `value` (exact IEEE rounding, via struct 'e')."""
-    if _FLOAT16_OVERFLOWS <= abs(value) < math.inf:  # what struct refuses, without its exception (most cases)
-        return OVERFLOW
-    try:
-        rounded = struct.unpack("e", struct.pack("e", value))[0]
-    except OverflowError:
-        return OVERFLOW
-    if value != 0.0 and rounded == 0.0:
-        return UNDERFLOW
-    return None
 
 
 def flow_of(ctx: StaticContext, region: Region) -> Flow:
