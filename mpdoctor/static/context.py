@@ -1,6 +1,7 @@
 """The checker the static rules get for one file (as ruff's Checker): it owns the file's semantic model
-(mpdoctor.static.semantic) and answers the model's queries itself, turns a finding at a node into a Diagnostic,
-builds the edits of fixes (mpdoctor.static.edits), and keeps the rules' per-file caches."""
+(mpdoctor.static.semantic) and the policies in force in it (mpdoctor.static.policies_in_force) and answers their
+queries itself, turns a finding at a node into a Diagnostic, builds the edits of fixes (mpdoctor.static.edits), and
+keeps the rules' per-file caches."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from mpdoctor.facts.records import LayerRecord, PolicyEvent
 from mpdoctor.registry import get_rule
 from mpdoctor.static import edits
 from mpdoctor.static.environment import KerasVersion
+from mpdoctor.static.policies_in_force import PoliciesInForce
 from mpdoctor.static.semantic import SemanticModel, Settings
 from mpdoctor.static.source import SourceText, source_lines
 from mpdoctor.static.target import Target
@@ -36,6 +38,7 @@ class StaticContext:
     def __init__(self, path: str, display_path: str, text: str, tree: ast.Module, settings: Settings | None = None):
         self.source = source = SourceText(display_path, text)
         self.semantic = model = SemanticModel(path, source, tree, settings)
+        self.policies = policies = PoliciesInForce(model)
         self._memos: dict[str, dict] = {}
         # The file and its text.
         self.path, self.tree, self.settings = model.path, model.tree, model.settings
@@ -57,8 +60,8 @@ class StaticContext:
         self.is_custom_model, self.construction_sites = model.is_custom_model, model.construction_sites
         self.producer, self.layer_instance = model.producer, model.layer_instance
         # Policies in force.
-        self.policies_at, self.layer_policies = model.policies_at, model.layer_policies
-        self.class_policies, self.float16_policy = model.class_policies, model.float16_policy
+        self.policies_at, self.layer_policies = policies.policies_at, policies.layer_policies
+        self.class_policies, self.float16_policy = policies.class_policies, policies.float16_policy
 
     # ---------------------------------------------------------------- what the model works out on first use
 
@@ -92,15 +95,15 @@ class StaticContext:
 
     @property
     def policy_events(self) -> list[PolicyEvent]:
-        return self.semantic.policy_events
+        return self.policies.policy_events
 
     @property
     def file_policies(self) -> frozenset[str | None]:
-        return self.semantic.file_policies
+        return self.policies.file_policies
 
     @property
     def any_float16_policy(self) -> bool:
-        return self.semantic.any_float16_policy
+        return self.policies.any_float16_policy
 
     @property
     def float32_spelling(self) -> str:

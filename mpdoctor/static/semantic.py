@@ -1,28 +1,25 @@
 """The semantic model of one source file: what its names resolve to (imports, canonical API names), its scopes and
-assignments, the Keras layers it constructs and defines, the TensorFlow/Keras it targets, and the dtype policy in
-force at any point. Rules ask it through the checker (mpdoctor.static.context); it knows nothing of rules,
-diagnostics or edits."""
+assignments, the Keras layers it constructs and defines, and the TensorFlow/Keras it targets (the dtype policy in
+force at any point is worked out from it by mpdoctor.static.policies_in_force). Rules ask it through the checker
+(mpdoctor.static.context); it knows nothing of rules, diagnostics or edits."""
 
 from __future__ import annotations
 
 import ast
 import functools
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from mpdoctor.facts.dtypes import is_float16_compute
 from mpdoctor.facts.keras_semantics import BASE_LAYERS, BASE_MODELS, SAVEDMODEL_LAYERS
-from mpdoctor.facts.records import LayerRecord, PolicyEvent, SourceRef
+from mpdoctor.facts.records import LayerRecord, SourceRef
 from mpdoctor.static.environment import KerasVersion
 from mpdoctor.static.names import ImportMap, canonical
-from mpdoctor.static.policies import POLICY_SETTERS, dtype_keyword, policy_from_expr
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts
 from mpdoctor.static.source import SourceText
 from mpdoctor.static.target import Overrides, Target, file_evidence, project_for, resolve
 from mpdoctor.static.tree_index import FUNCTION_NODES, index_tree, walk_scope
 
-DEFAULT_POLICY = "float32"
 _ASSIGNMENTS = frozenset({ast.Assign, ast.AnnAssign})
 _FUNCTION_TYPES = frozenset(FUNCTION_NODES)
 _CLASS_TYPES = frozenset({ast.ClassDef})
@@ -64,16 +61,6 @@ def is_layer_class(name: str) -> bool:
     return name in SAVEDMODEL_LAYERS or (name.startswith("keras.layers.") and name.rsplit(".", 1)[-1][:1].isupper())
 
 
-def _assigned_name(model: SemanticModel, node: ast.AST) -> str | None:
-    """`name` in `name = <node>` (one plain target), else None."""
-    parent = model.parents.get(node)
-    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
-        return parent.targets[0].id
-    if isinstance(parent, ast.AnnAssign) and isinstance(parent.target, ast.Name):
-        return parent.target.id
-    return None
-
-
 class SemanticModel:
     """Queries about one parsed file, each answered from one walk of its tree and cached: rules ask the same
     questions of the same nodes, each for its own."""
@@ -97,10 +84,7 @@ class SemanticModel:
         self.module_constants = self._module_constants()
         self._scope_assignments: dict[ast.AST, dict[str, list[tuple[int, ast.AST]]]] = {}
         self._self_attributes: dict[ast.AST, dict[str, tuple[int, ast.AST]]] = {}
-        self._run_sites: dict[tuple[ast.ClassDef, str], list[ast.AST]] = {}
         self._scope_typed: dict[tuple[ast.AST, frozenset[type]], list[ast.AST]] = {}
-        self._policies: dict[ast.AST, frozenset[str | None]] = {}  # policies_at of a node
-        self._entry_policies: dict[ast.AST, frozenset[str | None]] = {}  # of a function, when it is called
 
     @functools.cached_property
     def nodes(self) -> list[ast.AST]:
@@ -405,89 +389,6 @@ class SemanticModel:
     def is_keras3(self) -> bool:
         return self.keras_version.major >= 3
 
-    # ---------------------------------------------------------------- policies
-
-    @functools.cached_property
-    def policy_events(self) -> list[PolicyEvent]:
-        events = []
-        explicit_policy_set = False
-        for call in self.calls_named(*POLICY_SETTERS):  # in source order
-            name = self.call_name(call)
-            if POLICY_SETTERS[name] and explicit_policy_set:
-                continue  # set_floatx no longer changes the policy once one was set explicitly
-            explicit_policy_set |= not POLICY_SETTERS[name]
-            arg = call.args[0] if call.args else (call.keywords[0].value if call.keywords else None)
-            if isinstance(arg, ast.Name) and arg.id not in self.module_constants:
-                arg = self.last_assignment(arg.id, call) or arg  # `policy = Policy(...)` inside a function
-            policy = policy_from_expr(arg, self.imports, self.module_constants)
-            events.append(
-                PolicyEvent(
-                    policy, name, SourceRef(self.path, call.lineno), node=call, scope=self.enclosing_function(call)
-                )
-            )
-        return events
-
-    def policies_at(self, node: ast.AST) -> frozenset[str | None]:
-        """Every global policy that may be in force when `node` runs (None: set to an unknown value)."""
-        return self._policies_at(node, frozenset())
-
-    def _policies_at(self, node: ast.AST, visiting: frozenset) -> frozenset[str | None]:
-        if visiting:  # inside a walk up the callers: depends on where it started
-            return self._policies_at_uncached(node, visiting)
-        found = self._policies.get(node)
-        if found is None:  # rules ask it of the same layer constructions, each for its own
-            found = self._policies[node] = self._policies_at_uncached(node, visiting)
-        return found
-
-    def _policies_at_uncached(self, node: ast.AST, visiting: frozenset) -> frozenset[str | None]:
-        scope = self.enclosing_function(node)
-        before = [e for e in self.policy_events if e.scope is scope and e.node.lineno < node.lineno]
-        if before:
-            return frozenset({before[-1].policy})
-        if scope is None:
-            return frozenset({self.settings.assumed_policy or DEFAULT_POLICY}) | self._project_policies(self.tree)
-        if visiting:
-            return self._policies_on_entry(scope, visiting)
-        found = self._entry_policies.get(scope)
-        if found is None:  # the same for every node of the function that no policy call of its own precedes
-            found = self._entry_policies[scope] = self._policies_on_entry(scope, visiting)
-        return found
-
-    def _policies_on_entry(self, function: ast.AST, visiting: frozenset) -> frozenset[str | None]:
-        """The callers in this file decide, and so do other modules of the project that call it (project
-        analysis): both add up."""
-        if function in visiting:
-            return self.file_policies
-        visiting = visiting | {function}
-        from_project = self._project_policies(function)
-        cls = self.enclosing_class(function)
-        if cls is not None and cls.name in self.custom_layer_classes and self.enclosing_function(cls) is None:
-            # The global policy when a method runs is the one at the instance's construction; the instance's own
-            # `dtype=` is its compute dtype (class_policies), which sublayers built in __init__ do not inherit.
-            from_project |= self._project_policies(cls)
-            sites = self.construction_sites(cls.name)
-            if not sites:
-                return self.file_policies | from_project
-            return frozenset().union(*(self._policies_at(site.node, visiting) for site in sites)) | from_project
-        if cls is not None and self.enclosing_function(cls) is None:
-            sites = self._method_run_sites(cls, function.name)  # type: ignore[attr-defined]
-            if not sites:
-                return self.file_policies | from_project
-            return frozenset().union(*(self._policies_at(site, visiting) for site in sites)) | from_project
-        sites = self.calls_to(function.name)  # type: ignore[attr-defined]
-        if not sites:
-            return self.file_policies | from_project
-        result: set[str | None] = set(from_project)
-        for site in sites:
-            result |= self._policies_at(site, visiting)
-        return frozenset(result)
-
-    def _project_policies(self, scope: ast.AST) -> frozenset[str | None]:
-        """The policies entry points elsewhere in the project run `scope` (a def, a class, the module) under."""
-        if self.settings.project is None:
-            return frozenset()
-        return self.settings.project.policies(self.qualname(scope))
-
     def qualname(self, scope: ast.AST) -> str:
         """`build`, `Net.call`, `main.<locals>.build`, or MODULE_SCOPE for the module: how the project analysis
         names a scope."""
@@ -502,68 +403,6 @@ class SemanticModel:
                 parts.append(parent.name)
             parent = self.parents.get(parent)
         return ".".join(reversed(parts))
-
-    def _method_run_sites(self, cls: ast.ClassDef, method: str) -> list[ast.AST]:
-        """Where a method of a module-level class (not a layer) may run: `obj.method(...)` / `Cls.method(...)`, and,
-        for an instance handed to something that calls it later (a KerasTuner `HyperModel` given to a tuner), the
-        call it is handed to and every method call on what that call returned (`tuner.search(...)`). Empty when
-        the class is never used in this file (its callers are elsewhere)."""
-        found = self._run_sites.get((cls, method))
-        if found is None:
-            found = self._run_sites[(cls, method)] = self._find_method_run_sites(cls, method)
-        return found
-
-    def _find_method_run_sites(self, cls: ast.ClassDef, method: str) -> list[ast.AST]:
-        instances: set[str] = set()  # names bound to an instance
-        holders: set[str] = set()  # names bound to what an instance was handed to
-        sites: list[ast.AST] = []
-        for construction in self.calls_to(cls.name):
-            target = _assigned_name(self, construction)
-            parent = self.parents.get(construction)
-            if target is not None:
-                instances.add(target)
-            elif isinstance(parent, (ast.Call, ast.keyword)):  # `kt.RandomSearch(MyHyperModel(), ...)`
-                outer = parent if isinstance(parent, ast.Call) else self.parents.get(parent)
-                sites.append(construction)
-                holder = _assigned_name(self, outer) if isinstance(outer, ast.Call) else None
-                if holder is not None:
-                    holders.add(holder)
-        for call in self.calls:  # source order: a holder is bound before its methods are called
-            func = call.func
-            receiver = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else None
-            called = receiver in instances | {cls.name} and func.attr == method  # type: ignore[union-attr]
-            if receiver is not None and (called or receiver in holders):
-                sites.append(call)
-            elif any(
-                isinstance(a, ast.Name) and a.id in instances for a in [*call.args, *(k.value for k in call.keywords)]
-            ):
-                sites.append(call)  # the instance handed over: it may run from here on
-                holder = _assigned_name(self, call)
-                if holder is not None:
-                    holders.add(holder)
-        return sites
-
-    @functools.cached_property
-    def file_policies(self) -> frozenset[str | None]:
-        """Policies a function with unknown callers may run under: the policy the module ends its import with, or
-        any policy some function sets."""
-        module_events = [e for e in self.policy_events if e.scope is None]
-        result = {e.policy for e in self.policy_events if e.scope is not None}
-        result.add(module_events[-1].policy if module_events else (self.settings.assumed_policy or DEFAULT_POLICY))
-        return frozenset(result)
-
-    def class_policies(self, class_name: str, visiting: frozenset = frozenset()) -> frozenset[str | None]:
-        """Policies instances of a local layer class compute under (their `dtype=` or the global policy), also where
-        other modules of the project construct them."""
-        cls = self.classes.get(class_name)
-        from_project = self._project_policies(cls) if cls is not None else frozenset()
-        sites = self.construction_sites(class_name)
-        if not sites:
-            return self.file_policies | from_project
-        result: set[str | None] = set(from_project)
-        for site in sites:
-            result |= self.layer_policies(site, visiting)
-        return frozenset(result)
 
     def construction_sites(self, class_name: str) -> list[LayerRecord]:
         names = {class_name} | self._subclasses(class_name)
@@ -604,30 +443,6 @@ class SemanticModel:
                 if isinstance(base, ast.Name):
                     index.setdefault(base.id, set()).add(name)
         return index
-
-    def layer_policies(self, layer: LayerRecord, visiting: frozenset = frozenset()) -> frozenset[str | None]:
-        """Policies the constructed layer computes under: its `dtype=` if given, else the global one in force."""
-        dtype = dtype_keyword(layer.node)
-        if dtype is not None:
-            return frozenset({policy_from_expr(dtype, self.imports, self.module_constants)})
-        return self._policies_at(layer.node, visiting)
-
-    def float16_policy(self, policies: Iterable[str | None]) -> str | None:
-        """The first float16/bfloat16-compute policy among `policies` (sorted for stable messages)."""
-        return min((p for p in policies if is_float16_compute(p)), default=None)
-
-    @functools.cached_property
-    def any_float16_policy(self) -> bool:
-        if any(is_float16_compute(e.policy) for e in self.policy_events):
-            return True
-        if is_float16_compute(self.settings.assumed_policy):
-            return True
-        if self.settings.project is not None and self.settings.project.low_precision:
-            return True
-        return any(
-            is_float16_compute(policy_from_expr(dtype_keyword(lc.node), self.imports, self.module_constants))
-            for lc in self.layer_calls
-        )
 
     @functools.cached_property
     def float32_spelling(self) -> str:
