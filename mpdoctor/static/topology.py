@@ -1,23 +1,21 @@
 """How the models of a file are put together, as far as the source shows it: which constructs produce a
 top-level model's outputs (Sequential, functional, subclassed, keras.applications, nested models), which tensors
-feed a layer, and which activation a layer or op applies last."""
+feed a layer (which activation a layer or op applies last: mpdoctor.static.activations)."""
 
 from __future__ import annotations
 
 import ast
 from typing import NamedTuple
 
-from mpdoctor.facts.keras_semantics import (
-    FUNCTIONAL,
-    INPUT_LAYERS,
-    RISKY_ACTIVATIONS,
-    SEQUENTIAL,
-)
+from mpdoctor.facts.keras_semantics import FUNCTIONAL, INPUT_LAYERS, SEQUENTIAL
 from mpdoctor.facts.keras_semantics import (
     PASS_THROUGH_LAYERS as PASS_THROUGH_LAYERS,  # mp601 imports it from here (rules/ is refactored apart)
 )
 from mpdoctor.facts.records import LayerRecord
-from mpdoctor.static.astutil import binds, position
+from mpdoctor.static.activations import activation_op
+from mpdoctor.static.activations import activation_value as activation_value  # mp401 imports it from here
+from mpdoctor.static.activations import layer_activation as layer_activation  # mp401 imports it from here
+from mpdoctor.static.astutil import position
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.names import dotted_name
 from mpdoctor.static.tree_index import FUNCTION_NODES
@@ -551,69 +549,6 @@ def _name_used_as_layer(ctx: StaticContext, node: ast.AST, name: str) -> bool:
         ):
             as_layer = True
     return as_layer
-
-
-_ACTIVATION_FUNCTIONS = {
-    "softmax": "softmax",
-    "log_softmax": "log_softmax",
-    "sigmoid": "sigmoid",
-    "exponential": "exp",
-    "exp": "exp",
-}
-_ACTIVATION_MODULES = (
-    "tf.",
-    "tf.nn.",
-    "tf.math.",
-    "keras.activations.",
-    "keras.ops.",
-    "keras.backend.",
-    "keras.ops.nn.",
-)
-
-
-def _activation_function(name: str | None) -> str | None:
-    """`tf.nn.softmax` / `keras.activations.sigmoid` / `keras.ops.exp` -> 'softmax' / 'sigmoid' / 'exp'."""
-    if not name or "." not in name:
-        return None
-    module, _, last = name.rpartition(".")
-    if module + "." not in _ACTIVATION_MODULES:
-        return None
-    if last == "exponential" and not module.startswith("keras.activations"):
-        return None
-    return _ACTIVATION_FUNCTIONS.get(last)
-
-
-def activation_op(ctx: StaticContext, call: ast.Call) -> str | None:
-    """The risky activation an op call computes (`tf.nn.softmax(x)` -> 'softmax'), else None."""
-    return _activation_function(ctx.call_name(call))
-
-
-def activation_value(ctx: StaticContext, expr: ast.AST | None, depth: int = 0) -> str | None:
-    if expr is None or depth > 4:
-        return None
-    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-        return RISKY_ACTIVATIONS.get(expr.value.lower())
-    if isinstance(expr, ast.Name) and ctx.resolve(expr) is None and expr.id in ctx.module_constants:
-        function = ctx.enclosing_function(expr)
-        if function is None or not binds(function, expr.id):
-            return activation_value(ctx, ctx.module_constants[expr.id], depth + 1)
-        return None
-    return _activation_function(ctx.resolve(expr))
-
-
-def layer_activation(ctx: StaticContext, layer: LayerRecord) -> str | None:
-    """The risky activation (softmax, log_softmax, sigmoid, exp) a built-in layer applies last, else None."""
-    if layer.custom:
-        return None
-    call, kind = layer.node, layer.kind
-    if kind == "Softmax":
-        return "softmax"
-    keyword = next((k.value for k in call.keywords if k.arg == "activation"), None)
-    if kind == "Activation":
-        return activation_value(ctx, call.args[0] if call.args else keyword)
-    if keyword is None and kind == "Dense" and len(call.args) >= 2:
-        keyword = call.args[1]
-    return activation_value(ctx, keyword)
 
 
 def is_application(ctx: StaticContext, call: ast.Call) -> bool:
