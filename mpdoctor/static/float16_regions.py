@@ -73,54 +73,68 @@ def float16_regions(ctx: StaticContext) -> list[Region]:
     keras_major = ctx.keras_version.major
     for name, cls in ctx.custom_layer_classes.items():
         policies = ctx.class_policies(name)
-        if not any(is_float16_compute(p) for p in policies):
-            continue
-        methods = {s.name: s for s in cls.body if isinstance(s, FUNCTION_NODES)}
-        if "call" not in methods:
-            continue
-        kind = "model" if ctx.is_custom_model(cls) else "layer"
-        owner = f"{kind} `{name}`"
-        todo = [(methods["call"], "call")]
-        while todo:
-            fn, role = todo.pop()
-            if fn in regions:
-                continue
-            region = Region(fn, cls, owner, role, policies)
-            region.params = _param_kinds(fn, skip_self=True, role=role, keras_major=keras_major)
-            regions[fn] = region
-            for node in ctx.scope_nodes_of(fn, _CALLS):
-                if (
-                    isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Name)
-                    and node.func.value.id == "self"
-                    and node.func.attr in methods
-                    and node.func.attr not in ("call", "build", "__init__")
-                ):
-                    todo.append((methods[node.func.attr], "helper"))
-            _add_plain_helpers(ctx, fn, owner, policies, regions, keras_major)
+        if any(is_float16_compute(p) for p in policies):
+            _add_class_methods(ctx, name, cls, policies, regions, keras_major)
     for lc in ctx.layer_calls:
-        if lc.qualname != "keras.layers.Lambda":
-            continue
-        policies = ctx.layer_policies(lc)
-        if not any(is_float16_compute(p) for p in policies):
-            continue
-        fn_expr = (
-            lc.node.args[0] if lc.node.args else next((k.value for k in lc.node.keywords if k.arg == "function"), None)
-        )
-        fn = _function_of(ctx, fn_expr)
-        if fn is None:
-            continue
-        if fn in regions:
-            regions[fn].policies = regions[fn].policies | policies
-            continue
-        owner = f"the function of the Lambda layer on line {lc.node.lineno}"
-        region = Region(fn, None, owner, "lambda", policies)
-        region.params = _param_kinds(fn, skip_self=False, role="lambda", keras_major=keras_major)
-        regions[fn] = region
-        _add_plain_helpers(ctx, fn, owner, policies, regions, keras_major)
+        if lc.qualname == "keras.layers.Lambda":
+            policies = ctx.layer_policies(lc)
+            if any(is_float16_compute(p) for p in policies):
+                _add_lambda_function(ctx, lc.node, policies, regions, keras_major)
     result = list(regions.values())
     memo["regions"] = result
     return result
+
+
+def _add_class_methods(
+    ctx: StaticContext, name: str, cls: ast.ClassDef, policies: frozenset, regions: dict, keras_major: int
+) -> None:
+    """The `call` of a float16 layer or model class, the `self.<method>(...)` it calls, and their plain helpers."""
+    methods = {s.name: s for s in cls.body if isinstance(s, FUNCTION_NODES)}
+    if "call" not in methods:
+        return
+    kind = "model" if ctx.is_custom_model(cls) else "layer"
+    owner = f"{kind} `{name}`"
+    todo = [(methods["call"], "call")]
+    while todo:
+        fn, role = todo.pop()
+        if fn in regions:
+            continue
+        region = Region(fn, cls, owner, role, policies)
+        region.params = _param_kinds(fn, skip_self=True, role=role, keras_major=keras_major)
+        regions[fn] = region
+        todo += [(methods[called], "helper") for called in _own_methods_called(ctx, fn, methods)]
+        _add_plain_helpers(ctx, fn, owner, policies, regions, keras_major)
+
+
+def _own_methods_called(ctx: StaticContext, fn: ast.AST, methods: dict[str, ast.AST]) -> list[str]:
+    """The methods of the class `fn` calls as `self.<method>(...)` (not call, build or __init__), in walk order."""
+    return [
+        node.func.attr
+        for node in ctx.scope_nodes_of(fn, _CALLS)
+        if isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "self"
+        and node.func.attr in methods
+        and node.func.attr not in ("call", "build", "__init__")
+    ]
+
+
+def _add_lambda_function(
+    ctx: StaticContext, call: ast.Call, policies: frozenset, regions: dict, keras_major: int
+) -> None:
+    """The function (or lambda) a float16 `Lambda` layer wraps, and its plain helpers."""
+    fn_expr = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "function"), None)
+    fn = _function_of(ctx, fn_expr)
+    if fn is None:
+        return
+    if fn in regions:
+        regions[fn].policies = regions[fn].policies | policies
+        return
+    owner = f"the function of the Lambda layer on line {call.lineno}"
+    region = Region(fn, None, owner, "lambda", policies)
+    region.params = _param_kinds(fn, skip_self=False, role="lambda", keras_major=keras_major)
+    regions[fn] = region
+    _add_plain_helpers(ctx, fn, owner, policies, regions, keras_major)
 
 
 def _add_plain_helpers(
