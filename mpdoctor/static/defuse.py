@@ -343,17 +343,24 @@ def _bound_names(body: list[ast.stmt]) -> set[str]:
             continue
         if isinstance(node, (ast.Lambda, *_COMPREHENSIONS)):
             continue  # scopes of their own (a walrus in a comprehension binds here: rare, ignored)
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            bound.add(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.NamedExpr):
-            bound.add(node.target.id)
-        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            bound.add(node.rest)
+        bound.update(_names_bound_by(node))
         stack.extend(ast.iter_child_nodes(node))
     return bound - declared
+
+
+def _names_bound_by(node: ast.AST) -> list[str]:
+    """The names one node of a scope binds itself: an assigned or deleted name, an import, an `except ... as`, a
+    walrus, a capture pattern."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        return [node.id]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"]
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [node.name]
+    if isinstance(node, ast.NamedExpr):
+        return [node.target.id]
+    if isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+        return [node.name]
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return [node.rest]
+    return []
