@@ -352,3 +352,17 @@ def test_a_checked_file_leaves_no_reference_cycle_for_the_garbage_collector():
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_the_checker_answers_every_query_of_the_semantic_model():
+    """Rules and the analyses they share ask the checker (StaticContext) what its semantic model and the policies
+    in force know: every public query of either is one of the checker's, the same answer."""
+    from mpdoctor.static.policies_in_force import PoliciesInForce
+    from mpdoctor.static.semantic import SemanticModel
+
+    text = "import keras\nx = keras.layers.Dense(4)\n"
+    ctx = StaticContext("m.py", "m.py", text, ast.parse(text))
+    queries = [name for cls in (SemanticModel, PoliciesInForce) for name in dir(cls) if not name.startswith("_")]
+    assert [name for name in queries if not hasattr(ctx, name)] == []
+    assert ctx.semantic.source is ctx.source and ctx.parents is ctx.semantic.parents
+    assert ctx.policies.model is ctx.semantic and ctx.policy_events == ctx.policies.policy_events

@@ -471,3 +471,23 @@ SIZE_ARGUMENTS: dict[str, tuple[tuple[int, str], ...]] = {
     },
     "Embedding": ((0, "input_dim"), (1, "output_dim")),
 }
+
+
+# ---------------------------------------------------------------- layers that keep their input's size (topology)
+
+# Layers without weights that keep the size of their input: the layer before them fixes the output size (MP601).
+PASS_THROUGH_LAYERS = frozenset(
+    {
+        "Activation",
+        "Softmax",
+        "ReLU",
+        "LeakyReLU",
+        "ELU",
+        "PReLU",
+        "Identity",
+        "Dropout",
+        "Reshape",
+        "Flatten",
+        "Lambda",
+    }
+)

@@ -232,7 +232,7 @@ def render(report: Report, stream: TextIO, **_options: object) -> None:
 
 def _encoded_once() -> Callable[[Target], Encoded]:
     """A file's target as JSON text, each Target object encoded once: most files of a tree share one
-    (mpdoctor.static.target.resolve). By identity: hashing a Target's fields for every file cost more."""
+    (mpdoctor.project.target.resolve). By identity: hashing a Target's fields for every file cost more."""
     encoded: dict[int, tuple[Target, Encoded]] = {}
 
     def target_text(target: Target) -> Encoded:

@@ -1,108 +1,28 @@
-"""Facts about one source file that every static rule needs: imports, Keras version, dtype policy in force at any
-point, layer constructions, custom layer classes, and diagnostics anchored at source nodes."""
+"""The checker the static rules get for one file (as ruff's Checker): it owns the file's semantic model
+(mpdoctor.static.semantic) and the policies in force in it (mpdoctor.static.policies_in_force) and answers their
+queries itself, turns a finding at a node into a Diagnostic, builds the edits of fixes (mpdoctor.static.edits), and
+keeps the rules' per-file caches."""
 
 from __future__ import annotations
 
 import ast
-import functools
-import operator
-import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location
 from mpdoctor.facts.dtypes import is_float16_compute
-from mpdoctor.facts.keras_semantics import (
-    BASE_LAYERS,
-    BASE_MODELS,
-    SAVEDMODEL_LAYERS,
-)
-from mpdoctor.facts.records import LayerRecord, PolicyEvent, SourceRef
+from mpdoctor.facts.keras_semantics import SAVEDMODEL_LAYERS
+from mpdoctor.facts.records import LayerRecord, PolicyEvent
 from mpdoctor.project.environment import KerasVersion
-from mpdoctor.project.evidence import file_evidence
-from mpdoctor.project.target import Overrides, Target, project_for, resolve
+from mpdoctor.project.target import Target
 from mpdoctor.registry import get_rule
-from mpdoctor.static.names import ImportMap, canonical
-from mpdoctor.static.policies import POLICY_SETTERS, dtype_keyword, policy_from_expr
-from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts
+from mpdoctor.static import edits
+from mpdoctor.static.policies_in_force import PoliciesInForce
+from mpdoctor.static.semantic import SemanticModel, Settings
+from mpdoctor.static.source import SourceText, source_lines
+from mpdoctor.static.tree_index import FUNCTION_NODES
 
-DEFAULT_POLICY = "float32"
-_LINE_BREAK = re.compile(r"\r\n?|\n")
-FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
-_SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-_SCOPE_TYPES = frozenset(_SCOPE_NODES)  # the parser makes no subclasses: a set lookup instead of isinstance
-_ASSIGNMENTS = frozenset({ast.Assign, ast.AnnAssign})
-_FUNCTION_TYPES = frozenset(FUNCTION_NODES)
-_CLASS_TYPES = frozenset({ast.ClassDef})
-_POSITION = operator.attrgetter("lineno", "col_offset")  # a node's sort key in source order
-_UNRESOLVED = object()  # a node not resolved yet (None is an answer: not an imported name)
-
-
-def _field_types(cls: type) -> dict[str, str]:
-    """Field name -> its type in the class's signature (its docstring, `Attribute(expr value, identifier attr,
-    expr_context ctx)`): `expr`, `expr?` (may be None), `expr*` (a list); empty when there is no signature."""
-    signature = re.fullmatch(r"\w+\((.*)\)", (cls.__doc__ or "").split("\n", 1)[0].strip())
-    parts = signature[1].split(", ") if signature else []
-    return {name: kind for kind, _, name in (part.rpartition(" ") for part in parts)}
-
-
-def _node_fields(cls: type) -> tuple[str, ...]:
-    """The fields of an ast class that may hold nodes of their own. Left out: those the signature types as a plain
-    value (names, numbers, strings) and the shared singletons (the expression context Load/Store/Del and the
-    operators), never a construct of their own: about a third of all fields."""
-    typed = _field_types(cls)
-    return tuple(name for name in cls._fields if typed.get(name, "").rstrip("?*") not in _NOT_NODES and name != "ctx")
-
-
-_NOT_NODES = frozenset(
-    {"identifier", "int", "string", "constant", "expr_context", "operator", "unaryop", "cmpop", "boolop"}
-)
-# Nodes that never hold a node (Name, Constant, alias, ...): the walk records them but need not visit them (two
-# fifths of a typical tree).
-_LEAVES = frozenset(
-    cls for cls in vars(ast).values() if isinstance(cls, type) and issubclass(cls, ast.AST) and not _node_fields(cls)
-)
-# The lists of nodes that may hold None: `{**d}` has a None key, a keyword-only parameter without default a None.
-_LISTS_WITH_NONE = frozenset({("Dict", "keys"), ("arguments", "kw_defaults")})
-_CHILDREN: dict[type, Callable[[ast.AST], list[ast.AST]]] = {}
-
-
-def _children_function(cls: type) -> Callable[[ast.AST], list[ast.AST]]:
-    """A function returning the child nodes of a node of `cls` in field order, compiled from its signature on first
-    use: straight-line attribute reads instead of a loop over field names with a getattr and type tests each
-    (a sixth of the walk of every file). A field the signature does not type is tested as ast.iter_child_nodes
-    does."""
-    typed = _field_types(cls)
-    lines = ["def children(node):", "    found = []"]
-    for name in _node_fields(cls):
-        kind = typed.get(name, "")
-        if kind.endswith("*") and (cls.__name__, name) in _LISTS_WITH_NONE:
-            lines.append(f"    found += [item for item in node.{name} if item is not None]")
-        elif kind.endswith("*"):
-            lines.append(f"    found += node.{name}")
-        elif kind.endswith("?"):
-            lines += [f"    value = node.{name}", "    if value is not None:", "        found.append(value)"]
-        elif kind:
-            lines.append(f"    found.append(node.{name})")
-        else:
-            lines += [
-                f"    value = getattr(node, {name!r}, None)",
-                "    if isinstance(value, list):",
-                "        found += [item for item in value if isinstance(item, AST)]",
-                "    elif isinstance(value, AST):",
-                "        found.append(value)",
-            ]
-    namespace: dict = {"AST": ast.AST}
-    exec("\n".join([*lines, "    return found"]), namespace)  # our own text, from ast's signatures
-    function = _CHILDREN[cls] = namespace["children"]
-    return function
-
-
-def child_nodes(node: ast.AST) -> list[ast.AST]:
-    """ast.iter_child_nodes without its generators (the walk of every file is the static pass's largest cost) and
-    without the expression contexts and operators."""
-    cls = type(node)
-    return (_CHILDREN.get(cls) or _children_function(cls))(node)
+# Names the rules import from this module (rules/ moves them to their homes: semantic, source, tree_index, facts).
+__all__ = ["FUNCTION_NODES", "SAVEDMODEL_LAYERS", "Settings", "StaticContext", "policy_confidence", "source_lines"]
 
 
 def policy_confidence(policies: Iterable[str | None]) -> Confidence:
@@ -110,104 +30,86 @@ def policy_confidence(policies: Iterable[str | None]) -> Confidence:
     return Confidence.HIGH if all(is_float16_compute(p) for p in policies) else Confidence.MEDIUM
 
 
-def source_lines(text: str) -> list[str]:
-    """Lines as ast and tokenize number them (str.splitlines also breaks on \\f, \\x1c, \\u2028...)."""
-    return _LINE_BREAK.split(text) if "\r" in text else text.split("\n")  # the same lists, str.split is quicker
+class StaticContext:
+    """What a static rule checks one file through. The semantic queries are the model's own bound methods and
+    attributes (no call in between: rules make them by the hundred thousand on a big tree); those the model
+    works out on first use are properties."""
 
+    def __init__(self, path: str, display_path: str, text: str, tree: ast.Module, settings: Settings | None = None):
+        self.source = source = SourceText(display_path, text)
+        self.semantic = model = SemanticModel(path, source, tree, settings)
+        self.policies = policies = PoliciesInForce(model)
+        self._memos: dict[str, dict] = {}
+        # The file and its text.
+        self.path, self.tree, self.settings = model.path, model.tree, model.settings
+        self.display_path, self.text, self.lines = source.display_path, source.text, source.lines
+        self.segment, self.column = source.segment, source.column
+        # Names and the calls that use them.
+        self.imports, self.module_constants, self.calls = model.imports, model.module_constants, model.calls
+        self.resolve, self.call_name, self.imported_names = model.resolve, model.call_name, model.imported_names
+        self.calls_named, self.calls_whose_name = model.calls_named, model.calls_whose_name
+        self.method_calls, self.calls_to = model.method_calls, model.calls_to
+        # Structure: parents, scopes, assignments.
+        self.parents, self.nodes_of, self.qualname = model.parents, model.nodes_of, model.qualname
+        self.enclosing, self.enclosing_function = model.enclosing, model.enclosing_function
+        self.enclosing_class, self.statement_of = model.enclosing_class, model.statement_of
+        self.walk_scope, self.scope_nodes_of = model.walk_scope, model.scope_nodes_of
+        self.last_assignment, self.self_attribute = model.last_assignment, model.self_attribute
+        # Layers: constructions, custom classes, what produced a tensor.
+        self.layer_call, self.layer_record = model.layer_call, model.layer_record
+        self.is_custom_model, self.construction_sites = model.is_custom_model, model.construction_sites
+        self.producer, self.layer_instance = model.producer, model.layer_instance
+        # Policies in force.
+        self.policies_at, self.layer_policies = policies.policies_at, policies.layer_policies
+        self.class_policies, self.float16_policy = policies.class_policies, policies.float16_policy
 
-@dataclass
-class Settings:
-    keras_version: int | None = None  # forced by config/CLI
-    assumed_policy: str | None = None  # the global policy when the file sets none (set by another module)
-    target_tensorflow: str | None = None  # forced by config/CLI: a PEP 440 specifier
-    target_origin: str = "--target-tensorflow"  # where target_tensorflow was set
-    keras_origin: str = "--keras-version"  # where keras_version was set
-    target: Target | None = None  # resolved by the engine (mpdoctor.static.target); else by the context itself
-    project: FileContexts | None = None  # policies other modules of the project call this file's code under
+    # ---------------------------------------------------------------- what the model works out on first use
 
     @property
-    def overrides(self) -> Overrides:
-        return Overrides(self.target_tensorflow, self.target_origin, self.keras_version, self.keras_origin)
-
-    def alone(self) -> Settings:
-        """The same settings for the file checked on its own (without the project's contexts); same target."""
-        return replace(self, project=None)
-
-
-def _in_order(index: dict, keys: tuple) -> list[ast.Call]:
-    """The calls of an index (each list in source order) under any of `keys`, in source order."""
-    found = [index[key] for key in dict.fromkeys(keys) if key in index]
-    if len(found) <= 1:
-        return list(found[0]) if found else []
-    return sorted((call for calls in found for call in calls), key=_POSITION)
-
-
-@functools.lru_cache(maxsize=4096)
-def is_layer_class(name: str) -> bool:
-    """A canonical name of a Keras layer class (or a SavedModel layer): `keras.layers.Dense`, `hub.KerasLayer`.
-    Cached: the same few dozen names in every file of a tree."""
-    return name in SAVEDMODEL_LAYERS or (name.startswith("keras.layers.") and name.rsplit(".", 1)[-1][:1].isupper())
-
-
-def _assigned_name(ctx: StaticContext, node: ast.AST) -> str | None:
-    """`name` in `name = <node>` (one plain target), else None."""
-    parent = ctx.parents.get(node)
-    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
-        return parent.targets[0].id
-    if isinstance(parent, ast.AnnAssign) and isinstance(parent.target, ast.Name):
-        return parent.target.id
-    return None
-
-
-class StaticContext:
-    def __init__(self, path: str, display_path: str, text: str, tree: ast.Module, settings: Settings | None = None):
-        self.path = path
-        self.display_path = display_path
-        self.text = text
-        self.lines = source_lines(text)
-        self._ascii = text.isascii()  # then every column is its byte offset + 1
-        self.tree = tree
-        self.settings = settings or Settings()
-        self._resolved: dict[ast.AST, str | None] = {}
-        self._layer_instances: dict[ast.AST, LayerRecord | None] = {}
-        self._layer_records: dict[ast.AST, LayerRecord] = {}
-        # One traversal collects everything the rules index by (walking the tree is the dominant cost).
-        self.parents: dict[ast.AST, ast.AST] = {}  # every node below the module, parents before children
-        self._scope_nodes: dict[ast.AST, list[ast.AST]] = {tree: []}
-        stack: list[tuple[ast.AST, list[ast.AST]]] = [(tree, self._scope_nodes[tree])]
-        self._by_type: dict[type, list[ast.AST]] = {}
-        parents, scope_nodes, by_type = self.parents, self._scope_nodes, self._by_type
-        leaves, scope_types, children_of = _LEAVES, _SCOPE_TYPES, _CHILDREN
-        while stack:  # child_nodes() inlined
-            parent, members = stack.pop()
-            cls = type(parent)
-            if cls in scope_types:
-                members = scope_nodes[parent] = []
-            for child in (children_of.get(cls) or _children_function(cls))(parent):
-                parents[child] = parent
-                members.append(child)
-                kind = type(child)
-                if kind not in leaves:
-                    stack.append((child, members))
-                if kind in by_type:
-                    by_type[kind].append(child)
-                else:
-                    by_type[kind] = [child]
-        self.calls: list[ast.Call] = sorted(self.nodes_of(ast.Call), key=_POSITION)
-        import_nodes = self.nodes_of(ast.Import, ast.ImportFrom)
-        self.imports = ImportMap(sorted(import_nodes, key=_POSITION))
-        self.module_constants = self._module_constants()
-        self._scope_assignments: dict[ast.AST, dict[str, list[tuple[int, ast.AST]]]] = {}
-        self._self_attributes: dict[ast.AST, dict[str, tuple[int, ast.AST]]] = {}
-        self._memos: dict[str, dict] = {}
-        self._scope_typed: dict[tuple[ast.AST, frozenset[type]], list[ast.AST]] = {}
-        self._policies: dict[ast.AST, frozenset[str | None]] = {}  # policies_at of a node
-        self._entry_policies: dict[ast.AST, frozenset[str | None]] = {}  # of a function, when it is called
-
-    @functools.cached_property
     def nodes(self) -> list[ast.AST]:
-        """Every node below the module, parents before children (the order the walk met them)."""
-        return list(self.parents)
+        return self.semantic.nodes
+
+    @property
+    def classes(self) -> dict[str, ast.ClassDef]:
+        return self.semantic.classes
+
+    @property
+    def custom_layer_classes(self) -> dict[str, ast.ClassDef]:
+        return self.semantic.custom_layer_classes
+
+    @property
+    def layer_calls(self) -> list[LayerRecord]:
+        return self.semantic.layer_calls
+
+    @property
+    def target(self) -> Target:
+        return self.semantic.target
+
+    @property
+    def keras_version(self) -> KerasVersion:
+        return self.semantic.keras_version
+
+    @property
+    def is_keras3(self) -> bool:
+        return self.semantic.is_keras3
+
+    @property
+    def policy_events(self) -> list[PolicyEvent]:
+        return self.policies.policy_events
+
+    @property
+    def file_policies(self) -> frozenset[str | None]:
+        return self.policies.file_policies
+
+    @property
+    def any_float16_policy(self) -> bool:
+        return self.policies.any_float16_policy
+
+    @property
+    def float32_spelling(self) -> str:
+        return self.semantic.float32_spelling
+
+    # ---------------------------------------------------------------- the rules' caches
 
     def memo(self, name: str) -> dict:
         """A per-file cache for a rule; it dies with the context (a module-level WeakKeyDictionary whose values
@@ -220,568 +122,10 @@ class StaticContext:
         the garbage collector frees: on a 2,000-file run it examined every file's tree, a sixth of the CPU time."""
         self._memos.clear()
 
-    def nodes_of(self, *types: type) -> list:
-        """Every node of exactly these ast types, from the one traversal (use instead of ast.walk(ctx.tree))."""
-        if len(types) == 1:
-            return self._by_type.get(types[0], [])
-        return [node for t in types for node in self._by_type.get(t, ())]
-
-    # ---------------------------------------------------------------- names
-
-    def resolve(self, node: ast.AST) -> str | None:
-        result = self._resolved.get(node, _UNRESOLVED)  # not try/except: most nodes are asked once (a miss)
-        if result is _UNRESOLVED:
-            result = self._resolved[node] = self.imports.resolve(node)
-        return result  # type: ignore[return-value]
-
-    def imported_names(self, parts: frozenset[str] | None = None) -> list[tuple[ast.AST, str]]:
-        """Every whole Name/Attribute chain rooted in an import (`tf.keras.layers.Dense`, not its inner `tf.keras`)
-        with its canonical name, in source order. Found from the Name nodes that are imported aliases, climbing
-        to the top of their chain: a rule looking for an API by name need not visit every node. `parts`: only
-        the chains with one of these components (in the alias's module or an attribute), found from the aliases
-        and the attributes so named rather than from every name of the file."""
-        aliases = self.imports.aliases
-        if parts is None:
-            roots = [root for root in self.nodes_of(ast.Name) if root.id in aliases]
-        else:
-            named = {local for local, module in aliases.items() if not parts.isdisjoint(module.split("."))}
-            roots = [root for root in self.nodes_of(ast.Name) if root.id in named] if named else []
-            for attribute in self.nodes_of(ast.Attribute):
-                if attribute.attr in parts:
-                    root = attribute.value
-                    while type(root) is ast.Attribute:
-                        root = root.value
-                    if type(root) is ast.Name and root.id in aliases:
-                        roots.append(root)
-        found = {}
-        for root in roots:
-            top, name = self._imported_chain(root, aliases[root.id])
-            found[top] = name
-        return sorted(found.items(), key=lambda item: (item[0].lineno, item[0].col_offset))
-
-    def _imported_chain(self, root: ast.Name, module: str) -> tuple[ast.AST, str]:
-        """The top of the Name/Attribute chain above `root` (an alias of `module`) and its canonical name."""
-        parents = self.parents
-        parts = [module]  # the chain's name, built on the way up (what ImportMap.resolve builds downwards)
-        node, parent = root, parents.get(root)
-        while type(parent) is ast.Attribute and parent.value is node:
-            parts.append(parent.attr)
-            node, parent = parent, parents.get(parent)
-        name = self._resolved.get(node)
-        if name is None:
-            name = self._resolved[node] = canonical(".".join(parts))
-        return node, name
-
-    def call_name(self, call: ast.Call) -> str | None:
-        return self.resolve(call.func)
-
-    def calls_named(self, *names: str) -> list[ast.Call]:
-        """The calls of these canonical names, in source order."""
-        return _in_order(self._calls_by_canonical_name, names)
-
-    def calls_whose_name(self, accept: Callable[[str], bool]) -> list[ast.Call]:
-        """The calls whose canonical name `accept`s, in source order (each distinct name asked once)."""
-        names = tuple(name for name in self._calls_by_canonical_name if name is not None and accept(name))
-        return _in_order(self._calls_by_canonical_name, names)
-
-    def method_calls(self, *methods: str) -> list[ast.Call]:
-        """The calls `<anything>.method(...)` of these method names, in source order."""
-        return _in_order(self._calls_by_method, methods)
-
-    @functools.cached_property
-    def _calls_by_canonical_name(self) -> dict[str | None, list[ast.Call]]:
-        # Rules look for a few names among every call of the file, each rule for its own: one pass names them all.
-        index: dict[str | None, list[ast.Call]] = {}
-        for call in self.calls:
-            index.setdefault(self.call_name(call), []).append(call)
-        return index
-
-    @functools.cached_property
-    def _calls_by_method(self) -> dict[str, list[ast.Call]]:
-        index: dict[str, list[ast.Call]] = {}
-        for call in self.calls:
-            if type(call.func) is ast.Attribute:
-                index.setdefault(call.func.attr, []).append(call)
-        return index
-
-    def _module_constants(self) -> dict[str, ast.AST]:
-        """Module-level names assigned exactly once (`NEG_INF = -1e9`, `POLICY = Policy("mixed_float16")`)."""
-        seen: dict[str, list[ast.AST]] = {}
-        for stmt in self.tree.body:
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                seen.setdefault(stmt.targets[0].id, []).append(stmt.value)
-            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
-                seen.setdefault(stmt.target.id, []).append(stmt.value)
-        return {name: values[0] for name, values in seen.items() if len(values) == 1}
-
-    # ---------------------------------------------------------------- structure
-
-    def enclosing(self, node: ast.AST, kinds: frozenset[type]) -> ast.AST | None:
-        """The nearest ancestor of one of these exact ast types (the parser makes no subclasses)."""
-        parents = self.parents
-        node = parents.get(node)
-        while node is not None and type(node) not in kinds:
-            node = parents.get(node)
-        return node
-
-    def enclosing_function(self, node: ast.AST) -> ast.AST | None:
-        return self.enclosing(node, _FUNCTION_TYPES)
-
-    def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
-        return self.enclosing(node, _CLASS_TYPES)  # type: ignore[return-value]
-
-    def statement_of(self, node: ast.AST) -> ast.stmt:
-        while not isinstance(node, ast.stmt):
-            node = self.parents[node]
-        return node
-
-    def walk_scope(self, scope: ast.AST) -> list[ast.AST]:
-        """Nodes of a function, class, lambda or module body, not descending into nested functions, lambdas or
-        classes (those nodes themselves are included). Not in source order."""
-        nodes = self._scope_nodes.get(scope)
-        if nodes is None:  # any other subtree: walk it now
-            nodes = []
-            stack = child_nodes(scope)
-            while stack:
-                node = stack.pop()
-                nodes.append(node)
-                if not isinstance(node, _SCOPE_NODES):
-                    stack.extend(child_nodes(node))
-        return nodes
-
-    def scope_nodes_of(self, scope: ast.AST, types: frozenset[type]) -> list[ast.AST]:
-        """The nodes of `walk_scope(scope)` of exactly these types, in the same order (computed once per scope and
-        set of types): a rule after a few kinds of node skips the others without testing each."""
-        key = (scope, types)
-        found = self._scope_typed.get(key)
-        if found is None:
-            found = self._scope_typed[key] = [node for node in self.walk_scope(scope) if type(node) in types]
-        return found
-
-    def _assignments(self, scope: ast.AST) -> dict[str, list[tuple[int, ast.AST]]]:
-        """name -> [(line, value)] of simple `name = value` assignments in a scope, in source order."""
-        found = self._scope_assignments.get(scope)
-        if found is None:
-            found = {}
-            for node in self.scope_nodes_of(scope, _ASSIGNMENTS):
-                if node.value is not None:
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    for target in targets:
-                        if isinstance(target, ast.Name):
-                            found.setdefault(target.id, []).append((node.lineno, node.value))
-            for values in found.values():
-                values.sort(key=lambda item: item[0])
-            self._scope_assignments[scope] = found
-        return found
-
-    def last_assignment(self, name: str, before: ast.AST) -> ast.AST | None:
-        """The value last assigned to `name` in the same scope before `before` (straight-line approximation)."""
-        scope = self.enclosing_function(before) or self.tree
-        best = None
-        for line, value in self._assignments(scope).get(name, ()):
-            if line >= before.lineno:
-                break
-            best = value
-        return best
-
-    @functools.cached_property
-    def classes(self) -> dict[str, ast.ClassDef]:
-        return {n.name: n for n in self.nodes_of(ast.ClassDef)}
-
-    def _class_kind(self, cls: ast.ClassDef, depth: int = 0) -> str | None:
-        """'model', 'layer' or None, following local base classes."""
-        if depth > 10:
-            return None
-        kinds = set()
-        for base in cls.bases:
-            name = self.resolve(base)
-            if name in BASE_MODELS:
-                kinds.add("model")
-            elif name in BASE_LAYERS or (name and name.startswith("keras.layers.") and name[13:14].isupper()):
-                kinds.add("layer")
-            elif isinstance(base, ast.Name) and base.id in self.classes and base.id != cls.name:
-                kind = self._class_kind(self.classes[base.id], depth + 1)
-                if kind:
-                    kinds.add(kind)
-        return "model" if "model" in kinds else ("layer" if kinds else None)
-
-    @functools.cached_property
-    def _class_kinds(self) -> dict[ast.ClassDef, str | None]:
-        return {cls: self._class_kind(cls) for cls in self.classes.values()}
-
-    @functools.cached_property
-    def custom_layer_classes(self) -> dict[str, ast.ClassDef]:
-        """Local subclasses of keras Layer or Model (a Model is a Layer)."""
-        return {name: cls for name, cls in self.classes.items() if self._class_kinds[cls]}
-
-    def is_custom_model(self, cls: ast.ClassDef) -> bool:
-        kind = self._class_kinds[cls] if cls in self._class_kinds else self._class_kind(cls)
-        return kind == "model"
-
-    @functools.cached_property
-    def layer_calls(self) -> list[LayerRecord]:
-        """Every layer construction (`layer_call`), in source order, found through the call indexes."""
-        calls = self.calls_whose_name(is_layer_class)
-        calls += (call for name in self.custom_layer_classes for call in self.calls_to(name))
-        ordered = sorted(dict.fromkeys(calls), key=_POSITION)  # a local class may shadow an imported name
-        return [layer for layer in map(self.layer_call, ordered) if layer is not None]
-
-    def layer_call(self, call: ast.AST) -> LayerRecord | None:
-        if not isinstance(call, ast.Call):
-            return None
-        name = self.call_name(call)
-        if name:
-            return self.layer_record(call, name) if is_layer_class(name) else None
-        if isinstance(call.func, ast.Name) and call.func.id in self.custom_layer_classes:
-            return self.layer_record(call, call.func.id, custom=True)
-        return None
-
-    def layer_record(self, call: ast.Call, qualname: str, custom: bool = False) -> LayerRecord:
-        """The one record of the construction `call` of the class `qualname` (canonical, or a class of this file
-        when `custom`), with its source location."""
-        record = self._layer_records.get(call)
-        if record is None:
-            module, _, class_name = qualname.rpartition(".")
-            record = self._layer_records[call] = LayerRecord(
-                class_name=class_name,
-                module=None if custom else module or None,
-                created_at=SourceRef(self.path, call.lineno),
-                node=call,
-            )
-        return record
-
-    def producer(self, expr: ast.AST, depth: int = 0) -> LayerRecord | None:
-        """The layer constructor whose call produced tensor `expr` (`Dense(4)(x)`, `head(x)` with
-        `head = Dense(4)`, or a name assigned from either)."""
-        if depth > 8:
-            return None
-        if isinstance(expr, ast.Name):
-            value = self.last_assignment(expr.id, expr)
-            return self.producer(value, depth + 1) if value is not None else None
-        if isinstance(expr, ast.Call):
-            return self.layer_instance(expr.func, depth + 1)
-        return None
-
-    def layer_instance(self, expr: ast.AST, depth: int = 0) -> LayerRecord | None:
-        """The constructor call of a layer object (`Dense(4)` itself, or a name / self attribute bound to it)."""
-        if depth == 0:
-            if expr not in self._layer_instances:
-                self._layer_instances[expr] = self._layer_instance(expr, 0)
-            return self._layer_instances[expr]
-        return self._layer_instance(expr, depth)
-
-    def _layer_instance(self, expr: ast.AST, depth: int) -> LayerRecord | None:
-        if depth > 8:
-            return None
-        direct = self.layer_call(expr)
-        if direct:
-            return direct
-        if isinstance(expr, ast.Name):
-            value = self.last_assignment(expr.id, expr)
-            return self.layer_instance(value, depth + 1) if value is not None else None
-        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
-            value = self.self_attribute(expr, expr.attr)
-            return self.layer_instance(value, depth + 1) if value is not None else None
-        return None
-
-    def self_attribute(self, at: ast.AST, attr: str) -> ast.AST | None:
-        """The value first assigned to `self.<attr>` in the methods of the class enclosing `at`."""
-        cls = self.enclosing_class(at)
-        if cls is None:
-            return None
-        attributes = self._self_attributes.get(cls)
-        if attributes is None:
-            attributes = {}
-            for node in ast.walk(cls):
-                if isinstance(node, ast.Assign):
-                    for target in node.targets:
-                        if (
-                            isinstance(target, ast.Attribute)
-                            and isinstance(target.value, ast.Name)
-                            and target.value.id == "self"
-                        ):
-                            attributes.setdefault(target.attr, (node.lineno, node.value))
-                            if node.lineno < attributes[target.attr][0]:
-                                attributes[target.attr] = (node.lineno, node.value)
-            self._self_attributes[cls] = attributes
-        found = attributes.get(attr)
-        return found[1] if found else None
-
-    # ---------------------------------------------------------------- target and keras version
-
-    @functools.cached_property
-    def target(self) -> Target:
-        """The TensorFlow/Keras this file is judged against, and where each part came from
-        (mpdoctor.static.target). Rules and fixes read it, never the installed environment."""
-        if self.settings.target is None:  # resolved once per file, from this context's one walk of the tree
-            evidence = file_evidence(self.tree, self.text, self.imports, self.nodes)
-            self.settings.target = resolve(project_for(self.path), evidence, self.settings.overrides)
-        return self.settings.target
-
-    @property
-    def keras_version(self) -> KerasVersion:
-        return self.target.keras_version
-
-    @property
-    def is_keras3(self) -> bool:
-        return self.keras_version.major >= 3
-
-    # ---------------------------------------------------------------- policies
-
-    @functools.cached_property
-    def policy_events(self) -> list[PolicyEvent]:
-        events = []
-        explicit_policy_set = False
-        for call in self.calls_named(*POLICY_SETTERS):  # in source order
-            name = self.call_name(call)
-            if POLICY_SETTERS[name] and explicit_policy_set:
-                continue  # set_floatx no longer changes the policy once one was set explicitly
-            explicit_policy_set |= not POLICY_SETTERS[name]
-            arg = call.args[0] if call.args else (call.keywords[0].value if call.keywords else None)
-            if isinstance(arg, ast.Name) and arg.id not in self.module_constants:
-                arg = self.last_assignment(arg.id, call) or arg  # `policy = Policy(...)` inside a function
-            policy = policy_from_expr(arg, self.imports, self.module_constants)
-            events.append(
-                PolicyEvent(
-                    policy, name, SourceRef(self.path, call.lineno), node=call, scope=self.enclosing_function(call)
-                )
-            )
-        return events
-
-    def policies_at(self, node: ast.AST) -> frozenset[str | None]:
-        """Every global policy that may be in force when `node` runs (None: set to an unknown value)."""
-        return self._policies_at(node, frozenset())
-
-    def _policies_at(self, node: ast.AST, visiting: frozenset) -> frozenset[str | None]:
-        if visiting:  # inside a walk up the callers: depends on where it started
-            return self._policies_at_uncached(node, visiting)
-        found = self._policies.get(node)
-        if found is None:  # rules ask it of the same layer constructions, each for its own
-            found = self._policies[node] = self._policies_at_uncached(node, visiting)
-        return found
-
-    def _policies_at_uncached(self, node: ast.AST, visiting: frozenset) -> frozenset[str | None]:
-        scope = self.enclosing_function(node)
-        before = [e for e in self.policy_events if e.scope is scope and e.node.lineno < node.lineno]
-        if before:
-            return frozenset({before[-1].policy})
-        if scope is None:
-            return frozenset({self.settings.assumed_policy or DEFAULT_POLICY}) | self._project_policies(self.tree)
-        if visiting:
-            return self._policies_on_entry(scope, visiting)
-        found = self._entry_policies.get(scope)
-        if found is None:  # the same for every node of the function that no policy call of its own precedes
-            found = self._entry_policies[scope] = self._policies_on_entry(scope, visiting)
-        return found
-
-    def _policies_on_entry(self, function: ast.AST, visiting: frozenset) -> frozenset[str | None]:
-        """The callers in this file decide, and so do other modules of the project that call it (project
-        analysis): both add up."""
-        if function in visiting:
-            return self.file_policies
-        visiting = visiting | {function}
-        from_project = self._project_policies(function)
-        cls = self.enclosing_class(function)
-        if cls is not None and cls.name in self.custom_layer_classes and self.enclosing_function(cls) is None:
-            # The global policy when a method runs is the one at the instance's construction; the instance's own
-            # `dtype=` is its compute dtype (class_policies), which sublayers built in __init__ do not inherit.
-            from_project |= self._project_policies(cls)
-            sites = self._construction_sites(cls.name)
-            if not sites:
-                return self.file_policies | from_project
-            return frozenset().union(*(self._policies_at(site.node, visiting) for site in sites)) | from_project
-        if cls is not None and self.enclosing_function(cls) is None:
-            sites = self._method_run_sites(cls, function.name)  # type: ignore[attr-defined]
-            if not sites:
-                return self.file_policies | from_project
-            return frozenset().union(*(self._policies_at(site, visiting) for site in sites)) | from_project
-        sites = self.calls_to(function.name)  # type: ignore[attr-defined]
-        if not sites:
-            return self.file_policies | from_project
-        result: set[str | None] = set(from_project)
-        for site in sites:
-            result |= self._policies_at(site, visiting)
-        return frozenset(result)
-
-    def _project_policies(self, scope: ast.AST) -> frozenset[str | None]:
-        """The policies entry points elsewhere in the project run `scope` (a def, a class, the module) under."""
-        if self.settings.project is None:
-            return frozenset()
-        return self.settings.project.policies(self.qualname(scope))
-
-    def qualname(self, scope: ast.AST) -> str:
-        """`build`, `Net.call`, `main.<locals>.build`, or MODULE_SCOPE for the module: how the project analysis
-        names a scope."""
-        if scope is self.tree:
-            return MODULE_SCOPE
-        parts = [scope.name]  # type: ignore[attr-defined]
-        parent = self.parents.get(scope)
-        while parent is not None and parent is not self.tree:
-            if isinstance(parent, FUNCTION_NODES):
-                parts += ["<locals>", parent.name]
-            elif isinstance(parent, ast.ClassDef):
-                parts.append(parent.name)
-            parent = self.parents.get(parent)
-        return ".".join(reversed(parts))
-
-    def _method_run_sites(self, cls: ast.ClassDef, method: str) -> list[ast.AST]:
-        """Where a method of a module-level class (not a layer) may run: `obj.method(...)` / `Cls.method(...)`, and,
-        for an instance handed to something that calls it later (a KerasTuner `HyperModel` given to a tuner), the
-        call it is handed to and every method call on what that call returned (`tuner.search(...)`). Empty when
-        the class is never used in this file (its callers are elsewhere)."""
-        memo = self.memo("method_run_sites")
-        if (cls, method) not in memo:
-            memo[(cls, method)] = self._find_method_run_sites(cls, method)
-        return memo[(cls, method)]
-
-    def _find_method_run_sites(self, cls: ast.ClassDef, method: str) -> list[ast.AST]:
-        instances: set[str] = set()  # names bound to an instance
-        holders: set[str] = set()  # names bound to what an instance was handed to
-        sites: list[ast.AST] = []
-        for construction in self.calls_to(cls.name):
-            target = _assigned_name(self, construction)
-            parent = self.parents.get(construction)
-            if target is not None:
-                instances.add(target)
-            elif isinstance(parent, (ast.Call, ast.keyword)):  # `kt.RandomSearch(MyHyperModel(), ...)`
-                outer = parent if isinstance(parent, ast.Call) else self.parents.get(parent)
-                sites.append(construction)
-                holder = _assigned_name(self, outer) if isinstance(outer, ast.Call) else None
-                if holder is not None:
-                    holders.add(holder)
-        for call in self.calls:  # source order: a holder is bound before its methods are called
-            func = call.func
-            receiver = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else None
-            called = receiver in instances | {cls.name} and func.attr == method  # type: ignore[union-attr]
-            if receiver is not None and (called or receiver in holders):
-                sites.append(call)
-            elif any(
-                isinstance(a, ast.Name) and a.id in instances for a in [*call.args, *(k.value for k in call.keywords)]
-            ):
-                sites.append(call)  # the instance handed over: it may run from here on
-                holder = _assigned_name(self, call)
-                if holder is not None:
-                    holders.add(holder)
-        return sites
-
-    @functools.cached_property
-    def file_policies(self) -> frozenset[str | None]:
-        """Policies a function with unknown callers may run under: the policy the module ends its import with, or
-        any policy some function sets."""
-        module_events = [e for e in self.policy_events if e.scope is None]
-        result = {e.policy for e in self.policy_events if e.scope is not None}
-        result.add(module_events[-1].policy if module_events else (self.settings.assumed_policy or DEFAULT_POLICY))
-        return frozenset(result)
-
-    def class_policies(self, class_name: str, visiting: frozenset = frozenset()) -> frozenset[str | None]:
-        """Policies instances of a local layer class compute under (their `dtype=` or the global policy), also where
-        other modules of the project construct them."""
-        cls = self.classes.get(class_name)
-        from_project = self._project_policies(cls) if cls is not None else frozenset()
-        sites = self._construction_sites(class_name)
-        if not sites:
-            return self.file_policies | from_project
-        result: set[str | None] = set(from_project)
-        for site in sites:
-            result |= self.layer_policies(site, visiting)
-        return frozenset(result)
-
-    def _construction_sites(self, class_name: str) -> list[LayerRecord]:
-        names = {class_name} | self._subclasses(class_name)
-        if len(names) == 1:
-            return self._custom_layer_calls.get(class_name, [])
-        return [lc for lc in self.layer_calls if lc.custom and lc.qualname in names]
-
-    def _subclasses(self, class_name: str) -> set[str]:
-        return self._direct_subclasses.get(class_name, set())
-
-    # Indexes for the lookups rules repeat once per layer or function: a scan each time is quadratic on big files.
-
-    @functools.cached_property
-    def _calls_by_name(self) -> dict[str, list[ast.Call]]:
-        index: dict[str, list[ast.Call]] = {}
-        for call in self.calls:
-            if isinstance(call.func, ast.Name):
-                index.setdefault(call.func.id, []).append(call)
-        return index
-
-    def calls_to(self, name: str) -> list[ast.Call]:
-        """Calls of the plain name `name(...)`, in source order."""
-        return self._calls_by_name.get(name, [])
-
-    @functools.cached_property
-    def _custom_layer_calls(self) -> dict[str, list[LayerRecord]]:
-        index: dict[str, list[LayerRecord]] = {}
-        for layer in self.layer_calls:
-            if layer.custom:
-                index.setdefault(layer.qualname, []).append(layer)
-        return index
-
-    @functools.cached_property
-    def _direct_subclasses(self) -> dict[str, set[str]]:
-        index: dict[str, set[str]] = {}
-        for name, cls in self.classes.items():
-            for base in cls.bases:
-                if isinstance(base, ast.Name):
-                    index.setdefault(base.id, set()).add(name)
-        return index
-
-    def layer_policies(self, layer: LayerRecord, visiting: frozenset = frozenset()) -> frozenset[str | None]:
-        """Policies the constructed layer computes under: its `dtype=` if given, else the global one in force."""
-        dtype = dtype_keyword(layer.node)
-        if dtype is not None:
-            return frozenset({policy_from_expr(dtype, self.imports, self.module_constants)})
-        return self._policies_at(layer.node, visiting)
-
-    def float16_policy(self, policies: Iterable[str | None]) -> str | None:
-        """The first float16/bfloat16-compute policy among `policies` (sorted for stable messages)."""
-        return min((p for p in policies if is_float16_compute(p)), default=None)
-
-    @functools.cached_property
-    def any_float16_policy(self) -> bool:
-        if any(is_float16_compute(e.policy) for e in self.policy_events):
-            return True
-        if is_float16_compute(self.settings.assumed_policy):
-            return True
-        if self.settings.project is not None and self.settings.project.low_precision:
-            return True
-        return any(
-            is_float16_compute(policy_from_expr(dtype_keyword(lc.node), self.imports, self.module_constants))
-            for lc in self.layer_calls
-        )
-
-    # ---------------------------------------------------------------- source text and diagnostics
-
-    def segment(self, node: ast.AST) -> str:
-        """Source text of `node` (ast.get_source_segment re-splits the whole file on every call)."""
-        start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
-        if start is None or end is None or node.end_col_offset is None:
-            return ""
-        if start == end:
-            return self.lines[start - 1].encode()[node.col_offset : node.end_col_offset].decode(errors="replace")
-        first = self.lines[start - 1].encode()[node.col_offset :].decode(errors="replace")
-        last = self.lines[end - 1].encode()[: node.end_col_offset].decode(errors="replace")
-        return "\n".join([first, *self.lines[start : end - 1], last])
-
-    def column(self, line: int, byte_offset: int) -> int:
-        """1-based character column from ast's UTF-8 byte offset (they differ on non-ASCII lines)."""
-        if self._ascii:
-            return byte_offset + 1
-        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
-        if text.isascii():
-            return byte_offset + 1
-        return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="replace")) + 1
+    # ---------------------------------------------------------------- diagnostics and fixes
 
     def location(self, node: ast.AST) -> Location:
-        end_line = getattr(node, "end_lineno", None) or node.lineno
-        end_offset = getattr(node, "end_col_offset", None)
-        return Location(
-            self.display_path,
-            node.lineno,
-            self.column(node.lineno, node.col_offset),
-            end_line,
-            self.column(end_line, end_offset if end_offset is not None else node.col_offset),
-        )
+        return Location(self.display_path, *self.source.span(node))
 
     def diagnostic(
         self,
@@ -807,82 +151,12 @@ class StaticContext:
 
     def edit(self, node: ast.AST, content: str) -> Edit:
         """Replace the source of `node` by `content`."""
-        loc = self.location(node)
-        return Edit(self.display_path, loc.line, loc.column, loc.end_line, loc.end_column, content)
-
-    @functools.cached_property
-    def float32_spelling(self) -> str:
-        """How this file writes the float32 dtype in a `dtype=` argument: `tf.float32`, `keras.float32`... when it
-        already does so, else the string `"float32"`."""
-        for kw in self.nodes_of(ast.keyword):
-            value = kw.value
-            if (
-                kw.arg == "dtype"
-                and isinstance(value, ast.Attribute)
-                and value.attr == "float32"
-                and isinstance(value.value, (ast.Name, ast.Attribute))
-                and self.resolve(value) is not None
-            ):
-                return self.segment(value)
-            if kw.arg == "dtype" and isinstance(value, ast.Constant) and value.value == "float32":
-                return self.segment(value)
-        return '"float32"'
+        return edits.replace_node(self.semantic, node, content)
 
     def add_keyword_fix(self, call: ast.Call, keyword: str, value: str, description: str) -> Fix:
-        """Insert `keyword=value` as the last argument of `call`, or replace an existing value. A `"float32"` dtype
-        is spelled the way the file already spells it."""
-        if keyword == "dtype" and value == '"float32"':
-            value = self.float32_spelling
-            description = description.replace('"float32"', value)
-        for kw in call.keywords:
-            if kw.arg == keyword:
-                return Fix(description, (self.edit(kw.value, value),))
-        end_line, end_col = call.end_lineno, call.end_col_offset - 1  # the closing parenthesis
-        before = self._text_before(end_line, end_col).rstrip()
-        if call.args or call.keywords:
-            text = f" {keyword}={value}" if before.endswith(",") else f", {keyword}={value}"
-        else:
-            text = f"{keyword}={value}"
-        # Insert right after the last argument so a trailing comment or newline layout survives.
-        last = max(
-            [*call.args, *[k.value for k in call.keywords]],
-            key=lambda n: (n.end_lineno, n.end_col_offset),
-            default=None,
-        )
-        if last is not None and not before.endswith(","):
-            line, col = last.end_lineno, last.end_col_offset
-        else:
-            line, col = end_line, end_col
-        col = self.column(line, col)
-        return Fix(description, (Edit(self.display_path, line, col, line, col, text),))
+        """Insert `keyword=value` as the last argument of `call`, or replace an existing value."""
+        return edits.add_keyword(self.semantic, call, keyword, value, description)
 
     def remove_argument(self, call: ast.Call, value: ast.AST) -> Edit | None:
-        """An edit deleting the argument of `call` whose value is `value` (`activation="softmax"` or a positional
-        one) with the comma that separates it from its neighbour; None when it cannot be told where it is."""
-        elements = sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))
-        index = next((i for i, e in enumerate(elements) if e is value or getattr(e, "value", None) is value), None)
-        if index is None or any(isinstance(e, ast.Starred) for e in elements):
-            return None
-        element = elements[index]
-        if index > 0:  # from the end of the previous argument: `Dense(10, activation="softmax")` -> `Dense(10)`
-            start, end = elements[index - 1], element
-            line, col, end_line, end_col = start.end_lineno, start.end_col_offset, end.end_lineno, end.end_col_offset
-        elif len(elements) > 1:  # the first of several: up to the next one
-            line, col = element.lineno, element.col_offset
-            end_line, end_col = elements[1].lineno, elements[1].col_offset
-        else:
-            line, col, end_line, end_col = (
-                element.lineno,
-                element.col_offset,
-                element.end_lineno,
-                element.end_col_offset,
-            )
-        return Edit(self.display_path, line, self.column(line, col), end_line, self.column(end_line, end_col), "")
-
-    def _text_before(self, line: int, col: int) -> str:
-        """The few source lines before (line, byte offset), the last one cut at that offset."""
-        start = max(0, line - 5)
-        chunk = self.lines[start:line]
-        if chunk:
-            chunk[-1] = chunk[-1][: self.column(line, col) - 1]
-        return "\n".join(chunk)
+        """Delete the argument of `call` whose value is `value`, with its separating comma."""
+        return edits.remove_argument(self.semantic, call, value)

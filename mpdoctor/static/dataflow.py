@@ -5,8 +5,8 @@ it calls) whose instances compute in float16/bfloat16, and the function or lambd
 layer whose policy computes in float16/bfloat16. Built-in Keras layers are never looked into: LayerNormalization,
 BatchNormalization, Softmax... compute their numerically sensitive parts in float32 internally.
 
-- `float16_regions(ctx)`: the function bodies above, each with the policies it computes under and how its
-  parameters arrive (autocast to the compute dtype or not);
+- `float16_regions(ctx)` (mpdoctor.static.float16_regions): the function bodies above, each with the policies it
+  computes under and how its parameters arrive (autocast to the compute dtype or not);
 - `Flow`: a small per-function, straight-line dtype analysis that classifies an expression as float16-derived
   (from the autocast inputs, the layer's weights, sublayer outputs), provably float32 (a `tf.cast(x, tf.float32)`,
   a `tf.constant(..., dtype=tf.float32)`, a `tf.random.normal` without dtype, ...), an int/bool tensor, a Python
@@ -16,130 +16,53 @@ BatchNormalization, Softmax... compute their numerically sensitive parts in floa
 from __future__ import annotations
 
 import ast
-import math
-import struct
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
-from mpdoctor.facts.dtypes import compute_dtype, is_float16_compute
-from mpdoctor.facts.keras_semantics import autocasts_argument
-from mpdoctor.static.astutil import keyword_value
-from mpdoctor.static.context import FUNCTION_NODES, StaticContext
-
-F16 = "f16"  # derived from the float16 compute dtype (autocast inputs, weights, sublayer outputs)
-F32 = "f32"  # provably float32
-TENSOR = "tensor"  # a tensor of unknown float dtype (non-autocast argument, helper parameter)
-INT = "int"  # int/bool tensors, shapes
-CONST = "const"  # Python numbers and other non-tensors
-_RANK = {F32: 4, F16: 3, TENSOR: 2, INT: 1, CONST: 0}
-
-OVERFLOW = "overflow"
-UNDERFLOW = "underflow"
-_FLOAT16_OVERFLOWS = 65520.0  # the smallest magnitude float16 rounds to infinity (65504 is its largest finite)
-
-CAST = {"tf.cast", "tf.dtypes.cast", "tf.saturate_cast", "keras.ops.cast", "keras.backend.cast"}
-# value constructors: their dtype defaults to the value's (float32 for a Python float).
-VALUE = {
-    "tf.constant",
-    "tf.convert_to_tensor",
-    "tf.Variable",
-    "keras.ops.convert_to_tensor",
-    "keras.Variable",
-    "keras.backend.constant",
-    "keras.backend.variable",
-    "tf.fill",
-    "keras.ops.full",
-}
-# creators whose dtype defaults to float32 / floatx when not given.
-DEFAULT_FLOAT32 = {
-    "tf.zeros",
-    "tf.ones",
-    "tf.eye",
-    "tf.random.normal",
-    "tf.random.uniform",
-    "tf.random.truncated_normal",
-    "tf.random.stateless_normal",
-    "tf.random.stateless_uniform",
-    "tf.random.stateless_truncated_normal",
-    "keras.random.normal",
-    "keras.random.uniform",
-    "keras.random.truncated_normal",
-    "keras.ops.zeros",
-    "keras.ops.ones",
-    "keras.ops.eye",
-    "keras.backend.zeros",
-    "keras.backend.ones",
-    "keras.backend.eye",
-    "keras.backend.random_normal",
-    "keras.backend.random_uniform",
-    "keras.backend.truncated_normal",
-}
-FOLLOW_FIRST = {
-    "tf.zeros_like",
-    "tf.ones_like",
-    "keras.ops.zeros_like",
-    "keras.ops.ones_like",
-    "keras.backend.zeros_like",
-    "keras.backend.ones_like",
-    "tf.identity",
-    "tf.stop_gradient",
-}
-_INT_RESULT = {
-    "shape",
-    "size",
-    "rank",
-    "argmax",
-    "argmin",
-    "equal",
-    "not_equal",
-    "greater",
-    "greater_equal",
-    "less",
-    "less_equal",
-    "logical_and",
-    "logical_or",
-    "logical_not",
-    "is_nan",
-    "is_inf",
-    "is_finite",
-    "isnan",
-    "isinf",
-    "isfinite",
-    "range",
-    "arange",
-    "sequence_mask",
-    "one_hot",
-    "top_k",
-    "int_shape",
-    "ndim",
-    "count_nonzero",
-    "where_v1",
-}
-_NOT_MATH_PREFIXES = (
-    "tf.print",
-    "tf.debugging.",
-    "tf.summary.",
-    "tf.TensorShape",
-    "tf.function",
-    "tf.keras.",
-    "tf.io.",
-    "tf.data.",
-    "tf.config.",
-    "tf.saved_model.",
-    "tf.train.",
-    "tf.compat.",
-    "tf.GradientTape",
-    "tf.name_scope",
-    "tf.device",
-    "keras.backend.floatx",
-    "keras.backend.epsilon",
+from mpdoctor.facts.dtypes import is_float16_compute
+from mpdoctor.facts.op_dtypes import (
+    CAST,
+    CONST,
+    DEFAULT_FLOAT32,
+    DTYPE_SECOND,
+    F16,
+    F32,
+    FIRST_OPERAND_ONLY,
+    FLOAT16_NAMES,
+    FLOAT32_NAMES,
+    FLOATX_GETTERS,
+    FLOATX_SETTERS,
+    FOLLOW_FIRST,
+    INT,
+    INT_NAME_PREFIXES,
+    INT_RESULTS,
+    MATH_PREFIXES,
+    NOT_MATH_PREFIXES,
+    NOT_TENSOR_ATTRIBUTES,
+    PROMOTING_OPS_PREFIX,
+    PROMOTION_RANK,
+    SAME_AS_FIRST,
+    TENSOR,
+    TENSOR_KEYWORDS,
+    VALUE,
+    VALUE_LAST,
+    VARIABLES,
+    WEIGHT_MAKERS,
 )
-_MATH_PREFIXES = ("tf.", "keras.ops.", "keras.backend.")
+from mpdoctor.static.astutil import keyword_value
+from mpdoctor.static.context import StaticContext
+from mpdoctor.static.float16_regions import Region
+from mpdoctor.static.float16_regions import float16_regions as float16_regions  # rules import it from here
+from mpdoctor.static.literals import OVERFLOW as OVERFLOW  # rules import it from here
+from mpdoctor.static.literals import UNDERFLOW as UNDERFLOW  # rules import it from here
+from mpdoctor.static.literals import float16_problem as float16_problem  # rules, trace/user_code.py import it here
+from mpdoctor.static.literals import is_float_literal, number
+from mpdoctor.static.tree_index import FUNCTION_NODES
 
-
-_FLOATX = {"keras.backend.floatx", "keras.config.floatx"}
-WEIGHT_MAKERS = {"add_weight", "add_variable"}
-_SHAPE_ATTRS = {"shape", "ndim", "dtype", "name", "rank"}
+_NUMBER_BUILTINS = frozenset({"len", "int", "range", "float"})  # Python calls whose result is a number
+# Attributes that name a dtype: `self.compute_dtype`, `x.dtype`...
+_DTYPE_ATTRIBUTES = frozenset({"compute_dtype", "_compute_dtype", "dtype", "variable_dtype", "_dtype"})
 
 
 def last_part(name: str) -> str:
@@ -147,16 +70,16 @@ def last_part(name: str) -> str:
 
 
 def is_math(name: str | None) -> bool:
-    return bool(name) and name.startswith(_MATH_PREFIXES) and not name.startswith(_NOT_MATH_PREFIXES)
+    return bool(name) and name.startswith(MATH_PREFIXES) and not name.startswith(NOT_MATH_PREFIXES)
 
 
 def _combine(*kinds: str | None) -> str | None:
     known = [k for k in kinds if k is not None]
     if not known:
         return None
-    if len(known) < len(kinds) and max(_RANK[k] for k in known) < _RANK[TENSOR]:
+    if len(known) < len(kinds) and max(PROMOTION_RANK[k] for k in known) < PROMOTION_RANK[TENSOR]:
         return None  # a number combined with something unknown: unknown
-    return max(known, key=lambda k: _RANK[k])
+    return max(known, key=lambda k: PROMOTION_RANK[k])
 
 
 @dataclass(frozen=True)
@@ -167,7 +90,7 @@ class Kind:
 
 
 # The kinds without an origin, one object each (a Kind is frozen): built once rather than at every expression.
-_PLAIN = {kind: Kind(kind) for kind in (None, *_RANK)}
+_PLAIN = {kind: Kind(kind) for kind in (None, *PROMOTION_RANK)}
 _UNKNOWN = _PLAIN[None]
 _BUSY = Kind("busy")  # in Flow's memo while an expression is being worked out
 
@@ -192,177 +115,8 @@ def _join(kinds: Iterable[Kind]) -> Kind:
     return plain(best)
 
 
-@dataclass
-class Region:
-    """One function body of user code that runs in float16."""
-
-    function: ast.AST  # FunctionDef or Lambda
-    cls: ast.ClassDef | None
-    owner: str  # "layer `Foo`" or "the Lambda layer on line 12"
-    role: str  # "call", "helper" or "lambda"
-    policies: frozenset
-    params: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def float16_policy(self) -> str | None:
-        return min((p for p in self.policies if compute_dtype(p) == "float16"), default=None)
-
-    @property
-    def low_policy(self) -> str:
-        return min(p for p in self.policies if is_float16_compute(p))
-
-    @property
-    def pure(self) -> bool:
-        """Some low-precision policy also makes the VARIABLES low precision (`float16`, `bfloat16`)."""
-        return any(p in ("float16", "bfloat16") for p in self.policies)
-
-    @property
-    def mixed_only(self) -> bool:
-        low = [p for p in self.policies if is_float16_compute(p)]
-        return bool(low) and all(p.startswith("mixed_") for p in low)
-
-    @property
-    def where(self) -> str:
-        name = getattr(self.function, "name", None)
-        if self.role == "lambda":
-            return self.owner
-        return f"`{name}` of {self.owner}"
-
-    def first_param(self) -> str | None:
-        args = self.function.args  # type: ignore[attr-defined]
-        names = [a.arg for a in [*args.posonlyargs, *args.args]]
-        if self.cls is not None and names:
-            names = names[1:]
-        return names[0] if names else None
-
-
-_CALLS = frozenset({ast.Call})
 # The statements and expressions that bind a name, for Flow's assignments.
 _BINDINGS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.comprehension, ast.NamedExpr})
-
-
-def float16_regions(ctx: StaticContext) -> list[Region]:
-    """Function bodies of user code computing under a float16/bfloat16 policy, each listed once."""
-    memo = ctx.memo("float16_regions")
-    if "regions" in memo:
-        return memo["regions"]
-    regions: dict[ast.AST, Region] = {}
-    keras_major = ctx.keras_version.major
-    for name, cls in ctx.custom_layer_classes.items():
-        policies = ctx.class_policies(name)
-        if not any(is_float16_compute(p) for p in policies):
-            continue
-        methods = {s.name: s for s in cls.body if isinstance(s, FUNCTION_NODES)}
-        if "call" not in methods:
-            continue
-        kind = "model" if ctx.is_custom_model(cls) else "layer"
-        owner = f"{kind} `{name}`"
-        todo = [(methods["call"], "call")]
-        while todo:
-            fn, role = todo.pop()
-            if fn in regions:
-                continue
-            region = Region(fn, cls, owner, role, policies)
-            region.params = _param_kinds(fn, skip_self=True, role=role, keras_major=keras_major)
-            regions[fn] = region
-            for node in ctx.scope_nodes_of(fn, _CALLS):
-                if (
-                    isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Name)
-                    and node.func.value.id == "self"
-                    and node.func.attr in methods
-                    and node.func.attr not in ("call", "build", "__init__")
-                ):
-                    todo.append((methods[node.func.attr], "helper"))
-            _add_plain_helpers(ctx, fn, owner, policies, regions, keras_major)
-    for lc in ctx.layer_calls:
-        if lc.qualname != "keras.layers.Lambda":
-            continue
-        policies = ctx.layer_policies(lc)
-        if not any(is_float16_compute(p) for p in policies):
-            continue
-        fn_expr = (
-            lc.node.args[0] if lc.node.args else next((k.value for k in lc.node.keywords if k.arg == "function"), None)
-        )
-        fn = _function_of(ctx, fn_expr)
-        if fn is None:
-            continue
-        if fn in regions:
-            regions[fn].policies = regions[fn].policies | policies
-            continue
-        owner = f"the function of the Lambda layer on line {lc.node.lineno}"
-        region = Region(fn, None, owner, "lambda", policies)
-        region.params = _param_kinds(fn, skip_self=False, role="lambda", keras_major=keras_major)
-        regions[fn] = region
-        _add_plain_helpers(ctx, fn, owner, policies, regions, keras_major)
-    result = list(regions.values())
-    memo["regions"] = result
-    return result
-
-
-def _add_plain_helpers(
-    ctx: StaticContext, caller: ast.AST, owner: str, policies: frozenset, regions: dict, keras_major: int
-) -> None:
-    """Module-level functions of this file that float16 code calls by name (`masked_fill(scores, mask)` in a
-    layer's `call`, a Lambda's function), and the ones they call: they run in float16 too. Their parameters
-    arrive with an unknown dtype (findings there get medium confidence)."""
-    todo = [caller]
-    while todo:
-        fn = todo.pop()
-        for node in ctx.scope_nodes_of(fn, _CALLS):
-            if not isinstance(node.func, ast.Name):
-                continue
-            helper = _module_function(ctx, node.func.id)
-            if helper is None or helper is caller:
-                continue
-            if helper in regions:
-                regions[helper].policies = regions[helper].policies | policies
-                continue
-            region = Region(helper, None, owner, "helper", policies)
-            region.params = _param_kinds(helper, skip_self=False, role="helper", keras_major=keras_major)
-            regions[helper] = region
-            todo.append(helper)
-
-
-def _module_function(ctx: StaticContext, name: str) -> ast.FunctionDef | None:
-    """The function `name` defined once at module level of this file, else None."""
-    found = [s for s in ctx.tree.body if isinstance(s, FUNCTION_NODES) and s.name == name]
-    return found[0] if len(found) == 1 else None  # type: ignore[return-value]
-
-
-def _function_of(ctx: StaticContext, expr: ast.AST | None) -> ast.AST | None:
-    if isinstance(expr, ast.Lambda):
-        return expr
-    if isinstance(expr, ast.Name):
-        defs = [n for n in ctx.nodes_of(*FUNCTION_NODES) if n.name == expr.id]
-        if len(defs) == 1:
-            return defs[0]
-    return None
-
-
-def _param_kinds(fn: ast.AST, *, skip_self: bool, role: str, keras_major: int) -> dict[str, str]:
-    """How each parameter arrives: the `call` arguments the layer autocasts (mpdoctor.facts.keras_semantics) and
-    a Lambda's input are in the compute dtype."""
-    args = fn.args  # type: ignore[attr-defined]
-    positional = [*args.posonlyargs, *args.args]
-    if skip_self and positional:
-        positional = positional[1:]
-    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
-    kinds: dict[str, str] = {}
-    for index, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
-        if (
-            isinstance(default, ast.Constant) and isinstance(default.value, (bool, int, float, str))
-        ) or arg.arg == "training":
-            kinds[arg.arg] = CONST
-        elif role == "call" and autocasts_argument(keras_major, index):
-            kinds[arg.arg] = F16
-        elif role == "lambda":
-            kinds[arg.arg] = F16 if index == 0 else CONST  # the Lambda's input; then `arguments={...}` values
-        else:
-            kinds[arg.arg] = TENSOR
-    for arg in args.kwonlyargs:
-        kinds[arg.arg] = CONST if arg.arg == "training" else TENSOR
-    return kinds
 
 
 class Flow:
@@ -424,40 +178,46 @@ class Flow:
         return result
 
     def _kind(self, expr: ast.AST) -> Kind:
-        ctx = self.ctx
-        if isinstance(expr, ast.Constant):
-            return plain(CONST) if isinstance(expr.value, (int, float, complex)) else _UNKNOWN
-        if isinstance(expr, ast.Name):
-            value, local = self.binding(expr)
-            if value is not None:
-                if isinstance(value, ast.AugAssign):
-                    return _join([self._aug_prior(expr, value), self.kind(value.value)])
-                return self.kind(value)
-            if local:
-                return plain(self.region.params.get(expr.id)) if expr.id in self.region.params else _UNKNOWN
-            const = ctx.module_constants.get(expr.id)
-            if isinstance(const, (ast.Constant, ast.UnaryOp)) and number(const) is not None:
-                return plain(CONST)
-            return _UNKNOWN
-        if isinstance(expr, ast.UnaryOp):
-            return plain(INT) if isinstance(expr.op, ast.Not) else self.kind(expr.operand)
-        if isinstance(expr, ast.BinOp):
-            return _join([self.kind(expr.left), self.kind(expr.right)])
-        if isinstance(expr, (ast.Compare, ast.BoolOp)):
-            return plain(INT)
-        if isinstance(expr, ast.IfExp):
-            return _join([self.kind(expr.body), self.kind(expr.orelse)])
-        if isinstance(expr, ast.Subscript):
-            inner = self.kind(expr.value)
-            return inner if inner.kind in (F16, F32, TENSOR, INT) else _UNKNOWN
-        if isinstance(expr, ast.Attribute):
-            if expr.attr in _SHAPE_ATTRS:
-                return plain(CONST)
-            if isinstance(expr.value, ast.Name) and expr.value.id == "self":
-                return self._self_attribute(expr)
-            return _UNKNOWN
-        if isinstance(expr, ast.Call):
-            return self._call_kind(expr)
+        of_type = _EXPRESSION_KINDS.get(type(expr))  # the parser makes no subclasses
+        return _UNKNOWN if of_type is None else of_type(self, expr)
+
+    def _constant_kind(self, expr: ast.Constant) -> Kind:
+        return plain(CONST) if isinstance(expr.value, (int, float, complex)) else _UNKNOWN
+
+    def _name_kind(self, expr: ast.Name) -> Kind:
+        value, local = self.binding(expr)
+        if value is not None:
+            if isinstance(value, ast.AugAssign):
+                return _join([self._aug_prior(expr, value), self.kind(value.value)])
+            return self.kind(value)
+        if local:
+            return plain(self.region.params.get(expr.id)) if expr.id in self.region.params else _UNKNOWN
+        const = self.ctx.module_constants.get(expr.id)
+        if isinstance(const, (ast.Constant, ast.UnaryOp)) and number(const) is not None:
+            return plain(CONST)
+        return _UNKNOWN
+
+    def _unary_kind(self, expr: ast.UnaryOp) -> Kind:
+        return plain(INT) if isinstance(expr.op, ast.Not) else self.kind(expr.operand)
+
+    def _binary_kind(self, expr: ast.BinOp) -> Kind:
+        return _join([self.kind(expr.left), self.kind(expr.right)])
+
+    def _condition_kind(self, expr: ast.Compare | ast.BoolOp) -> Kind:
+        return plain(INT)
+
+    def _if_kind(self, expr: ast.IfExp) -> Kind:
+        return _join([self.kind(expr.body), self.kind(expr.orelse)])
+
+    def _subscript_kind(self, expr: ast.Subscript) -> Kind:
+        inner = self.kind(expr.value)
+        return inner if inner.kind in (F16, F32, TENSOR, INT) else _UNKNOWN
+
+    def _attribute_kind(self, expr: ast.Attribute) -> Kind:
+        if expr.attr in NOT_TENSOR_ATTRIBUTES:
+            return plain(CONST)
+        if isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            return self._self_attribute(expr)
         return _UNKNOWN
 
     def _aug_prior(self, use: ast.Name, stmt: ast.AugAssign) -> Kind:
@@ -519,117 +279,158 @@ class Flow:
         if expr is None:
             return None
         ctx = self.ctx
-        if isinstance(expr, ast.Call) and ctx.call_name(expr) in _FLOATX:
-            if any(True for _ in ctx.calls_named("keras.backend.set_floatx", "keras.config.set_floatx")):
-                return None
-            return F32
-        if isinstance(expr, ast.Attribute):
-            if isinstance(expr.value, ast.Name) and expr.value.id == "self":
-                if expr.attr in ("compute_dtype", "_compute_dtype"):
-                    return F16
-                if expr.attr in ("dtype", "variable_dtype", "_dtype"):
-                    return (
-                        F32
-                        if self.region.mixed_only
-                        else (F16 if not self.region.mixed_only and self.region.pure else None)
-                    )
-            if expr.attr == "compute_dtype":
-                return F16
-            if expr.attr == "dtype":
-                inner = self.kind(expr.value)
-                return inner.kind if inner.kind in (F16, F32) else None
+        if isinstance(expr, ast.Call) and ctx.call_name(expr) in FLOATX_GETTERS:
+            return None if ctx.calls_named(*FLOATX_SETTERS) else F32
+        if isinstance(expr, ast.Attribute) and expr.attr in _DTYPE_ATTRIBUTES:
+            return self._dtype_attribute_class(expr)
         if isinstance(expr, ast.Name):
             value, _local = self.binding(expr)
             if value is not None and not isinstance(value, ast.AugAssign):
                 return self.dtype_class(value)
-        text = None
         if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-            text = expr.value
-        else:
-            resolved = ctx.resolve(expr)
-            if resolved and resolved.startswith(("tf.", "np.")):
-                text = last_part(resolved)
-        if text:
-            if text in ("float32", "float64", "float", "double"):
-                return F32
-            if text in ("float16", "half"):
+            return _dtype_name_class(expr.value)
+        resolved = ctx.resolve(expr)
+        return _dtype_name_class(last_part(resolved)) if resolved and resolved.startswith(("tf.", "np.")) else None
+
+    def _dtype_attribute_class(self, expr: ast.Attribute) -> str | None:
+        """`self.compute_dtype` is the region's float16; `self.dtype` its variable dtype; `x.dtype` x's."""
+        region = self.region
+        if isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            if expr.attr in ("compute_dtype", "_compute_dtype"):
                 return F16
-            if text.startswith(("int", "uint", "bool")):
-                return INT
+            return F32 if region.mixed_only else (F16 if region.pure else None)
+        if expr.attr == "compute_dtype":
+            return F16
+        if expr.attr == "dtype":
+            inner = self.kind(expr.value)
+            return inner.kind if inner.kind in (F16, F32) else None
         return None
 
+    # -------------------------------------------------------------- calls
+
     def _call_kind(self, call: ast.Call, outside: bool = False) -> Kind:
-        ctx = self.ctx
-        name = ctx.call_name(call)
+        """`outside`: a value written in build/__init__, where there is no flow to follow."""
+        name = self.ctx.call_name(call)
         if name is None:
-            layer = ctx.layer_instance(call.func)
-            if layer is not None:
-                policies = ctx.layer_policies(layer)
-                if policies and all(p in ("float32", "float64") for p in policies):
-                    return plain(F32)  # deliberate float32 sublayer: provably float32, not reported
-                if any(is_float16_compute(p) for p in policies):
-                    return plain(F16)
-                return _UNKNOWN
-            if isinstance(call.func, ast.Name) and call.func.id in ("len", "int", "range"):
-                return plain(CONST)
-            if isinstance(call.func, ast.Name) and call.func.id == "float":
-                return plain(CONST)
-            return _UNKNOWN
-        short = last_part(name)
-        if name in CAST:
-            dtype = call.args[1] if len(call.args) > 1 else keyword_value(call, "dtype")
-            cls = self.dtype_class(dtype)
-            if cls == F32:
-                return Kind(F32, call)
-            if cls in (F16, INT):
-                return plain(cls)
-            return plain(TENSOR)
-        if name in VALUE or name in DEFAULT_FLOAT32:
-            dtype = keyword_value(call, "dtype")
-            if dtype is None and name in ("tf.constant", "tf.convert_to_tensor", "tf.Variable") and len(call.args) > 1:
-                dtype = call.args[1] if name != "tf.Variable" else None
-            if dtype is not None:
-                cls = self.dtype_class(dtype)
-                return Kind(cls, call if cls == F32 else None) if cls else plain(TENSOR)
-            if name in DEFAULT_FLOAT32:
-                return Kind(F32, call)
-            value = (
-                call.args[-1]
-                if name in ("tf.fill", "keras.ops.full") and call.args
-                else (
-                    call.args[0] if call.args else keyword_value(call, "initial_value") or keyword_value(call, "value")
-                )
-            )
-            inner = self.kind(value) if not outside else self._outside_kind(value)
-            if is_float_literal(value):
-                return Kind(F32, call)
-            if name in ("tf.Variable", "keras.Variable") and inner.kind in (None, TENSOR, CONST):
-                # a raw variable takes its initial value's dtype: initializers, tf.ones/zeros, tf.random.* and
-                # Python floats all default to float32 (a float64 NumPy array also conflicts)
-                return Kind(F32, call)
-            if inner.kind == F32:
-                return Kind(F32, call if name in ("tf.Variable", "keras.Variable") else inner.origin or call)
-            return plain(inner.kind) if inner.kind in (F16, INT, TENSOR) else _UNKNOWN
-        if name in FOLLOW_FIRST:
-            dtype = keyword_value(call, "dtype")
-            if dtype is not None:
-                cls = self.dtype_class(dtype)
-                return Kind(cls, call if cls == F32 else None) if cls else plain(TENSOR)
-            return self.kind(call.args[0]) if call.args else _UNKNOWN
-        if short in _INT_RESULT or (name == "tf.where" and len(call.args) == 1):
+            return self._local_call_kind(call)
+        of_name = _CALL_KINDS.get(name)
+        if of_name is not None:
+            return of_name(self, call, name, outside)
+        if last_part(name) in INT_RESULTS or (name == "tf.where" and len(call.args) == 1):
             return plain(INT)
-        if name in ("tf.nn.moments", "tf.split", "tf.unstack"):
-            return self.kind(call.args[0]) if call.args else _UNKNOWN
         if is_math(name):
-            operands = tensor_operands(name, call)
-            kinds = [self.kind(o) for o in operands]
-            if kinds and all(k.kind == CONST for k in kinds) and not name.startswith("keras.backend."):
-                return Kind(F32, call)  # `tf.math.sqrt(float(d))`: a math op on Python numbers is float32
-            if name.startswith("keras.ops.") and ctx.is_keras3 and any(k.kind == F32 for k in kinds):
-                # keras.ops promotes float16 with float32 to float32 (measured): the result really is float32
-                return plain(F32) if any(k.kind == F16 for k in kinds) else _join(kinds)
-            return _join(kinds)
+            return self._math_kind(call, name)
         return _UNKNOWN
+
+    def _local_call_kind(self, call: ast.Call) -> Kind:
+        """A call of something not imported: a sublayer (`self.dense(x)`, `Dense(4)(x)`) or a Python builtin."""
+        layer = self.ctx.layer_instance(call.func)
+        if layer is not None:
+            policies = self.ctx.layer_policies(layer)
+            if policies and all(p in ("float32", "float64") for p in policies):
+                return plain(F32)  # deliberate float32 sublayer: provably float32, not reported
+            if any(is_float16_compute(p) for p in policies):
+                return plain(F16)
+            return _UNKNOWN
+        if isinstance(call.func, ast.Name) and call.func.id in _NUMBER_BUILTINS:
+            return plain(CONST)
+        return _UNKNOWN
+
+    def _cast_kind(self, call: ast.Call, name: str, outside: bool) -> Kind:
+        dtype = call.args[1] if len(call.args) > 1 else keyword_value(call, "dtype")
+        cls = self.dtype_class(dtype)
+        if cls == F32:
+            return Kind(F32, call)
+        if cls in (F16, INT):
+            return plain(cls)
+        return plain(TENSOR)
+
+    def _explicit_dtype_kind(self, call: ast.Call, dtype: ast.AST) -> Kind:
+        cls = self.dtype_class(dtype)
+        return Kind(cls, call if cls == F32 else None) if cls else plain(TENSOR)
+
+    def _value_kind(self, call: ast.Call, name: str, outside: bool) -> Kind:
+        """A value constructor or a creator with a default dtype: the `dtype=` given, else the default, else the
+        value's."""
+        dtype = keyword_value(call, "dtype")
+        if dtype is None and name in DTYPE_SECOND and len(call.args) > 1:
+            dtype = call.args[1]
+        if dtype is not None:
+            return self._explicit_dtype_kind(call, dtype)
+        if name in DEFAULT_FLOAT32:
+            return Kind(F32, call)
+        value = _constructed_value(call, name)
+        inner = self.kind(value) if not outside else self._outside_kind(value)
+        if is_float_literal(value):
+            return Kind(F32, call)
+        if name in VARIABLES and inner.kind in (None, TENSOR, CONST):
+            # a raw variable takes its initial value's dtype: initializers, tf.ones/zeros, tf.random.* and
+            # Python floats all default to float32 (a float64 NumPy array also conflicts)
+            return Kind(F32, call)
+        if inner.kind == F32:
+            return Kind(F32, call if name in VARIABLES else inner.origin or call)
+        return plain(inner.kind) if inner.kind in (F16, INT, TENSOR) else _UNKNOWN
+
+    def _follow_first_kind(self, call: ast.Call, name: str, outside: bool) -> Kind:
+        dtype = keyword_value(call, "dtype")
+        if dtype is not None:
+            return self._explicit_dtype_kind(call, dtype)
+        return self._first_argument_kind(call, name, outside)
+
+    def _first_argument_kind(self, call: ast.Call, name: str, outside: bool) -> Kind:
+        return self.kind(call.args[0]) if call.args else _UNKNOWN
+
+    def _math_kind(self, call: ast.Call, name: str) -> Kind:
+        kinds = [self.kind(o) for o in tensor_operands(name, call)]
+        if kinds and all(k.kind == CONST for k in kinds) and not name.startswith("keras.backend."):
+            return Kind(F32, call)  # `tf.math.sqrt(float(d))`: a math op on Python numbers is float32
+        if name.startswith(PROMOTING_OPS_PREFIX) and self.ctx.is_keras3 and any(k.kind == F32 for k in kinds):
+            # keras.ops promotes float16 with float32 to float32: the result really is float32
+            return plain(F32) if any(k.kind == F16 for k in kinds) else _join(kinds)
+        return _join(kinds)
+
+
+_EXPRESSION_KINDS: dict[type, Callable[[Flow, Any], Kind]] = {
+    ast.Constant: Flow._constant_kind,
+    ast.Name: Flow._name_kind,
+    ast.UnaryOp: Flow._unary_kind,
+    ast.BinOp: Flow._binary_kind,
+    ast.Compare: Flow._condition_kind,
+    ast.BoolOp: Flow._condition_kind,
+    ast.IfExp: Flow._if_kind,
+    ast.Subscript: Flow._subscript_kind,
+    ast.Attribute: Flow._attribute_kind,
+    ast.Call: Flow._call_kind,
+}
+# The calls whose result's dtype their name tells (mpdoctor.facts.op_dtypes), each with how to work it out. No name
+# is in two of these sets, nor ends in one of INT_RESULTS (tests/test_dataflow.py): the order of the checks is free.
+_CALL_KINDS: dict[str, Callable[[Flow, ast.Call, str, bool], Kind]] = {
+    **dict.fromkeys(CAST, Flow._cast_kind),
+    **dict.fromkeys(VALUE | DEFAULT_FLOAT32, Flow._value_kind),
+    **dict.fromkeys(FOLLOW_FIRST, Flow._follow_first_kind),
+    **dict.fromkeys(SAME_AS_FIRST, Flow._first_argument_kind),
+}
+
+
+def _dtype_name_class(text: str) -> str | None:
+    """F32 / F16 / INT for a dtype's name (`"float32"`, the `float16` of `tf.float16`), None when unknown."""
+    if text in FLOAT32_NAMES:
+        return F32
+    if text in FLOAT16_NAMES:
+        return F16
+    if text.startswith(INT_NAME_PREFIXES):
+        return INT
+    return None
+
+
+def _constructed_value(call: ast.Call, name: str) -> ast.AST | None:
+    """The value a constructor makes a tensor or variable of: `tf.fill(dims, value)`, `tf.constant(value)`,
+    `tf.Variable(initial_value=...)`."""
+    if name in VALUE_LAST and call.args:
+        return call.args[-1]
+    if call.args:
+        return call.args[0]
+    return keyword_value(call, "initial_value") or keyword_value(call, "value")
 
 
 def _inside(node: ast.AST, stmt: ast.AST) -> bool:
@@ -640,84 +441,20 @@ def _inside(node: ast.AST, stmt: ast.AST) -> bool:
     )
 
 
-def number(node: ast.AST | None) -> float | None:
-    sign = 1.0
-    while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        sign = -sign if isinstance(node.op, ast.USub) else sign
-        node = node.operand
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-        return sign * float(node.value)
-    return None
-
-
-def is_float_literal(node: ast.AST | None) -> bool:
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return (
-            bool(node.elts)
-            and any(is_float_literal(e) for e in node.elts)
-            and all(number(e) is not None or is_float_literal(e) for e in node.elts)
-        )
-    inner = node
-    while isinstance(inner, ast.UnaryOp):
-        inner = inner.operand
-    return isinstance(inner, ast.Constant) and isinstance(inner.value, float)
-
-
 def tensor_operands(name: str, call: ast.Call) -> list[ast.AST]:
     """The arguments of a math call that carry tensors (lists flattened; condition, axis, name... skipped)."""
     args = list(call.args)
     if last_part(name) == "where" and len(args) == 3:
         args = args[1:]
-    if last_part(name) in (
-        "reshape",
-        "transpose",
-        "tile",
-        "expand_dims",
-        "squeeze",
-        "gather",
-        "reduce_sum",
-        "reduce_mean",
-        "reduce_max",
-        "reduce_min",
-        "sum",
-        "mean",
-        "max",
-        "min",
-        "pad",
-        "one_hot",
-        "split",
-        "broadcast_to",
-        "softmax",
-        "log_softmax",
-        "cumsum",
-        "argmax",
-        "argmin",
-    ):
+    if last_part(name) in FIRST_OPERAND_ONLY:
         args = args[:1]
     result = []
-    for arg in args + [
-        kw.value
-        for kw in call.keywords
-        if kw.arg in ("x", "y", "a", "b", "values", "logits", "labels", "input", "tensor")
-    ]:
+    for arg in args + [kw.value for kw in call.keywords if kw.arg in TENSOR_KEYWORDS]:
         if isinstance(arg, (ast.List, ast.Tuple)):
             result.extend(arg.elts)
         elif not isinstance(arg, ast.Starred):
             result.append(arg)
     return result
-
-
-def float16_problem(value: float) -> str | None:
-    """'overflow' / 'underflow' when float16 cannot represent `value` (exact IEEE rounding, via struct 'e')."""
-    if _FLOAT16_OVERFLOWS <= abs(value) < math.inf:  # what struct refuses, without its exception (most cases)
-        return OVERFLOW
-    try:
-        rounded = struct.unpack("e", struct.pack("e", value))[0]
-    except OverflowError:
-        return OVERFLOW
-    if value != 0.0 and rounded == 0.0:
-        return UNDERFLOW
-    return None
 
 
 def flow_of(ctx: StaticContext, region: Region) -> Flow:

@@ -1,6 +1,6 @@
 """Def-use over one module: reads of a scope's own names that are not assigned on every path reaching them.
 
-The guard every fix passes (mpdoctor.autofix): a rewrite must not add such a read. A loss-scaling fix that makes the
+The guard every fix passes (mpdoctor.fix): a rewrite must not add such a read. A loss-scaling fix that makes the
 float32 branch differentiate `scaled_loss`, which only the float16 branch assigns, turns that branch into a
 NameError / UnboundLocalError; this module is what notices.
 
@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
@@ -85,79 +87,97 @@ class _Scope:
         return defined
 
     def statement(self, stmt: ast.stmt, defined: set[str]) -> set[str] | None:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for decorator in stmt.decorator_list:
-                defined = self.expr(decorator, defined)
-            if isinstance(stmt, ast.ClassDef):
-                for base in [*stmt.bases, *(k.value for k in stmt.keywords)]:
-                    defined = self.expr(base, defined)
-                self.nested.append((stmt.name, stmt.body, set()))
+        """The names defined after `stmt` (None: it does not fall through)."""
+        step = _STATEMENTS.get(type(stmt), _Scope.expression_statement)  # the parser makes no subclasses
+        return step(self, stmt, defined)
+
+    def definition(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, defined: set[str]) -> set[str]:
+        """Decorators, bases and defaults run now; the body is a scope of its own, judged after this one."""
+        for decorator in stmt.decorator_list:
+            defined = self.expr(decorator, defined)
+        if isinstance(stmt, ast.ClassDef):
+            for base in [*stmt.bases, *(k.value for k in stmt.keywords)]:
+                defined = self.expr(base, defined)
+            self.nested.append((stmt.name, stmt.body, set()))
+        else:
+            for default in [*stmt.args.defaults, *(d for d in stmt.args.kw_defaults if d is not None)]:
+                defined = self.expr(default, defined)
+            self.nested.append((stmt.name, stmt.body, _parameters(stmt.args)))
+        return defined | {stmt.name}
+
+    def assign(self, stmt: ast.Assign, defined: set[str]) -> set[str]:
+        defined = self.expr(stmt.value, defined)
+        for target in stmt.targets:
+            defined = self.target(target, defined)
+        return defined
+
+    def augmented_assign(self, stmt: ast.AugAssign, defined: set[str]) -> set[str]:
+        defined = self.expr(stmt.value, defined)
+        if isinstance(stmt.target, ast.Name):
+            self.read(stmt.target.id, stmt.target, defined)
+            return defined | {stmt.target.id}
+        return self.target(stmt.target, defined)
+
+    def annotated_assign(self, stmt: ast.AnnAssign, defined: set[str]) -> set[str]:
+        if stmt.value is None:
+            return defined
+        return self.target(stmt.target, self.expr(stmt.value, defined))
+
+    def leave(self, stmt: ast.Return | ast.Raise, defined: set[str]) -> None:
+        for child in ast.iter_child_nodes(stmt):
+            defined = self.expr(child, defined)
+        return None
+
+    def jump(self, stmt: ast.Break | ast.Continue, defined: set[str]) -> None:
+        return None
+
+    def if_statement(self, stmt: ast.If, defined: set[str]) -> set[str] | None:
+        defined = self.expr(stmt.test, defined)
+        return _meet(self.block(stmt.body, set(defined)), self.block(stmt.orelse, set(defined)))
+
+    def for_loop(self, stmt: ast.For | ast.AsyncFor, defined: set[str]) -> set[str] | None:
+        defined = self.expr(stmt.iter, defined)
+        self.block(stmt.body, self.target(stmt.target, set(defined)))
+        return _meet(defined, self.block(stmt.orelse, set(defined)))  # the body may not run
+
+    def while_loop(self, stmt: ast.While, defined: set[str]) -> set[str] | None:
+        defined = self.expr(stmt.test, defined)
+        self.block(stmt.body, set(defined))
+        return _meet(defined, self.block(stmt.orelse, set(defined)))
+
+    def with_statement(self, stmt: ast.With | ast.AsyncWith, defined: set[str]) -> set[str] | None:
+        for item in stmt.items:
+            defined = self.expr(item.context_expr, defined)
+            if item.optional_vars is not None:
+                defined = self.target(item.optional_vars, defined)
+        return self.block(stmt.body, defined)
+
+    def match_statement(self, stmt: ast.Match, defined: set[str]) -> set[str] | None:
+        defined = self.expr(stmt.subject, defined)
+        arms = []
+        for case in stmt.cases:
+            arm = defined | _pattern_names(case.pattern)
+            if case.guard is not None:
+                arm = self.expr(case.guard, arm)
+            arms.append(self.block(case.body, arm))
+        return _meet(defined, *arms)  # no case may match
+
+    def import_statement(self, stmt: ast.Import | ast.ImportFrom, defined: set[str]) -> set[str]:
+        return defined | {(a.asname or a.name).split(".")[0] for a in stmt.names if a.name != "*"}
+
+    def delete(self, stmt: ast.Delete, defined: set[str]) -> set[str]:
+        for target in stmt.targets:
+            if isinstance(target, ast.Name):
+                self.read(target.id, target, defined)
+                defined = defined - {target.id}
             else:
-                for default in [*stmt.args.defaults, *(d for d in stmt.args.kw_defaults if d is not None)]:
-                    defined = self.expr(default, defined)
-                self.nested.append((stmt.name, stmt.body, _parameters(stmt.args)))
-            return defined | {stmt.name}
-        if isinstance(stmt, ast.Assign):
-            defined = self.expr(stmt.value, defined)
-            for target in stmt.targets:
-                defined = self.target(target, defined)
-            return defined
-        if isinstance(stmt, ast.AugAssign):
-            defined = self.expr(stmt.value, defined)
-            if isinstance(stmt.target, ast.Name):
-                self.read(stmt.target.id, stmt.target, defined)
-                return defined | {stmt.target.id}
-            return self.target(stmt.target, defined)
-        if isinstance(stmt, ast.AnnAssign):
-            if stmt.value is None:
-                return defined
-            return self.target(stmt.target, self.expr(stmt.value, defined))
-        if isinstance(stmt, (ast.Return, ast.Raise)):
-            for child in ast.iter_child_nodes(stmt):
-                defined = self.expr(child, defined)
-            return None
-        if isinstance(stmt, (ast.Break, ast.Continue)):
-            return None
-        if isinstance(stmt, ast.If):
-            defined = self.expr(stmt.test, defined)
-            return _meet(self.block(stmt.body, set(defined)), self.block(stmt.orelse, set(defined)))
-        if isinstance(stmt, (ast.For, ast.AsyncFor)):
-            defined = self.expr(stmt.iter, defined)
-            self.block(stmt.body, self.target(stmt.target, set(defined)))
-            return _meet(defined, self.block(stmt.orelse, set(defined)))  # the body may not run
-        if isinstance(stmt, ast.While):
-            defined = self.expr(stmt.test, defined)
-            self.block(stmt.body, set(defined))
-            return _meet(defined, self.block(stmt.orelse, set(defined)))
-        if isinstance(stmt, (ast.With, ast.AsyncWith)):
-            for item in stmt.items:
-                defined = self.expr(item.context_expr, defined)
-                if item.optional_vars is not None:
-                    defined = self.target(item.optional_vars, defined)
-            return self.block(stmt.body, defined)
-        if isinstance(stmt, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-            return self.try_statement(stmt, defined)
-        if isinstance(stmt, ast.Match):
-            defined = self.expr(stmt.subject, defined)
-            arms = []
-            for case in stmt.cases:
-                arm = defined | _pattern_names(case.pattern)
-                if case.guard is not None:
-                    arm = self.expr(case.guard, arm)
-                arms.append(self.block(case.body, arm))
-            return _meet(defined, *arms)  # no case may match
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            return defined | {(a.asname or a.name).split(".")[0] for a in stmt.names if a.name != "*"}
-        if isinstance(stmt, ast.Delete):
-            for target in stmt.targets:
-                if isinstance(target, ast.Name):
-                    self.read(target.id, target, defined)
-                    defined = defined - {target.id}
-                else:
-                    defined = self.expr(target, defined)
-            return defined
-        if isinstance(stmt, (ast.Global, ast.Nonlocal, ast.Pass)):
-            return defined
+                defined = self.expr(target, defined)
+        return defined
+
+    def declaration(self, stmt: ast.Global | ast.Nonlocal | ast.Pass, defined: set[str]) -> set[str]:
+        return defined
+
+    def expression_statement(self, stmt: ast.stmt, defined: set[str]) -> set[str]:
         for child in ast.iter_child_nodes(stmt):  # Expr, Assert
             defined = self.expr(child, defined)
         return defined
@@ -251,6 +271,35 @@ class _Scope:
             self.found.append(UndefinedRead(self.qualname, name, getattr(node, "lineno", 0)))
 
 
+_STATEMENTS: dict[type, Callable[[_Scope, Any, set[str]], set[str] | None]] = {
+    ast.FunctionDef: _Scope.definition,
+    ast.AsyncFunctionDef: _Scope.definition,
+    ast.ClassDef: _Scope.definition,
+    ast.Assign: _Scope.assign,
+    ast.AugAssign: _Scope.augmented_assign,
+    ast.AnnAssign: _Scope.annotated_assign,
+    ast.Return: _Scope.leave,
+    ast.Raise: _Scope.leave,
+    ast.Break: _Scope.jump,
+    ast.Continue: _Scope.jump,
+    ast.If: _Scope.if_statement,
+    ast.For: _Scope.for_loop,
+    ast.AsyncFor: _Scope.for_loop,
+    ast.While: _Scope.while_loop,
+    ast.With: _Scope.with_statement,
+    ast.AsyncWith: _Scope.with_statement,
+    ast.Try: _Scope.try_statement,
+    getattr(ast, "TryStar", ast.Try): _Scope.try_statement,  # Python 3.11+
+    ast.Match: _Scope.match_statement,
+    ast.Import: _Scope.import_statement,
+    ast.ImportFrom: _Scope.import_statement,
+    ast.Delete: _Scope.delete,
+    ast.Global: _Scope.declaration,
+    ast.Nonlocal: _Scope.declaration,
+    ast.Pass: _Scope.declaration,
+}
+
+
 def _meet(*paths: set[str] | None) -> set[str] | None:
     """Names defined after paths join: those every falling-through path defines (None: none falls through)."""
     live = [p for p in paths if p is not None]
@@ -294,17 +343,24 @@ def _bound_names(body: list[ast.stmt]) -> set[str]:
             continue
         if isinstance(node, (ast.Lambda, *_COMPREHENSIONS)):
             continue  # scopes of their own (a walrus in a comprehension binds here: rare, ignored)
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            bound.add(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.NamedExpr):
-            bound.add(node.target.id)
-        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            bound.add(node.rest)
+        bound.update(_names_bound_by(node))
         stack.extend(ast.iter_child_nodes(node))
     return bound - declared
+
+
+def _names_bound_by(node: ast.AST) -> list[str]:
+    """The names one node of a scope binds itself: an assigned or deleted name, an import, an `except ... as`, a
+    walrus, a capture pattern."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        return [node.id]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"]
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [node.name]
+    if isinstance(node, ast.NamedExpr):
+        return [node.target.id]
+    if isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+        return [node.name]
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return [node.rest]
+    return []

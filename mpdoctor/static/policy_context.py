@@ -2,7 +2,7 @@
 
 A context is one global policy in force when some entry point of the project reaches a function: where it was set
 (`train.py:14`), under which condition (`when --amp is given`), and the calls that lead from there to the function.
-The project analysis (mpdoctor.static.project) finds them; the static pass of each file (StaticContext) uses their
+The project analysis (mpdoctor.project.analysis) finds them; the static pass of each file (its SemanticModel) uses their
 policies; findings that exist only because of them name the context once and carry its path in the JSON.
 """
 

@@ -1,22 +1,24 @@
 """How the models of a file are put together, as far as the source shows it: which constructs produce a
 top-level model's outputs (Sequential, functional, subclassed, keras.applications, nested models), which tensors
-feed a layer, and which activation a layer or op applies last."""
+feed a layer (which activation a layer or op applies last: mpdoctor.static.activations)."""
 
 from __future__ import annotations
 
 import ast
 from typing import NamedTuple
 
+from mpdoctor.facts.keras_semantics import FUNCTIONAL, INPUT_LAYERS, SEQUENTIAL
 from mpdoctor.facts.keras_semantics import (
-    FUNCTIONAL,
-    INPUT_LAYERS,
-    RISKY_ACTIVATIONS,
-    SEQUENTIAL,
+    PASS_THROUGH_LAYERS as PASS_THROUGH_LAYERS,  # mp601 imports it from here (rules/ is refactored apart)
 )
 from mpdoctor.facts.records import LayerRecord
-from mpdoctor.static.astutil import binds, position
-from mpdoctor.static.context import FUNCTION_NODES, StaticContext
+from mpdoctor.static.activations import activation_op
+from mpdoctor.static.activations import activation_value as activation_value  # mp401 imports it from here
+from mpdoctor.static.activations import layer_activation as layer_activation  # mp401 imports it from here
+from mpdoctor.static.astutil import position
+from mpdoctor.static.context import StaticContext
 from mpdoctor.static.names import dotted_name
+from mpdoctor.static.tree_index import FUNCTION_NODES
 
 
 class ModelOutput(NamedTuple):
@@ -94,7 +96,7 @@ def model_output_layers(ctx: StaticContext) -> list[ModelOutput]:
     for name, cls in ctx.custom_layer_classes.items():
         if not ctx.is_custom_model(cls):
             continue
-        sites = [lc.node for lc in ctx._construction_sites(name) if lc.qualname == name]
+        sites = [lc.node for lc in ctx.construction_sites(name) if lc.qualname == name]
         if sites and all(_is_submodel(ctx, site, 0) for site in sites):
             continue
         for out in _subclass_outputs(ctx, cls, 0, frozenset()):
@@ -437,74 +439,61 @@ def _subclass_outputs(ctx: StaticContext, cls: ast.ClassDef, depth: int, visitin
     return result
 
 
-# Layers without weights that keep the size of their input: the layer before them fixes the output size.
-PASS_THROUGH_LAYERS = frozenset(
-    {
-        "Activation",
-        "Softmax",
-        "ReLU",
-        "LeakyReLU",
-        "ELU",
-        "PReLU",
-        "Identity",
-        "Dropout",
-        "Reshape",
-        "Flatten",
-        "Lambda",
-    }
-)
-
-
 def layer_inputs(ctx: StaticContext, layer: LayerRecord) -> list[LayerRecord]:
     """The layer constructors whose output the layer built by `layer` is applied to: the argument of
     `Activation(...)(x)` / `act(x)` with `act = Activation(...)`, the previous element of a `Sequential([...])`
     list, or the layer of the `model.add(...)` statement just before. Empty when unknown."""
     node = layer.node
     parent = ctx.parents.get(node)
-    found: list[LayerRecord] = []
     if isinstance(parent, ast.Call) and parent.func is node and parent.args:
         producer = ctx.producer(parent.args[0])
         return [producer] if producer else []
     if isinstance(parent, (ast.List, ast.Tuple)):
         index = next(i for i, e in enumerate(parent.elts) if e is node)
-        previous = ctx.layer_instance(parent.elts[index - 1]) if index > 0 else None
-        return [previous] if previous and previous.qualname not in INPUT_LAYERS else []
-    if (
-        isinstance(parent, ast.Call)
-        and isinstance(parent.func, ast.Attribute)
-        and parent.func.attr == "add"
-        and isinstance(ctx.parents.get(parent), ast.Expr)
-    ):
-        statement = ctx.parents[parent]
-        body = next(
-            (
-                getattr(ctx.parents[statement], f)
-                for f in ("body", "orelse", "finalbody")
-                if statement in getattr(ctx.parents[statement], f, [])
-            ),
-            [],
-        )
-        index = next((i for i, s in enumerate(body) if s is statement), 0)
-        before = body[index - 1] if index > 0 else None
-        if (
-            isinstance(before, ast.Expr)
-            and isinstance(before.value, ast.Call)
-            and isinstance(before.value.func, ast.Attribute)
-            and before.value.func.attr == "add"
-            and dotted_name(before.value.func.value) == dotted_name(parent.func.value)
-            and before.value.args
-        ):
-            previous = ctx.layer_instance(before.value.args[0])
-            return [previous] if previous and previous.qualname not in INPUT_LAYERS else []
-        return []
+        return _layer_before(ctx, parent.elts[index - 1] if index > 0 else None)
+    if _is_add(parent) and isinstance(ctx.parents.get(parent), ast.Expr):
+        return _layer_added_before(ctx, parent)
     name = _bound_name(ctx, node)
-    if name is not None:  # `act = Activation(...)` then `act(x)` in the same scope
-        scope = ctx.enclosing_function(node) or ctx.tree
-        for use in ctx.walk_scope(scope):
-            if isinstance(use, ast.Call) and dotted_name(use.func) == name and use.args:
-                producer = ctx.producer(use.args[0])
-                if producer:
-                    found.append(producer)
+    return [] if name is None else _inputs_of_calls(ctx, node, name)
+
+
+def _layer_before(ctx: StaticContext, element: ast.AST | None) -> list[LayerRecord]:
+    """The layer `element` builds, unless it is none or an input layer."""
+    previous = ctx.layer_instance(element) if element is not None else None
+    return [previous] if previous and previous.qualname not in INPUT_LAYERS else []
+
+
+def _is_add(node: ast.AST | None) -> bool:
+    """`<model>.add(...)`."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add"
+
+
+def _layer_added_before(ctx: StaticContext, add: ast.Call) -> list[LayerRecord]:
+    """For `model.add(layer)`, the layer the statement just before adds to the same model."""
+    statement = ctx.parents[add]
+    block = ctx.parents[statement]
+    body = next((getattr(block, f) for f in ("body", "orelse", "finalbody") if statement in getattr(block, f, [])), [])
+    index = next((i for i, s in enumerate(body) if s is statement), 0)
+    before = body[index - 1] if index > 0 else None
+    if (
+        isinstance(before, ast.Expr)
+        and _is_add(before.value)
+        and dotted_name(before.value.func.value) == dotted_name(add.func.value)  # type: ignore[attr-defined]
+        and before.value.args  # type: ignore[attr-defined]
+    ):
+        return _layer_before(ctx, before.value.args[0])  # type: ignore[attr-defined]
+    return []
+
+
+def _inputs_of_calls(ctx: StaticContext, node: ast.AST, name: str) -> list[LayerRecord]:
+    """`act = Activation(...)` then `act(x)` in the same scope: the producers of each call's input."""
+    found: list[LayerRecord] = []
+    scope = ctx.enclosing_function(node) or ctx.tree
+    for use in ctx.walk_scope(scope):
+        if isinstance(use, ast.Call) and dotted_name(use.func) == name and use.args:
+            producer = ctx.producer(use.args[0])
+            if producer:
+                found.append(producer)
     return found
 
 
@@ -560,69 +549,6 @@ def _name_used_as_layer(ctx: StaticContext, node: ast.AST, name: str) -> bool:
         ):
             as_layer = True
     return as_layer
-
-
-_ACTIVATION_FUNCTIONS = {
-    "softmax": "softmax",
-    "log_softmax": "log_softmax",
-    "sigmoid": "sigmoid",
-    "exponential": "exp",
-    "exp": "exp",
-}
-_ACTIVATION_MODULES = (
-    "tf.",
-    "tf.nn.",
-    "tf.math.",
-    "keras.activations.",
-    "keras.ops.",
-    "keras.backend.",
-    "keras.ops.nn.",
-)
-
-
-def _activation_function(name: str | None) -> str | None:
-    """`tf.nn.softmax` / `keras.activations.sigmoid` / `keras.ops.exp` -> 'softmax' / 'sigmoid' / 'exp'."""
-    if not name or "." not in name:
-        return None
-    module, _, last = name.rpartition(".")
-    if module + "." not in _ACTIVATION_MODULES:
-        return None
-    if last == "exponential" and not module.startswith("keras.activations"):
-        return None
-    return _ACTIVATION_FUNCTIONS.get(last)
-
-
-def activation_op(ctx: StaticContext, call: ast.Call) -> str | None:
-    """The risky activation an op call computes (`tf.nn.softmax(x)` -> 'softmax'), else None."""
-    return _activation_function(ctx.call_name(call))
-
-
-def activation_value(ctx: StaticContext, expr: ast.AST | None, depth: int = 0) -> str | None:
-    if expr is None or depth > 4:
-        return None
-    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
-        return RISKY_ACTIVATIONS.get(expr.value.lower())
-    if isinstance(expr, ast.Name) and ctx.resolve(expr) is None and expr.id in ctx.module_constants:
-        function = ctx.enclosing_function(expr)
-        if function is None or not binds(function, expr.id):
-            return activation_value(ctx, ctx.module_constants[expr.id], depth + 1)
-        return None
-    return _activation_function(ctx.resolve(expr))
-
-
-def layer_activation(ctx: StaticContext, layer: LayerRecord) -> str | None:
-    """The risky activation (softmax, log_softmax, sigmoid, exp) a built-in layer applies last, else None."""
-    if layer.custom:
-        return None
-    call, kind = layer.node, layer.kind
-    if kind == "Softmax":
-        return "softmax"
-    keyword = next((k.value for k in call.keywords if k.arg == "activation"), None)
-    if kind == "Activation":
-        return activation_value(ctx, call.args[0] if call.args else keyword)
-    if keyword is None and kind == "Dense" and len(call.args) >= 2:
-        keyword = call.args[1]
-    return activation_value(ctx, keyword)
 
 
 def is_application(ctx: StaticContext, call: ast.Call) -> bool:
