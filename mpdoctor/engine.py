@@ -33,8 +33,9 @@ from mpdoctor.reads import not_regular
 from mpdoctor.registry import engine_code, get_rule, hooks, implemented_codes, static_checks
 from mpdoctor.sources import read_source
 from mpdoctor.spellings import Spellings
-from mpdoctor.static.context import Settings, StaticContext
+from mpdoctor.static.context import StaticContext
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts, PolicyContext
+from mpdoctor.static.semantic import Settings
 from mpdoctor.suppress import find_suppressions, is_suppressed
 
 # A file that mentions none of these cannot hold a finding: skip the rules (ruff/torchfix-style cheap path).

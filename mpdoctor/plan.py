@@ -95,8 +95,8 @@ def make_plan(path: Path, config: Config, trace) -> PlanResult:
 def plan_edits(result: PlanResult, path: Path, text: str) -> PlanFix:
     """The edits that keep every planned layer of every model in float32."""
     from mpdoctor.engine import parse_source
-    from mpdoctor.static.context import Settings
     from mpdoctor.static.edits import module_alias
+    from mpdoctor.static.semantic import Settings
     from mpdoctor.trace_context import TraceContext
 
     fix = PlanFix(result.shown, text, text)

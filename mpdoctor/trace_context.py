@@ -15,7 +15,8 @@ from mpdoctor.facts.records import SourceRef
 from mpdoctor.facts.tf_releases import release_text
 from mpdoctor.project.target import Target
 from mpdoctor.registry import get_rule
-from mpdoctor.static.context import Settings, StaticContext
+from mpdoctor.static.context import StaticContext
+from mpdoctor.static.semantic import Settings
 
 
 class TraceContext:

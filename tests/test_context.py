@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mpdoctor.static.context import Settings, StaticContext
+from mpdoctor.static.context import StaticContext
+from mpdoctor.static.semantic import Settings
 
 
 def _ctx_of(source: str, directory: Path = Path(__file__).parent, **settings) -> StaticContext:

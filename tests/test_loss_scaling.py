@@ -8,8 +8,9 @@ import textwrap
 
 from mpdoctor.config import Config
 from mpdoctor.engine import check_source
-from mpdoctor.static.context import Settings, StaticContext
+from mpdoctor.static.context import StaticContext
 from mpdoctor.static.loss_scaling import ADDS_LOSS_SCALING, Problem, judge_loop, loss_scaling_fix
+from mpdoctor.static.semantic import Settings
 from mpdoctor.static.training_loop import training_loops
 
 LOOP = """

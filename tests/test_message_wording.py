@@ -28,7 +28,7 @@ from mpdoctor.rules import (
     mp403_unsafe_constant,
     mp406_dtype_conflict,
 )
-from mpdoctor.static.context import Settings
+from mpdoctor.static.semantic import Settings
 from mpdoctor.trace.checks import trace_diagnostics
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -485,7 +485,7 @@ def test_float16_problem_is_ieee_rounding(value, problem):
     """MP403's judgement of a literal: what float16 (IEEE binary16, round to nearest even) makes of it."""
     import struct
 
-    from mpdoctor.static.dataflow import float16_problem
+    from mpdoctor.static.literals import float16_problem
 
     assert float16_problem(value) == problem
     try:

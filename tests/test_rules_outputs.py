@@ -13,7 +13,8 @@ from mpdoctor.engine import check_source
 from mpdoctor.facts.schema import LayerRecord
 from mpdoctor.fix.apply import apply_edits
 from mpdoctor.registry import get_rule
-from mpdoctor.static.context import Settings, StaticContext
+from mpdoctor.static.context import StaticContext
+from mpdoctor.static.semantic import Settings
 from mpdoctor.static.topology import layer_inputs, model_output_layers
 
 K3 = "import keras\nfrom keras import layers\n"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from mpdoctor.diagnostics import Diagnostic, Edit, Fix, Location
 from mpdoctor.registry import define_rule, get_rule, raised_by_engine, unused_suppressions_check
-from mpdoctor.static.context import source_lines
+from mpdoctor.static.source import source_lines
 from mpdoctor.suppress import ALL
 
 define_rule(

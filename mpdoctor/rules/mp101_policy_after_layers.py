@@ -12,9 +12,10 @@ from mpdoctor.facts.keras_semantics import POLICY_NEUTRAL_LAYERS, SAVEDMODEL_LAY
 from mpdoctor.facts.records import LayerRecord, PolicyEvent
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import position
-from mpdoctor.static.context import FUNCTION_NODES, StaticContext
+from mpdoctor.static.context import StaticContext
 from mpdoctor.static.policies import dtype_keyword
 from mpdoctor.static.topology import is_application
+from mpdoctor.static.tree_index import FUNCTION_NODES
 from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:

@@ -14,9 +14,10 @@ from mpdoctor.facts.tf_releases import (
     removal_of,
 )
 from mpdoctor.registry import absorbs_crash, define_rule, static_check
-from mpdoctor.static.context import FUNCTION_NODES, StaticContext
+from mpdoctor.static.context import StaticContext
 from mpdoctor.static.edits import after_imports, module_alias
 from mpdoctor.static.gradient_flow import refusal, scaled_consumer
+from mpdoctor.static.tree_index import FUNCTION_NODES
 
 define_rule(
     "MP103",

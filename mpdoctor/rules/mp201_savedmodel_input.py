@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import compute_dtype, is_float, low_precision
-from mpdoctor.facts.keras_semantics import INPUT_LAYERS, NON_FLOAT_OUTPUT_LAYERS, SAVEDMODEL_LAYER_CLASSES
+from mpdoctor.facts.keras_semantics import (
+    INPUT_LAYERS,
+    NON_FLOAT_OUTPUT_LAYERS,
+    SAVEDMODEL_LAYER_CLASSES,
+    SAVEDMODEL_LAYERS,
+)
 from mpdoctor.facts.records import LayerRecord, SourceRef
 from mpdoctor.registry import (
     FLOAT16_TEXT,
@@ -22,7 +27,7 @@ from mpdoctor.registry import (
     verdict_of,
 )
 from mpdoctor.static.astutil import has_star_kwargs, keyword_value
-from mpdoctor.static.context import SAVEDMODEL_LAYERS, StaticContext
+from mpdoctor.static.context import StaticContext
 from mpdoctor.static.policies import dtype_keyword
 from mpdoctor.tf_messages import (
     CANNOT_COMPUTE,

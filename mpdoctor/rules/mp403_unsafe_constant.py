@@ -10,29 +10,25 @@ from typing import TYPE_CHECKING
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.registry import define_rule, static_check, static_verdicts, trace_check
 from mpdoctor.static.astutil import contains, keyword_value
-from mpdoctor.static.context import FUNCTION_NODES, StaticContext
+from mpdoctor.static.context import StaticContext
 from mpdoctor.static.dataflow import (
     CAST,
     DEFAULT_FLOAT32,
     F16,
     F32,
     INT,
-    OVERFLOW,
     TENSOR,
-    UNDERFLOW,
     VALUE,
     Flow,
-    Region,
-    float16_problem,
-    float16_regions,
     flow_of,
-    is_float_literal,
     is_math,
     last_part,
-    number,
     render,
     tensor_operands,
 )
+from mpdoctor.static.float16_regions import Region, float16_regions
+from mpdoctor.static.literals import OVERFLOW, UNDERFLOW, float16_problem, is_float_literal, number
+from mpdoctor.static.tree_index import FUNCTION_NODES
 from mpdoctor.trace.user_code import downgrade, unsafe_constants, user_layers
 from mpdoctor.trace_context import TraceContext
 

@@ -28,13 +28,12 @@ from mpdoctor.static.dataflow import (
     FOLLOW_FIRST,
     VALUE,
     WEIGHT_MAKERS,
-    Region,
-    float16_regions,
     flow_of,
     is_math,
     render,
     tensor_operands,
 )
+from mpdoctor.static.float16_regions import Region, float16_regions
 from mpdoctor.tf_messages import (
     CANNOT_COMPUTE,
     DTYPE,

@@ -11,18 +11,9 @@ from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.registry import define_rule, static_check, static_verdicts
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import StaticContext
-from mpdoctor.static.dataflow import (
-    F16,
-    F32,
-    Flow,
-    Region,
-    float16_problem,
-    float16_regions,
-    flow_of,
-    last_part,
-    number,
-    render,
-)
+from mpdoctor.static.dataflow import F16, F32, Flow, flow_of, last_part, render
+from mpdoctor.static.float16_regions import Region, float16_regions
+from mpdoctor.static.literals import float16_problem, number
 from mpdoctor.trace.user_code import downgrade, unsafe_ops, user_layers
 from mpdoctor.trace_context import TraceContext
 

@@ -9,17 +9,13 @@ from typing import TYPE_CHECKING
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.dtypes import compute_dtype, is_float16_compute
 from mpdoctor.facts.hardware import slow_hardware
-from mpdoctor.facts.keras_semantics import SIZE_ARGUMENTS
+from mpdoctor.facts.keras_semantics import PASS_THROUGH_LAYERS, SIZE_ARGUMENTS
 from mpdoctor.facts.records import LayerRecord
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import binds
 from mpdoctor.static.context import StaticContext, policy_confidence
 from mpdoctor.static.policies import policy_from_expr
-from mpdoctor.static.topology import (
-    PASS_THROUGH_LAYERS,
-    layer_inputs,
-    model_output_layers,
-)
+from mpdoctor.static.topology import layer_inputs, model_output_layers
 from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:

@@ -10,7 +10,6 @@ from collections.abc import Iterable
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Edit, Fix, Location
 from mpdoctor.facts.dtypes import is_float16_compute
-from mpdoctor.facts.keras_semantics import SAVEDMODEL_LAYERS
 from mpdoctor.facts.records import LayerRecord, PolicyEvent
 from mpdoctor.project.environment import KerasVersion
 from mpdoctor.project.target import Target
@@ -18,11 +17,7 @@ from mpdoctor.registry import get_rule
 from mpdoctor.static import edits
 from mpdoctor.static.policies_in_force import PoliciesInForce
 from mpdoctor.static.semantic import SemanticModel, Settings
-from mpdoctor.static.source import SourceText, source_lines
-from mpdoctor.static.tree_index import FUNCTION_NODES
-
-# Names the rules import from this module (rules/ moves them to their homes: semantic, source, tree_index, facts).
-__all__ = ["FUNCTION_NODES", "SAVEDMODEL_LAYERS", "Settings", "StaticContext", "policy_confidence", "source_lines"]
+from mpdoctor.static.source import SourceText
 
 
 def policy_confidence(policies: Iterable[str | None]) -> Confidence:

@@ -53,10 +53,6 @@ from mpdoctor.facts.op_dtypes import (
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.float16_regions import Region
-from mpdoctor.static.float16_regions import float16_regions as float16_regions  # rules import it from here
-from mpdoctor.static.literals import OVERFLOW as OVERFLOW  # rules import it from here
-from mpdoctor.static.literals import UNDERFLOW as UNDERFLOW  # rules import it from here
-from mpdoctor.static.literals import float16_problem as float16_problem  # rules, trace/user_code.py import it here
 from mpdoctor.static.literals import is_float_literal, number
 from mpdoctor.static.tree_index import FUNCTION_NODES
 

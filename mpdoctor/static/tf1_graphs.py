@@ -7,8 +7,9 @@ from __future__ import annotations
 import ast
 
 from mpdoctor.static.astutil import keyword_value
-from mpdoctor.static.context import FUNCTION_NODES, StaticContext
+from mpdoctor.static.context import StaticContext
 from mpdoctor.static.policies import policy_from_expr
+from mpdoctor.static.tree_index import FUNCTION_NODES
 
 _RESETS = ("tf.reset_default_graph", "tf.compat.v1.reset_default_graph")
 _GRAPHS = ("tf.Graph", "tf.compat.v1.Graph")

@@ -7,14 +7,13 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
-from mpdoctor.facts.keras_semantics import FUNCTIONAL, INPUT_LAYERS, SEQUENTIAL
 from mpdoctor.facts.keras_semantics import (
-    PASS_THROUGH_LAYERS as PASS_THROUGH_LAYERS,  # mp601 imports it from here (rules/ is refactored apart)
+    FUNCTIONAL,
+    INPUT_LAYERS,
+    SEQUENTIAL,
 )
 from mpdoctor.facts.records import LayerRecord
 from mpdoctor.static.activations import activation_op
-from mpdoctor.static.activations import activation_value as activation_value  # mp401 imports it from here
-from mpdoctor.static.activations import layer_activation as layer_activation  # mp401 imports it from here
 from mpdoctor.static.astutil import position
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.names import dotted_name

@@ -9,7 +9,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from mpdoctor.static.astutil import contains
-from mpdoctor.static.context import FUNCTION_NODES, StaticContext
+from mpdoctor.static.context import StaticContext
+from mpdoctor.static.tree_index import FUNCTION_NODES
 
 _APPLY_METHODS = ("apply_gradients", "apply")
 _LSO_NAMES = ("LossScaleOptimizer", "LossScaleOptimizerV3")

@@ -20,8 +20,8 @@ from mpdoctor.facts.schema import ExceptionRecord, Facts, TraceSummary
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.registry import hooks, verdict_of
 from mpdoctor.sources import read_source
-from mpdoctor.static.context import Settings
 from mpdoctor.static.policy_context import PolicyContext
+from mpdoctor.static.semantic import Settings
 from mpdoctor.trace.failures import cannot_trace, internal_error, trace_failed, trace_timed_out, unexplained_exception
 from mpdoctor.trace.runner import run_trace, start_server
 from mpdoctor.trace_context import TraceContext

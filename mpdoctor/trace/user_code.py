@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from mpdoctor.static.dataflow import float16_problem, number
+from mpdoctor.static.literals import float16_problem, number
 from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
