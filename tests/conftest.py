@@ -79,6 +79,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if _requests_tensorflow(item) or os.path.realpath(item.path) in _modules_needing_tf:
             item.add_marker(pytest.mark.tf)
+    # The slow tests first: with -n they start at once on every worker, instead of ending the run on one of them.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def _requests_tensorflow(item: pytest.Item) -> bool:

@@ -3,7 +3,7 @@ the fixture corpus go through `check_source` and every fix. Never an internal er
 output parses (when the input did).
 
 Reproducible: derandomized, no example database. `MPDOCTOR_FUZZ_EXAMPLES=N` sets the examples per test (nightly:
-e.g. 20000); the default keeps the whole file around a minute on a 2-core machine.
+e.g. 20000); the default keeps the static tests here to a few seconds (they run in the no-TensorFlow stage).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from mpdoctor.config import Config
 from mpdoctor.engine import check_source
 from mpdoctor.fixes import EditConflict, apply_fixes
 
-EXAMPLES = int(os.environ.get("MPDOCTOR_FUZZ_EXAMPLES", "1500"))
+EXAMPLES = int(os.environ.get("MPDOCTOR_FUZZ_EXAMPLES", "400"))
 FIXTURES = sorted((Path(__file__).parent / "fixtures").rglob("*.py"))
 FUZZ = settings(
     max_examples=EXAMPLES,
