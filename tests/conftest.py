@@ -14,6 +14,7 @@ no_tf/tf_blocker.py) fails a test that imports one of them any other way.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -40,9 +41,11 @@ from no_tf.tf_blocker import blocked  # noqa: E402  (the helpers' directory is o
 
 @pytest.fixture(scope="session")
 def tensorflow():
-    """TensorFlow, for the tests that need it (and the fixtures that make what they need with it): requesting this
-    fixture is what marks a test `tf`. Skips without TensorFlow."""
-    return _importorskip("tensorflow")
+    """Requested by the tests that need TensorFlow (and the fixtures that make what they need with it): the request
+    is what marks a test `tf`. Skips where TensorFlow is not installed. Found, not imported: importing it costs 5-20 s,
+    and a test process that forks had better not hold it; the tests that need the module import it."""
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("needs TensorFlow")
 
 
 @pytest.fixture
