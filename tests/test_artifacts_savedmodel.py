@@ -21,10 +21,12 @@ from mpdoctor.artifacts.savedmodel import (
     read_savedmodel,
 )
 
-requires_tf = pytest.mark.skipif(
-    importlib.util.find_spec("tensorflow") is None or importlib.util.find_spec("tf_keras") is None,
-    reason="needs tensorflow and tf_keras",
-)
+
+def requires_tf(test):
+    """Builds a SavedModel with tf_keras: the `tensorflow` fixture marks it `tf`."""
+    needs_tf_keras = pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None, reason="needs tf_keras")
+    return pytest.mark.usefixtures("tensorflow")(needs_tf_keras(test))
+
 
 BUILD_SCRIPT = textwrap.dedent(r"""
     import json, os, sys

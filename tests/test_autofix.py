@@ -51,7 +51,7 @@ def test_every_pair_has_an_expected_output_and_both_keras_versions_are_covered()
 
 
 @pytest.mark.parametrize("source", PAIRS, ids=lambda p: f"{p.parent.name}/{p.name[:-6]}")
-def test_fix_gives_the_expected_output_parses_and_is_idempotent(source, tmp_path, capsys):
+def test_fix_gives_the_expected_output_parses_and_is_idempotent(source, tmp_path, capsys, pinned_target):
     code = source.parent.name
     options = _options(source)
     name = source.name.replace(".in.py", ".py")
@@ -65,7 +65,7 @@ def test_fix_gives_the_expected_output_parses_and_is_idempotent(source, tmp_path
     config = Config()
     if "--keras-version" in options:
         config.keras_version = int(options[options.index("--keras-version") + 1])
-    diagnostics, error = check_source(fixed, name, config)
+    diagnostics, error = check_source(fixed, name, config, path=str(tmp_path / name))
     assert error is None
     assert not [d for d in diagnostics if d.code == code and d.fix is not None], "the fix left its own finding"
 
@@ -77,7 +77,7 @@ def test_fix_gives_the_expected_output_parses_and_is_idempotent(source, tmp_path
     assert again.read_text(encoding="utf-8") == fixed and before <= again.stat().st_mtime_ns
 
 
-def test_unsafe_fixes_need_the_flag(tmp_path, capsys):
+def test_unsafe_fixes_need_the_flag(tmp_path, capsys, pinned_target):
     source = FIXES / "MP501" / "custom_loop_keras3.in.py"
     text = source.read_text(encoding="utf-8")
     code, unchanged = _fix(tmp_path, "loop.py", text)
@@ -302,7 +302,7 @@ def test_verification_wants_the_fixed_finding_gone_and_no_new_error():
     )
 
 
-def test_diff_says_how_many_unsafe_fixes_it_left_out(tmp_path, capsys, monkeypatch):
+def test_diff_says_how_many_unsafe_fixes_it_left_out(tmp_path, capsys, monkeypatch, pinned_target):
     source = (FIXES / "MP501" / "custom_loop_keras3.in.py").read_text(encoding="utf-8")
     (tmp_path / "loop.py").write_text(source, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
@@ -395,7 +395,7 @@ REFUSED = sorted(FIXES.glob("MP*/*.refused.py"))
 
 
 @pytest.mark.parametrize("source", REFUSED, ids=lambda p: f"{p.parent.name}/{p.name[:-11]}")
-def test_a_fix_that_would_be_wrong_is_refused_with_its_reason(source, tmp_path, capsys):
+def test_a_fix_that_would_be_wrong_is_refused_with_its_reason(source, tmp_path, capsys, pinned_target):
     """Issue 19: loss-scaling fixes whose gradients meet something other than the LossScaleOptimizer's apply (a clip,
     an accumulation, the inner optimizer, an unknown tape wrapper) are not made; the finding says why."""
     text = source.read_text(encoding="utf-8")
@@ -429,7 +429,7 @@ def test_a_static_savedmodel_fix_says_the_layer_runs_in_float32_and_is_unsafe(tm
     assert "Would fix 1 problem. 1 more with --unsafe-fixes." in captured.err
 
 
-def test_a_re_traced_loss_scaling_fix_is_not_called_verified(tmp_path, monkeypatch):
+def test_a_re_traced_loss_scaling_fix_is_not_called_verified(tmp_path, monkeypatch, pinned_target):
     """Issue 19: re-tracing shows the fixed file builds and the finding is gone, not that the training step still
     moves the weights the right way: a loss-scaling fix is reported as re-traced, not "verified"."""
     from mpdoctor import engine

@@ -5,7 +5,6 @@ a corrupt entry is a miss; concurrent runs leave only whole entries."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -28,8 +27,8 @@ from mpdoctor.engine import TraceOptions, check_paths
 from mpdoctor.facts.schema import TraceSummary
 from mpdoctor.report import write_report
 
-# The cache is used when the trace pass runs (TensorFlow installed); found, not imported: importing it costs 5-20 s.
-needs_tensorflow = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs TensorFlow")
+# The cache is used when the trace pass runs (TensorFlow installed).
+needs_tensorflow = pytest.mark.usefixtures("tensorflow")
 
 HELPER = "UNITS = 4\n"
 USES_HELPER = textwrap.dedent("""\

@@ -25,7 +25,7 @@ def path_entries(tmp_path, monkeypatch):
 
 def test_every_installed_distribution_reads_as_importlib_metadata_reads_it():
     names = {d.metadata["Name"] for d in metadata.distributions() if d.metadata["Name"]}
-    assert {"tensorflow", "keras", "pytest"} <= {n.lower() for n in names}
+    assert {"pytest", "jinja2", "libcst"} <= {n.lower() for n in names}
     read = 0
     for name in sorted(names):
         quick = environment._wheel_version(name)

@@ -35,8 +35,7 @@ FILES = {
 
 
 @pytest.fixture(scope="module")
-def fixed(tmp_path_factory):
-    pytest.importorskip("tensorflow")
+def fixed(tmp_path_factory, tensorflow):
     folder = tmp_path_factory.mktemp("step-check")
     shutil.copy(TESTS / "requirements.txt", folder / "requirements.txt")  # the fixtures' TensorFlow 2.21 target
     for name, source in FILES.items():

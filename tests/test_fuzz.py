@@ -3,7 +3,7 @@ the fixture corpus go through `check_source` and every fix. Never an internal er
 output parses (when the input did).
 
 Reproducible: derandomized, no example database. `MPDOCTOR_FUZZ_EXAMPLES=N` sets the examples per test (nightly:
-e.g. 20000); the default keeps the whole file around a minute on a 2-core machine.
+e.g. 20000); the default keeps the static tests here to a few seconds (they run in the no-TensorFlow stage).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from mpdoctor.config import Config
 from mpdoctor.engine import check_source
 from mpdoctor.fix.apply import EditConflict, apply_fixes
 
-EXAMPLES = int(os.environ.get("MPDOCTOR_FUZZ_EXAMPLES", "1500"))
+EXAMPLES = int(os.environ.get("MPDOCTOR_FUZZ_EXAMPLES", "400"))
 FIXTURES = sorted((Path(__file__).parent / "fixtures").rglob("*.py"))
 FUZZ = settings(
     max_examples=EXAMPLES,
@@ -438,8 +438,7 @@ for i in range(count):
 """
 
 
-def test_fuzzed_checkpoint_index_and_h5_bytes_give_a_result_or_one_clear_line(tmp_path):
-    pytest.importorskip("tensorflow")
+def test_fuzzed_checkpoint_index_and_h5_bytes_give_a_result_or_one_clear_line(tmp_path, tensorflow):
     import json
     import subprocess
     import sys
@@ -474,7 +473,7 @@ def test_fuzzed_checkpoint_index_and_h5_bytes_give_a_result_or_one_clear_line(tm
     assert outcomes["error"] > 0  # the mutations do break files: the assertions above saw real errors
 
 
-def test_h5py_failures_after_open_are_checkpoint_errors_and_our_own_bugs_are_not(tmp_path):
+def test_h5py_failures_after_open_are_checkpoint_errors_and_our_own_bugs_are_not(tmp_path, tensorflow):
     """Regression (found by the artifact fuzzer): a .weights.h5 with one flipped bit in an object header opens,
     then h5py raises RuntimeError("... message not aligned") on a read, which was an internal error."""
     h5py = pytest.importorskip("h5py")
@@ -494,8 +493,7 @@ def test_h5py_failures_after_open_are_checkpoint_errors_and_our_own_bugs_are_not
         {}["ours"]  # a KeyError of mpdoctor's own code stays an internal error (a bug to report), not "corrupt"
 
 
-def test_the_fuzzer_found_h5_file_is_one_clear_line(tmp_path, capfd):
-    pytest.importorskip("tensorflow")
+def test_the_fuzzer_found_h5_file_is_one_clear_line(tmp_path, capfd, tensorflow):
     keras = pytest.importorskip("keras")
     from mpdoctor.cli import main
 

@@ -108,7 +108,7 @@ def test_two_trace_findings_on_one_static_line_merge_without_error():
 
 # ---------------------------------------------------------------------------------------------- trace pass
 
-tf = pytest.importorskip("tensorflow")  # everything below runs the trace child
+needs_tf = pytest.mark.usefixtures("tensorflow")  # everything below runs the trace child
 
 from trace_support import codes_at, trace_check  # noqa: E402
 
@@ -118,6 +118,7 @@ HUGE_OUTPUT = (
 )
 
 
+@needs_tf
 @pytest.mark.parametrize(
     "body,reason",
     [
@@ -140,6 +141,7 @@ def test_hostile_model_code_becomes_mp001_and_static_findings_survive(tmp_path, 
     assert reason in mp001.message, mp001.message
 
 
+@needs_tf
 def test_memory_limit_kills_the_child_with_a_clear_reason(tmp_path):
     hog = tmp_path / "hog.py"
     hog.write_text(MODEL + "hog = []\nwhile True:\n    hog.append(bytearray(64 << 20))\n")
@@ -155,6 +157,7 @@ def test_memory_limit_kills_the_child_with_a_clear_reason(tmp_path):
     assert [d.passes for d in diagnostics if d.code == "MP401"] == [("static", "trace")]
 
 
+@needs_tf
 def test_trace_memory_option_and_config_are_validated(tmp_path):
     (tmp_path / "m.py").write_text("x = 1\n")
     bad = run_cli("check", "--trace-memory", "-5", "m.py", cwd=tmp_path)
@@ -181,6 +184,7 @@ PEAK_RSS = textwrap.dedent("""\
     """)
 
 
+@needs_tf
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from /proc")
 def test_huge_stdout_is_drained_with_bounded_memory_and_the_run_succeeds(tmp_path):
     script = tmp_path / "chatty.py"
@@ -204,6 +208,7 @@ def test_huge_stdout_is_drained_with_bounded_memory_and_the_run_succeeds(tmp_pat
     assert snapshot(tmp_path) == before
 
 
+@needs_tf
 def test_changing_the_working_directory_does_not_break_the_trace(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -217,6 +222,7 @@ def test_changing_the_working_directory_does_not_break_the_trace(tmp_path):
     ]
 
 
+@needs_tf
 def test_a_file_deleting_itself_still_gets_every_report_format(tmp_path):
     script = tmp_path / "vanishing.py"
     source = MODEL + "import os\nos.remove(__file__)\n"
@@ -282,6 +288,7 @@ USER_PACKAGE = {
 }
 
 
+@needs_tf
 @pytest.mark.parametrize(
     "script,legacy", [("keras3_model.py", False), ("tf_keras_model.py", True)], ids=["keras3", "tf_keras"]
 )

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import html
-import importlib.util
 import re
 import subprocess
 import sys
@@ -16,8 +15,7 @@ pytest.importorskip("IPython")
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-HAS_TF = importlib.util.find_spec("tensorflow") is not None
-needs_tf = pytest.mark.skipif(not HAS_TF, reason="needs TensorFlow")
+needs_tf = pytest.mark.usefixtures("tensorflow")
 
 SOFTMAX_MODEL = textwrap.dedent("""\
     import keras

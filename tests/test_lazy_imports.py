@@ -1,6 +1,7 @@
 """`mpdoctor --help`, `mpdoctor rules` and `mpdoctor check --no-trace` must never import TensorFlow (nor the trace's
 process management)."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -90,10 +91,21 @@ STARTUP_PROBE = textwrap.dedent("""
 """)
 
 
+def _installed_as_wheels(tmp_path) -> dict[str, str]:
+    """An environment for a child Python in which TensorFlow 2.21, Keras 3 and tensorflow-hub are installed, as the
+    static pass reads it: their wheels' `.dist-info` directories, first on sys.path (where TensorFlow is not
+    installed, the static pass asks importlib.metadata, rightly)."""
+    site = tmp_path / "site"
+    for wheel in ("tensorflow-2.21.0", "keras-3.15.1", "tensorflow_hub-0.16.1", "tf_keras-2.21.0"):
+        (site / f"{wheel}.dist-info").mkdir(parents=True)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+
+
 def test_a_static_run_imports_only_what_it_uses(tmp_path):
     """Start-up is the serial part of every static run: the trace's record classes, the project analysis (no
     project here), the baseline's hashing, the plan, importlib.metadata (the installed versions come from the
     wheels' directory names) stay unimported; a run with a baseline imports its module."""
+    env = _installed_as_wheels(tmp_path)
     model = tmp_path / "model.py"
     model.write_text("import tensorflow as tf\ntf.keras.mixed_precision.set_global_policy('mixed_float16')\n")
     modules = ["mpdoctor.facts.schema", "mpdoctor.baseline", "mpdoctor.plan"]
@@ -101,7 +113,10 @@ def test_a_static_run_imports_only_what_it_uses(tmp_path):
     modules += ["importlib.metadata", "tempfile", "hashlib"]
     argv = ["check", "--no-trace", "--format", "json", str(model)]
     result = subprocess.run(
-        [sys.executable, "-c", STARTUP_PROBE.format(argv=argv, modules=modules)], capture_output=True, text=True
+        [sys.executable, "-c", STARTUP_PROBE.format(argv=argv, modules=modules)],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert [line for line in result.stderr.splitlines() if line.startswith("LOADED=")] == ["LOADED="], result.stderr
     baseline = tmp_path / "baseline.json"
@@ -110,5 +125,6 @@ def test_a_static_run_imports_only_what_it_uses(tmp_path):
         [sys.executable, "-c", STARTUP_PROBE.format(argv=argv, modules=["mpdoctor.baseline"])],
         capture_output=True,
         text=True,
+        env=env,
     )
     assert "LOADED=mpdoctor.baseline" in result.stderr.splitlines() and baseline.exists()

@@ -396,8 +396,7 @@ def _output_dtype(source: str, directory: Path, legacy: bool) -> str:
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
-def test_trace_runs_the_cells_and_confirms_mp401_in_cell_3(tmp_path, legacy):
-    pytest.importorskip("tensorflow")
+def test_trace_runs_the_cells_and_confirms_mp401_in_cell_3(tmp_path, legacy, tensorflow):
     keras = "tf.keras" if legacy else "keras"
     (tmp_path / "nb").mkdir()
     broken = write(tmp_path / "nb" / "demo.ipynb", softmax_notebook(keras))
@@ -430,8 +429,7 @@ def test_locations_past_the_end_and_spans_across_cells_stay_in_a_cell():
     assert parse_notebook(notebook(markdown("only prose"))).to_cell(1) == (None, 1)
 
 
-def test_trace_reports_an_exception_at_the_cell_that_raised(tmp_path):
-    pytest.importorskip("tensorflow")
+def test_trace_reports_an_exception_at_the_cell_that_raised(tmp_path, tensorflow):
     data = softmax_notebook(head_dtype=', dtype="float32"')
     data["cells"][4] = code("x = 1\nraise RuntimeError('boom in the last cell')")
     path = write(tmp_path / "boom.ipynb", data)

@@ -104,8 +104,7 @@ repos:
 """
 
 
-def test_trace_hook_as_a_local_hook_in_this_environment(tmp_path):
-    pytest.importorskip("tensorflow")
+def test_trace_hook_as_a_local_hook_in_this_environment(tmp_path, tensorflow):
     repo = _git_repo(tmp_path / "project", {"model.py": SOFTMAX_HEAD})
     # The README's hook runs `mpdoctor check --trace`; here the same command through this interpreter and checkout.
     entry = f"env PYTHONPATH={REPO} {sys.executable} -m mpdoctor check --trace"

@@ -374,7 +374,7 @@ def test_fix_keeps_the_project_context(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ ground truth
 
-tf_needed = pytest.mark.skipif(__import__("importlib").util.find_spec("tensorflow") is None, reason="needs tensorflow")
+tf_needed = pytest.mark.usefixtures("tensorflow")
 
 
 def run_entry(project: Path, *args: str, legacy: bool = False) -> list:

@@ -621,7 +621,7 @@ CRLF_MODEL = (
 
 
 @pytest.mark.parametrize("newline", ["\r\n", "\n"], ids=["crlf", "lf"])
-def test_F10_lines_a_fix_inserts_get_the_files_line_endings(tmp_path, newline):
+def test_F10_lines_a_fix_inserts_get_the_files_line_endings(tmp_path, newline, pinned_target):
     path = tmp_path / "crlf.py"
     path.write_bytes(CRLF_MODEL.replace("\r\n", newline).encode())
     _, out, err = run_main("check", "--no-trace", "--fix", "--unsafe-fixes", "crlf.py", cwd=tmp_path)

@@ -4,7 +4,6 @@ network, and hostile layer names stay text. Screenshots are kept under artifacts
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -21,7 +20,7 @@ CHROMIUM = find_chromium()
 
 pytestmark = [
     pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)"),
-    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="the trace pass needs TensorFlow"),
+    pytest.mark.usefixtures("tensorflow"),  # the trace pass
 ]
 
 PAGE_FACTS = {

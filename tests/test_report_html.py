@@ -12,7 +12,6 @@ import sys
 from itertools import pairwise
 from pathlib import Path
 
-import pytest
 import tomllib
 from trace_support import write_overflowing_checkpoint
 
@@ -395,8 +394,7 @@ def test_the_wheel_lists_every_package_and_ships_the_templates():
     assert all(any(Path(name).match(p) for p in patterns) for name in shipped)
 
 
-def test_cli_html_flag_writes_the_checkpoint_audit_of_a_real_run(tmp_path):
-    pytest.importorskip("tensorflow")
+def test_cli_html_flag_writes_the_checkpoint_audit_of_a_real_run(tmp_path, tensorflow):
     env = dict(
         os.environ,
         TF_CPP_MIN_LOG_LEVEL="3",

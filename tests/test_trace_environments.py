@@ -10,6 +10,7 @@ environments"); these tests run on the installed one.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import io
 import json
 import os
@@ -33,7 +34,6 @@ from mpdoctor.trace.child.adapters import UnsupportedKeras, adapter_for, keras2,
 from mpdoctor.trace_context import TraceContext
 
 ROOT = Path(__file__).resolve().parents[1]
-TF_AVAILABLE = __import__("importlib").util.find_spec("tensorflow") is not None
 
 
 # ------------------------------------------------------------------------------------------ which Keras, no TF
@@ -131,6 +131,8 @@ def test_every_adapter_lists_the_private_names_it_touches():
 )
 def test_the_hooked_packages(monkeypatch, source, tensorflow, legacy, wanted):
     monkeypatch.setenv("TF_USE_LEGACY_KERAS", legacy)
+    find_spec = importlib.util.find_spec  # tf_keras is installed, here or not
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "tf_keras" else find_spec(name))
     assert keras_adapter.flavours(ast.parse(source), tensorflow) == wanted
 
 
@@ -309,7 +311,7 @@ def _cannot_trace(report: dict) -> list[dict]:
     return [d for d in report["diagnostics"] if d["code"] == "MP001" and "mpdoctor cannot trace" in d["message"]]
 
 
-pytestmark_tf = pytest.mark.skipif(not TF_AVAILABLE, reason="needs TensorFlow")
+pytestmark_tf = pytest.mark.usefixtures("tensorflow")
 
 
 @pytestmark_tf

@@ -171,13 +171,7 @@ def test_mp402_and_mp401_from_graph_outputs():
     assert [d.location.line for d in run(f, "MP401")] == [6]
 
 
-def _has_tensorflow() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("tensorflow") is not None
-
-
-needs_tf = pytest.mark.skipif(not _has_tensorflow(), reason="TensorFlow is not installed")
+needs_tf = pytest.mark.usefixtures("tensorflow")
 
 
 @needs_tf

@@ -58,16 +58,12 @@ def mpdoctor(*args: str, cwd: Path, legacy: bool = False) -> subprocess.Complete
     )
 
 
-def needs_tensorflow():
-    pytest.importorskip("tensorflow")
-
-
 # ------------------------------------------------------------------------------------ clean code, opt-in MP603
 
 
 @pytest.mark.parametrize("legacy,source", [(False, KERAS3_CLEAN), (True, TF_KERAS_CLEAN)], ids=["keras3", "tf_keras"])
+@pytest.mark.usefixtures("tensorflow")
 def test_a_clean_mixed_precision_script_passes_with_the_trace(tmp_path, legacy, source):
-    needs_tensorflow()
     (tmp_path / "clean.py").write_text(source)
     result = mpdoctor("check", "--trace", "clean.py", cwd=tmp_path, legacy=legacy)
     assert (result.returncode, result.stdout) == (0, "All checks passed (1 file checked).\n"), result.stderr
@@ -82,8 +78,8 @@ def _slow_here(report: dict, dtype: str) -> bool:
 
 
 @pytest.mark.parametrize("legacy,source", [(False, KERAS3_CLEAN), (True, TF_KERAS_CLEAN)], ids=["keras3", "tf_keras"])
+@pytest.mark.usefixtures("tensorflow")
 def test_mp603_is_reported_when_selected_by_its_code(tmp_path, legacy, source):
-    needs_tensorflow()
     (tmp_path / "clean.py").write_text(source)
     result = mpdoctor("check", "--extend-select", "MP603", "--format", "json", "clean.py", cwd=tmp_path, legacy=legacy)
     report = json.loads(result.stdout)
@@ -95,8 +91,8 @@ def test_mp603_is_reported_when_selected_by_its_code(tmp_path, legacy, source):
 @pytest.mark.parametrize(
     "legacy,source", [(False, KERAS3_LAYER_DTYPE), (True, TF_KERAS_LAYER_DTYPE)], ids=["keras3", "tf_keras"]
 )
+@pytest.mark.usefixtures("tensorflow")
 def test_mp603_when_mixed_precision_comes_only_from_a_layer_dtype(tmp_path, legacy, source):
-    needs_tensorflow()
     (tmp_path / "layer.py").write_text(source)
     result = mpdoctor("check", "--select", "MP603", "--format", "json", "layer.py", cwd=tmp_path, legacy=legacy)
     report = json.loads(result.stdout)
@@ -196,8 +192,8 @@ tf.train.Checkpoint(model=model).read("pretrained")
     ],
     ids=["tf_keras", "keras3"],
 )
+@pytest.mark.usefixtures("tensorflow")
 def test_messages_name_the_path_the_code_saved_to_not_the_scratch_directory(tmp_path, legacy, source, call, line):
-    needs_tensorflow()
     from trace_support import run_python
 
     script = tmp_path / "restore.py"
@@ -249,8 +245,8 @@ TF_KERAS_NO_POLICY = KERAS3_NO_POLICY.replace("import keras", "import tf_keras a
 @pytest.mark.parametrize(
     "legacy,source", [(False, KERAS3_NO_POLICY), (True, TF_KERAS_NO_POLICY)], ids=["keras3", "tf_keras"]
 )
+@pytest.mark.usefixtures("tensorflow")
 def test_assume_policy_reaches_the_trace(tmp_path, legacy, source):
-    needs_tensorflow()
     (tmp_path / "head.py").write_text(source)
     result = mpdoctor(
         "check", "--assume-policy", "mixed_float16", "--format", "json", "head.py", cwd=tmp_path, legacy=legacy
