@@ -69,6 +69,81 @@ def test_no_import_cycles():
     assert cycles == [], "\n".join(" -> ".join([*cycle, cycle[0]]) for cycle in cycles)
 
 
+# The layers, lowest first (as import-linter's `layers` contract): a module imports only from its own layer or those
+# below, type-only imports included. A module belongs to the layer of its longest matching prefix.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "foundation: data and text, no analysis (fix.apply: edits applied to a text, which renderers show as diffs)",
+        (
+            "mpdoctor._version", "mpdoctor.facts", "mpdoctor.printable", "mpdoctor.reads", "mpdoctor.writes",
+            "mpdoctor.tf_messages", "mpdoctor.signals", "mpdoctor.progress", "mpdoctor.spellings",
+            "mpdoctor.static.names", "mpdoctor.fix.apply",
+        ),
+    ),
+    (
+        "target: which TensorFlow and Keras a file is judged against",
+        (
+            "mpdoctor.project.target", "mpdoctor.project.requirements", "mpdoctor.project.declared",
+            "mpdoctor.project.dockerfiles", "mpdoctor.project.environment", "mpdoctor.project.evidence",
+        ),
+    ),
+    (
+        "findings: results, rules' registry, configuration, checked sources",
+        (
+            "mpdoctor.diagnostics", "mpdoctor.registry", "mpdoctor.notebook", "mpdoctor.sources",
+            "mpdoctor.fingerprints", "mpdoctor.suppress", "mpdoctor.config",
+        ),
+    ),
+    ("artifacts: SavedModel and checkpoint readers", ("mpdoctor.artifacts",)),
+    (
+        "analysis: the static analyses, the project analysis, what rules read of a trace",
+        ("mpdoctor.static", "mpdoctor.project", "mpdoctor.trace_context", "mpdoctor.trace_user_code"),
+    ),
+    ("rules", ("mpdoctor.rules",)),
+    (
+        "passes: running the static pass and the trace, caching, baselines",
+        (
+            "mpdoctor.engine", "mpdoctor.trace", "mpdoctor.static_workers", "mpdoctor.collector", "mpdoctor.cache",
+            "mpdoctor.baseline",
+        ),
+    ),
+    ("fixes and plans, verified by re-running the passes", ("mpdoctor.fix", "mpdoctor.plan")),
+    ("renderers", ("mpdoctor.report",)),
+    ("interfaces", ("mpdoctor.cli", "mpdoctor.jupyter", "mpdoctor.merge", "mpdoctor.__main__", "mpdoctor")),
+]  # fmt: skip
+# Imports that go up a layer on purpose, with why.
+UPWARD_IMPORTS = {
+    # Rules are plugins: the registry loads the package that imports every rule module, and names none of them.
+    ("mpdoctor.registry", "mpdoctor.rules"),
+}
+
+
+def layer_of(module: str) -> int:
+    matches = [
+        (len(prefix), index)
+        for index, (_, prefixes) in enumerate(LAYERS)
+        for prefix in prefixes
+        if module == prefix or module.startswith(prefix + ".")
+    ]
+    assert matches, f"{module} is in no layer: add it to LAYERS"
+    return max(matches)[1]
+
+
+def test_imports_go_down_the_layers():
+    upward = [
+        f"{source} ({LAYERS[layer_of(source)][0].split(':')[0]}) -> {target} ({LAYERS[layer_of(target)][0]})"
+        for source, target in sorted(import_graph().edges)
+        if layer_of(target) > layer_of(source) and (source, target) not in UPWARD_IMPORTS
+    ]
+    assert upward == []
+
+
+def test_every_allowed_upward_import_still_exists():
+    """The exceptions only shrink: one that no longer happens is removed from the list."""
+    edges = set(import_graph().edges)
+    assert sorted(pair for pair in UPWARD_IMPORTS if pair not in edges) == []
+
+
 def test_the_trace_child_imports_only_facts_and_artifact_readers():
     graph = import_graph(type_checking=False)  # what runs in the user's process
     child = [name for name in MODULES if name.startswith("mpdoctor.trace.child")]

@@ -29,8 +29,8 @@ from mpdoctor.static.dataflow import (
 from mpdoctor.static.float16_regions import Region, float16_regions
 from mpdoctor.static.literals import OVERFLOW, UNDERFLOW, float16_problem, is_float_literal, number
 from mpdoctor.static.tree_index import FUNCTION_NODES
-from mpdoctor.trace.user_code import downgrade, unsafe_constants, user_layers
 from mpdoctor.trace_context import TraceContext
+from mpdoctor.trace_user_code import downgrade, unsafe_constants, user_layers
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts

@@ -14,8 +14,8 @@ from mpdoctor.static.context import StaticContext
 from mpdoctor.static.dataflow import F16, F32, Flow, flow_of, last_part, render
 from mpdoctor.static.float16_regions import Region, float16_regions
 from mpdoctor.static.literals import float16_problem, number
-from mpdoctor.trace.user_code import downgrade, unsafe_ops, user_layers
 from mpdoctor.trace_context import TraceContext
+from mpdoctor.trace_user_code import downgrade, unsafe_ops, user_layers
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts
