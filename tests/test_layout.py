@@ -73,11 +73,11 @@ def test_no_import_cycles():
 # below, type-only imports included. A module belongs to the layer of its longest matching prefix.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
-        "foundation: data and text, no analysis (fix.apply: edits applied to a text, which renderers show as diffs)",
+        "foundation: data and text, no analysis",
         (
             "mpdoctor._version", "mpdoctor.facts", "mpdoctor.printable", "mpdoctor.reads", "mpdoctor.writes",
             "mpdoctor.tf_messages", "mpdoctor.signals", "mpdoctor.progress", "mpdoctor.spellings",
-            "mpdoctor.static.names", "mpdoctor.fix.apply",
+            "mpdoctor.static.names",
         ),
     ),
     (
@@ -88,10 +88,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     (
-        "findings: results, rules' registry, configuration, checked sources",
+        "findings: results, rules' registry, configuration, checked sources, edits applied to a text",
         (
             "mpdoctor.diagnostics", "mpdoctor.registry", "mpdoctor.notebook", "mpdoctor.sources",
-            "mpdoctor.fingerprints", "mpdoctor.suppress", "mpdoctor.config",
+            "mpdoctor.fingerprints", "mpdoctor.suppress", "mpdoctor.config", "mpdoctor.fix.apply",
         ),
     ),
     ("artifacts: SavedModel and checkpoint readers", ("mpdoctor.artifacts",)),
