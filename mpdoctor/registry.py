@@ -31,14 +31,25 @@ import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from mpdoctor.diagnostics import PASS_NAMES, Severity
+from mpdoctor.diagnostics import PASS_NAMES, Diagnostic, Severity
 from mpdoctor.spellings import Spellings
+
+if TYPE_CHECKING:
+    from mpdoctor.facts.schema import ExceptionRecord, Facts
 
 CODE_PATTERN = re.compile(r"^MP\d{3}$")
 PASS_LETTERS = ("S", "T", "A")
 # Most rules need float16/bfloat16 compute, which no file can have without spelling one of these.
 FLOAT16_TEXT = r"float16|half"
+
+# The hooks of each kind take different arguments (see the module docstring); a decorator returns its function as
+# it is. The ones whose arguments this module can name without importing upward are checked at registration.
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
+_Pattern = TypeVar("_Pattern", bound="Callable[[str], ExceptionVerdict | None]")
+_Explainer = TypeVar("_Explainer", bound="Callable[[ExceptionRecord, Facts, list[Diagnostic]], bool]")
+_Absorber = TypeVar("_Absorber", bound=Callable[[Diagnostic], bool])
 
 
 @dataclass(frozen=True)
@@ -64,7 +75,7 @@ class Rule:
 @dataclass(frozen=True)
 class StaticCheck:
     codes: tuple[str, ...]
-    fn: Callable
+    fn: Callable[..., Any]  # fn(ctx: StaticContext) -> Iterable[Diagnostic]
     requires: tuple[Spellings, ...]  # the check cannot fire on a file whose text misses one (cheap early skip)
 
     def may_fire(self, text: str, float16_assumed: bool, seen: dict[str, bool]) -> bool:
@@ -84,7 +95,7 @@ class Hook:
     """A registered function of some rules (trace check, verdicts, explainer...)."""
 
     codes: tuple[str, ...]
-    fn: Callable
+    fn: Callable[..., Any]  # the signature of its kind (see the module docstring)
     order: int = 0
 
 
@@ -165,7 +176,7 @@ def engine_code(role: str) -> str:
     return _ENGINE_CODES[role]
 
 
-def static_check(*codes: str, requires: str | tuple[str, ...] = FLOAT16_TEXT) -> Callable[[Callable], Callable]:
+def static_check(*codes: str, requires: str | tuple[str, ...] = FLOAT16_TEXT) -> Callable[[_Fn], _Fn]:
     """Register a static check that may raise the given codes.
 
     `requires`: regexes that the text of any file the check can fire on matches, every one of them. A necessary
@@ -173,7 +184,7 @@ def static_check(*codes: str, requires: str | tuple[str, ...] = FLOAT16_TEXT) ->
     configuration assumes a float16 policy.
     """
 
-    def register(fn: Callable) -> Callable:
+    def register(fn: _Fn) -> _Fn:
         _check_codes(codes, "S", "static")
         patterns = tuple(Spellings(r) for r in ((requires,) if isinstance(requires, str) else requires))
         _STATIC_CHECKS[_key(fn)] = StaticCheck(codes, fn, patterns)
@@ -182,8 +193,8 @@ def static_check(*codes: str, requires: str | tuple[str, ...] = FLOAT16_TEXT) ->
     return register
 
 
-def _hook(kind: str, codes: tuple[str, ...], letter: str | None = None, order: int = 0):
-    def register(fn: Callable) -> Callable:
+def _hook(kind: str, codes: tuple[str, ...], letter: str | None = None, order: int = 0) -> Callable[[_Fn], _Fn]:
+    def register(fn: _Fn) -> _Fn:
         _check_codes(codes, letter, kind)
         _HOOKS[kind][_key(fn)] = Hook(codes, fn, order)
         return fn
@@ -191,35 +202,35 @@ def _hook(kind: str, codes: tuple[str, ...], letter: str | None = None, order: i
     return register
 
 
-def trace_check(*codes: str) -> Callable[[Callable], Callable]:
+def trace_check(*codes: str) -> Callable[[_Fn], _Fn]:
     """Register a trace check: pure, facts in, diagnostics out."""
     return _hook("trace", codes, "T")
 
 
-def static_verdicts(*codes: str) -> Callable[[Callable], Callable]:
+def static_verdicts(*codes: str) -> Callable[[_Fn], _Fn]:
     """Register what the trace says about the static findings of these codes (see the module docstring)."""
     return _hook("verdicts", codes, "S")
 
 
-def exception_pattern(code: str, *, order: int) -> Callable[[Callable], Callable]:
+def exception_pattern(code: str, *, order: int) -> Callable[[_Pattern], _Pattern]:
     """Register the rule's reading of exception messages; lower `order` is tried first."""
     return _hook("patterns", (code,), order=order)
 
 
-def explains_exception(code: str) -> Callable[[Callable], Callable]:
+def explains_exception(code: str) -> Callable[[_Explainer], _Explainer]:
     return _hook("explains", (code,))
 
 
-def absorbs_crash(code: str) -> Callable[[Callable], Callable]:
+def absorbs_crash(code: str) -> Callable[[_Absorber], _Absorber]:
     return _hook("absorbs", (code,))
 
 
-def unused_suppressions_check(code: str) -> Callable[[Callable], Callable]:
+def unused_suppressions_check(code: str) -> Callable[[_Fn], _Fn]:
     """Register the check of the suppression comments that suppressed nothing (run by the engine, after suppressing)."""
     return _hook("suppressions", (code,))
 
 
-def _key(fn: Callable) -> str:
+def _key(fn: Callable[..., object]) -> str:
     return fn.__module__ + "." + fn.__qualname__
 
 
@@ -268,7 +279,12 @@ def classify_exception(message: str | None) -> ExceptionVerdict | None:
     return None
 
 
-def verdict_of(error) -> ExceptionVerdict | None:
+class _HasMessage(Protocol):
+    @property
+    def message(self) -> str | None: ...
+
+
+def verdict_of(error: _HasMessage | None) -> ExceptionVerdict | None:
     """`classify_exception` of a recorded exception or error (anything with a `message`; None gives None)."""
     return classify_exception(error.message) if error is not None else None
 

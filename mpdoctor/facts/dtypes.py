@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 KNOWN_POLICIES = ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16", "float32", "float64")
 PLAN_POLICIES = ("mixed_float16", "mixed_bfloat16")  # what `mpdoctor plan --policy` accepts
@@ -28,7 +28,8 @@ def is_float16_compute(policy: str | None) -> bool:
     return compute_dtype(policy) in LOW_PRECISION
 
 
-def low_precision(dtype: str | None) -> bool:
+def low_precision(dtype: str | None) -> TypeGuard[str]:
+    """float16 or bfloat16 (then a dtype name, not None)."""
     return dtype in LOW_PRECISION
 
 

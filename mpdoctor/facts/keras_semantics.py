@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from mpdoctor.facts.tf_releases import FIRST_KERAS3  # the TensorFlow whose tf.keras is Keras 3
 
@@ -240,13 +241,13 @@ def version_tuple(version: str | None) -> tuple[int, int] | None:
         return None
 
 
-def layer_compute_dtype(layer) -> str | None:
+def layer_compute_dtype(layer: object) -> str | None:
     """A layer's compute dtype by name (`float16`): Keras 2 gives a string, Keras 3 a dtype; None without one."""
     dtype = getattr(layer, "compute_dtype", None)
     return getattr(dtype, "name", dtype) if dtype is not None else None
 
 
-def sublayers(layer: object, *, recursive: bool, include_self: bool = False) -> list:
+def sublayers(layer: object, *, recursive: bool, include_self: bool = False) -> list[Any]:  # live Keras layers
     """The layers tracked by a layer or model (Keras' own `_flatten_layers`; its `layers` list for objects without
     it), recursively or only the direct ones."""
     try:

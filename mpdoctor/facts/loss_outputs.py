@@ -9,10 +9,12 @@ from mpdoctor.facts.dtypes import low_precision
 from mpdoctor.facts.keras_semantics import risky_activation
 
 if TYPE_CHECKING:
-    from mpdoctor.facts.schema import Facts
+    from collections.abc import Iterator
+
+    from mpdoctor.facts.schema import Facts, GraphNode, LossRecord, ModelGraph, ModelRecord
 
 
-def float16_loss_outputs(facts: Facts):
+def float16_loss_outputs(facts: Facts) -> Iterator[tuple[ModelRecord, ModelGraph, LossRecord, GraphNode]]:
     """(model, graph, loss record, output node) for model outputs whose compiled loss was observed computing in
     float16/bfloat16 and that MP401 does not already report."""
     for model, record in facts.numerics():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from mpdoctor.facts import codec
 from mpdoctor.facts.artifacts import CheckpointAudit, SavedModelInfo
@@ -21,6 +22,9 @@ from mpdoctor.facts.records import FactsRecord, SourceRef
 from mpdoctor.facts.records import LayerRecord as LayerRecord  # the static pass's records, for the trace too
 from mpdoctor.facts.records import PolicyEvent as PolicyEvent
 from mpdoctor.facts.records import source_refs as source_refs
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 FACTS_VERSION = 1
 
@@ -232,9 +236,9 @@ class ModelGraph(FactsRecord):
     def node(self, node_id: str | None) -> GraphNode | None:
         return next((n for n in self.nodes if n.id == node_id), None)
 
-    def output_nodes(self):
+    def output_nodes(self) -> Iterator[tuple[GraphNode, GraphOutput]]:
         """(node, output) for every model output produced by a node of this graph."""
-        nodes = {n.id: n for n in self.nodes}
+        nodes: dict[str | None, GraphNode] = {n.id: n for n in self.nodes}  # an output may name no node
         for output in self.outputs:
             node = nodes.get(output.node)
             if node is not None:
@@ -550,20 +554,20 @@ class Facts(FactsRecord):
     def keras_major(self) -> int:
         return (self.environment.keras_major if self.environment else None) or 3
 
-    def graphs(self):
+    def graphs(self) -> Iterator[tuple[ModelRecord, ModelGraph]]:
         """(model record, graph) for every analysed model that has a graph."""
         for model in self.models:
             if model.graph is not None:
                 yield model, model.graph
 
-    def numerics(self):
+    def numerics(self) -> Iterator[tuple[ModelRecord, NumericsRecord]]:
         """(model record, numerics record) for every model whose numerics ran."""
         for model in self.models:
             if model.numerics is not None and not model.numerics.skipped:
                 yield model, model.numerics
 
 
-def new_facts(**values) -> Facts:
+def new_facts(**values: Any) -> Facts:
     return Facts(**values)
 
 
@@ -612,8 +616,8 @@ class TraceSummary(FactsRecord):
     # What the run read besides the file (Facts.inputs), for the result cache; None: unknown. Not in reports.
     inputs: list[str] | None = field(default=None, metadata=NOT_JSON)
 
-    def to_json(self) -> dict:
-        data = codec.to_json(self)
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = codec.to_json(self)
         data["environment"] = data["environment"] or {}
         return data
 

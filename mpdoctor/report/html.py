@@ -13,7 +13,7 @@ import difflib
 import hashlib
 import os
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mpdoctor._version import __version__
 from mpdoctor.facts.artifacts import SavedModelInfo
@@ -21,8 +21,14 @@ from mpdoctor.facts.hardware import slow_hardware
 from mpdoctor.facts.schema import Environment, TraceSummary
 from mpdoctor.report.json_format import diagnostic_to_dict
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from mpdoctor.diagnostics import Diagnostic, Location, Report, SourceText
+
 _SNIPPET_CONTEXT = 2
 _AUDIT_ROWS = 200  # rows of one checkpoint's audit table; problems first, the rest is counted
+_Context = dict[str, Any]  # what the template reads of one item (a card, a model, a checkpoint...)
 
 
 def _template_dir() -> Path:
@@ -40,7 +46,7 @@ def _template_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "reports" / "templates"  # a source checkout
 
 
-def _location_text(sources: dict, location) -> str | None:
+def _location_text(sources: dict[str, SourceText], location: Location) -> str | None:
     """The text a location's line counts in: the file, or for a notebook finding the lines of its cell."""
     source = sources.get(location.path)
     return source.text_of(location.cell) if source is not None else None
@@ -54,7 +60,7 @@ def _snippet(text: str | None, line: int) -> list[tuple[int, str]]:
     return [(n, lines[n - 1]) for n in range(start, end + 1)]
 
 
-def fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
+def fix_diff(diagnostic: Diagnostic, sources: dict[str, SourceText]) -> list[tuple[str, str]]:
     """The fix as unified-diff lines [(kind, text)], kind in file|hunk|add|remove|context; [] when it cannot be
     shown. A notebook's (or a %%mpdoctor cell's) fix is a diff of its cell."""
     from mpdoctor.fix.apply import EditConflict, apply_edits
@@ -84,12 +90,14 @@ def fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
     return lines
 
 
-def _cell_fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
+def _cell_fix_diff(diagnostic: Diagnostic, sources: dict[str, SourceText]) -> list[tuple[str, str]]:
     from mpdoctor.fix.apply import EditConflict, apply_edits
 
     fix, path = diagnostic.cell_fix, diagnostic.location.path
     source = sources.get(path)
-    before = source.text_of(fix.cell) if fix is not None and source is not None else None
+    if fix is None or source is None:
+        return []
+    before = source.text_of(fix.cell)
     if before is None:
         return []
     try:
@@ -104,7 +112,7 @@ def _cell_fix_diff(diagnostic, sources: dict) -> list[tuple[str, str]]:
     )
 
 
-def _classified(diff_lines) -> list[tuple[str, str]]:
+def _classified(diff_lines: Iterable[str]) -> list[tuple[str, str]]:
     return [
         (
             "file"
@@ -122,7 +130,7 @@ def _classified(diff_lines) -> list[tuple[str, str]]:
     ]
 
 
-def _fixes(report) -> list[dict]:
+def _fixes(report: Report) -> list[_Context]:
     """What --fix did (or --diff would do) to each file, and whether a re-trace verified it."""
     return [
         {
@@ -138,7 +146,7 @@ def _fixes(report) -> list[dict]:
     ]
 
 
-def _card(diagnostic, sources: dict) -> dict:
+def _card(diagnostic: Diagnostic, sources: dict[str, SourceText]) -> _Context:
     from mpdoctor.registry import get_rule
 
     item = diagnostic_to_dict(diagnostic)
@@ -154,7 +162,7 @@ def _card(diagnostic, sources: dict) -> dict:
     return item
 
 
-def _environments(traces: list[TraceSummary]) -> list[dict]:
+def _environments(traces: list[TraceSummary]) -> list[_Context]:
     """Each distinct environment the trace ran in, with whether its devices run float16 / bfloat16 fast (the fact
     MP603 reports when selected: shown here whether or not it is)."""
     seen: list[Environment] = []
@@ -166,17 +174,17 @@ def _environments(traces: list[TraceSummary]) -> list[dict]:
     ]
 
 
-def _models(traces: list[TraceSummary], finding_layers: dict[str, set[str]]) -> list[dict]:
+def _models(traces: list[TraceSummary], finding_layers: dict[str, set[str]]) -> list[_Context]:
     from markupsafe import Markup
 
     from mpdoctor.report.graph_svg import model_figures
     from mpdoctor.report.numerics_svg import numerics_svg
 
-    models = []
+    models: list[_Context] = []
     for trace in traces:
         for model in trace.models:
             graph, numerics = model.graph, model.numerics
-            figures = []
+            figures: list[_Context] = []
             if graph is not None:
                 plan = {layer.id for layer in model.plan.layers} if model.plan is not None else set()
                 for figure in model_figures(graph, finding_layers.get(trace.path, set()), plan):
@@ -203,8 +211,8 @@ def _models(traces: list[TraceSummary], finding_layers: dict[str, set[str]]) -> 
     return models
 
 
-def _savedmodels(traces: list[TraceSummary]) -> list[dict]:
-    by_path: dict[str, dict] = {}
+def _savedmodels(traces: list[TraceSummary]) -> list[_Context]:
+    by_path: dict[str | None, _Context] = {}  # a load without a path has its handle, or neither
     for trace in traces:
         for load in trace.savedmodels:
             savedmodel = load.savedmodel or SavedModelInfo()
@@ -215,8 +223,8 @@ def _savedmodels(traces: list[TraceSummary]) -> list[dict]:
     return list(by_path.values())
 
 
-def _checkpoints(traces: list[TraceSummary]) -> list[dict]:
-    audits = []
+def _checkpoints(traces: list[TraceSummary]) -> list[_Context]:
+    audits: list[_Context] = []
     for trace in traces:
         for restore in trace.checkpoints:
             rows = sorted(restore.audit.variables if restore.audit else [], key=lambda r: (r.status == "ok", r.key))
@@ -239,7 +247,7 @@ def _script_hash(script: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
 
 
-def render(report, stream: TextIO, **_options) -> None:
+def render(report: Report, stream: TextIO, **_options: object) -> None:
     import jinja2
 
     environment = jinja2.Environment(

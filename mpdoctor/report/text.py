@@ -5,9 +5,9 @@ finding is one line and nothing in it can drive the terminal."""
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import Any, TextIO
 
-from mpdoctor.diagnostics import Location, Severity
+from mpdoctor.diagnostics import Location, Report, Severity
 from mpdoctor.printable import escape_controls as _safe
 from mpdoctor.report.counts import fixable_parts
 
@@ -18,7 +18,7 @@ def _paint(text: str, code: str, colour: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if colour else text
 
 
-def where_text(loc) -> str:
+def where_text(loc: Location) -> str:
     """`path:line:col`, or `notebook.ipynb:cell 3:line 2:col 5` for a notebook."""
     if loc.cell is not None:
         return f"{_safe(loc.path)}:cell {loc.cell}:line {loc.line}:col {loc.column}"
@@ -37,14 +37,14 @@ def plural(n: int, word: str) -> str:
 
 
 def render(
-    report,
+    report: Report,
     stream: TextIO,
     *,
     colour: bool = False,
     statistics: bool = False,
     quiet: bool = False,
     verbose: bool = False,
-    **_options,
+    **_options: object,
 ) -> None:
     _findings(report, stream, colour, verbose)
     for result in report.fixes or ():
@@ -57,12 +57,12 @@ def render(
     for line in target_lines(report):
         stream.write(line + "\n")
     if report.fixes is not None:
-        _fix_summary(report, stream, colour)
+        _fix_summary(report, report.fixes, stream, colour)
     line, paint = _summary(report)
     stream.write(_paint(line, paint, colour) + "\n")
 
 
-def _findings(report, stream: TextIO, colour: bool, verbose: bool) -> None:
+def _findings(report: Report, stream: TextIO, colour: bool, verbose: bool) -> None:
     for d in report.diagnostics:
         loc = d.location
         where = _paint(f"{where_text(loc)}:", "1", colour)
@@ -74,7 +74,7 @@ def _findings(report, stream: TextIO, colour: bool, verbose: bool) -> None:
                 stream.write("".join(f"    {_safe(line)}\n" for line in f"note: {note}".splitlines()))
 
 
-def _statistics(report, stream: TextIO) -> None:
+def _statistics(report: Report, stream: TextIO) -> None:
     """--statistics: findings per code, most first, `[*]` where --fix fixes some."""
     from mpdoctor.registry import get_rule
 
@@ -86,7 +86,7 @@ def _statistics(report, stream: TextIO) -> None:
         stream.write(f"{count:>5}  {code}  {marker} {get_rule(code).name}\n")
 
 
-def _summary(report) -> tuple[str, str]:
+def _summary(report: Report) -> tuple[str, str]:
     """The summary line and its colour."""
     counts = report.counts()
     total = len(report.diagnostics)
@@ -110,7 +110,7 @@ def _summary(report) -> tuple[str, str]:
     return line, "1"
 
 
-def target_lines(report) -> list[str]:
+def target_lines(report: Report) -> list[str]:
     """Once per run, each target that differs from the installed environment (the findings assume it)."""
     counts: dict[str, int] = {}
     installed = None
@@ -127,12 +127,13 @@ def target_lines(report) -> list[str]:
     ]
 
 
-def _fix_summary(report, stream: TextIO, colour: bool) -> None:
-    for result in report.fixes:
+def _fix_summary(report: Report, fixes: list[Any], stream: TextIO, colour: bool) -> None:
+    """`fixes`: the report's (mpdoctor.fix.results.FileFix per file)."""
+    for result in fixes:
         if result.notebook:  # shown, never written: the diff is the fix
             stream.write(f"{result.shown}: {plural(len(result.in_diff), 'fix')} not applied: {result.error}\n")
             stream.write(result.diff())
-    for result in report.fixes:
+    for result in fixes:
         if result.written:
             stream.write(
                 _paint(
@@ -143,5 +144,5 @@ def _fix_summary(report, stream: TextIO, colour: bool) -> None:
                 )
                 + "\n"
             )
-    fixed = sum(len(r.applied) for r in report.fixes if r.written)
+    fixed = sum(len(r.applied) for r in fixes if r.written)
     stream.write(f"{plural(fixed, 'problem')} fixed, {len(report.diagnostics)} remaining.\n")
