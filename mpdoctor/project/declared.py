@@ -15,6 +15,7 @@ import os
 import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 import tomllib
 
@@ -72,13 +73,20 @@ def _line_of(text: str, needle: str, default: int = 1) -> int:
     return default
 
 
-def _pyproject(path: Path) -> list[Declaration]:
+def _toml(path: Path) -> dict[str, Any] | None:
+    """A project's TOML file, None when it is unreadable or not TOML (it then declares nothing)."""
     text = read_project_file(path)
     if text is None:
-        return []
+        return None
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError:
+        return None
+
+
+def _pyproject(path: Path) -> list[Declaration]:
+    data = _toml(path)
+    if data is None:
         return []
     found: list[Declaration] = []
 
@@ -232,12 +240,8 @@ def _collect_strings(
 
 
 def _pipfile(path: Path) -> list[Declaration]:
-    text = read_project_file(path)
-    if text is None:
-        return []
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    data = _toml(path)
+    if data is None:
         return []
     found = []
     for section in ("packages", "dev-packages"):
