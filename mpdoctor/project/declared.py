@@ -73,21 +73,22 @@ def _line_of(text: str, needle: str, default: int = 1) -> int:
     return default
 
 
-def _toml(path: Path) -> dict[str, Any] | None:
-    """A project's TOML file, None when it is unreadable or not TOML (it then declares nothing)."""
+def _toml(path: Path) -> tuple[str, dict[str, Any]] | None:
+    """A project's TOML file, its text and data; None when it is unreadable or not TOML (it then declares nothing)."""
     text = read_project_file(path)
     if text is None:
         return None
     try:
-        return tomllib.loads(text)
+        return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return None
 
 
 def _pyproject(path: Path) -> list[Declaration]:
-    data = _toml(path)
-    if data is None:
+    read = _toml(path)
+    if read is None:
         return []
+    text, data = read
     found: list[Declaration] = []
 
     def pep508(items, where: str) -> None:
@@ -240,9 +241,10 @@ def _collect_strings(
 
 
 def _pipfile(path: Path) -> list[Declaration]:
-    data = _toml(path)
-    if data is None:
+    read = _toml(path)
+    if read is None:
         return []
+    text, data = read
     found = []
     for section in ("packages", "dev-packages"):
         for name, constraint in (data.get(section) or {}).items():
