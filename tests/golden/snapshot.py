@@ -13,7 +13,7 @@ a readable diff of the files it touched. Each holds `{"keras2": ..., "keras3": .
 
 Static snapshot: per input and Keras version (TF_USE_LEGACY_KERAS=1 / 0), `check --no-trace --format json` and
 `check --no-trace --diff --unsafe-fixes`, through the command line's `main` in this process. The static pass reads
-the installed TensorFlow, keras, tf_keras and tensorflow-hub versions to resolve a file's target when nothing
+the installed TensorFlow, keras and tensorflow-hub versions to resolve a file's target when nothing
 declares it: the snapshot fixes them (`RECORDED_ENVIRONMENT`, what it was recorded next to), so it runs the same
 with or without TensorFlow installed. Trace snapshot: `check --format json` (fixes of the trace included as edits)
 in a child process, on the TensorFlow installed. Both run from the repository root, so paths are relative. What
@@ -103,7 +103,7 @@ _VOLATILE = {
 def _normalise(value):
     """Paths, temp folders, versions, timings and the machine out; floats rounded to 4 significant digits
     (thread-order noise). A measured statistic is `<measured>` even when it is None (every value non-finite): which
-    values of a float16 run overflow depends on the CPU's instructions (oneDNN's native float16/bfloat16 kernels).
+    values of a float16 run overflow depends on the CPU and its kernels (AVX512-FP16, oneDNN).
     Idempotent: a snapshot recorded with an older normaliser compares after normalising it again."""
     if isinstance(value, dict):
         return {
@@ -233,14 +233,13 @@ def save(snapshot: dict, trace: bool, complete: bool) -> None:
                 file.unlink()
 
 
-# What the static snapshot was recorded next to: TensorFlow 2.21, keras 3, tf_keras and tensorflow-hub installed.
+# What the static snapshot was recorded next to: TensorFlow 2.21, keras 3 and tensorflow-hub installed.
 # The static pass reads these (mpdoctor.static.environment) where nothing declares a file's target; fixing them
 # makes the snapshot the same with another TensorFlow installed, or none.
 RECORDED_ENVIRONMENT = {
     "tensorflow_version": (2, 21),
     "standalone_keras_major": 3,
     "hub_installed": True,
-    "tf_keras_installed": True,
 }
 
 
