@@ -68,15 +68,21 @@ def assert_expected(path: Path, diagnostics) -> None:
     assert actual == expected, [(d.code, d.location.line, d.message) for d in diagnostics]
 
 
-def run_fixture(path: Path, *args: str) -> dict[str, str]:
+def run_fixture(path: Path, *args: str, **env_vars: str) -> dict[str, str]:
     """Run a fixture for real (ground truth): its `__main__` block prints `KEY VALUE` lines, one per argument."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy_of(path) else "0")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy_of(path) else "0", **env_vars)
     result = subprocess.run(
         [sys.executable, str(path), *args], capture_output=True, text=True, env=env, timeout=300, cwd=path.parent
     )
     found = dict(line.split(" ", 1) for line in result.stdout.splitlines() if line.split(" ", 1)[0] in args)
     assert set(found) == set(args), result.stdout[-2000:] + result.stderr[-2000:]
     return found
+
+
+def refused(outcome: str) -> bool:
+    """A ground-truth run that raised: which exception class depends on the TensorFlow build and the CPU (a 2x2
+    image through these convolutions is a ValueError on one CPU, an InvalidArgumentError on another)."""
+    return outcome.startswith("raises ")
 
 
 def numerics_of(facts, name: str):
@@ -93,9 +99,11 @@ KERAS = ["keras3", "keras2"]
 @pytest.mark.parametrize("keras", KERAS)
 def test_item01_open_dimensions_get_the_smallest_size_without_empty_outputs(keras):
     path = fixture(f"item01_open_input_shape_{keras}.py")
-    # ground truth: 2x2 (the old sample) and 62x62 images give NaN or are refused in float32; 63x63 works
-    ground = run_fixture(path, "2", "62", "63")
-    assert ground["2"] in ("False", "raises ValueError") and ground["62"] in ("False", "raises ValueError"), ground
+    # ground truth: 2x2 (the old sample) and 62x62 images give NaN or are refused in float32; 63x63 works. On TF's
+    # own kernels: oneDNN's (x86's default) answers a convolution whose output is empty with an uninitialised
+    # non-empty one, finite or not by chance (the trace's run on 63x63 below is on the default kernels).
+    ground = run_fixture(path, "2", "62", "63", TF_ENABLE_ONEDNN_OPTS="0")
+    assert all(ground[size] == "False" or refused(ground[size]) for size in ("2", "62")), ground
     assert ground["63"] == "True", ground
     diagnostics, facts = traced(path)
     assert_expected(path, diagnostics)
@@ -110,8 +118,8 @@ def test_item02_dict_inputs_are_fed_a_dict_with_ids_in_each_vocabulary(keras):
     path = fixture(f"item02_dict_inputs_{keras}.py")
     ground = run_fixture(path, "list", "ids", "segments")
     # ids in range run; a segment id beyond the segment vocabulary of 2 fails the lookup
-    assert ground["ids"] == "True" and ground["segments"] == "raises InvalidArgumentError", ground
-    assert ground["list"] == ("raises ValueError" if keras == "keras3" else "True"), ground
+    assert ground["ids"] == "True" and refused(ground["segments"]), ground
+    assert refused(ground["list"]) if keras == "keras3" else ground["list"] == "True", ground
     diagnostics, facts = traced(path)
     assert_expected(path, diagnostics)
     record = numerics_of(facts, "model")

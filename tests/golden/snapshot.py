@@ -1,16 +1,23 @@
 """The golden snapshot: what `mpdoctor check` reports for every fixture, fix input, example and seed, in both Keras
-versions, normalised for temporary paths, versions and float noise. It proves that a refactoring changed no
-behaviour: record it before, compare after.
+versions, normalised for temporary paths, versions, float noise and the machine. It proves that a refactoring changed
+no behaviour: record it before, compare after.
 
     python tests/golden/snapshot.py                 # compare the static snapshot (both Keras versions)
     python tests/golden/snapshot.py --trace         # compare the trace snapshot (static + trace pass, slow)
     python tests/golden/snapshot.py --update [...]  # re-record instead of comparing (review the diff!)
     python tests/golden/snapshot.py --only MP401    # restrict to inputs whose path contains MP401
 
+One file per input and pass under tests/golden/snapshots/, named after the input's path with `/` as `__`
+(`tests__fixtures__MP401__x.py.static.json`, `...trace.json`): plain JSON, sorted keys, so a change of behaviour is
+a readable diff of the files it touched. Each holds `{"keras2": ..., "keras3": ...}`.
+
 Static snapshot: per input and Keras version (TF_USE_LEGACY_KERAS=1 / 0), `check --no-trace --format json` and
-`check --no-trace --diff --unsafe-fixes`, through the command line's `main` in this process. Trace snapshot:
-`check --format json` (fixes of the trace included as edits) in a child process. Both run from the repository
-root, so paths are relative. The trace snapshot is gzipped (graphs and numerics make it large).
+`check --no-trace --diff --unsafe-fixes`, through the command line's `main` in this process. The static pass reads
+the installed TensorFlow, keras and tensorflow-hub versions to resolve a file's target when nothing
+declares it: the snapshot fixes them (`RECORDED_ENVIRONMENT`, what it was recorded next to), so it runs the same
+with or without TensorFlow installed. Trace snapshot: `check --format json` (fixes of the trace included as edits)
+in a child process, on the TensorFlow installed. Both run from the repository root, so paths are relative. What
+describes the machine rather than mpdoctor (the trace's `cpu_bf16` and `gpus`) is normalised out.
 tests/test_golden.py runs the static comparison, and the trace one on the golden inputs and examples.
 """
 
@@ -66,6 +73,8 @@ _RANDOM_KEYS = {
     "subnormal_values",
     "bytes_read",
 }
+# Facts about the machine the trace ran on, not about mpdoctor: whether the CPU computes bfloat16 natively, the GPUs.
+_MACHINE_KEYS = {"cpu_bf16", "gpus"}
 
 
 # The golden inputs' target is declared by this repository's own pyproject.toml: its lines move with unrelated edits.
@@ -92,15 +101,19 @@ _VOLATILE = {
 
 
 def _normalise(value):
-    """Paths, temp folders, versions and timings out; floats rounded to 4 significant digits (thread-order noise).
+    """Paths, temp folders, versions, timings and the machine out; floats rounded to 4 significant digits
+    (thread-order noise). A measured statistic is `<measured>` even when it is None (every value non-finite): which
+    values of a float16 run overflow depends on the CPU and its kernels (AVX512-FP16, oneDNN).
     Idempotent: a snapshot recorded with an older normaliser compares after normalising it again."""
     if isinstance(value, dict):
         return {
             k: (
                 _VOLATILE[k]
                 if k in _VOLATILE and isinstance(v, (str, float))
+                else "<machine>"
+                if k in _MACHINE_KEYS
                 else "<measured>"
-                if k in _RANDOM_KEYS and isinstance(v, (str, int, float)) and v is not True and v is not False
+                if k in _RANDOM_KEYS and (v is None or isinstance(v, (str, int, float))) and not isinstance(v, bool)
                 else _normalise(v)
             )
             for k, v in value.items()
@@ -182,24 +195,64 @@ def record(path: str, keras: str, trace: bool) -> dict:
     }
 
 
-def snapshot_file(trace: bool) -> Path:
-    return HERE / ("trace.json.gz" if trace else "static.json")
+SNAPSHOTS = HERE / "snapshots"
+
+
+def suffix(trace: bool) -> str:
+    return ".trace.json" if trace else ".static.json"
+
+
+def snapshot_file(path: str, trace: bool) -> Path:
+    """The snapshot file of one input: its path relative to the repository root, `/` written `__`."""
+    if "__" in path:
+        raise ValueError(f"{path}: a golden input's path cannot contain '__' (it stands for '/' in snapshot names)")
+    return SNAPSHOTS / (path.replace("/", "__") + suffix(trace))
 
 
 def load(trace: bool) -> dict:
-    path = snapshot_file(trace)
-    if not path.exists():
-        return {}
-    return json.loads(gzip.decompress(path.read_bytes()) if trace else path.read_text())
+    """{input path: {keras version: recorded}} of every snapshot file of the pass."""
+    end = suffix(trace)
+    return {
+        file.name[: -len(end)].replace("__", "/"): json.loads(file.read_text(encoding="utf-8"))
+        for file in sorted(SNAPSHOTS.glob("*" + end))
+    }
 
 
-def save(snapshot: dict, trace: bool) -> None:
-    text = json.dumps(snapshot, indent=1, sort_keys=True) + "\n"
-    path = snapshot_file(trace)
-    if trace:
-        path.write_bytes(gzip.compress(text.encode(), mtime=0))
-    else:
-        path.write_text(text)
+def save(snapshot: dict, trace: bool, complete: bool) -> None:
+    """Write one file per input of `snapshot`; `complete`: it is the whole snapshot, so the files of inputs that are
+    gone are removed."""
+    SNAPSHOTS.mkdir(exist_ok=True)
+    written = set()
+    for path, recorded in snapshot.items():
+        file = snapshot_file(path, trace)
+        file.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        written.add(file)
+    if complete:
+        for file in SNAPSHOTS.glob("*" + suffix(trace)):
+            if file not in written:
+                file.unlink()
+
+
+# What the static snapshot was recorded next to: TensorFlow 2.21, keras 3 and tensorflow-hub installed.
+# The static pass reads these (mpdoctor.static.environment) where nothing declares a file's target; fixing them
+# makes the snapshot the same with another TensorFlow installed, or none.
+RECORDED_ENVIRONMENT = {
+    "tensorflow_version": (2, 21),
+    "standalone_keras_major": 3,
+    "hub_installed": True,
+}
+
+
+@contextlib.contextmanager
+def recorded_environment():
+    """The static pass sees RECORDED_ENVIRONMENT as the installed packages (TF_USE_LEGACY_KERAS is set per run)."""
+    from unittest import mock
+
+    from mpdoctor.static import environment
+
+    answers = {name: (lambda value=value: value) for name, value in RECORDED_ENVIRONMENT.items()}
+    with mock.patch.multiple(environment, **answers):
+        yield
 
 
 def take(paths: list[str], trace: bool, jobs: int) -> dict:
@@ -208,7 +261,8 @@ def take(paths: list[str], trace: bool, jobs: int) -> dict:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             results = list(pool.map(lambda key: record(key[0], key[1], trace), keys))
     else:  # in this process: one at a time
-        results = [record(path, keras, trace) for path, keras in keys]
+        with recorded_environment():
+            results = [record(path, keras, trace) for path, keras in keys]
     snap: dict = {}
     for (path, keras), result in zip(keys, results, strict=True):
         snap.setdefault(path, {})[keras] = result
@@ -242,17 +296,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, metavar="FILE.json.gz", help="also write what this run recorded")
     args = parser.parse_args(argv)
     paths = [p for p in inputs() if not args.only or args.only in p]
-    target = snapshot_file(args.trace)
+    where = f"{SNAPSHOTS.relative_to(ROOT)}/*{suffix(args.trace)}"
     expected = load(args.trace)
     actual = take(paths, args.trace, args.jobs)
     if args.save:
         args.save.write_bytes(gzip.compress(json.dumps(actual).encode(), mtime=0))
     if args.update:
-        save({**expected, **actual} if args.only else actual, args.trace)
-        print(f"{target.relative_to(ROOT)}: {len(actual)} inputs recorded")
+        save(actual, args.trace, complete=not args.only)
+        print(f"{where}: {len(actual)} inputs recorded")
         return 0
     found = compare(expected, actual)
-    print("\n".join(found) if found else f"{len(actual)} inputs: identical to {target.relative_to(ROOT)}")
+    print("\n".join(found) if found else f"{len(actual)} inputs: identical to {where}")
     return 1 if found else 0
 
 

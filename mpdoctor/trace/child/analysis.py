@@ -1,6 +1,8 @@
 """What the trace child finds out about each model and the run: the model's one call on a sample batch (with the
 numerics instrumented), its graph, the environment, SavedModels read and checkpoints audited and matched. Shared by
-the child process and the in-process Jupyter path (`live_facts`)."""
+the child process and the in-process Jupyter path (`live_facts`). The environment's `cpu_bf16` (whether this CPU
+computes bfloat16 natively: MP603, the plan's bfloat16 advice) is read from /proc/cpuinfo; `MPDOCTOR_CPU_BF16=1` or
+`=0` forces it, to see what mpdoctor reports on the other kind of CPU (and to test both answers on one machine)."""
 
 from __future__ import annotations
 
@@ -75,8 +77,17 @@ def _version(distribution: str) -> str | None:
         return None
 
 
+# Forces the CPU-feature probe: "1" a CPU that computes bfloat16 natively, "0" one that does not. Read in the child
+# (it inherits the caller's environment), so a suite, a snapshot or a user can run as if on the other CPU.
+CPU_BF16_ENV = "MPDOCTOR_CPU_BF16"
+
+
 def _cpu_has_bf16() -> bool:
-    """x86 CPUs with AVX512-BF16 or AMX compute bfloat16 natively (oneDNN uses them)."""
+    """x86 CPUs with AVX512-BF16 or AMX compute bfloat16 natively (oneDNN uses them); `MPDOCTOR_CPU_BF16=0/1`
+    overrides what /proc/cpuinfo says (any other value is ignored)."""
+    forced = os.environ.get(CPU_BF16_ENV, "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             flags = handle.read()
