@@ -45,10 +45,9 @@ def test_the_override_forces_the_probe_either_way_and_anything_else_reads_the_cp
 
 
 @pytest.mark.parametrize("forced", ["0", "1"])
-def test_mp603_on_a_bfloat16_policy_follows_the_forced_probe(tmp_path, forced):
+def test_mp603_on_a_bfloat16_policy_follows_the_forced_probe(tensorflow, tmp_path, forced):
     """The trace child inherits the override: with it at 0, a CPU-only machine is one without bfloat16 hardware
     (MP603); at 1, one with it (nothing to report)."""
-    pytest.importorskip("tensorflow")
     (tmp_path / "bf16.py").write_text(BFLOAT16_SCRIPT)
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     env.update(

@@ -234,7 +234,7 @@ def save(snapshot: dict, trace: bool, complete: bool) -> None:
 
 
 # What the static snapshot was recorded next to: TensorFlow 2.21, keras 3 and tensorflow-hub installed.
-# The static pass reads these (mpdoctor.static.environment) where nothing declares a file's target; fixing them
+# The static pass reads these (mpdoctor.project.environment) where nothing declares a file's target; fixing them
 # makes the snapshot the same with another TensorFlow installed, or none.
 RECORDED_ENVIRONMENT = {
     "tensorflow_version": (2, 21),
@@ -248,7 +248,7 @@ def recorded_environment():
     """The static pass sees RECORDED_ENVIRONMENT as the installed packages (TF_USE_LEGACY_KERAS is set per run)."""
     from unittest import mock
 
-    from mpdoctor.static import environment
+    from mpdoctor.project import environment
 
     answers = {name: (lambda value=value: value) for name, value in RECORDED_ENVIRONMENT.items()}
     with mock.patch.multiple(environment, **answers):
