@@ -15,9 +15,10 @@ import re
 import stat
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mpdoctor import static_workers
 from mpdoctor.collector import fewer_collections
@@ -37,6 +38,33 @@ from mpdoctor.static.context import StaticContext
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts, PolicyContext
 from mpdoctor.static.semantic import Settings
 from mpdoctor.suppress import find_suppressions, is_suppressed
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    from mpdoctor.cache import ResultCache
+    from mpdoctor.facts.schema import TraceSummary
+    from mpdoctor.notebook import Notebook
+    from mpdoctor.project.projects import Projects
+    from mpdoctor.project.target import Target
+
+    class FileOptions(TypedDict):
+        """The keyword arguments of `check_source` that the project analysis gives one file."""
+
+        project: FileContexts | None
+        tree: ast.Module | None
+
+    # One file to check: (shown, source, notebook, arguments of check_source), in the report's order.
+    FileCheck = tuple[str, SourceText, Notebook | None, FileOptions]
+    # What checking one file gives: (diagnostics, error, traces, target).
+    FileResult = tuple[list[Diagnostic], FileError | None, list[TraceSummary], Target | None]
+    # The same with the pre-rendered texts of its diagnostics (None: nothing to pre-render).
+    CheckedFile = tuple[list[Diagnostic], FileError | None, list[TraceSummary], Target | None, list[str] | None]
+    # The trace's verdicts on static findings, by (code, line) or (code, line, column): None withdraws the finding,
+    # ("confirm" | "downgrade", reason) keeps it (see static_after_trace).
+    Verdicts = Mapping[tuple[str, int] | tuple[str, int, int], tuple[str, str] | None]
+
+_T = TypeVar("_T")
 
 # A file that mentions none of these cannot hold a finding: skip the rules (ruff/torchfix-style cheap path).
 _MARKER = Spellings(r"tensorflow|keras|tensorflow_hub|mixed_precision")
@@ -107,7 +135,8 @@ def collect_files(paths: Iterable[Path], config: Config) -> tuple[list[Path], li
         from mpdoctor.project.discovery import Excluder
 
         excluded = Excluder(config.root, config.exclude)  # Config.is_excluded on strings: pathlib is slow
-        for root, dirs, names in os.walk(path, onerror=lambda exc, top=path: _unreadable_directory(exc, top, errors)):
+        unreadable = functools.partial(_unreadable_directory, top=path, errors=errors)
+        for root, dirs, names in os.walk(path, onerror=unreadable):
             dirs[:] = sorted(d for d in dirs if not excluded(os.path.join(root, d)))
             for name in sorted(names):
                 if name.endswith((".py", NOTEBOOK_SUFFIX)) and not excluded(os.path.join(root, name)):
@@ -148,7 +177,7 @@ def check_paths(
     progress: Callable[[int, int, str], None] | None = None,
     collected: tuple[list[Path], list[FileError], list[FileError]] | None = None,
     shard: tuple[int, int] | None = None,
-    cache=None,
+    cache: ResultCache | None = None,
     prerender: Callable[[Diagnostic], str] | None = None,
 ) -> Report:
     """`progress(index, total, shown)` is called before each file (the CLI draws it on a terminal). The report keeps
@@ -162,7 +191,16 @@ def check_paths(
         return _check_paths(paths, config, trace, progress, collected, shard, cache, prerender)
 
 
-def _check_paths(paths, config, trace, progress, collected, shard, cache, prerender) -> Report:
+def _check_paths(
+    paths: Iterable[Path],
+    config: Config,
+    trace: TraceOptions | None,
+    progress: Callable[[int, int, str], None] | None,
+    collected: tuple[list[Path], list[FileError], list[FileError]] | None,
+    shard: tuple[int, int] | None,
+    cache: ResultCache | None,
+    prerender: Callable[[Diagnostic], str] | None,
+) -> Report:
     trace = trace or TraceOptions()
     targets_module.new_run()  # project files are read afresh, once per directory
     files, errors, skipped = collected or collect_files(paths, config)
@@ -175,10 +213,11 @@ def _check_paths(paths, config, trace, progress, collected, shard, cache, preren
         files = [path for path in files if in_shard(display_path(path), *shard)]
         report.errors = [error for error in report.errors if in_shard(error.path, *shard)]
         report.skipped = [skip for skip in report.skipped if in_shard(skip.path, *shard)]
-    checks = []  # (shown, source, notebook, arguments of check_source), in the report's order
+    checks: list[FileCheck] = []  # (shown, source, notebook, arguments of check_source), in the report's order
     for path in files:
         shown = display_path(path)
-        notebook = shared = None
+        notebook: Notebook | None = None
+        shared: tuple[str, ast.Module | None] | None = None
         try:
             if is_notebook(path):
                 notebook = read_notebook(path)
@@ -195,16 +234,22 @@ def _check_paths(paths, config, trace, progress, collected, shard, cache, preren
         project = projects.contexts_for(path) if notebook is None else None
         if project is not None:
             report.contexts[shown] = project
-        options = {"project": project, "tree": shared[1] if shared else None}
+        options: FileOptions = {"project": project, "tree": shared[1] if shared else None}
         checks.append((shown, source, notebook, options))
 
-    def check(shown: str, source: SourceText, notebook, options: dict) -> tuple:
+    def check(shown: str, source: SourceText, notebook: Notebook | None, options: FileOptions) -> CheckedFile:
         """(diagnostics, error, traces, target, pre-rendered texts) of one file. Runs in a worker process when the
         static pass has several: everything the report needs from it is in what it returns."""
-        diagnostics, *rest = checked(shown, source, notebook, options)
-        return diagnostics, *rest, [prerender(d) for d in diagnostics] if prerender is not None else None
+        diagnostics, error, traces, target = checked(shown, source, notebook, options)
+        return (
+            diagnostics,
+            error,
+            traces,
+            target,
+            [prerender(d) for d in diagnostics] if prerender is not None else None,
+        )
 
-    def checked(shown: str, source: SourceText, notebook, options: dict) -> tuple:
+    def checked(shown: str, source: SourceText, notebook: Notebook | None, options: FileOptions) -> FileResult:
         key = None
         if cache is not None:
             key, target = _cache_key(cache, shown, source, options, config)
@@ -212,14 +257,14 @@ def _check_paths(paths, config, trace, progress, collected, shard, cache, preren
             if cached is not None:
                 return (*cached, target)
         started = time.time()
-        traces: list = []
-        targets: dict = {}
+        traces: list[TraceSummary] = []
+        targets: dict[str, Target] = {}
         diagnostics, error = check_source(
             source.text, shown, config, path=str(source.path), trace=trace, traces=traces, targets=targets, **options
         )
         if notebook is not None:
             diagnostics, error = notebook.map_results(shown, source.path, diagnostics, error, traces)
-        if key is not None:
+        if cache is not None and key is not None:
             cache.store(key, diagnostics, error, traces, started)
         return diagnostics, error, traces, targets.get(shown)
 
@@ -242,7 +287,15 @@ def _check_paths(paths, config, trace, progress, collected, shard, cache, preren
     return report
 
 
-def _merge_file(report: Report, shown: str, source: SourceText, diagnostics, error, traces, target) -> None:
+def _merge_file(
+    report: Report,
+    shown: str,
+    source: SourceText,
+    diagnostics: list[Diagnostic],
+    error: FileError | None,
+    traces: list[TraceSummary],
+    target: Target | None,
+) -> None:
     report.traces += traces
     if target is not None:
         report.targets[shown] = target
@@ -255,7 +308,14 @@ def _merge_file(report: Report, shown: str, source: SourceText, diagnostics, err
         report.errors.append(error)
 
 
-def _results_in_order(check: Callable, checks: list[tuple], trace: TraceOptions, progress, processes: bool, notes):
+def _results_in_order(
+    check: Callable[[str, SourceText, Notebook | None, FileOptions], CheckedFile],
+    checks: list[FileCheck],
+    trace: TraceOptions,
+    progress: Callable[[int, int, str], None] | None,
+    processes: bool,
+    notes: list[str],
+) -> Generator[CheckedFile, None, None]:
     """`check(*c)` for each of `checks`, in their order. The trace runs `trace.jobs` files at once in threads (what
     runs in parallel is the trace children, which the threads wait for); the static pass alone is Python code that
     threads would run one at a time: it runs in forked worker processes (mpdoctor.static_workers) where that pays
@@ -266,8 +326,9 @@ def _results_in_order(check: Callable, checks: list[tuple], trace: TraceOptions,
     if note is not None:
         notes.append(note)
     if workers > 1:
+        # A generator (it has close()), though static_workers annotates it as an Iterator.
         with contextlib.closing(
-            static_workers.results_in_order(check, checks, sizes, workers, [c[0] for c in checks])
+            static_workers.results_in_order(check, checks, sizes, workers, [c[0] for c in checks])  # type: ignore[type-var]
         ) as results:
             for index, ((shown, *_rest), result) in enumerate(zip(checks, results, strict=True), start=1):
                 if progress is not None:  # drawn as results arrive: a worker has no terminal to draw on
@@ -275,16 +336,18 @@ def _results_in_order(check: Callable, checks: list[tuple], trace: TraceOptions,
                 yield result
         return
 
-    def announced(index: int, shown: str, *rest) -> tuple:
+    def announced(
+        index: int, shown: str, source: SourceText, notebook: Notebook | None, options: FileOptions
+    ) -> CheckedFile:
         if progress is not None:
             progress(index, total, shown)
-        return check(shown, *rest)
+        return check(shown, source, notebook, options)
 
     arguments = [(index, *c) for index, c in enumerate(checks, start=1)]
     yield from in_order(announced, arguments, trace.jobs if trace.enabled else 1)
 
 
-def _start_trace_servers(checks: list[tuple], config: Config, cache) -> None:
+def _start_trace_servers(checks: list[FileCheck], config: Config, cache: ResultCache | None) -> None:
     """Start the fork servers the traces will be forked from, without waiting for them: each imports TensorFlow
     for its environment (Keras 3, tf_keras), side by side, instead of when the first file of that environment comes
     up while the other jobs wait (on 20 small scripts that import was most of a --jobs 2 run). Not for a file whose
@@ -306,7 +369,9 @@ def _start_trace_servers(checks: list[tuple], config: Config, cache) -> None:
         start_server_for(str(source.path), target, project.trace_context() if project is not None else None)
 
 
-def _cache_key(cache, shown: str, source: SourceText, options: dict, config: Config):
+def _cache_key(
+    cache: ResultCache, shown: str, source: SourceText, options: FileOptions, config: Config
+) -> tuple[str | None, Target | None]:
     """(key, target) of a file for the result cache; (None, None) for a file that does not parse (never cached)."""
     parsed, target = _file_target(shown, source, options, config)
     if not parsed:
@@ -314,7 +379,7 @@ def _cache_key(cache, shown: str, source: SourceText, options: dict, config: Con
     return cache.key(shown, source.path, source.text, target, options["project"]), target
 
 
-def _file_target(shown: str, source: SourceText, options: dict, config: Config) -> tuple[bool, object]:
+def _file_target(shown: str, source: SourceText, options: FileOptions, config: Config) -> tuple[bool, Target | None]:
     """(whether the file parses, its resolved target); the tree is kept in `options` so it is parsed once."""
     tree = options["tree"]
     if tree is None:
@@ -332,7 +397,7 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def in_order(function: Callable, arguments: list[tuple], jobs: int) -> Iterator:
+def in_order(function: Callable[..., _T], arguments: list[tuple[Any, ...]], jobs: int) -> Iterator[_T]:
     """`function(*a)` for each tuple of `arguments`, yielded in their order, `jobs` at a time in threads (the work
     that runs in parallel is the trace children's; the threads wait for them). Ctrl-C or SIGTERM ends every child
     still running before it propagates."""
@@ -355,7 +420,7 @@ def in_order(function: Callable, arguments: list[tuple], jobs: int) -> Iterator:
     pool.shutdown(wait=True)
 
 
-def file_targets(paths: Iterable[Path], config: Config) -> tuple[list[tuple[str, object]], list[FileError]]:
+def file_targets(paths: Iterable[Path], config: Config) -> tuple[list[tuple[str, Target]], list[FileError]]:
     """(display path, resolved target) of every file `check` would check, for `check --show-target`."""
     targets_module.new_run()
     files, errors, _skipped = collect_files(paths, config)
@@ -370,11 +435,11 @@ def file_targets(paths: Iterable[Path], config: Config) -> tuple[list[tuple[str,
         except (OSError, UnicodeDecodeError, SyntaxError) as exc:
             errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
             continue
-        tree, error = parse_source(text, shown)
-        if tree is None:
-            errors.append(error)
+        parsed = parse_source(text, shown)
+        if parsed[0] is None:
+            errors.append(parsed[1])
             continue
-        found.append((shown, targets_module.target_for(str(path), tree, text, settings_for(config).overrides)))
+        found.append((shown, targets_module.target_for(str(path), parsed[0], text, settings_for(config).overrides)))
     return found, errors
 
 
@@ -386,7 +451,7 @@ def in_shard(shown: str, index: int, count: int) -> bool:
     return int.from_bytes(digest[:8], "big") % count == index - 1
 
 
-def analyse_projects(paths: list[Path], files: list[Path], config: Config):
+def analyse_projects(paths: list[Path], files: list[Path], config: Config) -> Projects:
     """The policy contexts entry points elsewhere in each project put the checked files' code under (issue 21)."""
     from mpdoctor.project.discovery import Excluder
     from mpdoctor.project.projects import analyse_projects as analyse
@@ -400,7 +465,9 @@ def _reason(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 
-def parse_source(text: str, shown: str) -> tuple[ast.Module | None, FileError | None]:
+def parse_source(text: str, shown: str) -> tuple[ast.Module, None] | tuple[None, FileError]:
+    line: int | None
+    column: int | None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences in user code are not our business
@@ -433,11 +500,11 @@ def check_source(
     config: Config,
     path: str | None = None,
     trace: TraceOptions | None = None,
-    traces: list | None = None,
+    traces: list[TraceSummary] | None = None,
     run_from: str | None = None,
     project: FileContexts | None = None,
     tree: ast.Module | None = None,
-    targets: dict | None = None,
+    targets: dict[str, Target] | None = None,
 ) -> tuple[list[Diagnostic], FileError | None]:
     """Static (and, when enabled, trace) pass over one file: diagnostics after selection and suppression, or a
     parse error. A file that does not parse is never run. `run_from`: a file holding `text` that the trace runs
@@ -566,7 +633,7 @@ def scopes_at(tree: ast.Module, line: int) -> list[str]:
     return [*reversed(found), MODULE_SCOPE]
 
 
-def static_after_trace(static: list[Diagnostic], verdicts: dict) -> list[Diagnostic]:
+def static_after_trace(static: list[Diagnostic], verdicts: Verdicts) -> list[Diagnostic]:
     """Static findings with the trace's verdicts applied, {(code, line) or (code, line, column): None (drop) |
     ("confirm" | "downgrade", reason)}: confirmed ones become static+trace, high confidence; downgraded ones info,
     low confidence; both get the reason as a note."""
@@ -580,8 +647,8 @@ def static_after_trace(static: list[Diagnostic], verdicts: dict) -> list[Diagnos
         )
         if key is None:
             kept.append(d)
-        elif verdicts[key] is not None:
-            verdict, reason = verdicts[key]
+        elif (found := verdicts[key]) is not None:
+            verdict, reason = found
             if verdict == "confirm":
                 kept.append(
                     replace(d, passes=("static", "trace"), confidence=Confidence.HIGH, notes=d.notes + (reason,))
@@ -623,7 +690,7 @@ def merge_passes(static: list[Diagnostic], traced: list[Diagnostic]) -> list[Dia
 
 def finish(raw: list[Diagnostic], text: str, shown: str, config: Config, ran_passes: str) -> list[Diagnostic]:
     """Select, dedupe, suppress, and report unused suppressions (MP002)."""
-    selected: dict[tuple, Diagnostic] = {}
+    selected: dict[tuple[str, int, int, str | None], Diagnostic] = {}
     for d in raw:
         if config.enabled(d.code, shown):
             selected.setdefault((d.code, d.location.line, d.location.column, d.location.layer), d)
