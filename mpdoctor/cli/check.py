@@ -500,8 +500,8 @@ def show_contexts(paths: list[Path], config, *, verbose: bool = False, stream=No
 
     stream = stream or sys.stdout
     files, errors, skipped = collect_files(paths, config)
-    for note in skipped:
-        print(escape_controls(f"mpdoctor: note: {note.path}: skipped: {note.message}"), file=sys.stderr)
+    for skip in skipped:
+        print(escape_controls(f"mpdoctor: note: {skip.path}: skipped: {skip.message}"), file=sys.stderr)
     for error in errors:
         print(escape_controls(error.render()), file=sys.stderr)
     projects = analyse_projects(list(paths), files, config)
