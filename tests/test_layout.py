@@ -259,8 +259,8 @@ def _rule_modules() -> set[str]:
 
 
 def test_rules_import_no_rule():
-    """Analyses two rules share live in static/ or facts/; precedence between rules is declared in their
-    definitions (`superseded_by`), not coded by one rule importing another."""
+    """Analyses two rules share live in static/ or facts/ (MP504 gets MP501's loss-scaling fix from
+    static/loss_scaling.py; MP401 and MP503 read which outputs feed a float16 loss from facts/loss_outputs.py)."""
     graph = import_graph()
     rules = _rule_modules()
     assert sorted((a, b) for a, b in graph.edges if a in rules and b in rules) == []
