@@ -8,7 +8,7 @@ A test needs TensorFlow when it requests the `tensorflow` fixture below (directl
 seen as they happen, not guessed from the source: the fixture request is in `item.fixturenames`, and the
 module-level skips are noted by the `pytest.importorskip` below. That same function fails a test that imports one of
 those packages with `pytest.importorskip` without being marked (it would be skipped, silently, where TensorFlow is
-missing), and the no-TensorFlow stage (ci/no_tf.sh: a venv without them, and MPDOCTOR_TEST_BLOCK_TF=1, see
+missing), and the no-TensorFlow stage (ci/no_tf.py: a venv without them, and MPDOCTOR_TEST_BLOCK_TF=1, see
 no_tf/tf_blocker.py) fails a test that imports one of them any other way.
 """
 

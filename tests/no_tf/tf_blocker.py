@@ -1,5 +1,5 @@
 """Makes TensorFlow and what comes with it unimportable, as if not installed: `import tensorflow` raises
-ModuleNotFoundError and `importlib.util.find_spec("tensorflow")` is None. The no-TensorFlow stage (ci/no_tf.sh, or
+ModuleNotFoundError and `importlib.util.find_spec("tensorflow")` is None. The no-TensorFlow stage (ci/no_tf.py, or
 MPDOCTOR_TEST_BLOCK_TF=1 in any venv) turns it on, so that `pytest -m "not tf"` proves those tests need none of
 it even where it is installed. Only imports are hidden: the packages' metadata (`*.dist-info`, which mpdoctor's
 static pass reads to learn the installed versions) stays visible; the stage's own venv has none.
