@@ -29,6 +29,7 @@ MEASURE = textwrap.dedent("""\
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     import keras
     import numpy as np
+    from mpdoctor.facts.trace_request import NumericsRequest
     from mpdoctor.trace.child import numerics
     from mpdoctor.trace.child.graph import model_graph
 
@@ -53,7 +54,7 @@ MEASURE = textwrap.dedent("""\
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        session = numerics.Session(model, dict(numerics.DEFAULTS), "/nonexistent.py")
+        session = numerics.Session(model, NumericsRequest(), "/nonexistent.py")
         session.call()  # in the trace this IS the model's one call on its sample batch
         record = session.finish(graph)
         times.append(time.perf_counter() - start)
