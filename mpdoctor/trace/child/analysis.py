@@ -35,6 +35,7 @@ from mpdoctor.facts.trace_request import NumericsRequest
 from mpdoctor.trace.child import audits, numerics, samples, stop
 from mpdoctor.trace.child import graph as graph_module
 from mpdoctor.trace.child.keras_adapter import model_classes, policy_now
+from mpdoctor.trace.child.layer_api import flatten
 
 LIVE_HOW = "live object"
 
@@ -158,7 +159,7 @@ def _out_of_time(options: NumericsRequest):
 
 def _observe_outputs(graph, outputs) -> None:
     """The dtypes the model's call returned, on the graph's outputs (same flattening: dicts by sorted key)."""
-    flat = graph_module.flatten(outputs, [])
+    flat = flatten(outputs, [])
     if len(flat) != len(graph.outputs):
         return  # a model whose call returns another structure than it declares: nothing to pair safely
     for output, value in zip(graph.outputs, flat, strict=True):

@@ -139,7 +139,7 @@ class _Planner:
             result.skipped = "no layer computes in float16/bfloat16 under the policy"
             return result
         self._apply(set(), policy)  # everything under the policy: what the sample batch is built for
-        session = numerics.Session(self.model, numerics.options_from_request(self.numerics_request), None)
+        session = numerics.Session(self.model, self.numerics_request, None)
         if not session.ready:
             result.skipped = session.record.skipped or "no sample batch"
             return result
