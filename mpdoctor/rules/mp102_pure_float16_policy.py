@@ -113,7 +113,7 @@ def check_pure_float16_policy(ctx: StaticContext) -> Iterable[Diagnostic]:
         mixed = _PURE_TO_MIXED[event.policy]  # type: ignore[index]
         what = f'floatx "{event.policy}" (the default policy)' if floatx else f'global policy "{event.policy}"'
         message = f"{what} in a script that trains: {pure_policy(event.policy)}"
-        fix = _floatx_fix(ctx, event, mixed) if floatx else policy_literal_fix(ctx, event, mixed)
+        fix = _floatx_fix(ctx, event, mixed) if floatx else policy_literal_fix(ctx.semantic, event, mixed)
         yield ctx.diagnostic("MP102", event.node, message, confidence=confidence, fix=fix)
 
 
@@ -175,7 +175,7 @@ def _floatx_fix(ctx: StaticContext, event: PolicyEvent, mixed: str) -> Fix | Non
     arg = event.node.args[0] if len(event.node.args) == 1 and not event.node.keywords else None
     if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
         return None
-    new = f"{ctx.segment(func.value.value)}.mixed_precision.set_global_policy({quoted_like(ctx, arg, mixed)})"
+    new = f"{ctx.segment(func.value.value)}.mixed_precision.set_global_policy({quoted_like(ctx.semantic, arg, mixed)})"
     return Fix(f"set the {mixed!r} policy instead of floatx", (ctx.edit(event.node, new),), applicability="unsafe")
 
 

@@ -408,15 +408,15 @@ def _graph_rewrite_fix(ctx: StaticContext, call: ast.Call | None) -> Fix | None:
         return None  # a tf.compat.v1.train optimizer in graph mode: the rewrite still works there
     if not _current_api_runs(ctx):
         return None  # the target includes releases without keras.mixed_precision.LossScaleOptimizer
-    keras = module_alias(ctx, "keras", "tf_keras", "tensorflow.keras")
+    keras = module_alias(ctx.semantic, "keras", "tf_keras", "tensorflow.keras")
     if keras is None:
-        tf = module_alias(ctx, "tensorflow")
+        tf = module_alias(ctx.semantic, "tensorflow")
         if tf is None:
             return None
         keras = f"{tf}.keras"
     edits = [ctx.edit(call, f"{keras}.mixed_precision.LossScaleOptimizer({ctx.segment(call.args[0])})")]
     if not ctx.policy_events:
-        policy = after_imports(ctx, call, f'\n{keras}.mixed_precision.set_global_policy("mixed_float16")\n')
+        policy = after_imports(ctx.semantic, call, f'\n{keras}.mixed_precision.set_global_policy("mixed_float16")\n')
         if policy is None:
             return None
         edits.insert(0, policy)

@@ -345,7 +345,7 @@ def _mixed_policy_fix(ctx: StaticContext, policy: str) -> Fix | None:
     events = [e for e in ctx.policy_events if e.policy == policy]
     if any(POLICY_SETTERS.get(ctx.call_name(e.node)) for e in events):
         return None  # set_floatx takes no "mixed_" policy: MP102's fix rewrites that call
-    fix = policy_literal_fix(ctx, events[0], f"mixed_{policy}") if len(events) == 1 else None
+    fix = policy_literal_fix(ctx.semantic, events[0], f"mixed_{policy}") if len(events) == 1 else None
     if fix is None:
         return None
     return Fix(

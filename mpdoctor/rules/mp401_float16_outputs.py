@@ -12,9 +12,9 @@ from mpdoctor.facts.keras_semantics import INCLUDE_TOP_POSITION, WRAPPER_LAYERS,
 from mpdoctor.facts.loss_outputs import float16_loss_outputs
 from mpdoctor.facts.records import LayerRecord
 from mpdoctor.registry import define_rule, static_check, trace_check
-from mpdoctor.static.activations import activation_value, layer_activation
+from mpdoctor.static.activations import activation_op, activation_value, layer_activation
 from mpdoctor.static.context import StaticContext, policy_confidence
-from mpdoctor.static.topology import activation_op, layer_inputs, model_output_layers, tensor_sources
+from mpdoctor.static.topology import layer_inputs, model_output_layers, tensor_sources
 from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:

@@ -8,24 +8,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
+from mpdoctor.facts.op_dtypes import CAST, DEFAULT_FLOAT32, F16, F32, INT, TENSOR, VALUE
 from mpdoctor.registry import define_rule, static_check, static_verdicts, trace_check
 from mpdoctor.static.astutil import contains, keyword_value
 from mpdoctor.static.context import StaticContext
-from mpdoctor.static.dataflow import (
-    CAST,
-    DEFAULT_FLOAT32,
-    F16,
-    F32,
-    INT,
-    TENSOR,
-    VALUE,
-    Flow,
-    flow_of,
-    is_math,
-    last_part,
-    render,
-    tensor_operands,
-)
+from mpdoctor.static.dataflow import Flow, flow_of, is_math, last_part, render, tensor_operands
 from mpdoctor.static.float16_regions import Region, float16_regions
 from mpdoctor.static.literals import OVERFLOW, UNDERFLOW, float16_problem, is_float_literal, number
 from mpdoctor.static.tree_index import FUNCTION_NODES

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
 from mpdoctor.facts.dtypes import LOW_PRECISION, compute_dtype
+from mpdoctor.facts.op_dtypes import CAST, DEFAULT_FLOAT32, F16, F32, FOLLOW_FIRST, VALUE, WEIGHT_MAKERS
 from mpdoctor.registry import (
     ExceptionVerdict,
     define_rule,
@@ -20,19 +21,7 @@ from mpdoctor.registry import (
 )
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import StaticContext
-from mpdoctor.static.dataflow import (
-    CAST,
-    DEFAULT_FLOAT32,
-    F16,
-    F32,
-    FOLLOW_FIRST,
-    VALUE,
-    WEIGHT_MAKERS,
-    flow_of,
-    is_math,
-    render,
-    tensor_operands,
-)
+from mpdoctor.static.dataflow import flow_of, is_math, render, tensor_operands
 from mpdoctor.static.float16_regions import Region, float16_regions
 from mpdoctor.tf_messages import (
     CANNOT_COMPUTE,

@@ -8,10 +8,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
+from mpdoctor.facts.op_dtypes import F16, F32
 from mpdoctor.registry import define_rule, static_check, static_verdicts
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import StaticContext
-from mpdoctor.static.dataflow import F16, F32, Flow, flow_of, last_part, render
+from mpdoctor.static.dataflow import Flow, flow_of, last_part, render
 from mpdoctor.static.float16_regions import Region, float16_regions
 from mpdoctor.static.literals import float16_problem, number
 from mpdoctor.trace_context import TraceContext

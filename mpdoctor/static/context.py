@@ -17,7 +17,7 @@ from mpdoctor.registry import get_rule
 from mpdoctor.static import edits
 from mpdoctor.static.policies_in_force import PoliciesInForce
 from mpdoctor.static.semantic import SemanticModel, Settings
-from mpdoctor.static.source import SourceText
+from mpdoctor.static.source import SourceLines
 
 
 def policy_confidence(policies: Iterable[str | None]) -> Confidence:
@@ -31,7 +31,7 @@ class StaticContext:
     works out on first use are properties."""
 
     def __init__(self, path: str, display_path: str, text: str, tree: ast.Module, settings: Settings | None = None):
-        self.source = source = SourceText(display_path, text)
+        self.source = source = SourceLines(display_path, text)
         self.semantic = model = SemanticModel(path, source, tree, settings)
         self.policies = policies = PoliciesInForce(model)
         self._memos: dict[str, dict] = {}

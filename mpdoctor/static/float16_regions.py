@@ -8,6 +8,7 @@ computes under and how its parameters arrive (autocast to the compute dtype or n
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mpdoctor.facts.dtypes import compute_dtype, is_float16_compute
@@ -106,7 +107,7 @@ def _add_class_methods(
         _add_plain_helpers(ctx, fn, owner, policies, regions, keras_major)
 
 
-def _own_methods_called(ctx: StaticContext, fn: ast.AST, methods: dict[str, ast.AST]) -> list[str]:
+def _own_methods_called(ctx: StaticContext, fn: ast.AST, methods: Mapping[str, ast.AST]) -> list[str]:
     """The methods of the class `fn` calls as `self.<method>(...)` (not call, build or __init__), in walk order."""
     return [
         node.func.attr

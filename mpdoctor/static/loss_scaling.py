@@ -117,8 +117,8 @@ def _judge_unscaled(ctx: StaticContext, loop: TrainingLoop, optimizer: Optimizer
     keras3 = ctx.is_keras3
     policies = ctx.policies_at(loop.gradient)
     if keras3 and (optimizer.kind == "lso" or (optimizer.kind == "compiled" and "mixed_float16" in policies)):
-        fix = guarded(ctx, loop, "scaled", add_scaling_fix(ctx, loop, optimizer, wrap=False), adds_scaling=False)
-        return LoopFinding(Problem.NEVER_SCALED, loop, loop.gradient, optimizer, fix)
+        scaling = guarded(ctx, loop, "scaled", add_scaling_fix(ctx, loop, optimizer, wrap=False), adds_scaling=False)
+        return LoopFinding(Problem.NEVER_SCALED, loop, loop.gradient, optimizer, scaling)
     if not keras3 and loop.unscale_calls:
         return None  # unscaled gradients without a scaled loss: MP502 reports the calls themselves
     if not needs_loss_scaling(policies):

@@ -36,8 +36,8 @@ def saver_builder_fix(ctx: StaticContext, saver: ast.Call, applicability: str) -
     edits = list(ctx.add_keyword_fix(saver, "builder", f"{BUILDER_CLASS}()", "").edits)
     if BUILDER_CLASS not in ctx.classes:
         aliases = ctx.imports.aliases
-        tf = module_alias(ctx, *_TF_MODULES)
-        base = module_alias(ctx, _BASE)
+        tf = module_alias(ctx.semantic, *_TF_MODULES)
+        base = module_alias(ctx.semantic, _BASE)
         lines = []
         if tf is None:
             tf = "tf" if "tf" not in aliases else "tensorflow"
@@ -46,7 +46,7 @@ def saver_builder_fix(ctx: StaticContext, saver: ast.Call, applicability: str) -
             base = "BaseSaverBuilder"
             lines.append(f"from tensorflow.python.training.saver import {base}")
         text = "".join(line + "\n" for line in lines) + _BUILDER_SOURCE.format(name=BUILDER_CLASS, base=base, tf=tf)
-        insertion = after_imports(ctx, saver, text)
+        insertion = after_imports(ctx.semantic, saver, text)
         if insertion is None:
             return None
         edits.append(insertion)

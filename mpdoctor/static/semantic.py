@@ -18,7 +18,7 @@ from mpdoctor.project.evidence import file_evidence
 from mpdoctor.project.target import Overrides, Target, project_for, resolve
 from mpdoctor.static.names import ImportMap, canonical
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts
-from mpdoctor.static.source import SourceText
+from mpdoctor.static.source import SourceLines
 from mpdoctor.static.tree_index import FUNCTION_NODES, index_tree, walk_scope
 
 _ASSIGNMENTS = frozenset({ast.Assign, ast.AnnAssign})
@@ -66,7 +66,7 @@ class SemanticModel:
     """Queries about one parsed file, each answered from one walk of its tree and cached: rules ask the same
     questions of the same nodes, each for its own."""
 
-    def __init__(self, path: str, source: SourceText, tree: ast.Module, settings: Settings | None = None):
+    def __init__(self, path: str, source: SourceLines, tree: ast.Module, settings: Settings | None = None):
         self.path = path
         self.source = source
         self.tree = tree

@@ -14,7 +14,10 @@ def source_lines(text: str) -> list[str]:
     return _LINE_BREAK.split(text) if "\r" in text else text.split("\n")  # the same lists, str.split is quicker
 
 
-class SourceText:
+class SourceLines:
+    """A checked file's text split into the lines ast numbers, with the source of its nodes (not the report's
+    mpdoctor.diagnostics.SourceText, which keeps what was analysed for the renderers)."""
+
     def __init__(self, display_path: str, text: str) -> None:
         self.display_path = display_path  # the file as reports name it
         self.text = text

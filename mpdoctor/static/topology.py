@@ -5,7 +5,7 @@ feed a layer (which activation a layer or op applies last: mpdoctor.static.activ
 from __future__ import annotations
 
 import ast
-from typing import NamedTuple
+from typing import NamedTuple, TypeGuard
 
 from mpdoctor.facts.keras_semantics import (
     FUNCTIONAL,
@@ -462,7 +462,7 @@ def _layer_before(ctx: StaticContext, element: ast.AST | None) -> list[LayerReco
     return [previous] if previous and previous.qualname not in INPUT_LAYERS else []
 
 
-def _is_add(node: ast.AST | None) -> bool:
+def _is_add(node: ast.AST | None) -> TypeGuard[ast.Call]:
     """`<model>.add(...)`."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add"
 
@@ -471,7 +471,9 @@ def _layer_added_before(ctx: StaticContext, add: ast.Call) -> list[LayerRecord]:
     """For `model.add(layer)`, the layer the statement just before adds to the same model."""
     statement = ctx.parents[add]
     block = ctx.parents[statement]
-    body = next((getattr(block, f) for f in ("body", "orelse", "finalbody") if statement in getattr(block, f, [])), [])
+    body: list[ast.stmt] = next(
+        (getattr(block, f) for f in ("body", "orelse", "finalbody") if statement in getattr(block, f, [])), []
+    )
     index = next((i for i, s in enumerate(body) if s is statement), 0)
     before = body[index - 1] if index > 0 else None
     if (

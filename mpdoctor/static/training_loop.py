@@ -5,7 +5,7 @@ other arm of an `if use_float16:`). What MP501/MP502 judge and what their fixes 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from mpdoctor.static.astutil import contains
@@ -167,7 +167,7 @@ def _loops_of_scope(
     return loops
 
 
-def _derived_names(assigns: list[ast.AST], gradient: ast.Call, others: tuple[ast.AST, ...]) -> set[str]:
+def _derived_names(assigns: Sequence[ast.AST], gradient: ast.Call, others: tuple[ast.AST, ...]) -> set[str]:
     """Names holding (transformations of) this gradient call's result; the other gradient calls of the scope are
     not looked into (their results are theirs)."""
     tainted: set[str] = set()
