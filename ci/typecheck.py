@@ -16,9 +16,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = ROOT / "ci" / "mypy-baseline.txt"
-STRICT = re.compile(r"^mpdoctor/(facts/|report/|registry\.py|diagnostics\.py|engine\.py)")
+
+
+def _strict_modules() -> re.Pattern[str]:
+    """The paths of the modules pyproject.toml's mypy configuration checks strictly (`disallow_untyped_defs`)."""
+    overrides = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]["overrides"]
+    modules = [m for o in overrides if o.get("disallow_untyped_defs") for m in o["module"]]
+    paths = [
+        re.escape(m.removesuffix(".*").replace(".", "/")) + ("/" if m.endswith(".*") else r"\.py") for m in modules
+    ]
+    return re.compile(f"^(?:{'|'.join(paths)})")
+
+
+STRICT = _strict_modules()
 _ERROR = re.compile(r"^(?P<path>[^:]+):\d+(?::\d+)?: error: (?P<message>.*?)\s+\[(?P<code>[a-z-]+)\]$")
 
 
