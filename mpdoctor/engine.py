@@ -166,7 +166,7 @@ class TraceOptions:
     numerics: NumericsRequest | None = None  # float16 vs float32 per layer: options for the child (mpdoctor.config)
     memory_limit_mb: float | None = None  # --trace-memory: the child is killed beyond this resident memory
     plan: PlanRequest | None = None  # `mpdoctor plan`: the plan request for the child (mpdoctor/plan.py)
-    step_check: StepCheckRequest | None = None  # --fix verifying a training fix: the step to run (autofix)
+    step_check: StepCheckRequest | None = None  # --fix verifying a training fix: the step to run (mpdoctor.fix.verify)
     jobs: int = 1  # files checked at once (--jobs): trace children, or static worker processes
 
 

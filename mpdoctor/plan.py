@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,8 +162,8 @@ def _snippet_edit(ctx, plan: PlanRecord, layers: list[PlanLayer], module_alias) 
     indent = line_text[: len(line_text) - len(line_text.lstrip())]
     # The rebuild needs the Keras 2 module by the name the file gave it: tf_keras (or Keras 2.13-2.15's `keras`),
     # else tf.keras.
-    keras_module = module_alias(static, "tf_keras" if plan.flavour == TF_KERAS else "keras") or (
-        f"{module_alias(static, 'tensorflow')}.keras" if module_alias(static, "tensorflow") else None
+    keras_module = module_alias(static.semantic, "tf_keras" if plan.flavour == TF_KERAS else "keras") or (
+        f"{module_alias(static.semantic, 'tensorflow')}.keras" if module_alias(static.semantic, "tensorflow") else None
     )
     snippet = keep_float32_snippet(plan.flavour or "", name, [layer.path for layer in layers], keras_module, indent)
     if not snippet or (plan.flavour != KERAS3 and keras_module is None):
@@ -184,23 +183,15 @@ def verify_plan(fix: PlanFix, path: Path, config: Config, trace, policy: str | N
     under the policy, the file as it now is, against float32."""
     from dataclasses import replace
 
-    from mpdoctor.engine import check_source
-    from mpdoctor.fix.verify import declared_encoding as _declared_encoding
-    from mpdoctor.fix.verify import round_trip_problem as _must_round_trip
+    from mpdoctor.fix.verify import round_trip_problem, trace_as
 
-    problem = _must_round_trip(fix.fixed)
+    problem = round_trip_problem(fix.fixed)
     if problem:
         fix.error = problem
         return
     summaries: list = []
-    with tempfile.TemporaryDirectory(prefix="mpdoctor-plan-") as workdir:
-        candidate = os.path.join(workdir, os.path.basename(path))
-        with open(candidate, "wb") as handle:
-            handle.write(fix.fixed.encode(_declared_encoding(fix.fixed)))
-        options = replace(trace, plan=plan_request(policy, rtol, verify=True))
-        _, error = check_source(
-            fix.fixed, fix.shown, config, path=str(path), trace=options, traces=summaries, run_from=candidate
-        )
+    options = replace(trace, plan=plan_request(policy, rtol, verify=True))
+    _, error = trace_as(path, fix.shown, fix.fixed, config, options, summaries, prefix="mpdoctor-plan-")
     if error is not None:
         fix.error = f"the fixed file cannot be checked: {error.message}"
         return

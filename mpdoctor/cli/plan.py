@@ -174,12 +174,10 @@ class PlanRun(Pipeline):
 def _write_fix(fix, path: Path, analysed: str) -> None:
     """Write the verified plan into the model file, if it still holds the text the plan was made from; why not in
     fix.error."""
-    from mpdoctor.fix.writing import ReadOnly, StaleFile, write_atomic
+    from mpdoctor.fix.writing import write_fixed
 
-    try:
-        write_atomic(path, analysed, fix.fixed)
+    error = write_fixed(path, analysed, fix.fixed, str(path))
+    if error is None:
         fix.written = True
-    except (StaleFile, ReadOnly) as exc:
-        fix.error = str(exc)
-    except OSError as exc:
-        fix.error = f"{path}: cannot write: {exc.strerror or exc}; the original is unchanged"
+    else:
+        fix.error = error

@@ -35,7 +35,7 @@ class PlanRequest(FactsRecord):
 
 @dataclass
 class StepCheckRequest(FactsRecord):
-    """--fix verifying a training fix: the training step of the module to run against float32 (autofix)."""
+    """--fix verifying a training fix: the training step of the module to run against float32 (mpdoctor.fix.verify)."""
 
     function: str = ""
 

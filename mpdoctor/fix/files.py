@@ -32,15 +32,18 @@ def fix_file(
     round, so that a second --fix has nothing left to do. `project`: the policy contexts the file was checked with
     (its project's entry points), kept for every re-check."""
     if too_deep(text):
-        result = FileFix(shown, text, text, remaining=diagnostics)
-        result.not_applied = [(d, TOO_DEEP) for d in diagnostics if wanted(d, unsafe)]
-        return result
+        return _left_too_deep(shown, text, diagnostics, unsafe)
     try:
         return _fix_file(path, shown, text, diagnostics, config, trace, unsafe, project)
     except (RecursionError, MemoryError):  # a fix made the code deeper than the depth check saw
-        result = FileFix(shown, text, text, remaining=diagnostics)
-        result.not_applied = [(d, TOO_DEEP) for d in diagnostics if wanted(d, unsafe)]
-        return result
+        return _left_too_deep(shown, text, diagnostics, unsafe)
+
+
+def _left_too_deep(shown: str, text: str, diagnostics: list[Diagnostic], unsafe: bool) -> FileFix:
+    """The file left as it is: code nested too deeply to fix."""
+    result = FileFix(shown, text, text, remaining=diagnostics)
+    result.not_applied = [(d, TOO_DEEP) for d in diagnostics if wanted(d, unsafe)]
+    return result
 
 
 def _fix_file(

@@ -9,7 +9,7 @@ import difflib
 import re
 
 from mpdoctor.diagnostics import Diagnostic
-from mpdoctor.fix.apply import apply_edits, edit_spans, overlaps
+from mpdoctor.fix.apply import apply_fixes, edit_spans, overlaps
 from mpdoctor.fix.simplify import simplify_artifacts
 from mpdoctor.static.defuse import describe, introduced_undefined_reads
 
@@ -135,11 +135,7 @@ def _compatible(text: str, candidates: list[Diagnostic], refused: dict) -> list[
 
 def _apply(text: str, diagnostics: list[Diagnostic]) -> str:
     """The text with the fixes' edits, then without the artifacts they leave (`x = x`, `a if c else a`)."""
-    return simplify_artifacts(text, _edited(text, diagnostics))
-
-
-def _edited(text: str, diagnostics: list[Diagnostic]) -> str:
-    return apply_edits(text, [e for d in diagnostics for e in d.fix.edits])
+    return simplify_artifacts(text, apply_fixes(text, diagnostics))
 
 
 def _problem(text: str, before: ast.Module | None, diagnostics: list[Diagnostic]) -> str | None:
@@ -148,7 +144,7 @@ def _problem(text: str, before: ast.Module | None, diagnostics: list[Diagnostic]
     to differentiate `scaled_loss`, which only the float16 branch assigns). Checked on the edits as made and after
     their clean-up: merging two arms that became identical leaves one read where there were two, which would hide
     the new one from a count."""
-    edited = _edited(text, diagnostics)
+    edited = apply_fixes(text, diagnostics)
     for fixed in dict.fromkeys((edited, simplify_artifacts(text, edited))):
         after = parsed(fixed)
         if after is None:

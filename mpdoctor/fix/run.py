@@ -11,7 +11,7 @@ from mpdoctor.fix.files import fix_file
 from mpdoctor.fix.notebooks import notebook_fix
 from mpdoctor.fix.results import FileFix
 from mpdoctor.fix.rounds import wanted
-from mpdoctor.fix.writing import ReadOnly, StaleFile, write_atomic
+from mpdoctor.fix.writing import write_fixed
 
 
 def fix_report(report, config: Config, trace, *, unsafe: bool, write: bool) -> None:
@@ -48,14 +48,12 @@ def fix_report(report, config: Config, trace, *, unsafe: bool, write: bool) -> N
 
 def _write(report, shown: str, source, result: FileFix) -> None:
     """Write a fixed file; the report keeps its new text (why not in result.error)."""
-    try:
-        write_atomic(source.path, source.text, result.fixed)
+    error = write_fixed(source.path, source.text, result.fixed, shown)
+    if error is None:
         result.written = True
         report.sources[shown] = replace(source, text=result.fixed)
-    except (StaleFile, ReadOnly) as exc:
-        result.error = str(exc)
-    except OSError as exc:
-        result.error = f"{shown}: cannot write: {exc.strerror or exc}; the original is unchanged"
+    else:
+        result.error = error
 
 
 def _unwritten(result: FileFix, diagnostics: list[Diagnostic], write: bool) -> None:

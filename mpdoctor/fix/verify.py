@@ -9,11 +9,16 @@ import os
 import tempfile
 import tokenize
 from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from mpdoctor.diagnostics import Diagnostic, Severity
+from mpdoctor.diagnostics import Diagnostic, FileError, Severity
 from mpdoctor.fix.results import UNVERIFIED, VERIFIED
 from mpdoctor.fix.rounds import line_mapper
 from mpdoctor.fix.step import StepComparison, changes_training, step_function
+
+if TYPE_CHECKING:
+    from mpdoctor.config import Config
 
 
 def round_trip_problem(text: str) -> str | None:
@@ -61,14 +66,36 @@ def verification_problems(
     return list(dict.fromkeys(problems))
 
 
+def trace_as(
+    path: Path | str,
+    shown: str,
+    fixed: str,
+    config: Config,
+    trace: Any,
+    traces: list[Any],
+    *,
+    project: Any = None,
+    prefix: str = "mpdoctor-fix-",
+) -> tuple[list[Diagnostic], FileError | None]:
+    """`check_source` of the fixed text, traced from a temporary copy outside the user's tree that runs as `path`
+    (same `__file__`, same `sys.path`)."""
+    from mpdoctor.engine import check_source
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as workdir:
+        candidate = os.path.join(workdir, os.path.basename(path))
+        with open(candidate, "wb") as handle:
+            handle.write(fixed.encode(declared_encoding(fixed)))
+        return check_source(
+            fixed, shown, config, path=str(path), trace=trace, traces=traces, run_from=candidate, project=project
+        )
+
+
 def verify_by_trace(
     path, shown, original, fixed, before, applied, config, trace, project=None
 ) -> tuple[str | None, str, list[Diagnostic], list[Diagnostic], StepComparison | None]:
     """Trace the fixed text from a temporary file outside the user's tree, as if it were `path`: (problem,
     verification, diagnostics of the fixed text, the applied fixes to drop when they alone are the problem, the
     training step's comparison with float32 when the round holds a training fix)."""
-    from mpdoctor.engine import check_source
-
     training = [d for d, _ in applied if changes_training(d)]
     function, why_not = (
         step_function(fixed, [(d, text) for d, text in applied if changes_training(d)]) if training else (None, None)
@@ -78,13 +105,7 @@ def verify_by_trace(
 
         trace = replace(trace, step_check=StepCheckRequest(function))
     traces: list = []
-    with tempfile.TemporaryDirectory(prefix="mpdoctor-fix-") as workdir:
-        candidate = os.path.join(workdir, os.path.basename(path))
-        with open(candidate, "wb") as handle:
-            handle.write(fixed.encode(declared_encoding(fixed)))
-        after, error = check_source(
-            fixed, shown, config, path=str(path), trace=trace, traces=traces, run_from=candidate, project=project
-        )
+    after, error = trace_as(path, shown, fixed, config, trace, traces, project=project)
     if error is not None:
         return f"the fixed file cannot be checked: {error.message}", UNVERIFIED, before, [], None
     problems = verification_problems(original, fixed, before, applied, after)

@@ -39,3 +39,15 @@ def write_atomic(path: Path, analysed: str, new_text: str) -> None:
         writes.write_atomic(target, new_text.encode(encoding), expect=data)
     except writes.FileChanged:  # a last look right before the rename
         raise StaleFile(f"{path} changed since it was analysed; not touched (run mpdoctor again)") from None
+
+
+def write_fixed(path: Path, analysed: str, fixed: str, shown: str) -> str | None:
+    """`write_atomic`, and why it did not write (None when it did): the file changed since it was analysed, is
+    read-only, or the write failed (`shown`: the file as the message names it)."""
+    try:
+        write_atomic(path, analysed, fixed)
+    except (StaleFile, ReadOnly) as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{shown}: cannot write: {exc.strerror or exc}; the original is unchanged"
+    return None

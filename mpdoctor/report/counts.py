@@ -22,12 +22,12 @@ def fixable_parts(report: Report, *, marker: bool = True, shown_cells: bool = Fa
         parts.append(f"{unsafe} {'more ' if safe else 'fixable '}with --unsafe-fixes")
     if in_notebooks:
         parts.append(
-            f"{_fixes(in_notebooks)} for notebook cells (--diff shows {'it' if in_notebooks == 1 else 'them'})"
+            f"{plural(in_notebooks, 'fix')} for notebook cells (--diff shows {'it' if in_notebooks == 1 else 'them'})"
         )
     if in_cell and shown_cells:
-        parts.append(f"{_fixes(in_cell)} shown as {'a diff' if in_cell == 1 else 'diffs'} of the cell")
+        parts.append(f"{plural(in_cell, 'fix')} shown as {'a diff' if in_cell == 1 else 'diffs'} of the cell")
     return parts
 
 
-def _fixes(count: int) -> str:
-    return f"{count} fix{'' if count == 1 else 'es'}"
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else ('es' if word.endswith('x') else 's')}"

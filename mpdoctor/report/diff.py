@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TextIO
 
 from mpdoctor.diagnostics import Diagnostic, Report
-from mpdoctor.printable import escape_controls
-from mpdoctor.report.text import fix_location, plural
+from mpdoctor.report.counts import plural
+from mpdoctor.report.text import not_applied_lines
 
 
 def write_diffs(report: Report, stream: TextIO, errors: TextIO, *, unsafe: bool) -> int:
@@ -23,8 +23,7 @@ def write_diffs(report: Report, stream: TextIO, errors: TextIO, *, unsafe: bool)
                 errors.write(f"{result.shown}: {result.error}\n")
             else:
                 count += len(result.applied)
-        for d, reason in result.not_applied:
-            errors.write(escape_controls(f"{fix_location(d.location)}: {d.code} fix not applied: {reason}") + "\n")
+        errors.writelines(line + "\n" for line in not_applied_lines(result))
     hidden = 0 if unsafe else sum(1 for d in report.diagnostics if _unsafe(d))
     parts = [f"Would fix {plural(count, 'problem')}."] if count else []
     if in_cells:

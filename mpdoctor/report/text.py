@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 from mpdoctor.diagnostics import Location, Report, Severity
 from mpdoctor.printable import escape_controls as _safe
-from mpdoctor.report.counts import fixable_parts
+from mpdoctor.report.counts import fixable_parts, plural
 
 _SEVERITY_COLOUR = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "34"}
 
@@ -25,15 +25,18 @@ def where_text(loc: Location) -> str:
     return f"{_safe(loc.path)}:{loc.line}:{loc.column}"
 
 
-def fix_location(location: Location) -> str:
+def _fix_location(location: Location) -> str:
     """Where a fix that was not applied belongs: `model.py:12`, `demo.ipynb:cell 3:line 5`."""
     if location.cell is not None:
         return f"{location.path}:cell {location.cell}:line {location.line}"
     return f"{location.path}:{location.line}"
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else ('es' if word.endswith('x') else 's')}"
+def not_applied_lines(result: Any) -> list[str]:
+    """One line per fix of a file's fix result (mpdoctor.fix.results.FileFix) that was not applied, with why."""
+    return [
+        _safe(f"{_fix_location(d.location)}: {d.code} fix not applied: {reason}") for d, reason in result.not_applied
+    ]
 
 
 def render(
@@ -48,8 +51,7 @@ def render(
 ) -> None:
     _findings(report, stream, colour, verbose)
     for result in report.fixes or ():
-        for d, reason in result.not_applied:
-            stream.write(_safe(f"{fix_location(d.location)}: {d.code} fix not applied: {reason}") + "\n")
+        stream.writelines(line + "\n" for line in not_applied_lines(result))
     if statistics and report.diagnostics:
         _statistics(report, stream)
     if quiet:
