@@ -86,7 +86,7 @@ class Analysis:
         self.notes: list[str] = []
         self.modules = ModuleLoader(self.resolver, files.flag_files, shown, checked, self.notes)
         self.sources = self.modules.sources  # what the per-file pass may reuse
-        self.evaluator = Evaluator(self.modules, self.resolver, self.modules.flags)
+        self.evaluator = Evaluator(self.modules)
         self.reached: dict[tuple[str, str], Reach] = {}
         self._noted: set[tuple] = set()
         self._memo: dict[tuple, State] = {}

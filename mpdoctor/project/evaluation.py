@@ -17,7 +17,6 @@ from mpdoctor.project.modules import (
     ModuleInfo,
     ModuleLoader,
     flag_like,
-    keyword_value,
 )
 from mpdoctor.project.values import (
     Cls,
@@ -36,6 +35,7 @@ from mpdoctor.project.values import (
     source_segment,
     with_condition,
 )
+from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.names import ImportMap
 from mpdoctor.static.policies import POLICY_CONSTRUCTORS
 
@@ -43,10 +43,11 @@ from mpdoctor.static.policies import POLICY_CONSTRUCTORS
 class Evaluator:
     """Values of expressions in a frame, module-level names and class hierarchies (memoised for one analysis)."""
 
-    def __init__(self, modules: ModuleLoader, resolver: ModuleResolver, flags: dict[str, FlagInfo]) -> None:
+    def __init__(self, modules: ModuleLoader) -> None:
         self.modules = modules
-        self.resolver = resolver
-        self.flags = flags
+        # The loader's own: its flags fill up as it loads modules.
+        self.resolver: ModuleResolver = modules.resolver
+        self.flags: dict[str, FlagInfo] = modules.flags
         self._returns_active: set[int] = set()
         self._lookups: dict[tuple[str, str], Values] = {}
         self._keras_classes: dict[int, bool] = {}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mpdoctor.project.discovery import TEXTS, ModuleResolver
 from mpdoctor.sources import read_source
+from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.names import ImportMap
 
 _FLAG_ROOTS = ("FLAGS", "flags", "flags_obj", "args", "opt", "opts", "options", "cfg", "config", "params", "hparams")
@@ -120,10 +121,6 @@ class FlagInfo:
 
 def _literal_list(node: ast.AST | None) -> list[ast.AST] | None:
     return list(node.elts) if isinstance(node, (ast.List, ast.Tuple, ast.Set)) else None
-
-
-def keyword_value(call: ast.Call, name: str) -> ast.AST | None:
-    return next((k.value for k in call.keywords if k.arg == name), None)
 
 
 def _flag_definitions(module: ModuleInfo) -> dict[str, FlagInfo]:
