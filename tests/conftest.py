@@ -28,15 +28,13 @@ sys.path.insert(0, str(HERE))
 # --jobs traces in parallel, what a stand-in child reports). tests/test_cache.py turns the cache on where it tests it.
 os.environ["MPDOCTOR_NO_CACHE"] = "1"
 
-if os.environ.get("MPDOCTOR_TEST_BLOCK_TF") == "1":
-    # This process, and every Python it starts (through no_tf/sitecustomize.py), as if TensorFlow were not installed.
-    sys.path.insert(0, str(HERE / "no_tf"))
-    import tf_blocker
+from no_tf import tf_blocker  # noqa: E402  (the helpers' directory is on sys.path from here on)
+from no_tf.tf_blocker import blocked  # noqa: E402
 
+if os.environ.get(tf_blocker.ENV) == "1":
+    # This process, and every Python it starts (through no_tf/sitecustomize.py), as if TensorFlow were not installed.
     tf_blocker.install()
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE / "no_tf"), os.environ.get("PYTHONPATH")]))
-
-from no_tf.tf_blocker import blocked  # noqa: E402  (the helpers' directory is on sys.path from here on)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
-"""The training-loop analysis MP501/MP502 word and MP504 reuses (mpdoctor.static.training_loop, loss_scaling), and
-the rule modules' independence from one another. No TensorFlow import."""
+"""The training-loop analysis MP501/MP502 word and MP504 reuses (mpdoctor.static.training_loop, loss_scaling). No
+TensorFlow import."""
 
 from __future__ import annotations
 
