@@ -271,3 +271,17 @@ def test_R16_plan_escapes_layer_names_in_its_text_report(tmp_path, tensorflow):
     assert "\x1b" not in output
     assert not any(line.startswith("m.py:9: forged") for line in output.splitlines())
     assert "o\\x1b]0;PWNED\\x07\\x1b[2J\\nm.py:9: forged" in result.stdout
+
+
+def test_R16_merge_escapes_what_a_forged_report_says_in_its_text_output(project):
+    data = _report(project)
+    target = data["files"][0]["target"]
+    target["tensorflow"].update(range=f"2.12{ESCAPE}\n", releases=["2.12"])
+    target.update(differs_from_installed=True)
+    data["errors"].append({"path": f"x{ESCAPE}.py", "message": "bad\nm.py:1:1: forged", "kind": "io"})
+    (project / "r.json").write_text(json.dumps(data))
+    result = mpdoctor("merge", "r.json", cwd=project)
+    assert result.returncode == 2, result.stderr  # the report holds an error
+    assert "\x1b" not in result.stdout + result.stderr
+    assert "Target: TensorFlow 2.12\\x1b]0;PWNED\\x07\\n" in result.stdout
+    assert "x\\x1b]0;PWNED\\x07.py: bad\\nm.py:1:1: forged" in result.stderr
