@@ -51,8 +51,9 @@ def _one_line_error(result: subprocess.CompletedProcess, *fragments: str) -> Non
 def test_R02_merge_never_writes_over_one_of_its_reports(project, option):
     _report(project)
     before = (project / "r.json").read_bytes()
-    result = mpdoctor("merge", "--format", "json", option, "r.json", "r.json", cwd=project)
+    result = mpdoctor("merge", option, "r.json", "r.json", cwd=project)
     _one_line_error(result, "r.json", "not overwritten")
+    assert result.stdout == ""  # refused before anything is merged or printed
     assert (project / "r.json").read_bytes() == before
 
 

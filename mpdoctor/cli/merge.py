@@ -30,10 +30,11 @@ def add_parser(sub) -> None:
 
 def run_merge(args) -> int:
     from mpdoctor.baseline import BaselineError, load_baseline, split
-    from mpdoctor.cli.check import deliver
+    from mpdoctor.cli.check import CheckRun, deliver
     from mpdoctor.config import Config, ConfigError, apply_overrides
     from mpdoctor.merge import ReportFormatError, check_complete, merge_reports, read_report
     from mpdoctor.printable import escape_controls
+    from mpdoctor.writes import refusal
 
     config = Config()
     try:
@@ -41,6 +42,11 @@ def run_merge(args) -> int:
     except ConfigError as exc:
         print(escape_controls(f"mpdoctor: error: {exc}"), file=sys.stderr)
         return EXIT_ERROR
+    for output in (args.output, args.html):  # before anything is read or printed
+        problem = refusal(output, args.reports) if output else None
+        if problem:
+            print(escape_controls(f"mpdoctor: error: {output}: {CheckRun.write_failure}: {problem}"), file=sys.stderr)
+            return EXIT_ERROR
     reads = []
     for path in args.reports:
         try:
