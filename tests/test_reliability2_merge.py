@@ -4,16 +4,24 @@ Each test is one reproduction of ../shared/repros/reliability-2/NN_*.sh (R02 = s
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_cli import mpdoctor
+from test_reliability_property import EXAMPLES, make_folder, state
 
 from mpdoctor import reads, writes
+from mpdoctor.cli import main
 from mpdoctor.merge import ReportFormatError, read_report
 
 MODEL = """import keras
@@ -286,3 +294,111 @@ def test_R16_merge_escapes_what_a_forged_report_says_in_its_text_output(project)
     assert "\x1b" not in result.stdout + result.stderr
     assert "Target: TensorFlow 2.12\\x1b]0;PWNED\\x07\\n" in result.stdout
     assert "x\\x1b]0;PWNED\\x07.py: bad\\nm.py:1:1: forged" in result.stderr
+
+
+# ------------------------------------------------------------------------ merge under random use (issue 32, Done)
+
+_GOOD: dict[str, str] = {}
+
+
+def _good_reports() -> dict[str, str]:
+    """A real report, and the two shards of a 1/2 split, of the property test's folder (made once)."""
+    if not _GOOD:
+        with tempfile.TemporaryDirectory() as scratch:
+            root = Path(scratch)
+            make_folder(root)
+            for name, args in (("good.json", ()), ("s1.json", ("--shard", "1/2")), ("s2.json", ("--shard", "2/2"))):
+                files = ("model.py", "sub", "broken.py", "note.ipynb")  # findings, a syntax error, a notebook
+                result = mpdoctor("check", "--no-trace", "--format", "json", "-o", name, *args, *files, cwd=root)
+                assert result.returncode in (0, 1, 2) and (root / name).is_file(), result.stderr
+                _GOOD[name] = (root / name).read_text()
+    return _GOOD
+
+
+def _forged(draw: st.DrawFn) -> str:
+    """The good report with one value anywhere in it replaced by a hostile one."""
+    data = json.loads(_good_reports()["good.json"])
+    spots: list[tuple[object, object]] = []
+
+    def walk(node: object) -> None:
+        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, child in children:
+            spots.append((node, key))
+            walk(child)
+
+    walk(data)
+    container, key = draw(st.sampled_from(spots))
+    container[key] = draw(  # type: ignore[index]
+        st.sampled_from(
+            [None, -1, 0, 10**30, 1.5, "", "x\x1b]0;X\x07\n", [], {}, [1], {"a": 1}, True, "MP401", OUTSIDE]
+        )
+    )
+    return json.dumps(data)
+
+
+OUTSIDE = "../outside/secret.py"
+REPORTS = ["good.json", "s1.json", "s2.json", "forged.json", "fifo.py", "zero.py", "dir.py", "missing.json"]
+REPORTS += ["garbage.json", "baseline.json", "model.py", "loop.py", "/dev/null"]
+
+
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+def test_merge_random_command_lines_exit_0_1_or_2_and_never_touch_an_input(data):
+    base = Path(tempfile.mkdtemp(prefix="mpdoctor-property-"))
+    try:
+        folder, outside = base / "work", base / "outside"
+        folder.mkdir()
+        outside.mkdir()
+        (outside / "secret.py").write_text("SECRET = 'token-7f3a'\n" * 50)  # what a forged path may name
+        sockets = make_folder(folder)
+        for name, text in _good_reports().items():
+            (folder / name).write_text(text)
+        (folder / "forged.json").write_text(data.draw(st.composite(_forged)()))
+        reports = data.draw(st.lists(st.sampled_from(REPORTS), min_size=1, max_size=4))
+        flags = data.draw(
+            st.lists(
+                st.sampled_from(
+                    [
+                        *(["--format", f] for f in ("text", "json", "html", "sarif", "junit", "github", "gitlab")),
+                        *(["-o", o] for o in ("out.txt", "good.json", "s1.json", "fifo.py", "dir.py", "/dev/null")),
+                        *(["--html", o] for o in ("out.html", "forged.json", "zero.py")),
+                        *(["--baseline", b] for b in ("baseline.json", "garbage.json", "fifo.py", "missing.json")),
+                        ["--exit-zero"],
+                        ["--statistics"],
+                        ["-q"],
+                        ["--fail-on", "info"],
+                    ]
+                ),
+                max_size=4,
+            )
+        )
+        argv = ["merge", *(arg for flag in flags for arg in flag), *reports]
+        inputs = {name: (folder / name).read_bytes() for name in set(reports) if (folder / name).is_file()}
+        before_outside = state(outside)
+        out, err = io.StringIO(), io.StringIO()
+        previous = os.getcwd()
+        os.chdir(folder)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = main(argv)
+                except SystemExit as exc:  # argparse's usage errors
+                    code = exc.code
+        finally:
+            os.chdir(previous)
+            for server in sockets:
+                server.close()
+        stderr = err.getvalue()
+        assert code in (0, 1, 2), (argv, code, stderr)
+        assert "Traceback" not in stderr and "internal error" not in stderr, (argv, stderr)
+        assert "\x1b" not in stderr and "token-7f3a" not in out.getvalue(), argv
+        assert state(outside) == before_outside, argv
+        assert {name: (folder / name).read_bytes() for name in inputs} == inputs, argv  # an input is never written
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
