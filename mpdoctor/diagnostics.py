@@ -158,6 +158,7 @@ class Report:
     passes: tuple[str, ...] = ("static",)
     traces: list[TraceSummary] = field(default_factory=list)  # per traced file: graphs, SavedModels, environment
     baselined: int = 0  # findings left out because the --baseline file lists them
+    shard: tuple[int, int] | None = None  # `check --shard I/N`: (I, N), so that `merge` can require every shard once
     fixes: list[Any] | None = None  # --fix/--diff: one mpdoctor.fix.results.FileFix per file with fixes
     sources: dict[str, SourceText] = field(default_factory=dict)  # display path -> the text analysed
     targets: dict[str, Target] = field(default_factory=dict)  # display path -> its TensorFlow/Keras target

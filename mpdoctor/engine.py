@@ -210,6 +210,7 @@ def _check_paths(
     projects = analyse_projects(list(paths), files, config)
     report.notes += projects.notes
     if shard is not None:
+        report.shard = shard
         files = [path for path in files if in_shard(display_path(path), *shard)]
         report.errors = [error for error in report.errors if in_shard(error.path, *shard)]
         report.skipped = [skip for skip in report.skipped if in_shard(skip.path, *shard)]

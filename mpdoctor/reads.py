@@ -16,6 +16,8 @@ import stat
 
 CONFIG_LIMIT = 16 * 2**20  # a pyproject.toml
 BASELINE_LIMIT = 256 * 2**20  # about a million findings
+REPORT_LIMIT = 1024 * 2**20  # a JSON report (merge): about a million findings with fixes
+SOURCE_LIMIT = 256 * 2**20  # a checked file read again (merge): far more than any source or notebook
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),

@@ -156,16 +156,32 @@ def fsync_directory(path) -> None:
 # -------------------------------------------------------------------------------------------------- internals
 
 
-def _destination(path, refuse: Iterable) -> str:
-    """The file to write: symlinks followed (a link keeps pointing at the new content), checked against `refuse`."""
+def refusal(path, refuse: Iterable) -> str | None:
+    """Why `path` must not be written (a directory, or the same file as one of `refuse`), or None. For a caller
+    that wants to refuse before a long run, not only when it writes."""
     target = os.path.realpath(path)
     if os.path.isdir(target):
-        raise WriteRefused(path, "is a directory")
-    for other in refuse:
-        with contextlib.suppress(OSError):
-            if os.path.samefile(target, other):
-                raise WriteRefused(path, "is one of the files being checked; not overwritten")
-    return target
+        return "is a directory"
+    if any(_same_file(target, other) for other in refuse):
+        return "is one of the files being checked; not overwritten"
+    return None
+
+
+def _same_file(target: str, other) -> bool:
+    # Only the comparison is guarded: a refusal raised inside `suppress(OSError)` (WriteRefused is an OSError)
+    # would be swallowed, and the file written over (issue 32, item 02).
+    try:
+        return os.path.samefile(target, other)
+    except OSError:  # one of them does not exist (yet): not the same file
+        return False
+
+
+def _destination(path, refuse: Iterable) -> str:
+    """The file to write: symlinks followed (a link keeps pointing at the new content), checked against `refuse`."""
+    problem = refusal(path, refuse)
+    if problem:
+        raise WriteRefused(path, problem)
+    return os.path.realpath(path)
 
 
 def _refusal(target: str, info: os.stat_result) -> str | None:

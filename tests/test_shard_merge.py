@@ -1,5 +1,6 @@
 """`check --shard I/N` and `mpdoctor merge` (issue 17): the shards of a run cover every file once, and merging their
-JSON reports gives the unsharded report, in JSON and in text, with a baseline applied once."""
+JSON reports gives the unsharded report, in JSON and in text, with a baseline applied once; an incomplete set is
+refused (issue 33; the other refusals: tests/test_reliability2_merge.py)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def test_four_shards_cover_every_file_exactly_once_and_merge_into_the_unsharded_
         (tree / f"shard{index}.json").write_text(json.dumps(_json(tree, "--shard", f"{index}/4")))
     shards = [json.loads((tree / f"shard{i}.json").read_text()) for i in range(1, 5)]
     assert all(s["summary"]["files"] > 0 for s in shards)
+    assert [s["shard"] for s in shards] == [{"index": i, "count": 4} for i in range(1, 5)] and "shard" not in whole
     assert sum(s["summary"]["files"] for s in shards) == whole["summary"]["files"]
     paths = [{d["path"] for d in s["diagnostics"]} for s in shards]
     assert not any(paths[i] & paths[j] for i in range(4) for j in range(i + 1, 4))
@@ -42,6 +44,10 @@ def test_four_shards_cover_every_file_exactly_once_and_merge_into_the_unsharded_
     merged = mpdoctor("merge", "--format", "json", *(f"shard{i}.json" for i in range(1, 5)), cwd=tree)
     assert merged.returncode == 1  # the fixtures have findings: the same exit code as `check`
     assert json.loads(merged.stdout) == whole
+    # any three of the four: refused, never a report that silently lacks a quarter of the files (#33)
+    for left_out in range(1, 5):
+        three = mpdoctor("merge", *(f"shard{i}.json" for i in range(1, 5) if i != left_out), cwd=tree)
+        assert three.returncode == 2 and f"{left_out}/4 missing" in three.stderr and three.stdout == ""
 
     text = mpdoctor("merge", *(f"shard{i}.json" for i in range(1, 5)), cwd=tree)
     unsharded = mpdoctor("check", "--no-trace", "fixtures", cwd=tree)

@@ -11,6 +11,7 @@ import sys
 
 from mpdoctor._version import __version__
 from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED
+from mpdoctor.printable import escape_controls
 
 # The libraries whose versions decide what the trace sees, by their distribution names.
 VERSIONED_LIBRARIES = ("tensorflow", "keras", "tf-keras", "tensorflow-hub")
@@ -88,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_ERROR
     except Exception as exc:  # an internal error is still one line and exit 2, never a traceback
-        print(f"mpdoctor: internal error: {type(exc).__name__}: {exc} (please report this)", file=sys.stderr)
+        line = f"mpdoctor: internal error: {type(exc).__name__}: {exc} (please report this)"
+        print(escape_controls(line), file=sys.stderr)  # the exception may quote a user's path or name
         if os.environ.get("MPDOCTOR_DEBUG"):
             raise
         return EXIT_ERROR

@@ -282,7 +282,7 @@ class CheckRun(Pipeline):
         checkpoints = self.args.checkpoint
         missing = [c for c in checkpoints if not (os.path.exists(c) or os.path.exists(c + ".index"))]
         if missing:
-            raise fail(f"{missing[0]}: no such checkpoint", escape=False)
+            raise fail(f"{missing[0]}: no such checkpoint")
         if checkpoints and not self.tracing:
             raise fail("--checkpoint needs the trace pass (TensorFlow installed, no --no-trace)")
 
@@ -486,11 +486,10 @@ def _show_targets(paths: list[Path], config) -> int:
     from mpdoctor.engine import file_targets
 
     found, errors = file_targets(paths, config)
-    for shown, target in found:
-        print(shown)
-        print("\n".join(target.describe()))
+    for shown, target in found:  # each line escaped alone: a name's newline must not forge a line
+        print("\n".join(escape_controls(line) for line in (shown, *target.describe())))
     for error in errors:
-        print(error.render(), file=sys.stderr)
+        print(escape_controls(error.render()), file=sys.stderr)
     return EXIT_ERROR if errors else EXIT_OK
 
 

@@ -1,6 +1,7 @@
 """`mpdoctor merge a.json b.json ...`: the `--format json` reports of `check --shard I/N` runs (CI matrix jobs) as
-one report, in any format, with the baseline applied once. Run it in the same checkout: the text and baseline
-need the checked files' text, read again from the reports' paths."""
+one report, in any format, with the baseline applied once. The reports must be one complete run (every shard once,
+no file in two reports; see mpdoctor.merge). Run it in the same checkout: the text and baseline need the checked
+files' text, read again from the reports' paths (only those under the current directory)."""
 
 from __future__ import annotations
 
@@ -29,30 +30,41 @@ def add_parser(sub) -> None:
 
 def run_merge(args) -> int:
     from mpdoctor.baseline import BaselineError, load_baseline, split
-    from mpdoctor.cli.check import deliver
+    from mpdoctor.cli.check import CheckRun, deliver
     from mpdoctor.config import Config, ConfigError, apply_overrides
-    from mpdoctor.merge import ReportFormatError, merge_reports, read_report
+    from mpdoctor.merge import ReportFormatError, check_complete, merge_reports, read_report
     from mpdoctor.printable import escape_controls
+    from mpdoctor.writes import refusal
 
     config = Config()
     try:
         apply_overrides(config, "command line", fail_on=args.fail_on)
     except ConfigError as exc:
-        print(f"mpdoctor: error: {exc}", file=sys.stderr)
+        print(escape_controls(f"mpdoctor: error: {exc}"), file=sys.stderr)
         return EXIT_ERROR
-    reports = []
+    for output in (args.output, args.html):  # before anything is read or printed
+        problem = refusal(output, args.reports) if output else None
+        if problem:
+            print(escape_controls(f"mpdoctor: error: {output}: {CheckRun.write_failure}: {problem}"), file=sys.stderr)
+            return EXIT_ERROR
+    reads = []
     for path in args.reports:
         try:
-            reports.append(read_report(path))
+            reads.append(read_report(path))
         except ReportFormatError as exc:
             print(escape_controls(f"mpdoctor: error: {path}: {exc}"), file=sys.stderr)
             return EXIT_ERROR
-    report = merge_reports(reports)
+    try:
+        check_complete(reads)
+    except ReportFormatError as exc:
+        print(escape_controls(f"mpdoctor: error: {exc}"), file=sys.stderr)
+        return EXIT_ERROR
+    report = merge_reports([read.report for read in reads])
     if args.baseline is not None:
         try:
             keys = load_baseline(args.baseline)
         except BaselineError as exc:
-            print(f"mpdoctor: error: {exc}", file=sys.stderr)
+            print(escape_controls(f"mpdoctor: error: {exc}"), file=sys.stderr)
             return EXIT_ERROR
         report.diagnostics, baselined = split(report.diagnostics, report.sources, keys, args.baseline.parent)
         report.baselined += baselined

@@ -25,11 +25,10 @@ class Exit(Exception):
         self.code = code
 
 
-def fail(message: str, *, escape: bool = True) -> Exit:
-    """Print `mpdoctor: error: message` (control characters escaped unless `escape` is false) and return the Exit
-    (code 2) to raise."""
-    line = f"mpdoctor: error: {message}"
-    print(escape_controls(line) if escape else line, file=sys.stderr)
+def fail(message: str) -> Exit:
+    """Print `mpdoctor: error: message` (control characters escaped: paths and names come from the user) and return
+    the Exit (code 2) to raise."""
+    print(escape_controls(f"mpdoctor: error: {message}"), file=sys.stderr)
     return Exit(EXIT_ERROR)
 
 
@@ -41,7 +40,7 @@ class Output:
     text: str
 
 
-def write_outputs(outputs: list[Output], *, refuse: Sequence[Path] = (), failure: str, escape: bool = True) -> None:
+def write_outputs(outputs: list[Output], *, refuse: Sequence[Path] = (), failure: str) -> None:
     """Write each output atomically, never over a file in `refuse` (those checked: a forgotten argument must not
     replace one); the first that fails ends the run with `{path}: {failure}: {reason}`."""
     if not outputs:
@@ -52,14 +51,13 @@ def write_outputs(outputs: list[Output], *, refuse: Sequence[Path] = (), failure
         try:
             write_atomic(output.path, output.text, refuse=refuse)
         except OSError as exc:
-            raise fail(f"{output.path}: {failure}: {exc.strerror or exc}", escape=escape) from None
+            raise fail(f"{output.path}: {failure}: {exc.strerror or exc}") from None
 
 
 class Pipeline(ABC):
     """One run of a subcommand. Each step keeps what the next needs on the instance."""
 
     write_failure = "cannot write"  # how a failed write of an output starts its reason
-    escape_errors = True  # whether error messages have their control characters escaped
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -69,7 +67,7 @@ class Pipeline(ABC):
             self.validate()
             self.options()
             self.run()
-            write_outputs(self.render(), refuse=self.refused(), failure=self.write_failure, escape=self.escape_errors)
+            write_outputs(self.render(), refuse=self.refused(), failure=self.write_failure)
         except Exit as stop:
             return stop.code
         return self.exit_code()

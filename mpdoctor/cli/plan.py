@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from mpdoctor.cli.pipeline import Exit, Output, Pipeline, fail
+from mpdoctor.printable import escape_controls
 
 
 def add_parser(sub) -> None:
@@ -55,18 +56,17 @@ def run_plan(args) -> int:
 
 
 def _fail(message: str) -> Exit:
-    return fail(message, escape=False)
+    return fail(message)
 
 
 class PlanRun(Pipeline):
     """`mpdoctor plan FILE`: the plan found on the traced model, --diff / --fix, then the plan report."""
 
-    escape_errors = False
-
     def validate(self) -> None:
         from mpdoctor.config import ConfigError, load_config
         from mpdoctor.reads import regular_file_problem
         from mpdoctor.trace.runner import tensorflow_available
+        from mpdoctor.writes import refusal
 
         args = self.args
         path: Path = args.path
@@ -76,6 +76,10 @@ class PlanRun(Pipeline):
                 raise _fail(f"{given}: {problem}")
         if path.suffix != ".py":
             raise _fail(f"{path}: plan takes a Python model file (.py)")
+        for output in (args.output, args.html):  # refused before the trace, not after it
+            problem = refusal(output, self.refused()) if output else None
+            if problem:
+                raise _fail(f"{output}: {self.write_failure}: {problem}")
         if args.rtol is not None and not args.rtol > 0:
             raise _fail("--rtol must be positive")
         if not tensorflow_available():
@@ -111,7 +115,7 @@ class PlanRun(Pipeline):
         self.result = make_plan(self.args.path, self.config, self.trace)
         if self.result.report.errors:
             for error in self.result.report.errors:
-                print(error.render(), file=sys.stderr)
+                print(escape_controls(error.render()), file=sys.stderr)
             raise Exit(EXIT_ERROR)
         self.plans = self.result.plans()
         if self.args.fix or self.args.diff:

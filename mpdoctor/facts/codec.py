@@ -180,10 +180,13 @@ def _union_converter(args: tuple[Any, ...]) -> _Converter:
     """The first option that accepts the value (None first when the union allows it)."""
     options = [_converter(a) for a in args]
     names = " or ".join(getattr(a, "__name__", str(a)) for a in args)
+    others = [_converter(a) for a in args if a is not type(None)]
 
     def union(value: object, path: str) -> Any:
         if value is None and type(None) in args:
             return None
+        if len(others) == 1:  # `X | None` and not None: X's own error, which says where inside the value
+            return others[0](value, path)
         for option in options:
             try:
                 return option(value, path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from mpdoctor.diagnostics import Diagnostic, Report
+from mpdoctor.printable import escape_controls
 from mpdoctor.report.counts import plural
 from mpdoctor.report.text import not_applied_lines
 
@@ -20,7 +21,7 @@ def write_diffs(report: Report, stream: TextIO, errors: TextIO, *, unsafe: bool)
             stream.write(diff if diff.endswith("\n") else diff + "\n")
             if result.notebook:  # shown, never written: its error says so
                 in_cells += len(result.in_diff)
-                errors.write(f"{result.shown}: {result.error}\n")
+                errors.write(escape_controls(f"{result.shown}: {result.error}") + "\n")
             else:
                 count += len(result.applied)
         errors.writelines(line + "\n" for line in not_applied_lines(result))

@@ -81,6 +81,8 @@ def to_dict(report: Report, target_json: Callable[[Target], object] = _target_js
         # Per checked file: the TensorFlow/Keras target it was judged against and where each part came from.
         "files": [{"path": path, "target": target_json(target)} for path, target in sorted(report.targets.items())],
         **({"fixes": [f.to_dict() for f in report.fixes]} if report.fixes is not None else {}),
+        # Only in the report of a `check --shard I/N` run: which shard (`mpdoctor merge` requires all N, each once).
+        **({"shard": {"index": report.shard[0], "count": report.shard[1]}} if report.shard is not None else {}),
     }
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, TextIO
 from mpdoctor._version import __version__
 from mpdoctor.facts.dtypes import compute_dtype
 from mpdoctor.facts.schema import Environment, GradientRecord, PlanCheck, PlanRecord
+from mpdoctor.printable import escape_controls
 
 if TYPE_CHECKING:
     from mpdoctor.plan import PlanResult
@@ -16,33 +17,40 @@ SCHEMA_VERSION = 1
 
 
 def render_text(result: PlanResult, stream: TextIO) -> None:
+    """The plan as lines of text, each escaped alone (paths, model and layer names, the trace's failure come from
+    user code: an escape sequence or a newline in them must not reach the terminal or forge a line)."""
+
+    def write(line: str) -> None:
+        stream.write(escape_controls(line) + "\n")
+
     trace = result.trace
     if trace is not None and trace.failure:
-        stream.write(f"{result.shown}: the trace failed: {trace.failure}\n")
+        write(f"{result.shown}: the trace failed: {trace.failure}")
     plans = result.plans()
     if not plans:
-        stream.write(f"{result.shown}: no model to plan (the trace found none)\n")
+        write(f"{result.shown}: no model to plan (the trace found none)")
     for name, plan in plans:
-        stream.write(_model_text(result.shown, name, plan, trace.environment if trace else None))
+        for line in _model_lines(result.shown, name, plan, trace.environment if trace else None):
+            write(line)
     fix = result.fix
     if fix is not None:
         for line in fix.not_applied:
-            stream.write(f"  not applied: {line}\n")
+            write(f"  not applied: {line}")
         if fix.error:
-            stream.write(f"{result.shown}: plan not applied: {fix.error}\n")
+            write(f"{result.shown}: plan not applied: {fix.error}")
         elif fix.changed:
             state = "written" if fix.written else "not written (--diff)"
-            stream.write(f"{result.shown}: plan applied as code, {state}; {fix.verification}\n")
+            write(f"{result.shown}: plan applied as code, {state}; {fix.verification}")
 
 
-def _model_text(shown: str, name: str | None, plan: PlanRecord, environment: Environment | None) -> str:
+def _model_lines(shown: str, name: str | None, plan: PlanRecord, environment: Environment | None) -> list[str]:
     head = f"{shown}: model `{name}`"
     if plan.skipped:
-        return f"{head}: no plan: {plan.skipped}\n"
+        return [f"{head}: no plan: {plan.skipped}"]
     lines = []
     if plan.mode == "verify":
         check = plan.final
-        return f"{head} under {plan.policy}: {_state(check, plan.rtol)}\n"
+        return [f"{head} under {plan.policy}: {_state(check, plan.rtol)}"]
     kept = len(plan.layers)
     lines.append(
         f"{head} under {plan.policy} (rtol {plan.rtol:g}): keep {kept} of {plan.candidates} layer"
@@ -80,7 +88,7 @@ def _model_text(shown: str, name: str | None, plan: PlanRecord, environment: Env
         else:
             lines.append(f"  mixed_bfloat16 with no layer in float32: {_state(alternative, plan.rtol)}")
     lines += [f"  note: {note}" for note in dict.fromkeys(plan.notes)]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _state(check: PlanCheck | None, rtol: float) -> str:

@@ -123,8 +123,10 @@ def target_lines(report: Report) -> list[str]:
     if not counts:
         return []
     here = f"TensorFlow {installed[0]}.{installed[1]}" if installed else "no TensorFlow"
-    return [
-        f"Target: {summary} ({plural(count, 'file')}); installed here: {here} (mpdoctor check --show-target FILE)"
+    return [  # a target's text quotes project files (and, in `merge`, a report that may be forged)
+        _safe(
+            f"Target: {summary} ({plural(count, 'file')}); installed here: {here} (mpdoctor check --show-target FILE)"
+        )
         for summary, count in sorted(counts.items())
     ]
 
@@ -133,7 +135,9 @@ def _fix_summary(report: Report, fixes: list[Any], stream: TextIO, colour: bool)
     """`fixes`: the report's (mpdoctor.fix.results.FileFix per file)."""
     for result in fixes:
         if result.notebook:  # shown, never written: the diff is the fix
-            stream.write(f"{result.shown}: {plural(len(result.in_diff), 'fix')} not applied: {result.error}\n")
+            stream.write(
+                _safe(f"{result.shown}: {plural(len(result.in_diff), 'fix')} not applied: {result.error}") + "\n"
+            )
             stream.write(result.diff())
     for result in fixes:
         if result.written:
