@@ -248,3 +248,39 @@ def test_the_install_step_installs_this_mpdoctor_without_tensorflow(tmp_path):
     from mpdoctor import __version__
 
     assert version.stdout.splitlines()[:2] == [f"mpdoctor {__version__}", "tensorflow not installed"]
+
+
+def ci_check_lines() -> list[str]:
+    """The `mpdoctor check` commands of the CI snippets in the README and docs/integrations.md, as printed."""
+    found = []
+    for doc in (ROOT / "README.md", ROOT / "docs" / "integrations.md"):
+        for line in doc.read_text().splitlines():
+            command = re.match(r"\s*- (?:run: )?(mpdoctor check .*)$", line)
+            if command and "--shard" not in command.group(1):
+                found.append(command.group(1))
+    return found
+
+
+def test_the_ci_snippets_pass_the_baseline_only_once_it_exists(tmp_path, mpdoctor_on_path):
+    """Issue 33: with `--baseline mpdoctor-baseline.json` the snippets exited 2 in a repository without one, and with
+    `-o` printed nothing. As printed (GitHub's bash, GitLab's sh): every finding counts before the baseline is
+    committed, only new ones after; the file written is named on stderr."""
+    lines = ci_check_lines()
+    # GitHub Actions in the README and the docs, GitLab CI in the docs.
+    assert len(lines) == 3 and all("--baseline" in line for line in lines), lines
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = os.pathsep.join([mpdoctor_on_path, env["PATH"]])
+    for number, line in enumerate(lines):
+        project = tmp_path / f"project{number}"
+        project.mkdir()
+        (project / "model.py").write_text(SOFTMAX_HEAD)
+        written = re.search(r"-o (\S+)", line).group(1)
+        shell = "sh" if "gitlab" in line else "bash"
+        before = subprocess.run([shell, "-ec", line], cwd=project, env=env, capture_output=True, text=True)
+        assert before.returncode == 1, line + "\n" + before.stderr
+        assert before.stderr == f"mpdoctor: wrote {written}: 1 problem in 1 file\n"
+        baseline = ["mpdoctor", "check", "--no-trace", "--write-baseline", "mpdoctor-baseline.json", "."]
+        subprocess.run(baseline, cwd=project, env=env, check=True, capture_output=True)
+        after = subprocess.run([shell, "-ec", line], cwd=project, env=env, capture_output=True, text=True)
+        assert after.returncode == 0, line + "\n" + after.stderr
+        assert after.stderr == f"mpdoctor: wrote {written}: no problems in 1 file\n"
