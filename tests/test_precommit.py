@@ -1,6 +1,7 @@
 """The pre-commit hooks for real: `pre-commit try-repo` on this repository installs mpdoctor into a fresh virtualenv
-(pip, without TensorFlow) and runs the `mpdoctor` hook on a temporary git repository; the `mpdoctor-trace` hook is
-run as the README's `repo: local` hook using this environment's TensorFlow.
+(pip, without TensorFlow) and runs the `mpdoctor` hook on a temporary git repository; both hooks are also run as the
+README's `repo: local` hooks print them, with this checkout as the environment's `mpdoctor` (the trace hook with this
+environment's TensorFlow).
 
 try-repo takes this repository's tracked files with their uncommitted changes (`git add -u`), not untracked ones:
 commit or `git add` new modules before running these tests. Slow (a virtualenv and a pip install per try-repo run):
@@ -59,13 +60,13 @@ def _git_repo(directory: Path, files: dict[str, str]) -> Path:
     return directory
 
 
-def _pre_commit(tmp_path: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+def _pre_commit(tmp_path: Path, cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "pre_commit", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
-        env=_env(tmp_path),
+        env=_env(tmp_path) | (env or {}),
         timeout=900,
     )
 
@@ -90,29 +91,62 @@ def test_static_hook_passes_on_clean_code(tmp_path):
     assert "mpdoctor (static)" in output and "Passed" in output
 
 
-LOCAL_TRACE_HOOK = """\
-repos:
-  - repo: local
-    hooks:
-      - id: mpdoctor-trace
-        name: mpdoctor (trace)
-        entry: {entry}
-        language: system
-        types_or: [python, jupyter]
-        require_serial: true
-        stages: [manual]
-"""
+def test_a_staged_file_named_like_an_option_is_checked_as_a_file(tmp_path):
+    """Issue 32, 03: pre-commit appends the staged names to the hook's entry and args; the hooks' args end with `--`,
+    so `-osetup.py` is a file to check, never `-o setup.py` (which wrote the report over setup.py)."""
+    setup = 'from setuptools import setup\nsetup(name="precious")\n'
+    repo = _git_repo(tmp_path / "project", {"clean.py": CLEAN, "-osetup.py": SOFTMAX_HEAD, "setup.py": setup})
+    result = _pre_commit(tmp_path, repo, "try-repo", str(REPO), "mpdoctor", "--all-files")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "-osetup.py:7:5: MP401" in output
+    assert (repo / "setup.py").read_text() == setup
 
 
-def test_trace_hook_as_a_local_hook_in_this_environment(tmp_path, tensorflow):
-    repo = _git_repo(tmp_path / "project", {"model.py": SOFTMAX_HEAD})
-    # The README's hook runs `mpdoctor check --trace`; here the same command through this interpreter and checkout.
-    entry = f"env PYTHONPATH={REPO} {sys.executable} -m mpdoctor check --trace"
-    (repo / ".pre-commit-config.yaml").write_text(LOCAL_TRACE_HOOK.format(entry=entry))
-    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-    skipped = _pre_commit(tmp_path, repo, "run", "--all-files")
-    assert skipped.returncode == 0 and "MP401" not in skipped.stdout  # manual stage: not run on commit
-    result = _pre_commit(tmp_path, repo, "run", "--hook-stage", "manual", "mpdoctor-trace", "--all-files")
+def readme_local_snippet() -> str:
+    """The README's `repo: local` configuration (the pre-commit section's second yaml block), verbatim."""
+    section = README.read_text().split("\n## pre-commit\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)[1]
+
+
+@pytest.fixture
+def mpdoctor_on_path(tmp_path) -> dict:
+    """The environment of a pre-commit run whose `mpdoctor` command runs this checkout (the README's local hooks use
+    the command of the environment pre-commit runs in)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    command = bin_dir / "mpdoctor"
+    command.write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m mpdoctor "$@"\n')
+    command.chmod(0o755)
+    return {"PATH": os.pathsep.join([str(bin_dir), os.environ["PATH"]])}
+
+
+def test_the_readme_local_hooks_as_printed_static(tmp_path, mpdoctor_on_path):
+    setup = 'from setuptools import setup\nsetup(name="precious")\n'
+    repo = _git_repo(
+        tmp_path / "project",
+        {
+            "model.py": SOFTMAX_HEAD,
+            "clean.py": CLEAN,
+            "-osetup.py": SOFTMAX_HEAD,
+            "setup.py": setup,
+            ".pre-commit-config.yaml": readme_local_snippet(),
+        },
+    )
+    result = _pre_commit(tmp_path, repo, "run", "--all-files", env=mpdoctor_on_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "mpdoctor (static)" in output and "Failed" in output and "mpdoctor (trace)" not in output  # manual stage
+    assert "model.py:7:5: MP401" in output and "-osetup.py:7:5: MP401" in output and "clean.py" not in output
+    assert (repo / "setup.py").read_text() == setup
+
+
+def test_the_readme_local_hooks_as_printed_trace(tmp_path, tensorflow, mpdoctor_on_path):
+    repo = _git_repo(
+        tmp_path / "project", {"model.py": SOFTMAX_HEAD, ".pre-commit-config.yaml": readme_local_snippet()}
+    )
+    run = ("run", "--hook-stage", "manual", "mpdoctor-trace", "--all-files")
+    result = _pre_commit(tmp_path, repo, *run, env=mpdoctor_on_path)
     assert result.returncode == 1, result.stdout + result.stderr
     # The trace's own wording: the model was built and run, its output observed in float16.
     assert re.search(
@@ -180,4 +214,11 @@ def test_manifest_declares_both_hooks():
         assert hook["language"] == "python" and hook["types_or"] == ["python", "jupyter"]
         assert hook["require_serial"] is True
     assert "--no-trace" in hooks["mpdoctor"]["entry"] and "--trace" in hooks["mpdoctor-trace"]["entry"].split()
+    # The staged file names come after `--` (issue 32, 03); the README's local hooks end their entry with it.
+    assert hooks["mpdoctor"]["args"] == ["--"] and hooks["mpdoctor-trace"]["args"] == ["--"]
+    local = {h["id"]: h for h in yaml.safe_load(readme_local_snippet())["repos"][0]["hooks"]}
+    assert set(local) == {"mpdoctor", "mpdoctor-trace"}
+    for hook in local.values():
+        assert hook["entry"] == hooks[hook["id"]]["entry"] + " --"
+        assert hook["types_or"] == hooks[hook["id"]]["types_or"] and hook["require_serial"] is True
     assert hooks["mpdoctor-trace"]["stages"] == ["manual"]

@@ -71,8 +71,17 @@ def main(argv: list[str] | None = None) -> int:
     from mpdoctor.signals import Terminated, signals_raise
 
     _escape_unencodable_output()
+    arguments = sys.argv[1:] if argv is None else argv
+    ambiguous = _file_named_like_an_option(arguments)
+    if ambiguous is not None:
+        print(
+            f"mpdoctor: error: {escape_controls(ambiguous)}: a file of that name exists, and it reads as an option;"
+            " put file names after -- (mpdoctor check -- FILE ...)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return EXIT_ERROR
@@ -94,6 +103,18 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("MPDOCTOR_DEBUG"):
             raise
         return EXIT_ERROR
+
+
+def _file_named_like_an_option(arguments: list[str]) -> str | None:
+    """The first argument before `--` that starts with `-` and names an existing file. A tool that passes file names
+    without `--` (a pre-commit hook, `xargs`, a glob) would have a committed file named `-osetup.py` read as
+    `-o setup.py`, and the report written over setup.py: such a name is refused instead of guessed."""
+    for argument in arguments:
+        if argument == "--":
+            return None
+        if argument.startswith("-") and argument != "-" and os.path.lexists(argument):
+            return argument
+    return None
 
 
 def _escape_unencodable_output() -> None:

@@ -449,6 +449,7 @@ def deliver(report, args, config, refuse=()) -> int:
 def render_report(report, args) -> list[Output]:
     """The report in --format on stdout, or for -o's file; the HTML report for --html."""
     from mpdoctor.report import write_report
+    from mpdoctor.report.counts import outcome
 
     buffer = io.StringIO() if args.output else None
     target = buffer if buffer is not None else sys.stdout
@@ -461,11 +462,12 @@ def render_report(report, args) -> list[Output]:
         quiet=args.quiet,
         verbose=getattr(args, "verbose", False),  # `mpdoctor merge` has no --verbose
     )
-    outputs = [Output(args.output, buffer.getvalue())] if buffer is not None else []
+    summary = None if args.quiet else outcome(report)
+    outputs = [Output(args.output, buffer.getvalue(), summary)] if buffer is not None else []
     if args.html:
         html = io.StringIO()
         write_report(report, "html", html)
-        outputs.append(Output(args.html, html.getvalue()))
+        outputs.append(Output(args.html, html.getvalue(), summary))
     return outputs
 
 

@@ -7,6 +7,8 @@ Imported by every run: standard library only (a static run's start-up is measure
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -34,10 +36,12 @@ def fail(message: str) -> Exit:
 
 @dataclass(frozen=True)
 class Output:
-    """A rendered report for a file the user named."""
+    """A rendered report for a file the user named; `summary` ("3 problems in 2 files"), when set, is said on stderr
+    once the file is written: with -o nothing else would show the run's outcome."""
 
     path: Path
     text: str
+    summary: str | None = None
 
 
 def write_outputs(outputs: list[Output], *, refuse: Sequence[Path] = (), failure: str) -> None:
@@ -52,6 +56,15 @@ def write_outputs(outputs: list[Output], *, refuse: Sequence[Path] = (), failure
             write_atomic(output.path, output.text, refuse=refuse)
         except OSError as exc:
             raise fail(f"{output.path}: {failure}: {exc.strerror or exc}") from None
+        if output.summary and _regular_file(output.path):  # not for -o /dev/stdout: the report is on the stream
+            print(escape_controls(f"mpdoctor: wrote {output.path}: {output.summary}"), file=sys.stderr)
+
+
+def _regular_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 class Pipeline(ABC):

@@ -29,5 +29,16 @@ def fixable_parts(report: Report, *, marker: bool = True, shown_cells: bool = Fa
     return parts
 
 
+def outcome(report: Report) -> str:
+    """The run in a few words, for a line beside a written report: "3 problems in 2 files", "no problems in 1 file;
+    1 file could not be checked"."""
+    found = plural(len(report.diagnostics), "problem") if report.diagnostics else "no problems"
+    line = f"{found} in {plural(report.files_checked, 'file')}"
+    unchecked = report.unchecked()
+    if unchecked:
+        line += f"; {plural(unchecked, 'file')} could not be checked"
+    return line
+
+
 def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else ('es' if word.endswith('x') else 's')}"
