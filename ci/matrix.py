@@ -27,7 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = "3.11"  # every supported TensorFlow has wheels for it
-MPDOCTOR_DEPENDENCIES = ("networkx>=3.0", "jinja2>=3.1", "libcst>=1.0", "protobuf>=4.21")
+MPDOCTOR_DEPENDENCIES = ("networkx>=3.0", "jinja2>=3.1", "libcst>=1.0", "protobuf>=4.21", "packaging>=22")
 # mpdoctor's build backend, for pip's isolated build (never into the venv: setuptools >= 81 has no pkg_resources,
 # which tensorflow-hub 0.16 imports, and a user's venv keeps the setuptools it came with).
 BUILD = ("setuptools>=68", "wheel")

@@ -244,7 +244,9 @@ def _json(document: dict) -> None:
 
 def _needs_numpy(path, exc: ImportError) -> int:
     """The one-line error when the readers cannot be imported: numpy (which comes with TensorFlow) is missing."""
-    return _error(path, f"reading checkpoints needs numpy ({exc}): pip install 'mpdoctor[tf]'")
+    return _error(
+        path, f"reading checkpoints needs numpy ({exc}): pip install numpy, or mpdoctor's [tf] extra (README, Install)"
+    )
 
 
 def run_inspect(args) -> int:

@@ -273,7 +273,8 @@ class CheckRun(Pipeline):
         tracing = tensorflow_available()
         if self.args.trace and not tracing:
             raise fail(
-                "--trace needs TensorFlow in this environment (pip install 'mpdoctor[tf]'); "
+                "--trace needs TensorFlow in this environment (pip install tensorflow, or mpdoctor's [tf] extra: "
+                "README, Install); "
                 "use --no-trace for the static pass alone"
             )
         return tracing

@@ -83,7 +83,10 @@ class PlanRun(Pipeline):
         if args.rtol is not None and not args.rtol > 0:
             raise _fail("--rtol must be positive")
         if not tensorflow_available():
-            raise _fail("plan runs the model: it needs TensorFlow in this environment (pip install 'mpdoctor[tf]')")
+            raise _fail(
+                "plan runs the model: it needs TensorFlow in this environment "
+                "(pip install tensorflow, or mpdoctor's [tf] extra: README, Install)"
+            )
         try:
             self.config = load_config(path, args.config)
         except ConfigError as exc:
