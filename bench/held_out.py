@@ -69,7 +69,7 @@ class Expectation:
     kind: str  # "finding" or "trap"
     codes: tuple[str, ...]
     path: str
-    line: int
+    lines: tuple[int, ...]  # () = any line
     cell: int | None
     klass: str
     why: str
@@ -80,14 +80,14 @@ class Expectation:
     def matches(self, r: Reported) -> bool:
         if r.code not in self.codes or (self.path and r.path != self.path):
             return False
-        if (self.line and r.line != self.line) or (self.cell is not None and r.cell != self.cell):
+        if (self.lines and r.line not in self.lines) or (self.cell is not None and r.cell != self.cell):
             return False
         least = self.severity if self.kind == "finding" else self.min_severity
         return least is None or SEVERITY_RANK.get(r.severity, 0) >= SEVERITY_RANK[least]
 
     def where(self) -> str:
         cell = f" cell {self.cell}" if self.cell is not None else ""
-        return f"{'/'.join(self.codes)} {self.path or '*'}{cell}:{self.line or '*'}"
+        return f"{'/'.join(self.codes)} {self.path or '*'}{cell}:{'/'.join(map(str, self.lines)) or '*'}"
 
 
 @dataclass
@@ -166,12 +166,14 @@ def expectations(repo: dict) -> list[Expectation]:
     for kind, key in (("trap", "trap"), ("finding", "finding")):  # traps first: a warning on a trap is a false alarm
         for e in repo.get(key, []):
             codes = (e["code"],) if isinstance(e["code"], str) else tuple(e["code"])
+            line = e.get("line", 0)
+            lines = tuple(line) if isinstance(line, list) else ((line,) if line else ())
             found.append(
                 Expectation(
                     kind=kind,
                     codes=codes,
                     path=e["path"],
-                    line=e.get("line", 0),
+                    lines=lines,
                     cell=e.get("cell"),
                     klass=e["class"],
                     why=e.get("why", ""),
@@ -195,7 +197,7 @@ def judge_targets(repo: dict, files: list[dict]) -> list[TargetCheck]:
             keras, tf = f["target"]["keras"], f["target"]["tensorflow"]
             releases = tf.get("releases") or []
             tf_right = spec is None or (bool(releases) and all(spec.contains(r + ".0") for r in releases))
-            if keras["major"] != target["keras"] or not tf_right:
+            if ("keras" in target and keras["major"] != target["keras"]) or not tf_right:
                 check.right = False
                 check.wrong.append(
                     f"{f['path']}: TF {tf['range']} [{tf['source']}], Keras {keras['major']} [{keras['source']}: "
@@ -246,6 +248,29 @@ def run_held_out(names: Iterable[str] | None, jobs: int, tmp: Path) -> list[Judg
 # ------------------------------------------------------------------------------------------------ earlier corpora
 
 
+def source_line(path: Path, cell: int | None, line: int) -> str:
+    """The text of a finding's line (a notebook's cells counted from 1, markdown included, as mpdoctor does)."""
+    try:
+        if path.suffix == ".ipynb":
+            lines = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][(cell or 1) - 1]["source"]).split(
+                "\n"
+            )
+        else:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        return lines[line - 1]
+    except (OSError, ValueError, IndexError, KeyError):
+        return ""
+
+
+def class_of_line(text: str, code: str, notebook: bool, default: str) -> str:
+    """The issue 29 class a finding of the earlier corpora belongs to, from the code it is on."""
+    if code in ("MP103", "MP502") and ("get_scaled_loss" in text or "get_unscaled_gradients" in text):
+        return "flagged-api-evidence"
+    if code == "MP101" and notebook:
+        return "notebook-order"
+    return default
+
+
 def run_wild() -> Judged:
     wild = DATA / "wild"
     sources = json.loads((wild / "sources.json").read_text())
@@ -255,14 +280,19 @@ def run_wild() -> Judged:
     if report is None:
         judged.error = error
         return judged
+
+    def klass(name: str, cell: int | None, line: int, code: str, default: str = "wild") -> str:
+        text = source_line(wild / "files" / name, cell, line)
+        return class_of_line(text, code, name.endswith(".ipynb"), default)
+
     actual = {(Path(r.path).name, r.cell, r.line, r.code): r for r in reported(report)}
     verdicts = {(name, f["cell"], f["line"], f["code"]): f["verdict"] for name, fs in expected.items() for f in fs}
     for key, r in actual.items():
         verdict = verdicts.get(key)
         bucket = judged.true_positives if verdict == "correct" else judged.false_alarms
-        bucket.append(("wild" if verdict else "unreviewed", f"{key[0]} {r.where()}"))
+        bucket.append((klass(*key, default="wild" if verdict else "unreviewed"), f"{key[0]} {r.where()}"))
     judged.misses = [
-        ("wild", f"{k[0]} {k[3]}:{k[2]}") for k, v in verdicts.items() if v == "correct" and k not in actual
+        (klass(*k), f"{k[0]} {k[3]}:{k[2]}") for k, v in verdicts.items() if v == "correct" and k not in actual
     ]
     return judged
 
@@ -283,7 +313,8 @@ def run_target(tmp: Path, jobs: int) -> list[Judged]:
             return judged
         for r in reported(report):
             if r.code in ("MP103", "MP104"):
-                judged.false_alarms.append(("target-corpus", r.where()))
+                text = source_line(source / r.path, r.cell, r.line)
+                judged.false_alarms.append((class_of_line(text, r.code, False, "target-corpus"), r.where()))
             else:
                 judged.not_judged.append(r.where())
         files = report.get("files", [])
