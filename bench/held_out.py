@@ -191,7 +191,9 @@ def judge_targets(repo: dict, files: list[dict]) -> list[TargetCheck]:
         under = target["under"]
         others = [t["under"] for t in repo["target"] if len(t["under"]) > len(under) and t["under"].startswith(under)]
         mine = [f for f in files if f["path"].startswith(under) and not any(f["path"].startswith(o) for o in others)]
-        check = TargetCheck(target["class"], under, True, len(mine))
+        check = TargetCheck(target["class"], under, bool(mine), len(mine))
+        if not mine:
+            check.wrong.append(f"{under or '(all)'}: no file of the report is there")
         spec = SpecifierSet(target["tensorflow"]) if "tensorflow" in target else None
         for f in mine:
             keras, tf = f["target"]["keras"], f["target"]["tensorflow"]
