@@ -1,0 +1,2 @@
+from opennmt.runner import Runner
+from opennmt.version import __version__

@@ -1,0 +1,2 @@
+from opennmt.models.model import Model
+from opennmt.models.model import SequenceToSequence

@@ -1,0 +1,1 @@
+from .accumulators import GradientAccumulateModel

@@ -1,0 +1,3 @@
+from setuptools import find_packages, setup
+
+setup(name="benchmark", packages=find_packages(exclude=("*test*",)))

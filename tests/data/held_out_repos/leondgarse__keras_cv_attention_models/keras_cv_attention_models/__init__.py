@@ -1,0 +1,3 @@
+from keras_cv_attention_models.version import __version__
+from keras_cv_attention_models import aotnet
+from keras_cv_attention_models import models
