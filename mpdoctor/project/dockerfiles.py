@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import tomllib
@@ -23,7 +24,7 @@ from mpdoctor.project.requirements import (
 
 _CONTAINERS = Path(__file__).with_name("tensorflow_containers.toml")
 _FROM = re.compile(r"^FROM\s+(?:--\S+\s+)*(\S+)", re.IGNORECASE)
-_ARG = re.compile(r"^ARG\s+(\w+)(?:=(\S*))?", re.IGNORECASE)
+_ARG = re.compile(r"""^ARG\s+(\w+)(?:=("[^"]*"|'[^']*'|\S*))?""", re.IGNORECASE)
 _ENV = re.compile(r"^ENV\s+(.*)$", re.IGNORECASE)
 _PIP_INSTALL = re.compile(r"\b(?:pip3?|python3?\s+-m\s+pip)\s+install\s+(.*)", re.IGNORECASE)
 _NVIDIA_TAG = re.compile(r"^(\d\d)\.(\d\d)(?:-(tf1|tf2))?")
@@ -69,45 +70,109 @@ def image_releases(image: str) -> tuple[frozenset[Release] | None, str]:
     return frozenset({release}), f"TensorFlow {release[0]}.{release[1]} image"
 
 
-def dockerfile_declarations(path: Path) -> list[Declaration]:
-    """Every declaration of one Dockerfile (`ARG` values substituted, continued lines joined)."""
-    text = read_project_file(path)
+def dockerfile_declarations(path: Path, notes: list[str] | None = None) -> list[Declaration]:
+    """Every declaration of one Dockerfile: continued lines joined, `ARG` and `ENV` variables expanded in order as
+    a build without `--build-arg` would (an ARG's default, an ENV's value from its line on)."""
+    text = read_project_file(path, notes)
     if text is None:
         return []
-    args: dict[str, str] = {}
+    variables = _Variables()
     found: list[Declaration] = []
     for start, line in _instructions(text):
         origin = f"{shown(path)}:{start}"
         if m := _ARG.match(line):
-            args.setdefault(m.group(1), (m.group(2) or "").strip("\"'"))
+            variables.define_arg(m.group(1), m.group(2), start)
             continue
-        line = _substitute(line, args)
+        line, used = variables.expand(line)
+        declared: list[Declaration] = []
         if m := _FROM.match(line):
             releases, note = image_releases(m.group(1))
             if releases is not None or note:
-                found.append(Declaration(TENSORFLOW, "", origin, f"FROM {m.group(1)}", releases, note))
+                declared.append(Declaration(TENSORFLOW, "", origin, f"FROM {m.group(1)}", releases, note))
         elif m := _ENV.match(line):
-            for key, value in re.findall(r"(\w+)[= ]\"?([^\s\"]*)\"?", m.group(1)):
+            for key, value in _env_pairs(m.group(1)):
+                variables.define_env(key, value, start)
                 if key == LEGACY_KERAS_ENV and legacy_keras_requested(value):
-                    found.append(Declaration(LEGACY_ENV, value, origin, f"ENV {key}={value}"))
+                    declared.append(Declaration(LEGACY_ENV, value, origin, f"ENV {key}={value}"))
         elif line.upper().startswith("RUN"):
-            found += _pip_installs(line, origin)
+            declared += _pip_installs(line, origin)
+        found += [replace(d, text=f"{d.text} [{used}]") if used else d for d in declared]
     return found
 
 
 def _instructions(text: str) -> Iterator[tuple[int, str]]:
-    """(line number, instruction) of each instruction, its continued lines joined; no blank lines or comments."""
+    """(line number, instruction) of each instruction, its continued lines joined (comment lines inside one
+    skipped, as Docker does); no blank lines or comments."""
     lines = text.splitlines()
     number = 0
     while number < len(lines):
         start = number + 1
         line = lines[number].strip()
+        parts = []
         while line.endswith("\\") and number + 1 < len(lines):
+            parts.append(line[:-1])
             number += 1
-            line = line[:-1] + " " + lines[number].strip()
+            line = lines[number].strip()
+            while line.startswith("#") and number + 1 < len(lines):  # a comment inside: the instruction goes on
+                number += 1
+                line = lines[number].strip()
+        parts.append(line)
         number += 1
-        if line and not line.startswith("#"):
-            yield start, line
+        joined = " ".join(parts).strip()  # joined once: 150,000 continued lines cost their length, not its square
+        if joined and not joined.startswith("#"):
+            yield start, joined
+
+
+_VARIABLE = re.compile(r"\$\{(\w+)(?:(:?[-+])([^}]*))?\}|\$(\w+)")
+_ENV_PAIR = re.compile(r"""(\w+)=("[^"]*"|'[^']*'|\S*)""")
+
+
+def _env_pairs(text: str) -> list[tuple[str, str]]:
+    """`ENV A=1 B="x y"` -> [(A, 1), (B, x y)]; the legacy form `ENV A 1 2` -> [(A, "1 2")]."""
+    first = text.split(None, 1)
+    if len(first) == 2 and "=" not in first[0]:
+        return [(first[0], first[1].strip().strip("\"'"))]
+    return [(key, value.strip("\"'")) for key, value in _ENV_PAIR.findall(text)]
+
+
+class _Variables:
+    """The ARG and ENV variables defined so far, with where, and their expansion in an instruction."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, tuple[str, str]] = {}  # name -> (value, "ARG, line 1")
+
+    def define_arg(self, name: str, default: str | None, line: int) -> None:
+        if default is not None:
+            self.values[name] = (default.strip("\"'"), f"ARG, line {line}")
+        elif name not in self.values:  # `ARG X` in a stage re-declares a global one: it keeps its default
+            self.values[name] = ("", f"ARG without a default, line {line}: a --build-arg")
+
+    def define_env(self, name: str, value: str, line: int) -> None:
+        self.values[name] = (value, f"ENV, line {line}")
+
+    def expand(self, line: str) -> tuple[str, str]:
+        """The line with `$X`, `${X}`, `${X:-default}`, `${X:+alternative}` expanded, and what was expanded
+        ("$TF_VERSION='2.4.0' (ARG, line 1)", for --show-target)."""
+        if "$" not in line:
+            return line, ""
+        used: dict[str, str] = {}
+
+        def value(match: re.Match[str]) -> str:
+            name = match.group(1) or match.group(4)
+            operator, word = match.group(2) or "", match.group(3) or ""
+            current, where = self.values.get(name, ("", ""))
+            if name not in used:
+                used[name] = (
+                    f"${name} not defined in this Dockerfile" if not where else f"${name}={current!r} ({where})"
+                )
+            unset = not current if operator.startswith(":") else name not in self.values
+            if operator.endswith("-"):
+                return word if unset else current
+            if operator.endswith("+"):
+                return "" if unset else word
+            return match.group(0) if name not in self.values else current  # a variable of the shell, maybe
+
+        return _VARIABLE.sub(value, line), ", ".join(used.values())
 
 
 def _pip_installs(line: str, origin: str) -> list[Declaration]:
@@ -123,14 +188,6 @@ def _pip_installs(line: str, origin: str) -> list[Declaration]:
                 if declaration:
                     found.append(declaration)
     return found
-
-
-def _substitute(line: str, args: dict[str, str]) -> str:
-    def value(match: re.Match) -> str:
-        name, default = match.group(1) or match.group(3), match.group(2)
-        return args.get(name) or (default or "")
-
-    return re.sub(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)", value, line)
 
 
 def is_dockerfile(name: str) -> bool:
