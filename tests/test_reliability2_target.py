@@ -222,3 +222,13 @@ def test_R12_deep_cross_module_chain_is_followed_to_its_end(tmp_path, depth):
     one_line_errors(err)
     assert sys.getrecursionlimit() == limit
     assert code == 1 and f"pkg/m{depth}.py:3" in out and "MP401" in out, out
+
+
+def test_R12_deeply_nested_expression_in_an_entry_point(tmp_path):
+    """An expression nested 1,500 deep (it parses) is walked for its calls without recursion."""
+    deep_chain(tmp_path, 1)
+    main_py = tmp_path / "main.py"
+    main_py.write_text(main_py.read_text() + "x = pkg" + ".b" * 1500 + "\n")
+    code, out, err = run_main("check", "--no-trace", ".", cwd=tmp_path)
+    one_line_errors(err)
+    assert code == 1 and "pkg/m1.py:3" in out and "MP401" in out, out
