@@ -74,14 +74,17 @@ def releases_for(specifier: str) -> frozenset[Release] | None:
         return None
 
 
-# `==2.15.0.post1`, `==2.15.0+cpu`: a post or local release of 2.15.0 is TensorFlow 2.15 (what mpdoctor compares on);
-# `==` with either matches no plain release, so they are compared on the release segment.
-_POST_OR_LOCAL = re.compile(r"(?i)(?<=\d)(?:[-_.]?(?:post|rev|r)[-_.]?\d*|-\d+)?(?:\+[a-z0-9.]*)?(?=\s*(?:,|$))")
+# `==2.15.0.post1`, `==2.15.0+cpu`, `==2.15.0rc1`: a post, local or pre-release of 2.15.0 is TensorFlow 2.15 (what
+# mpdoctor compares on), but `==` with one matches no plain release: versions are compared on their release segment.
+_SUFFIXES = re.compile(
+    r"(?i)(?<=\d)(?:[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?(?:[-_.]?(?:post|rev|r)[-_.]?\d*|-\d+)?"
+    r"(?:[-_.]?dev[-_.]?\d*)?(?:\+[a-z0-9.]*)?(?=\s*(?:,|$))"
+)
 
 
 def _release_segments(specifier: str) -> str:
-    """The specifier with post-release and local-version labels dropped from its versions."""
-    return _POST_OR_LOCAL.sub("", specifier)
+    """The specifier with the pre-, post-, dev-release and local labels of its versions dropped."""
+    return _SUFFIXES.sub("", specifier)
 
 
 @functools.lru_cache(maxsize=128)

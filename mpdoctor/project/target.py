@@ -117,15 +117,15 @@ class Project:
         chosen, other = kept[0], aside[0]
         near, far = self._nearness(chosen), self._nearness(other)
         if near[0] != far[0]:
-            why = f"{chosen.file} is nearest this file"
+            why = "the nearer to this file"
         elif near[1] != far[1]:
-            why = "the project's requirements come before a Dockerfile's (a pip install replaces the image's TF)"
+            why = "a project's requirements before its Docker image (installing them replaces the image's TensorFlow)"
         else:
-            why = f"{chosen.file} is read first"
+            why = "read first (pyproject.toml, setup.cfg, setup.py, Pipfile, conda, requirements, Dockerfiles)"
         return (
-            f"the project declares TensorFlow releases with none in common: {chosen.origin} "
-            f"({_declared_text(chosen)}: TensorFlow {range_text(releases)}) and {other.origin} "
-            f"({other.text}: TensorFlow {range_text(other.releases or ())}); judged against {chosen.file} ({why})"
+            f"the project declares TensorFlow releases with none in common: {chosen.origin} says {chosen.text} "
+            f"(TensorFlow {range_text(releases)}), {other.origin} says {other.text} (TensorFlow "
+            f"{range_text(other.releases or ())}); judged against {chosen.file}, {why}"
         )
 
 
