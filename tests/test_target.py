@@ -472,3 +472,16 @@ def test_declaration_conflict_is_one_mp003_info_per_float16_file(project, capsys
     _, out, _ = run_cli(["check", "--no-trace", "--format", "json", "m.py", "plain.py"], project, capsys, monkeypatch)
     found = [(d["path"], d["code"], d["severity"]) for d in json.loads(out)["diagnostics"] if d["code"] == "MP003"]
     assert found == [("m.py", "MP003", "info")]
+
+
+def test_dockerfile_pip_install_replaces_the_image_tensorflow(project):
+    """`pip install tensorflow==2.8.0` on a TF 2.4 image installs 2.8 (not "2.4 or 2.8"); an unpinned or satisfied
+    install keeps the image's."""
+    (project / "Dockerfile").write_text("FROM tensorflow/tensorflow:2.4.0-gpu\nRUN pip install tensorflow==2.8.0\n")
+    t = resolve(project)
+    assert t.releases == releases(8) and t.tensorflow_origin == "Dockerfile:2" and not t.conflicts
+    assert any("replaced by the pip install of line 2" in line for line in t.describe())
+    (project / "Dockerfile").write_text(
+        "FROM tensorflow/tensorflow:2.4.0-gpu\nRUN pip install tensorflow keras-tuner\n"
+    )
+    assert resolve(project).releases == releases(4)

@@ -72,12 +72,14 @@ def image_releases(image: str) -> tuple[frozenset[Release] | None, str]:
 
 def dockerfile_declarations(path: Path, notes: list[str] | None = None) -> list[Declaration]:
     """Every declaration of one Dockerfile: continued lines joined, `ARG` and `ENV` variables expanded in order as
-    a build without `--build-arg` would (an ARG's default, an ENV's value from its line on)."""
+    a build without `--build-arg` would (an ARG's default, an ENV's value from its line on). A `pip install` of a
+    TensorFlow the stage's image does not ship replaces the image's."""
     text = read_project_file(path, notes)
     if text is None:
         return []
     variables = _Variables()
     found: list[Declaration] = []
+    image: int | None = None  # where the current stage's TensorFlow image is in `found`
     for start, line in _instructions(text):
         origin = f"{shown(path)}:{start}"
         if m := _ARG.match(line):
@@ -87,6 +89,7 @@ def dockerfile_declarations(path: Path, notes: list[str] | None = None) -> list[
         declared: list[Declaration] = []
         if m := _FROM.match(line):
             releases, note = image_releases(m.group(1))
+            image = len(found) if releases else None
             if releases is not None or note:
                 declared.append(Declaration(TENSORFLOW, "", origin, f"FROM {m.group(1)}", releases, note))
         elif m := _ENV.match(line):
@@ -96,8 +99,17 @@ def dockerfile_declarations(path: Path, notes: list[str] | None = None) -> list[
                     declared.append(Declaration(LEGACY_ENV, value, origin, f"ENV {key}={value}"))
         elif line.upper().startswith("RUN"):
             declared += _pip_installs(line, origin)
+            if image is not None and _replaces(found[image], declared):
+                found[image] = replace(found[image], releases=None, note=f"replaced by the pip install of line {start}")
+                image = None
         found += [replace(d, text=f"{d.text} [{used}]") if used else d for d in declared]
     return found
+
+
+def _replaces(image: Declaration, installed: list[Declaration]) -> bool:
+    """pip installs a TensorFlow outside the image's release (one the image satisfies is left as it is)."""
+    pinned = [d.releases for d in installed if d.kind == TENSORFLOW and d.releases]
+    return bool(pinned) and not any(releases & (image.releases or frozenset()) for releases in pinned)
 
 
 def _instructions(text: str) -> Iterator[tuple[int, str]]:
