@@ -173,6 +173,15 @@ def test_R11_pyproject_lines_are_indexed_once(project, monkeypatch):
     assert declaration.origin == "pyproject.toml:2004 ([project] dependencies)" and len(scans) == 1
 
 
+def test_R11_indexed_lines_are_those_of_the_values(project):
+    (project / "pyproject.toml").write_text(
+        PYPROJECT + 'dependencies = [\n  "numpy",\n\n  "tensorflow==2.15",\n]\n'
+        "[tool.poetry.group.gpu.dependencies]\n\n\n  tensorflow-gpu = '^2.15'\n"
+    )
+    found, _ = declared_in(project)
+    assert [d.origin.split(" ")[0] for d in found] == ["pyproject.toml:6", "pyproject.toml:11"]
+
+
 def test_R11_large_declaration_files_are_read_in_linear_time(project):
     """50,000 dependencies and 400,000 continued Dockerfile lines: seconds when linear, hours when quadratic (the
     child's timeout is a hang guard, not a measure)."""

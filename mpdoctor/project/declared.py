@@ -109,7 +109,7 @@ class _Lines:
     in one pass (looking each of 20,000 dependencies up by rescanning the text took minutes)."""
 
     _STRING = re.compile(r"\"((?:[^\"\\\n]|\\.)*)\"|'([^'\n]*)'")
-    _KEY = re.compile(r"^\s*[\"']?([A-Za-z0-9_.\-]+)[\"']?\s*=", re.MULTILINE)
+    _KEY = re.compile(r"^[ \t]*[\"']?([A-Za-z0-9_.\-]+)[\"']?[ \t]*=", re.MULTILINE)
 
     def __init__(self, text: str) -> None:
         self.text = text
