@@ -378,7 +378,7 @@ def test_bad_target_option_is_one_line_exit_2(project, capsys, monkeypatch):
     "dockerfile,expected",
     [
         # The issue's two forms: an ARG or an ENV default, then pip install with the variable.
-        ("ARG TENSORFLOW_VERSION=2.4.0\nFROM python:3.8\nRUN pip install tensorflow==${TENSORFLOW_VERSION}\n", 4),
+        ("FROM python:3.8\nARG TENSORFLOW_VERSION=2.4.0\nRUN pip install tensorflow==${TENSORFLOW_VERSION}\n", 4),
         ("FROM python:3.8\nENV TENSORFLOW_VERSION=2.4.0\nRUN pip install tensorflow==${TENSORFLOW_VERSION}\n", 4),
         (
             "FROM python:3.8\nARG TF_PIP=tensorflow-gpu\nARG TF_VERSION=2.3.1\n"
@@ -390,7 +390,9 @@ def test_bad_target_option_is_one_line_exit_2(project, capsys, monkeypatch):
         # A build argument without a default: its `:-` default is what a plain `docker build` installs.
         ("FROM python:3.8\nARG V\nRUN pip install tensorflow==${V:-2.9.0}\n", 9),
         # ENV after ARG: the later definition counts from its line on.
-        ("ARG V=2.1.0\nFROM python:3.8\nENV V=2.8.0\nRUN pip install tensorflow==$V\n", 8),
+        ("FROM python:3.8\nARG V=2.1.0\nENV V=2.8.0\nRUN pip install tensorflow==$V\n", 8),
+        # A global ARG (before FROM) declared again in the stage takes its default.
+        ("ARG V=2.10.0\nFROM python:3.8\nARG V\nRUN pip install tensorflow==$V\n", 10),
         ("ARG TAG=2.11.0-gpu\nFROM tensorflow/tensorflow:${TAG}\n", 11),
     ],
 )
@@ -402,12 +404,20 @@ def test_dockerfile_variables_are_expanded(project, dockerfile, expected):
     assert "$" in declared and "line" in declared  # --show-target says which variable gave what, from where
 
 
-def test_dockerfile_variable_unknown_here_says_nothing(project):
-    """A variable of the shell (set in the RUN itself) is not guessed: the declaration says nothing."""
-    (project / "Dockerfile").write_text("FROM python:3.8\nRUN V=2.7 && pip install tensorflow==$V\n")
+@pytest.mark.parametrize(
+    "dockerfile",
+    [
+        "FROM python:3.8\nRUN V=2.7 && pip install tensorflow==$V\n",  # a variable of the shell: not guessed
+        "ARG V=2.7.0\nFROM python:3.8\nRUN pip install tensorflow==$V\n",  # a global ARG: FROM lines only
+        "FROM python:3.8\nARG V=2.7.0\nFROM python:3.9\nRUN pip install tensorflow==$V\n",  # another stage's
+    ],
+)
+def test_dockerfile_variable_out_of_scope_says_nothing(project, dockerfile):
+    """As in a real build, a variable not in scope is not what pip installs: the declaration says nothing."""
+    (project / "Dockerfile").write_text(dockerfile)
     t = resolve(project)
     assert t.tensorflow_source == ENVIRONMENT
-    assert any("$V not defined in this Dockerfile" in line for line in t.describe())
+    assert any("$V not defined here" in line for line in t.describe())
 
 
 @pytest.mark.parametrize(

@@ -71,9 +71,9 @@ def image_releases(image: str) -> tuple[frozenset[Release] | None, str]:
 
 
 def dockerfile_declarations(path: Path, notes: list[str] | None = None) -> list[Declaration]:
-    """Every declaration of one Dockerfile: continued lines joined, `ARG` and `ENV` variables expanded in order as
-    a build without `--build-arg` would (an ARG's default, an ENV's value from its line on). A `pip install` of a
-    TensorFlow the stage's image does not ship replaces the image's."""
+    """Every declaration of one Dockerfile: continued lines joined, `ARG` and `ENV` variables expanded as a build
+    without `--build-arg` would (`_Variables`). A `pip install` of a TensorFlow the stage's image does not ship
+    replaces the image's."""
     text = read_project_file(path, notes)
     if text is None:
         return []
@@ -85,9 +85,10 @@ def dockerfile_declarations(path: Path, notes: list[str] | None = None) -> list[
         if m := _ARG.match(line):
             variables.define_arg(m.group(1), m.group(2), start)
             continue
-        line, used = variables.expand(line)
+        line, used = variables.expand(line, in_from=_FROM.match(line) is not None)
         declared: list[Declaration] = []
         if m := _FROM.match(line):
+            variables.start_stage()
             releases, note = image_releases(m.group(1))
             image = len(found) if releases else None
             if releases is not None or note:
@@ -148,41 +149,50 @@ def _env_pairs(text: str) -> list[tuple[str, str]]:
 
 
 class _Variables:
-    """The ARG and ENV variables defined so far, with where, and their expansion in an instruction."""
+    """The ARG and ENV variables in scope, with where, and their expansion in an instruction, scoped as Docker does:
+    an ARG before the first FROM is global, seen by FROM lines (and by a stage that declares it again, `ARG X`); a
+    stage's ARG and ENV hold from their line to the end of the stage."""
 
     def __init__(self) -> None:
-        self.values: dict[str, tuple[str, str]] = {}  # name -> (value, "ARG, line 1")
+        self.globals: dict[str, tuple[str, str]] = {}  # name -> (value, "ARG, line 1")
+        self.values: dict[str, tuple[str, str]] = {}  # the current stage's
+        self.in_stage = False
+
+    def start_stage(self) -> None:
+        self.in_stage, self.values = True, {}
 
     def define_arg(self, name: str, default: str | None, line: int) -> None:
+        scope = self.values if self.in_stage else self.globals
         if default is not None:
-            self.values[name] = (default.strip("\"'"), f"ARG, line {line}")
-        elif name not in self.values:  # `ARG X` in a stage re-declares a global one: it keeps its default
-            self.values[name] = ("", f"ARG without a default, line {line}: a --build-arg")
+            scope[name] = (default.strip("\"'"), f"ARG, line {line}")
+        elif self.in_stage and name in self.globals:  # declared again in a stage: the global default
+            scope[name] = self.globals[name]
+        else:
+            scope[name] = ("", f"ARG without a default, line {line}: a --build-arg")
 
     def define_env(self, name: str, value: str, line: int) -> None:
         self.values[name] = (value, f"ENV, line {line}")
 
-    def expand(self, line: str) -> tuple[str, str]:
+    def expand(self, line: str, in_from: bool = False) -> tuple[str, str]:
         """The line with `$X`, `${X}`, `${X:-default}`, `${X:+alternative}` expanded, and what was expanded
         ("$TF_VERSION='2.4.0' (ARG, line 1)", for --show-target)."""
         if "$" not in line:
             return line, ""
+        scope = self.globals if in_from else self.values
         used: dict[str, str] = {}
 
         def value(match: re.Match[str]) -> str:
             name = match.group(1) or match.group(4)
             operator, word = match.group(2) or "", match.group(3) or ""
-            current, where = self.values.get(name, ("", ""))
+            current, where = scope.get(name, ("", ""))
             if name not in used:
-                used[name] = (
-                    f"${name} not defined in this Dockerfile" if not where else f"${name}={current!r} ({where})"
-                )
-            unset = not current if operator.startswith(":") else name not in self.values
+                used[name] = f"${name} not defined here" if not where else f"${name}={current!r} ({where})"
+            unset = not current if operator.startswith(":") else name not in scope
             if operator.endswith("-"):
                 return word if unset else current
             if operator.endswith("+"):
                 return "" if unset else word
-            return match.group(0) if name not in self.values else current  # a variable of the shell, maybe
+            return match.group(0) if name not in scope else current  # a variable of the shell, maybe
 
         return _VARIABLE.sub(value, line), ", ".join(used.values())
 
