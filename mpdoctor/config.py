@@ -171,6 +171,8 @@ def load_config(start: Path, config_file: Path | None = None) -> Config:
         raise ConfigError(f"{path}: cannot read: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except ValueError:  # int() of thousands of digits (TOML integers are 64-bit)
+        raise ConfigError(f"{path}: invalid TOML: a number too long to read") from None
     except RecursionError:
         raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
     tool = data.get("tool", {})

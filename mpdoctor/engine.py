@@ -300,6 +300,7 @@ def _merge_file(
     report.traces += traces
     if target is not None:
         report.targets[shown] = target
+        report.notes += [note for note in target.project.notes if note not in report.notes]  # unreadable project files
     if error is None or error.kind != "syntax":  # a file that does not parse was not checked
         report.files_checked += 1
     if diagnostics:

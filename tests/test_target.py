@@ -369,3 +369,129 @@ def test_bad_target_option_is_one_line_exit_2(project, capsys, monkeypatch):
         ["check", "--no-trace", "--target-tensorflow", "2.x", "m.py"], project, capsys, monkeypatch
     )
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "target-tensorflow" in err
+
+
+# ------------------------------------------------------------------ issue 29: declarations read as they are meant
+
+
+@pytest.mark.parametrize(
+    "dockerfile,expected",
+    [
+        # The issue's two forms: an ARG or an ENV default, then pip install with the variable.
+        ("FROM python:3.8\nARG TENSORFLOW_VERSION=2.4.0\nRUN pip install tensorflow==${TENSORFLOW_VERSION}\n", 4),
+        ("FROM python:3.8\nENV TENSORFLOW_VERSION=2.4.0\nRUN pip install tensorflow==${TENSORFLOW_VERSION}\n", 4),
+        (
+            "FROM python:3.8\nARG TF_PIP=tensorflow-gpu\nARG TF_VERSION=2.3.1\n"
+            "RUN pip install ${TF_PIP}==${TF_VERSION}\n",
+            3,
+        ),
+        ("FROM python:3.8\nENV V 2.7\nRUN pip install tensorflow==$V.0\n", 7),  # the legacy `ENV name value`
+        ('FROM python:3.8\nARG V="2.6.0"\nRUN pip install "tensorflow==${V}"\n', 6),  # quoted
+        # A build argument without a default: its `:-` default is what a plain `docker build` installs.
+        ("FROM python:3.8\nARG V\nRUN pip install tensorflow==${V:-2.9.0}\n", 9),
+        # ENV after ARG: the later definition counts from its line on.
+        ("FROM python:3.8\nARG V=2.1.0\nENV V=2.8.0\nRUN pip install tensorflow==$V\n", 8),
+        # A global ARG (before FROM) declared again in the stage takes its default.
+        ("ARG V=2.10.0\nFROM python:3.8\nARG V\nRUN pip install tensorflow==$V\n", 10),
+        ("ARG TAG=2.11.0-gpu\nFROM tensorflow/tensorflow:${TAG}\n", 11),
+    ],
+)
+def test_dockerfile_variables_are_expanded(project, dockerfile, expected):
+    (project / "Dockerfile").write_text(dockerfile)
+    t = resolve(project)
+    assert t.releases == releases(expected) and t.tensorflow_source == DECLARED
+    [declared] = [line for line in t.describe() if line.startswith("    Dockerfile:")]
+    assert "$" in declared and "line" in declared  # --show-target says which variable gave what, from where
+
+
+@pytest.mark.parametrize(
+    "dockerfile",
+    [
+        "FROM python:3.8\nRUN V=2.7 && pip install tensorflow==$V\n",  # a variable of the shell: not guessed
+        "ARG V=2.7.0\nFROM python:3.8\nRUN pip install tensorflow==$V\n",  # a global ARG: FROM lines only
+        "FROM python:3.8\nARG V=2.7.0\nFROM python:3.9\nRUN pip install tensorflow==$V\n",  # another stage's
+    ],
+)
+def test_dockerfile_variable_out_of_scope_says_nothing(project, dockerfile):
+    """As in a real build, a variable not in scope is not what pip installs: the declaration says nothing."""
+    (project / "Dockerfile").write_text(dockerfile)
+    t = resolve(project)
+    assert t.tensorflow_source == ENVIRONMENT
+    assert any("$V not defined here" in line for line in t.describe())
+
+
+@pytest.mark.parametrize(
+    "requirement,expected",
+    [
+        ("tensorflow[and-cuda]==2.15.0.post1", releases(15)),
+        ("tensorflow==2.15.0+cpu", releases(15)),
+        ("tensorflow-cpu==2.15.0.post1+local.1", releases(15)),
+        ("tensorflow>=2.12.0.post1,<2.14", releases(12, 13)),
+        ("tensorflow==1.15.5-1", releases(15, major=1)),  # an implicit post release
+        ("tensorflow==2.15.0rc1", releases(15)),  # a pre-release is still its release
+    ],
+)
+def test_post_and_local_releases_are_their_release(project, requirement, expected):
+    (project / "requirements.txt").write_text(requirement + "\n")
+    t = resolve(project)
+    assert t.releases == expected and t.tensorflow_source == DECLARED
+
+
+def test_conflicting_declarations_are_judged_by_the_nearest_and_said(project):
+    """The issue's case: requirements pin TF 2.5.1, the Dockerfile's image is TF 1.15. Not their union: one is
+    judged against, and MP003 names both."""
+    (project / "requirements.txt").write_text("tensorflow==2.5.1\n")
+    (project / "Dockerfile").write_text("FROM tensorflow/tensorflow:1.15.5-gpu-py3\nRUN pip install pillow\n")
+    t = resolve(project)
+    assert t.releases == releases(5) and t.tensorflow_origin == "requirements.txt:1"
+    [conflict] = t.conflicts
+    assert conflict.declared and conflict.line is None
+    assert "requirements.txt:1" in conflict.message and "Dockerfile:1" in conflict.message
+    assert "judged against requirements.txt" in conflict.message
+    assert any("(set aside: see the conflict)" in line and "Dockerfile:1" in line for line in t.describe())
+    # The nearer file decides: a Dockerfile beside the code before requirements in a folder below.
+    (project / "requirements.txt").unlink()
+    (project / "requirements").mkdir()
+    (project / "requirements" / "base.txt").write_text("tensorflow==2.5.1\n")
+    t = resolve(project)
+    assert t.releases == releases(15, major=1) and "judged against Dockerfile, the nearer" in t.conflicts[0].message
+
+
+def test_declarations_that_overlap_or_are_alternatives_are_no_conflict(project):
+    (project / "requirements.txt").write_text("tensorflow>=1.11\n")
+    (project / "Dockerfile").write_text("FROM tensorflow/tensorflow:1.15.5-gpu-py3\n")
+    t = resolve(project)
+    assert t.releases == releases(15, major=1) and not t.conflicts  # both hold: 1.15
+    (project / "Dockerfile").unlink()
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n[project.optional-dependencies]\n'
+        'tf1 = ["tensorflow==1.15"]\ntf2 = ["tensorflow==2.5"]\n'
+    )
+    (project / "requirements.txt").unlink()
+    t = resolve(project)
+    assert t.releases == releases(15, major=1) | releases(5) and not t.conflicts  # extras: either line
+
+
+def test_declaration_conflict_is_one_mp003_info_per_float16_file(project, capsys, monkeypatch):
+    (project / "requirements.txt").write_text("tensorflow==2.5.1\n")
+    (project / "Dockerfile").write_text("FROM tensorflow/tensorflow:1.15.5-gpu-py3\n")
+    (project / "m.py").write_text(
+        TF_KERAS.replace("\nmodel", "\ntf.keras.mixed_precision.set_global_policy('mixed_float16')\nmodel")
+    )
+    (project / "plain.py").write_text("import numpy as np\nx = np.zeros(3)\n")
+    _, out, _ = run_cli(["check", "--no-trace", "--format", "json", "m.py", "plain.py"], project, capsys, monkeypatch)
+    found = [(d["path"], d["code"], d["severity"]) for d in json.loads(out)["diagnostics"] if d["code"] == "MP003"]
+    assert found == [("m.py", "MP003", "info")]
+
+
+def test_dockerfile_pip_install_replaces_the_image_tensorflow(project):
+    """`pip install tensorflow==2.8.0` on a TF 2.4 image installs 2.8 (not "2.4 or 2.8"); an unpinned or satisfied
+    install keeps the image's."""
+    (project / "Dockerfile").write_text("FROM tensorflow/tensorflow:2.4.0-gpu\nRUN pip install tensorflow==2.8.0\n")
+    t = resolve(project)
+    assert t.releases == releases(8) and t.tensorflow_origin == "Dockerfile:2" and not t.conflicts
+    assert any("replaced by the pip install of line 2" in line for line in t.describe())
+    (project / "Dockerfile").write_text(
+        "FROM tensorflow/tensorflow:2.4.0-gpu\nRUN pip install tensorflow keras-tuner\n"
+    )
+    assert resolve(project).releases == releases(4)

@@ -40,7 +40,7 @@ def parse_release(text: str) -> Release | None:
         if not ch.isdigit():
             break
         minor += ch
-    if not parts[0].isdigit() or not minor:
+    if not parts[0].isdigit() or not minor or len(parts[0]) + len(minor) > 12:  # int() refuses thousands of digits
         return None
     return int(parts[0]), int(minor)
 

@@ -22,8 +22,9 @@ and where it starts mpdoctor.project.discovery.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from typing import Any
 
 from mpdoctor.project.discovery import ModuleResolver, ProjectFiles, is_test_module
 from mpdoctor.project.evaluation import Evaluator
@@ -46,13 +47,50 @@ from mpdoctor.static.policies import POLICY_SETTERS
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts, PolicyContext, Step
 
 _BUDGET = 400_000  # statements interpreted per run: a pathological project stops here (and says so)
-_MAX_DEPTH = 40  # nested calls followed
+_MAX_DEPTH = 1_000  # nested calls followed (the walk is iterative: the budget is what bounds it)
 _LIFECYCLE = ("__init__", "build", "call", "__call__")  # what a constructed Keras layer runs with its policy
 _DYNAMIC = {"getattr", "__import__", "eval", "exec", "globals", "locals", "vars"}
 _DYNAMIC_CANONICAL = ("importlib.import_module",)
 
 
 State = tuple  # of PolicyContext, unique by key
+# One step of the walk (a block, a statement, a call...) as a generator: it yields the nested steps it needs (or a
+# State already known) and gets their resulting State back; it returns its own. `_drive` runs them with a stack of
+# its own, so a chain of 250 modules calling one another nests no Python frames (it used to: RecursionError).
+Walk = Generator[Any, State, State]
+
+
+def _drive(walk: Walk | State) -> State:
+    """Run a step of the walk and every step it nests, depth first, on an explicit stack."""
+    if isinstance(walk, tuple):
+        return walk
+    stack = [walk]
+    result: State | None = None
+    failure: BaseException | None = None
+    while True:
+        try:
+            if failure is not None:
+                nested = stack[-1].throw(failure)  # through the step's own try/finally
+                failure = None
+            else:
+                nested = stack[-1].send(result)  # type: ignore[arg-type]
+        except StopIteration as done:
+            stack.pop()
+            if not stack:
+                return done.value
+            result = done.value
+            continue
+        except BaseException as exc:
+            stack.pop()
+            if not stack:
+                raise
+            failure = exc
+            continue
+        if isinstance(nested, tuple):  # a step that needed no walk: its State at once
+            result = nested
+        else:
+            stack.append(nested)
+            result = None
 
 
 def _unique(contexts) -> State:
@@ -103,14 +141,14 @@ class Analysis:
                 continue
             entry = Step(module.shown, 1, "entry point")
             state = (PolicyContext("float32", None, "", (entry,), 0, path),)
-            after = self._run_module(module, state)
+            after = _drive(self._run_module(module, state))
             if is_test_module(path, self.files.root):
-                self._run_tests(module, after)
+                _drive(self._run_tests(module, after))
             if self.budget <= 0:
                 self.note(module, 1, "the project is too large to follow every call: the analysis stopped early")
                 break
 
-    def _run_tests(self, module: ModuleInfo, state: State) -> None:
+    def _run_tests(self, module: ModuleInfo, state: State) -> Walk:
         """pytest calls a test module's `test_*` functions (and `Test*` classes' methods) after importing it."""
         tests = [d for name, d in module.defs.items() if name.startswith("test") and isinstance(d, FunctionInfo)]
         for name, cls in module.defs.items():
@@ -119,44 +157,45 @@ class Analysis:
         frame = Frame(module, None, {})
         for test in tests:
             step = Step(module.shown, test.node.lineno, f"pytest runs {test.qualname}()")
-            self.enter(test, None, state, frame, bound={}, step=step)
+            yield self.enter(test, None, state, frame, bound={}, step=step)
+        return state
 
-    def _run_module(self, module: ModuleInfo, state: State) -> State:
+    def _run_module(self, module: ModuleInfo, state: State) -> Walk | State:
         key = (id(module), frozenset(c.key for c in state))
         done = self._imported.setdefault(module.path, set())
         if key in done or id(module) in self._active:
             return state
         done.add(key)
+        return self._module_body(module, state)
+
+    def _module_body(self, module: ModuleInfo, state: State) -> Walk:
         self._active.add(id(module))
         try:
-            return self.block(module.tree.body, state, Frame(module, None, {}))
+            return (yield self.block(module.tree.body, state, Frame(module, None, {})))
         finally:
             self._active.discard(id(module))
 
     # ---------------------------------------------------------------- statements
 
-    def block(self, body: list[ast.stmt], state: State, frame: Frame) -> State:
+    def block(self, body: list[ast.stmt], state: State, frame: Frame) -> Walk:
         for stmt in body:
             self.budget -= 1
             if self.budget <= 0:
                 return state
-            state = self.statement(stmt, state, frame)
+            state = yield self.statement(stmt, state, frame)
         return state
 
-    def statement(self, stmt: ast.stmt, state: State, frame: Frame) -> State:
+    def statement(self, stmt: ast.stmt, state: State, frame: Frame) -> Walk | State:
         if isinstance(stmt, ast.If):
             return self._if(stmt, state, frame)
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
             return self._loop(stmt, state, frame)
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
-            for item in stmt.items:
-                state = self.expression(item.context_expr, state, frame)
-            return self.block(stmt.body, state, frame)
+            return self._with(stmt, state, frame)
         if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             return self._try(stmt, state, frame)
         if isinstance(stmt, ast.Match):
-            state = self.expression(stmt.subject, state, frame)
-            return self.branches([(case.body, "") for case in stmt.cases] + [([], "")], state, frame)
+            return self._match(stmt, state, frame)
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             qualname = f"{frame.scope_qualname()}.<locals>.{stmt.name}" if frame.function else stmt.name
             frame.env[stmt.name] = frozenset({Func(self._local_function(frame, stmt, qualname))})
@@ -165,32 +204,48 @@ class Analysis:
             return state
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             return self.import_statement(stmt, state, frame)
-        state = self.expression(stmt, state, frame)
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-            self._assign(stmt, frame)
+            return self._assignment(stmt, state, frame)
+        return self.expression(stmt, state, frame)
+
+    def _assignment(self, stmt: ast.Assign | ast.AnnAssign, state: State, frame: Frame) -> Walk:
+        state = yield self.expression(stmt, state, frame)
+        self._assign(stmt, frame)
         return state
 
-    def _if(self, stmt: ast.If, state: State, frame: Frame) -> State:
+    def _with(self, stmt: ast.With | ast.AsyncWith, state: State, frame: Frame) -> Walk:
+        for item in stmt.items:
+            state = yield self.expression(item.context_expr, state, frame)
+        return (yield self.block(stmt.body, state, frame))
+
+    def _match(self, stmt: ast.Match, state: State, frame: Frame) -> Walk:
+        state = yield self.expression(stmt.subject, state, frame)
+        return (yield self.branches([(case.body, "") for case in stmt.cases] + [([], "")], state, frame))
+
+    def _if(self, stmt: ast.If, state: State, frame: Frame) -> Walk:
         if _is_main_guard(stmt.test):
-            return self.block(stmt.body, state, frame)
-        state = self.expression(stmt.test, state, frame)
+            return (yield self.block(stmt.body, state, frame))
+        state = yield self.expression(stmt.test, state, frame)
         condition = self.evaluator.condition(stmt.test, frame)
-        return self.branches(
-            [(stmt.body, condition), (stmt.orelse, negate(condition) if stmt.orelse else "")], state, frame
+        return (
+            yield self.branches(
+                [(stmt.body, condition), (stmt.orelse, negate(condition) if stmt.orelse else "")], state, frame
+            )
         )
 
-    def _loop(self, stmt: ast.For | ast.AsyncFor | ast.While, state: State, frame: Frame) -> State:
+    def _loop(self, stmt: ast.For | ast.AsyncFor | ast.While, state: State, frame: Frame) -> Walk:
         """The body may run any number of times, none included; then the `else` block."""
-        state = self.expression(stmt.iter if not isinstance(stmt, ast.While) else stmt.test, state, frame)
-        looped = self.branches([(stmt.body, ""), ([], "")], state, frame)
-        return self.block(stmt.orelse, looped, frame)
+        state = yield self.expression(stmt.iter if not isinstance(stmt, ast.While) else stmt.test, state, frame)
+        looped = yield self.branches([(stmt.body, ""), ([], "")], state, frame)
+        return (yield self.block(stmt.orelse, looped, frame))
 
-    def _try(self, stmt: ast.Try, state: State, frame: Frame) -> State:
+    def _try(self, stmt: ast.Try, state: State, frame: Frame) -> Walk:
         """The body, then the `else` block or a handler (from the state before or after the body), then `finally`."""
-        after_body = self.block(stmt.body, state, frame)
-        outcomes = [self.block(stmt.orelse, after_body, frame)]
-        outcomes += [self.block(h.body, _unique(state + after_body), frame) for h in stmt.handlers]
-        return self.block(stmt.finalbody, _unique(c for s in outcomes for c in s), frame)
+        after_body = yield self.block(stmt.body, state, frame)
+        outcomes = [(yield self.block(stmt.orelse, after_body, frame))]
+        for handler in stmt.handlers:
+            outcomes.append((yield self.block(handler.body, _unique(state + after_body), frame)))
+        return (yield self.block(stmt.finalbody, _unique(c for s in outcomes for c in s), frame))
 
     def _assign(self, stmt: ast.Assign | ast.AnnAssign, frame: Frame) -> None:
         """Names bound to a value the analysis follows (policies keep the conditions of the branch)."""
@@ -201,7 +256,7 @@ class Analysis:
             if isinstance(target, ast.Name):
                 frame.env[target.id] = value
 
-    def branches(self, branches: list[tuple[list[ast.stmt], str]], state: State, frame: Frame) -> State:
+    def branches(self, branches: list[tuple[list[ast.stmt], str]], state: State, frame: Frame) -> Walk:
         """Each branch from the same state and names; afterwards any of their outcomes may hold."""
         outcomes: list[State] = []
         envs: list[dict[str, Values]] = []
@@ -217,7 +272,7 @@ class Analysis:
             )
             if condition:
                 branch.conditions = [*frame.conditions, condition]
-            outcomes.append(self.block(body, state, branch))
+            outcomes.append((yield self.block(body, state, branch)))
             envs.append(branch.env)
         for name in set().union(*envs):
             frame.env[name] = merge_values(*(env.get(name, frozenset()) for env in envs))
@@ -229,18 +284,21 @@ class Analysis:
             cache[node] = FunctionInfo(frame.module, node, qualname)
         return cache[node]
 
-    def import_statement(self, stmt: ast.Import | ast.ImportFrom, state: State, frame: Frame) -> State:
+    def import_statement(self, stmt: ast.Import | ast.ImportFrom, state: State, frame: Frame) -> Walk | State:
         """Importing a project module runs its top level (once per policy state, like Python's module cache)."""
         if frame.function is not None:
             frame.local_imports = [*frame.local_imports, stmt]
             frame.imports = ImportMap([*frame.module.import_nodes, *frame.local_imports])
             for local, (node, alias) in import_bindings([stmt]).items():
                 frame.env[local] = self.evaluator.import_value(frame.module, node, alias, 0)
-        for path in self._imported_paths(frame.module, stmt):
-            module = self.modules.get(path)
-            if module is not None and module is not frame.module:
-                self.record(module, MODULE_SCOPE, module.tree, state, across=True)
-                state = self._run_module(module, state)
+        loaded = [self.modules.get(path) for path in self._imported_paths(frame.module, stmt)]
+        modules = [module for module in loaded if module is not None and module is not frame.module]
+        return self._run_modules(modules, state) if modules else state
+
+    def _run_modules(self, modules: list[ModuleInfo], state: State) -> Walk:
+        for module in modules:
+            self.record(module, MODULE_SCOPE, module.tree, state, across=True)
+            state = yield self._run_module(module, state)
         return state
 
     def _imported_paths(self, module: ModuleInfo, stmt: ast.Import | ast.ImportFrom) -> list[str]:
@@ -265,42 +323,54 @@ class Analysis:
 
     # ---------------------------------------------------------------- expressions and calls
 
-    def expression(self, node: ast.AST, state: State, frame: Frame) -> State:
+    def expression(self, node: ast.AST, state: State, frame: Frame) -> Walk | State:
         """Every call in `node`, arguments before the call that takes them (not inside lambdas or nested defs)."""
-        for call in _calls_in_order(node):
-            state = self.call(call, state, frame)
+        calls = _calls_in_order(node)
+        return self._calls(calls, state, frame) if calls else state
+
+    def _calls(self, calls: list[ast.Call], state: State, frame: Frame) -> Walk:
+        for call in calls:
+            state = yield self.call(call, state, frame)
         return state
 
-    def call(self, call: ast.Call, state: State, frame: Frame) -> State:
+    def call(self, call: ast.Call, state: State, frame: Frame) -> Walk | State:
         name = frame.import_map.resolve(call.func)
         if name in POLICY_SETTERS:
             return self.set_policy(call, name, state, frame)
         if name and name.startswith(("keras.", "hub.")):
             self._note_builder(name, frame)
             return self._callbacks(call, state, frame)
-        targets = self.evaluator.value(call.func, frame)
-        entered = False
+        targets = [t for t in self.evaluator.value(call.func, frame) if isinstance(t, (Func, Cls))]
+        if not targets:
+            self._dynamic(call, state, frame)
+            return self._callbacks(call, state, frame)
+        return self._call_targets(targets, call, state, frame)
+
+    def _call_targets(self, targets: list[Func | Cls], call: ast.Call, state: State, frame: Frame) -> Walk:
+        """Any of the functions or classes the callee may be is what runs."""
         outcomes: list[State] = []
         for target in targets:
             if isinstance(target, Func):
-                outcomes.append(self.enter(target.fn, call, state, frame))
-                entered = True
-            elif isinstance(target, Cls):
-                outcomes.append(self.construct(target.cls, call, state, frame))
-                entered = True
-        if not entered:
-            self._dynamic(call, state, frame)
-            return self._callbacks(call, state, frame)
+                outcomes.append((yield self.enter(target.fn, call, state, frame)))
+            else:
+                outcomes.append((yield self.construct(target.cls, call, state, frame)))
         return _unique(c for outcome in outcomes for c in outcome)
 
-    def _callbacks(self, call: ast.Call, state: State, frame: Frame) -> State:
+    def _callbacks(self, call: ast.Call, state: State, frame: Frame) -> Walk | State:
         """Functions passed to a call the analysis does not follow (`app.run(main)`, `tf.function(fn)`) may be
         called there, under the policy in force."""
-        for arg in [*call.args, *(k.value for k in call.keywords)]:
-            if isinstance(arg, (ast.Name, ast.Attribute)):
-                for value in self.evaluator.value(arg, frame):
-                    if isinstance(value, Func):
-                        state = self.enter(value.fn, call, state, frame)
+        functions = [
+            value.fn
+            for arg in [*call.args, *(k.value for k in call.keywords)]
+            if isinstance(arg, (ast.Name, ast.Attribute))
+            for value in self.evaluator.value(arg, frame)
+            if isinstance(value, Func)
+        ]
+        return self._enter_each(functions, call, state, frame) if functions else state
+
+    def _enter_each(self, functions: list[FunctionInfo], call: ast.Call, state: State, frame: Frame) -> Walk:
+        for fn in functions:
+            state = yield self.enter(fn, call, state, frame)
         return state
 
     def _note_builder(self, name: str, frame: Frame) -> None:
@@ -338,7 +408,7 @@ class Analysis:
         frame: Frame,
         bound: dict | None = None,
         step: Step | None = None,
-    ) -> State:
+    ) -> Walk | State:
         """Interpret `fn` as called at `call` under `state`; the state after it returns."""
         if frame.depth >= _MAX_DEPTH or self.budget <= 0:
             return state
@@ -351,16 +421,19 @@ class Analysis:
         if id(fn) in self._active:
             return state
         if key not in self._memo:
-            self._memo[key] = state  # a recursive call meets the entry state
-            self._active.add(id(fn))
-            try:
-                callee = Frame(fn.module, fn, env, depth=frame.depth + 1)
-                self._memo[key] = self.block(fn.node.body, inner, callee)
-            finally:
-                self._active.discard(id(fn))
+            return self._body(fn, key, Frame(fn.module, fn, env, depth=frame.depth + 1), inner, state, step)
         return self._back(self._memo[key], state, step)
 
-    def construct(self, cls: ClassInfo, call: ast.Call, state: State, frame: Frame) -> State:
+    def _body(self, fn: FunctionInfo, key: tuple, callee: Frame, inner: State, state: State, step: Step) -> Walk:
+        self._memo[key] = state  # a recursive call meets the entry state
+        self._active.add(id(fn))
+        try:
+            self._memo[key] = yield self.block(fn.node.body, inner, callee)
+        finally:
+            self._active.discard(id(fn))
+        return self._back(self._memo[key], state, step)
+
+    def construct(self, cls: ClassInfo, call: ast.Call, state: State, frame: Frame) -> Walk:
         """`Net(...)`: the class is reached (its methods run with the policy at construction), its `__init__` (or
         an inherited one) runs now; a Keras layer's `build` and `call` run later under the same policy."""
         step = Step(frame.module.shown, call.lineno, f"{source_segment(call.func, 50)}()")
@@ -377,7 +450,7 @@ class Analysis:
                 continue
             env = self.evaluator.bind(fn, call, frame) if method == "__init__" else {}
             env["self"] = frozenset({Inst(cls)})
-            after = self.enter(fn, call, state if method == "__init__" else result, frame, bound=env)
+            after = yield self.enter(fn, call, state if method == "__init__" else result, frame, bound=env)
             result = after if method == "__init__" else _unique(result + after)
         return result
 
@@ -444,22 +517,25 @@ def _calls_in_order(node: ast.AST) -> list[ast.Call]:
     """Calls inside `node` in evaluation order (a call after the calls in its arguments); lambdas, nested function
     and class bodies are not entered (they run later, if at all)."""
     found: list[ast.Call] = []
-
-    def visit(current: ast.AST) -> None:
-        for child in ast.iter_child_nodes(current):
-            if isinstance(child, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            visit(child)
-        if isinstance(current, ast.Call):
-            found.append(current)
-
     if isinstance(node, ast.stmt):
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, ast.stmt):
-                visit(child)
+        roots = [child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.stmt)]
     else:
-        visit(node)
+        roots = [node]
+    # Post-order on an explicit stack (an expression can nest thousands deep: `a.b.c...`): (node, children done).
+    stack: list[tuple[ast.AST, bool]] = [(root, False) for root in reversed(roots)]
+    while stack:
+        current, expanded = stack.pop()
+        if expanded:
+            if isinstance(current, ast.Call):
+                found.append(current)
+            continue
+        stack.append((current, True))
+        children = [c for c in ast.iter_child_nodes(current) if not isinstance(c, _NOT_NOW)]
+        stack += [(child, False) for child in reversed(children)]
     return found
+
+
+_NOT_NOW = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)  # their bodies run later, if at all
 
 
 # ------------------------------------------------------------------------------------------------ the result

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpdoctor.facts.tf_releases import KNOWN_RELEASES, TF2_RELEASES, Release
+from mpdoctor.reads import CONFIG_LIMIT, read_bytes
 
 # Distributions that are TensorFlow itself (any of them decides the version), and the nightlies (the newest).
 TENSORFLOW_DISTRIBUTIONS = frozenset(
@@ -44,6 +45,7 @@ class Declaration:
     text: str  # as written
     releases: frozenset[Release] | None = None  # tensorflow: the releases it allows; None: nothing known
     note: str = ""  # why it says nothing (an unknown image tag...)
+    file: str = ""  # the project file of the directory it was found in, as shown (the including one for `-r`)
 
     def describe(self) -> str:
         what = f"{self.origin}: {self.text}"
@@ -62,14 +64,27 @@ def releases_for(specifier: str) -> frozenset[Release] | None:
     if not specifier.strip():
         return frozenset(TF2_RELEASES)
     try:
-        spec = SpecifierSet(specifier)
-    except InvalidSpecifier:
+        spec = SpecifierSet(_release_segments(specifier))
+        return frozenset(
+            release
+            for release in KNOWN_RELEASES
+            if any(spec.contains(f"{release[0]}.{release[1]}.{patch}", prereleases=True) for patch in range(12))
+        )
+    except (InvalidSpecifier, ValueError):  # ValueError: a version of thousands of digits (int() refuses it)
         return None
-    return frozenset(
-        release
-        for release in KNOWN_RELEASES
-        if any(spec.contains(f"{release[0]}.{release[1]}.{patch}", prereleases=True) for patch in range(12))
-    )
+
+
+# `==2.15.0.post1`, `==2.15.0+cpu`, `==2.15.0rc1`: a post, local or pre-release of 2.15.0 is TensorFlow 2.15 (what
+# mpdoctor compares on), but `==` with one matches no plain release: versions are compared on their release segment.
+_SUFFIXES = re.compile(
+    r"(?i)(?<=\d)(?:[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?(?:[-_.]?(?:post|rev|r)[-_.]?\d*|-\d+)?"
+    r"(?:[-_.]?dev[-_.]?\d*)?(?:\+[a-z0-9.]*)?(?=\s*(?:,|$))"
+)
+
+
+def _release_segments(specifier: str) -> str:
+    """The specifier with the pre-, post-, dev-release and local labels of its versions dropped."""
+    return _SUFFIXES.sub("", specifier)
 
 
 @functools.lru_cache(maxsize=128)
@@ -77,14 +92,14 @@ def keras_majors_for(specifier: str) -> frozenset[int]:
     """Which Keras majors a `keras` package specifier allows (keras 2.0-2.15, 3.0-3.20)."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-    try:
-        spec = SpecifierSet(specifier)
-    except InvalidSpecifier:
-        return frozenset({2, 3})
     majors = set()
-    for major, minors in ((2, range(16)), (3, range(21))):
-        if any(spec.contains(f"{major}.{minor}.0", prereleases=True) for minor in minors):
-            majors.add(major)
+    try:
+        spec = SpecifierSet(_release_segments(specifier))
+        for major, minors in ((2, range(16)), (3, range(21))):
+            if any(spec.contains(f"{major}.{minor}.0", prereleases=True) for minor in minors):
+                majors.add(major)
+    except (InvalidSpecifier, ValueError):
+        return frozenset({2, 3})
     return frozenset(majors) or frozenset({2, 3})
 
 
@@ -137,9 +152,12 @@ def shown(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
-def read_project_file(path: Path) -> str | None:
-    """The text of a project file (undecodable bytes replaced), None when it cannot be read."""
+def read_project_file(path: Path, notes: list[str] | None = None) -> str | None:
+    """The text of a project file (undecodable bytes replaced), None when it cannot be read: through the regular-file
+    reader, so `-r /dev/zero` or a FIFO is refused, never read forever. Why it was not read goes to `notes`."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        return read_bytes(path, CONFIG_LIMIT, "project file").decode("utf-8", errors="replace")
+    except OSError as exc:
+        if notes is not None and not isinstance(exc, FileNotFoundError):
+            notes.append(f"{shown(path)}: not read: {exc.strerror or exc}")
         return None

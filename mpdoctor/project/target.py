@@ -44,6 +44,7 @@ from mpdoctor.facts.tf_releases import (
 )
 from mpdoctor.project import environment
 from mpdoctor.project.declared import declarations_in, is_project_root
+from mpdoctor.project.dockerfiles import is_dockerfile
 from mpdoctor.project.environment import KerasVersion
 from mpdoctor.project.evidence import FLAVOUR_TF_KERAS_MODULE, Clue, FileEvidence, file_evidence
 from mpdoctor.project.requirements import LEGACY_ENV, TENSORFLOW, Declaration, keras_majors_for, releases_for, shown
@@ -61,26 +62,84 @@ class Project:
 
     directory: str | None
     declarations: tuple[Declaration, ...] = ()
+    notes: tuple[str, ...] = ()  # project files up to it that could not be read, and why
 
     def of(self, kind: str) -> list[Declaration]:
         return [d for d in self.declarations if d.kind == kind]
 
     @functools.cached_property
-    def tensorflow(self) -> tuple[frozenset[Release], str, str] | None:
-        """(releases, range text, origins) of the TensorFlow declarations that say something known. They all hold
-        at once (requirements.txt says >=1.11, the Dockerfile's image is 1.15: 1.15); declarations that allow no
-        common release are alternatives (extras for two TensorFlow lines): then any of them."""
+    def judged(self) -> tuple[tuple[Declaration, ...], tuple[Declaration, ...], frozenset[Release]]:
+        """(the TensorFlow declarations the file is judged against, those set aside, the releases they allow).
+        Declarations of several files all hold at once (requirements.txt says >=1.11, the Dockerfile's image is
+        1.15: 1.15). Files are taken nearest first (see `_nearness`); a file that allows no release in common with
+        those taken is set aside: a conflict, said by MP003, never a silent union of two TensorFlow lines. Within
+        one file, declarations with nothing in common are alternatives (extras for two TensorFlow lines)."""
         usable = [d for d in self.of(TENSORFLOW) if d.releases]
-        if not usable:
+        kept: list[Declaration] = []
+        aside: list[Declaration] = []
+        releases: frozenset[Release] | None = None
+        for group in sorted(_by_file(usable), key=lambda g: self._nearness(g[0])):
+            these = _file_releases(group)
+            if releases is None or releases & these:
+                releases = these if releases is None else releases & these
+                kept += group
+            else:
+                aside += group
+        return tuple(kept), tuple(aside), releases or frozenset()
+
+    def _nearness(self, declaration: Declaration) -> tuple[bool, bool]:
+        """Files of the declaring directory before those of its `docker/` and `requirements/` folders; the
+        project's own requirements before a Dockerfile (a `pip install` in the image replaces its TensorFlow).
+        Then the order they were read in (pyproject.toml, setup.cfg, setup.py, Pipfile, conda, requirements)."""
+        folder = os.path.dirname(declaration.file) or "."
+        return folder != self.directory, is_dockerfile(os.path.basename(declaration.file))
+
+    @functools.cached_property
+    def tensorflow(self) -> tuple[frozenset[Release], str, str] | None:
+        """(releases, range text, origins) of the TensorFlow declarations judged against (`judged`)."""
+        kept, _aside, releases = self.judged
+        if not kept:
             return None
-        common = frozenset.intersection(*(d.releases for d in usable))
-        texts = list(dict.fromkeys(_declared_text(d) for d in usable))
-        origins = ", ".join(dict.fromkeys(d.origin for d in usable))
+        texts = list(dict.fromkeys(_declared_text(d) for d in kept))
+        origins = ", ".join(dict.fromkeys(d.origin for d in kept))
         if len(texts) == 1:
-            return (common or frozenset().union(*(d.releases for d in usable))), texts[0], origins
-        if common:
-            return common, range_text(common), origins
-        return frozenset().union(*(d.releases for d in usable)), " | ".join(texts), origins
+            return releases, texts[0], origins
+        if not frozenset.intersection(*(d.releases or frozenset() for d in kept)):  # alternatives of one file
+            return releases, " | ".join(texts), origins
+        return releases, range_text(releases), origins
+
+    @functools.cached_property
+    def conflict(self) -> str | None:
+        """MP003's message when declarations were set aside (`judged`), else None."""
+        kept, aside, releases = self.judged
+        if not aside:
+            return None
+        chosen, other = kept[0], aside[0]
+        near, far = self._nearness(chosen), self._nearness(other)
+        if near[0] != far[0]:
+            why = "the nearer to this file"
+        elif near[1] != far[1]:
+            why = "a project's requirements before its Docker image (installing them replaces the image's TensorFlow)"
+        else:
+            why = "read first (pyproject.toml, setup.cfg, setup.py, Pipfile, conda, requirements, Dockerfiles)"
+        return (
+            f"the project declares TensorFlow releases with none in common: {chosen.origin} says {chosen.text} "
+            f"(TensorFlow {range_text(releases)}), {other.origin} says {other.text} (TensorFlow "
+            f"{range_text(other.releases or ())}); judged against {chosen.file}, {why}"
+        )
+
+
+def _by_file(declarations: list[Declaration]) -> list[list[Declaration]]:
+    groups: dict[str, list[Declaration]] = {}
+    for declaration in declarations:
+        groups.setdefault(declaration.file, []).append(declaration)
+    return list(groups.values())
+
+
+def _file_releases(group: list[Declaration]) -> frozenset[Release]:
+    """What one file's declarations allow together; alternatives (nothing in common) allow any of them."""
+    allowed = [d.releases or frozenset() for d in group]
+    return frozenset.intersection(*allowed) or frozenset().union(*allowed)
 
 
 def _declared_text(declaration: Declaration) -> str:
@@ -99,19 +158,23 @@ def new_run() -> None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _declarations(directory: str, generation: int) -> tuple[Declaration, ...]:
-    return tuple(declarations_in(Path(directory)))
+def _declarations(directory: str, generation: int) -> tuple[tuple[Declaration, ...], tuple[str, ...]]:
+    """The declarations of one directory's project files, and notes on those that could not be read."""
+    notes: list[str] = []
+    return tuple(declarations_in(Path(directory), notes)), tuple(notes)
 
 
 @functools.lru_cache(maxsize=4096)
 def _project(directory: str, generation: int) -> Project:
     current = Path(directory)
+    notes: tuple[str, ...] = ()
     while True:
-        found = _declarations(str(current), generation)
+        found, unread = _declarations(str(current), generation)
+        notes += unread
         if found:
-            return Project(shown(current) or ".", found)
+            return Project(shown(current) or ".", found, notes)
         if is_project_root(current) or current.parent == current:
-            return Project(None)
+            return Project(None, (), notes)
         current = current.parent
 
 
@@ -154,6 +217,7 @@ class Conflict:
 
     message: str
     line: int | None = None
+    declared: bool = False  # between the project's declarations (not between a pin and the code)
 
 
 @dataclass(frozen=True)
@@ -284,9 +348,14 @@ class Target:
         lines.append(f"  installed: TensorFlow {installed}{keras}")
         if self.project.directory is not None:
             lines.append(f"  declared in {self.project.directory}:")
-            lines += [f"    {d.describe()}" for d in self.project.declarations]
+            aside = self.project.judged[1]
+            lines += [
+                f"    {d.describe()}{' (set aside: see the conflict)' * (d in aside)}"
+                for d in self.project.declarations
+            ]
         else:
             lines.append("  declared: nothing (no project file up to the project root declares TensorFlow or Keras)")
+        lines += [f"  note: {note}" for note in self.project.notes]
         if self.clues:
             lines.append("  the file's own evidence:")
             lines += [f"    {c.text}" for c in self.clues]
@@ -337,6 +406,8 @@ def _resolved(project: Project, evidence: FileEvidence, overrides: Overrides, en
     installed = env.installed
     releases, tf_text, tf_origin, tf_source = _tensorflow_range(project, evidence, overrides, installed)
     conflicts: list[Conflict] = []
+    if tf_source == DECLARED and project.conflict:
+        conflicts.append(Conflict(project.conflict, None, declared=True))
 
     legacy_declared = project.of(LEGACY_ENV)
     legacy = bool(legacy_declared) or env.legacy_env  # the environment's variable is the weakest source

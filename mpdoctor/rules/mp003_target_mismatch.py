@@ -33,7 +33,9 @@ define_rule(
         FILE` prints it). MP003 reports where that target disagrees:
         - static: a dependency pin says one Keras and the file's own code another (a pin to TensorFlow < 2.16 but
           `keras.ops`, which exists only in Keras 3: the code wins and is judged as Keras 3), or the file uses
-          TensorFlow 1 APIs (`tf.contrib`, `tf.Session`) under a TensorFlow 2 pin;
+          TensorFlow 1 APIs (`tf.contrib`, `tf.Session`) under a TensorFlow 2 pin, or the project's files declare
+          TensorFlow releases with none in common (requirements.txt `tensorflow==2.5.1`, a Dockerfile on a
+          TensorFlow 1.15 image): the file is judged against the declaration nearest it;
         - trace: the run failed on an API that the installed TensorFlow lacks but the target has (a TF 1.x or
           TF 2.8 target traced on TF 2.21): "cannot trace", at info, instead of an MP001 error in your code.
         Trace findings observed on an installed TensorFlow outside the target say so in their message
@@ -71,11 +73,22 @@ _CONFLICT_TEXT = (
 @static_check("MP003", requires=_CONFLICT_TEXT)
 def check_target_conflicts(ctx: StaticContext) -> Iterable[Diagnostic]:
     for conflict in ctx.target.conflicts:
+        if conflict.declared:
+            continue  # check_declaration_conflicts
         node = _statement_at(ctx, conflict.line)
         if node is None:
             yield Diagnostic("MP003", conflict.message, Location(ctx.display_path), get_rule("MP003").severity)
         else:
             yield ctx.diagnostic("MP003", node, conflict.message, confidence=Confidence.MEDIUM)
+
+
+@static_check("MP003")
+def check_declaration_conflicts(ctx: StaticContext) -> Iterable[Diagnostic]:
+    """Project files that declare two TensorFlow lines: said once per file the target matters to (one that spells
+    float16 or bfloat16), whatever its code."""
+    for conflict in ctx.target.conflicts:
+        if conflict.declared:
+            yield Diagnostic("MP003", conflict.message, Location(ctx.display_path), get_rule("MP003").severity)
 
 
 def _statement_at(ctx: StaticContext, line: int | None) -> ast.AST | None:
