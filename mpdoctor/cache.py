@@ -424,6 +424,7 @@ def _run_parts(config, trace) -> dict:
         "python": [sys.version, sys.executable],
         "versions": versions,
         "environment": {name: os.environ.get(name) for name in _ENVIRONMENT},
+        "native": sorted([n, environment_print(n)] for n in os.environ if n.startswith(_NATIVE_PREFIXES)),
         "cwd": os.getcwd(),  # display paths and messages are relative to it
         "config": settings,
         "trace": options,

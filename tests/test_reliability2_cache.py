@@ -359,3 +359,18 @@ def test_R08_cache_dir_dot_leaves_the_project_alone(tmp_path):
     assert result.returncode == 1, result.stderr
     assert sorted(os.listdir(tmp_path)) == ["m.py", "pyproject.toml"]
     assert "not created by mpdoctor" in cache_note(result)
+
+
+def test_R06_variables_read_from_cpp_are_in_the_key(tmp_path, monkeypatch):
+    """TensorFlow's C++ reads TF_*/XLA_*/... with getenv, which the child cannot see: they are keyed by prefix."""
+
+    def key() -> str:
+        return _cache(tmp_path).key("m.py", tmp_path / "m.py", "import keras\n", None, None)
+
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    base = key()
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+    assert key() != base
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS")
+    monkeypatch.setenv("UNRELATED_TO_TENSORFLOW", "1")
+    assert key() == base

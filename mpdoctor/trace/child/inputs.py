@@ -37,7 +37,11 @@ def start() -> None:
     _state["started"] = True
     sys.addaudithook(_on_event)
     for name in ("stat", "lstat", "access"):
-        setattr(os, name, _probing(getattr(os, name)))
+        original = getattr(os, name)
+        setattr(os, name, _probing(original))
+        for supported in (os.supports_dir_fd, os.supports_fd, os.supports_follow_symlinks, os.supports_effective_ids):
+            if original in supported:  # shutil.rmtree and others test `os.stat in os.supports_dir_fd`
+                supported.add(getattr(os, name))
     os.environ.__class__ = _RecordingEnviron
 
 
