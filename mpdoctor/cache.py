@@ -355,7 +355,7 @@ def _dependencies(traces, cache_directory: Path, started: float) -> dict[str, An
         probed.update(summary.lookups.probed)
         listed.update(summary.lookups.listed)
         environment.update(summary.lookups.environment)
-    dependencies = {
+    dependencies: dict[str, list[list[Any]]] = {
         "inputs": [[path, fingerprint(path)] for path in sorted(files)],
         "probed": [[path, probe_print(path)] for path in sorted(probed)],
         "listed": [[path, listing_print(path, cache_directory)] for path in sorted(listed)],
@@ -406,7 +406,7 @@ def _run_parts(config, trace) -> dict:
     """What every file's key shares: versions, the environment, the configuration and the trace options."""
     import importlib.metadata
 
-    versions = {}
+    versions: dict[str, str | None] = {}
     for name in _DISTRIBUTIONS:
         try:
             versions[name] = importlib.metadata.version(name)
@@ -491,7 +491,7 @@ def _decode_result(data: dict):
     inputs = codec.from_json(list[list[str]], data["inputs"])
     for summary, read, looked in zip(traces, inputs, codec.from_json(list[Lookups], data["lookups"]), strict=True):
         summary.inputs, summary.lookups = read, looked
-    error = codec.from_json(FileError | None, data["error"])
+    error = None if data["error"] is None else codec.from_json(FileError, data["error"])
     return codec.from_json(list[Diagnostic], data["diagnostics"]), error, traces
 
 

@@ -17,6 +17,7 @@ import hashlib
 import os
 import site
 import sys
+import types
 from collections.abc import Iterator
 
 from mpdoctor.facts.schema import Lookups
@@ -140,7 +141,7 @@ def _enumerated_by_a_library() -> bool:
     """Whether an installed package is going through the whole environment (networkx collects its NETWORKX_*
     variables at import): not a dependence on every variable. Its own reads by name are recorded; the installed
     versions are in the cache key."""
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     enumerating = False
     while frame is not None and frame.f_code.co_filename in _PLUMBING:
         enumerating = enumerating or frame.f_code.co_name == "__iter__"
