@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -86,6 +88,32 @@ def test_R01_a_child_whose_fork_server_dies_is_supervised_and_ended(tmp_path):
     assert any(line.startswith("spin.py:") and "MP001" in line and "timeout 20 s" in line for line in lines), (
         result.stdout
     )
+
+
+@pytest.mark.usefixtures("tensorflow")
+def test_R01_a_server_killed_from_outside_leaves_its_child_its_real_result(tmp_path):
+    """`kill -9` of the fork server (or the OOM killer) while a file is traced: the file's trace goes on, adopted,
+    and ends with its own result."""
+    from mpdoctor.trace import forkserver, runner
+
+    path = tmp_path / "slow.py"
+    path.write_text("import time\n" + MODEL.replace("model =", "time.sleep(8)\nmodel ="))
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(outcome=runner.run_trace(str(path), timeout=120)))
+    thread.start()
+    deadline = time.monotonic() + 240
+    server = None
+    while server is None and time.monotonic() < deadline and thread.is_alive():
+        server = next((s for s in list(forkserver._servers.values()) if s._running), None)
+        time.sleep(0.1)
+    assert server is not None, "no fork server ran the trace"
+    time.sleep(1)
+    os.kill(server._process.pid, signal.SIGKILL)
+    thread.join(timeout=240)
+    assert not thread.is_alive()
+    outcome = result["outcome"]
+    assert outcome.failure is None, outcome.failure
+    assert outcome.facts.status == "ok" and outcome.facts.models
 
 
 def _has_mark(pid: str, mark: str) -> bool:
