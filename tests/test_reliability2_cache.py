@@ -197,6 +197,7 @@ def test_R06_the_child_records_variables_tested_paths_and_listings(tmp_path):
         os.environ["SET_FIRST"] = "1"
         os.environ.get("SET_FIRST")
         os.getenv("READ_ME")
+        os.getenvb(b"READ_AS_BYTES")
         "ABSENT_ONE" in os.environ
         os.path.isfile("flag")
         os.listdir(".")
@@ -206,7 +207,7 @@ def test_R06_the_child_records_variables_tested_paths_and_listings(tmp_path):
         files = inputs.collect(facts, "m.py", sys.argv[1])
         print(json.dumps({"files": files, "lookups": facts.lookups.to_json()}))
         """)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), READ_ME="value", NOT_THIS="x")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), READ_ME="value", NOT_THIS="x", READ_AS_BYTES="b")
     env.pop("ABSENT_ONE", None)
     out = subprocess.run(
         [sys.executable, "-c", script, str(tmp_path / "scratch")],
@@ -220,6 +221,7 @@ def test_R06_the_child_records_variables_tested_paths_and_listings(tmp_path):
     lookups = json.loads(out)["lookups"]
     assert lookups["environment"]["READ_ME"] == cache_module.hashlib.sha256(b"value").hexdigest()
     assert lookups["environment"]["ABSENT_ONE"] is None
+    assert lookups["environment"]["READ_AS_BYTES"] == cache_module.hashlib.sha256(b"b").hexdigest()
     assert "SET_FIRST" not in lookups["environment"]  # set by the run before it read it
     assert "NOT_THIS" not in lookups["environment"]
     assert str(tmp_path / "flag") in lookups["probed"]

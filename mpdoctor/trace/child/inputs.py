@@ -44,6 +44,8 @@ def start() -> None:
             if original in supported:  # shutil.rmtree and others test `os.stat in os.supports_dir_fd`
                 supported.add(getattr(os, name))
     os.environ.__class__ = _RecordingEnviron
+    if hasattr(os, "environb"):  # os.getenvb: the same variables as bytes
+        os.environb.__class__ = _RecordingEnviron
 
 
 @contextlib.contextmanager
@@ -124,14 +126,16 @@ class _RecordingEnviron(os._Environ):  # type: ignore[type-arg, name-defined]
 
     @staticmethod
     def _saw(key, value) -> None:
-        if _state["paused"] or not isinstance(key, str) or key in _written or key in _environment:
+        if _state["paused"] or not isinstance(key, (str, bytes)):
             return
-        _environment[key] = None if value is None else _digest(value)
+        key = os.fsdecode(key)
+        if key not in _written and key not in _environment:
+            _environment[key] = None if value is None else _digest(os.fsdecode(value))
 
     @staticmethod
     def _wrote(key) -> None:
-        if not _state["paused"] and isinstance(key, str) and key not in _environment:
-            _written.add(key)
+        if not _state["paused"] and isinstance(key, (str, bytes)) and os.fsdecode(key) not in _environment:
+            _written.add(os.fsdecode(key))
 
 
 _PLUMBING = {"<frozen _collections_abc>", os.__file__, __file__}  # frames between a reader and os.environ
