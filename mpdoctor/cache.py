@@ -7,11 +7,19 @@ merged with the trace's verdicts, so caching either pass alone would replay noth
 An entry is found by a key over what is known before the run: the file's text, its resolved target and project
 policy contexts, the configuration that shapes per-file results, the trace options (--checkpoint and --sample files
 by fingerprint), mpdoctor's version and source, the installed TensorFlow/Keras/tf_keras/tensorflow-hub versions
-(read with importlib.metadata, never by importing them) and the environment variables the trace reads. The entry
-then lists what the run read (local modules, opened files, restored checkpoints, loaded SavedModels: recorded by the
-trace child) with their fingerprints; any that differ now make it a miss. Anything unreadable is a miss, never an
+(read with importlib.metadata, never by importing them) and the environment variables TensorFlow's C++ side may
+read. The entry then lists what the run read, as the trace child recorded it: local modules, opened files (keras.json
+too), restored checkpoints and loaded SavedModels with their fingerprints, the paths whose existence it tested, the
+directories it listed and the environment variables it read; any that differ now make it a miss.
+
+An entry is untrusted (a shared or restored cache directory): it is read as a regular file of bounded size, checked
+against its schema, and the fixes it replays must be the ones the static pass derives from the source now, else it
+is a miss (a fix only the trace derives is not stored). Fingerprints read only regular files, bounded too: a FIFO or
+a device among the inputs makes the result not cacheable, never a hang. Anything unreadable is a miss, never an
 error; entries are written to a temporary file and renamed, so concurrent runs sharing the cache never see half an
 entry. Runs whose result is not reproducible (the trace timed out, was killed, or mpdoctor failed) are not stored.
+The directory gets its CACHEDIR.TAG and `.gitignore` only when mpdoctor creates it; an existing directory without
+mpdoctor's tag (the project root, a user's folder) is never written into.
 """
 
 from __future__ import annotations
@@ -19,36 +27,46 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import errno
 import hashlib
 import json
 import os
+import stat
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from mpdoctor._version import __version__
-from mpdoctor.diagnostics import (
-    Confidence,
-    Diagnostic,
-    DiagnosticContext,
-    Edit,
-    FileError,
-    Fix,
-    Location,
-    Severity,
-)
+from mpdoctor.diagnostics import Diagnostic, FileError
+from mpdoctor.reads import read_bytes
 
-FORMAT = 1  # of an entry; a change of the layout below changes it
+FORMAT = 2  # of an entry; a change of the layout below changes it
 DIRECTORY_NAME = ".mpdoctor_cache"
 ENV_VARIABLE = "MPDOCTOR_CACHE_DIR"
 SMALL_FILE = 4 * 2**20  # artifacts up to this size are fingerprinted by content too, larger by size and mtime
 _MAX_DIRECTORY_FILES = 10_000  # a "SavedModel" directory with more files is not fingerprinted (a miss each run)
+ENTRY_LIMIT = 256 * 2**20  # an entry larger than this is a miss
 # Settings that do not shape one file's result: they are left out of the key, so changing them keeps the cache.
 _NOT_PER_FILE = {"jobs", "fail_on", "baseline", "exclude", "source", "cache_dir"}
-# Environment the trace child reads (the Keras line, the backend, devices, imports).
-_ENVIRONMENT = ("TF_USE_LEGACY_KERAS", "KERAS_BACKEND", "KERAS_HOME", "CUDA_VISIBLE_DEVICES", "PYTHONPATH")
+# Environment the trace child reads (the Keras line, the backend, devices, imports), and what mpdoctor sets for it
+# from these: keyed as the parent has them, not compared as the child saw them.
+_ENVIRONMENT = (
+    "TF_USE_LEGACY_KERAS",
+    "KERAS_BACKEND",
+    "KERAS_HOME",
+    "CUDA_VISIBLE_DEVICES",
+    "PYTHONPATH",
+    "TF_CPP_MIN_LOG_LEVEL",
+    "PYTHONDONTWRITEBYTECODE",
+)
+# Variables read by C++ (getenv), which the child cannot see read: keyed by prefix, whatever the run did.
+_NATIVE_PREFIXES = ("TF_", "XLA_", "TPU_", "CUDA_", "NVIDIA_", "OMP_", "KMP_", "MKL_", "ONEDNN_", "DNNL_", "KERAS_")
+# Set by the shell or mpdoctor per session, meaningless to a model: never compared (networkx-style enumerations).
+_NOT_COMPARED = {"MPDOCTOR_TRACE_TOKEN", "OLDPWD", "SHLVL", "_", "PWD"}
 _DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "keras", "tf-keras", "tensorflow-hub", "numpy", "ml-dtypes")
 _TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -68,14 +86,28 @@ def cache_directory(option: Path | None, configured: Path | None, root: Path) ->
     return configured if configured is not None else root / DIRECTORY_NAME
 
 
+class NotCacheable(Exception):
+    """Something the run read cannot be fingerprinted safely (a FIFO, a device, a file that grew past its bound):
+    the result is neither stored nor replayed."""
+
+
+# The static pass's diagnostics of the file now: what a cached fix must equal to be replayed.
+Rederive = Callable[[], list[Diagnostic]]
+
+
 class ResultCache:
     def __init__(self, directory: Path, config, trace) -> None:
         self.directory = directory
-        self._run_key = _digest(_run_parts(config, trace))
         self._lock = threading.Lock()
         self.hits: list[str] = []
         self.misses: list[str] = []
         self.problem: str | None = None  # why nothing could be written (the run goes on without storing)
+        self._writable: bool | None = None  # the directory is mpdoctor's (created by it): known on the first store
+        try:
+            self._run_key: str | None = _digest(_run_parts(config, trace))
+        except NotCacheable as exc:  # a --checkpoint or --sample that is a FIFO or a device
+            self._run_key = None
+            self.problem = f"not cacheable: {exc}"
 
     # ------------------------------------------------------------------------------------------------ keys
 
@@ -93,15 +125,19 @@ class ResultCache:
 
     # ------------------------------------------------------------------------------------------ look-ups
 
-    def load(self, key: str, shown: str):
-        """(diagnostics, error, traces) stored under `key` if everything the run read is unchanged, else None."""
+    def load(self, key: str, shown: str, rederive: Rederive | None = None):
+        """(diagnostics, error, traces) stored under `key` if everything the run read is unchanged and every fix
+        it holds is the one `rederive()` derives now (without `rederive`, an entry with fixes is a miss); else
+        None."""
         result = None
         try:
-            with open(self._entry(key), encoding="utf-8") as handle:
-                entry = json.load(handle)
-            if entry["format"] == FORMAT and entry["key"] == key and _unchanged(entry["inputs"]):
-                result = _decode_result(entry["result"])
-        except Exception:  # missing, unreadable, corrupt, or written by another version: a miss
+            if self._run_key is not None:
+                entry = json.loads(read_bytes(self._entry(key), ENTRY_LIMIT, "cache entry"))
+                if entry["format"] == FORMAT and entry["key"] == key and _unchanged(entry, self.directory):
+                    result = _decode_result(entry["result"])
+                    if not _fixes_rederived(result[0], rederive):
+                        result = None
+        except Exception:  # missing, unreadable, corrupt, forged, or written by another version: a miss
             result = None
         with self._lock:
             (self.hits if result is not None else self.misses).append(shown)
@@ -109,30 +145,24 @@ class ResultCache:
 
     def holds(self, key: str) -> bool:
         """Whether an entry exists under `key` (it may still be stale: only `load` tells)."""
-        return self._entry(key).is_file()
+        return self._run_key is not None and self._entry(key).is_file()
 
-    def store(self, key: str, diagnostics, error, traces, started: float) -> None:
+    def store(self, key: str, diagnostics, error, traces, started: float, rederive: Rederive | None = None) -> None:
         """Keep a result computed from a run that started at `started` (time.time()); not when it cannot be
-        reproduced, or when something it read changed while it ran."""
-        if error is not None and error.kind == "internal":
+        reproduced, when something it read changed while it ran or cannot be fingerprinted, or when a fix in it
+        is not what `rederive()` derives from the source."""
+        if self._run_key is None or (error is not None and error.kind == "internal"):
             return
-        inputs: set[str] = set()
-        for summary in traces:
-            if summary.status in ("failed", "internal") or summary.inputs is None:
-                return
-            inputs.update(summary.inputs)
-        fingerprints = [[path, fingerprint(path)] for path in sorted(inputs)]
-        if any(_modified_since(print_, started) for _path, print_ in fingerprints):
-            return
-        entry = {
-            "format": FORMAT,
-            "key": key,
-            "inputs": fingerprints,
-            "result": _encode_result(diagnostics, error, traces),
-        }
         try:
-            self._prepare()
-            _write_atomic(self._entry(key), json.dumps(entry, allow_nan=True))
+            entry = {"format": FORMAT, "key": key, **_dependencies(traces, self.directory, started)}
+        except NotCacheable:
+            return
+        if not _fixes_rederived(diagnostics, rederive):
+            return
+        entry["result"] = _encode_result(diagnostics, error, traces)
+        try:
+            if self._prepare():
+                _write_atomic(self._entry(key), json.dumps(entry, allow_nan=True))
         except OSError as exc:
             self.problem = f"cannot write the cache {self.directory}: {exc.strerror or exc}"
 
@@ -145,13 +175,46 @@ class ResultCache:
     def _entry(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
 
-    def _prepare(self) -> None:
-        """The directory, with CACHEDIR.TAG (backup tools skip it) and a .gitignore of `*` (git ignores it), as
-        ruff's cache has them."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        for name, text in (("CACHEDIR.TAG", _TAG), (".gitignore", "# Automatically created by mpdoctor.\n*\n")):
-            if not (self.directory / name).exists():
-                _write_atomic(self.directory / name, text)
+    def _prepare(self) -> bool:
+        """Whether entries may be written: the directory is mpdoctor's. Created here when missing, whole, with
+        CACHEDIR.TAG (backup tools skip it) and a .gitignore of `*` (git ignores it), as ruff's cache has them. An
+        existing directory without mpdoctor's tag (`cache-dir = "."`, a link to a user's folder) is left alone."""
+        with self._lock:
+            if self._writable is None:
+                self._writable = _own_directory(self.directory)
+                if not self._writable:
+                    self.problem = (
+                        f"cannot write the cache {self.directory}: it exists and was not created by mpdoctor"
+                        " (no CACHEDIR.TAG of mpdoctor's in it); results are not stored"
+                    )
+            return self._writable
+
+
+def _own_directory(directory: Path) -> bool:
+    """Create `directory` with its markers (atomically: made beside it, then renamed into place), or tell whether
+    the existing one carries mpdoctor's tag. Raises OSError when it cannot be created."""
+    if not os.path.lexists(directory):
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        staged = tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".mpdoctor-tmp", dir=directory.parent)
+        try:
+            for name, text in (("CACHEDIR.TAG", _TAG), (".gitignore", "# Automatically created by mpdoctor.\n*\n")):
+                with open(os.path.join(staged, name), "x", encoding="utf-8") as handle:
+                    handle.write(text)
+            if not os.path.lexists(directory):
+                os.rename(staged, directory)
+                return True
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):  # another run created it meanwhile: see below
+                raise
+        finally:
+            if os.path.isdir(staged):
+                for name in os.listdir(staged):
+                    os.unlink(os.path.join(staged, name))
+                os.rmdir(staged)
+    try:
+        return read_bytes(directory / "CACHEDIR.TAG", len(_TAG) + 1).decode("utf-8", "replace") == _TAG
+    except OSError:
+        return False
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -167,13 +230,37 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def _fixes_rederived(diagnostics: list[Diagnostic], rederive: Rederive | None) -> bool:
+    """Whether every fix among `diagnostics` does what the static pass's fix of the same finding does with the source
+    now (the same edits, applicability and kind; its description may be the trace's): a fix is code that --fix
+    writes into the user's file and runs, never taken from the cache on trust."""
+    fixed = [d for d in diagnostics if d.fix is not None or d.cell_fix is not None]
+    if not fixed:
+        return True
+    if rederive is None:
+        return False
+
+    def place(d: Diagnostic) -> tuple:
+        return (d.code, d.location.path, d.location.cell, d.location.line, d.location.column)
+
+    def effect(d: Diagnostic) -> tuple:
+        return tuple(None if f is None else dataclasses.replace(f, description="") for f in (d.fix, d.cell_fix))
+
+    try:
+        derived = {place(d): effect(d) for d in rederive()}
+    except Exception:  # the static pass failed on it now: nothing to compare with
+        return False
+    return all(derived.get(place(d)) == effect(d) for d in fixed)
+
+
 # ------------------------------------------------------------------------------------------------ fingerprints
 
 
 def fingerprint(path: str) -> list:
     """What an artifact or module is on disk: [size, mtime_ns, sha256 of small files] per file; a directory (a
     SavedModel) file by file; a TensorFlow checkpoint prefix (`ckpt/model-5`, which is no file) by its
-    `.index`/`.data-*` files and the directory's `checkpoint` state file; "missing" for nothing there."""
+    `.index`/`.data-*` files and the directory's `checkpoint` state file; "missing" for nothing there. Raises
+    NotCacheable for a FIFO, a device or a socket (reading one may never end)."""
     try:
         info = os.stat(path)
     except OSError:
@@ -183,7 +270,7 @@ def fingerprint(path: str) -> list:
         except OSError:
             return ["missing"]
         return ["prefix", [[n, _file_print(os.path.join(directory, n))] for n in names]] if names else ["missing"]
-    if os.path.isdir(path):
+    if stat.S_ISDIR(info.st_mode):
         files = []
         for root, dirs, names in os.walk(path):
             dirs.sort()
@@ -197,17 +284,110 @@ def fingerprint(path: str) -> list:
 def _file_print(path: str, info: os.stat_result | None = None) -> list:
     try:
         info = info or os.stat(path)
-        digest = None
-        if info.st_size <= SMALL_FILE:
-            with open(path, "rb") as handle:
-                digest = hashlib.sha256(handle.read()).hexdigest()
-        return [info.st_size, info.st_mtime_ns, digest]
     except OSError:
         return ["missing"]
+    if not stat.S_ISREG(info.st_mode):
+        raise NotCacheable(f"{path} is not a regular file")
+    digest = None
+    if info.st_size <= SMALL_FILE:
+        try:  # non-blocking, checked on the open file, bounded: it may have been swapped since the stat
+            digest = hashlib.sha256(read_bytes(path, SMALL_FILE, "cached input")).hexdigest()
+        except FileNotFoundError:
+            return ["missing"]
+        except OSError as exc:
+            raise NotCacheable(f"{path}: {exc.strerror or exc}") from None
+    return [info.st_size, info.st_mtime_ns, digest]
 
 
-def _unchanged(inputs: list) -> bool:
-    return all(fingerprint(path) == print_ for path, print_ in inputs)
+def probe_print(path: str) -> list:
+    """What a test of a path's existence (os.path.exists, isfile, getsize...) can tell: its kind through symlinks
+    and of the link itself, and a regular file's size and mtime."""
+    try:
+        link = _kind(os.lstat(path).st_mode)
+        info = os.stat(path)
+    except OSError:
+        return ["missing"] if "link" not in locals() else ["dangling"]
+    kind = _kind(info.st_mode)
+    return [link, kind, info.st_size, info.st_mtime_ns] if kind == "file" else [link, kind]
+
+
+def listing_print(path: str, cache_directory: Path) -> list:
+    """A listed directory's names (not their contents), without the cache directory itself (created after the
+    run that listed its parent)."""
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return ["missing"]
+    own = os.path.abspath(cache_directory)
+    names = [n for n in names if os.path.join(os.path.abspath(path), n) != own]
+    return ["listing", hashlib.sha256("\0".join(names).encode("utf-8", "surrogateescape")).hexdigest()]
+
+
+def _kind(mode: int) -> str:
+    return (
+        "file"
+        if stat.S_ISREG(mode)
+        else "directory"
+        if stat.S_ISDIR(mode)
+        else "link"
+        if stat.S_ISLNK(mode)
+        else "other"
+    )
+
+
+def environment_print(name: str) -> str | None:
+    """The digest the trace child records for a variable's value (mpdoctor.trace.child.inputs)."""
+    value = os.environ.get(name)
+    return None if value is None else hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _dependencies(traces, cache_directory: Path, started: float) -> dict[str, Any]:
+    """The entry's record of what the runs read, fingerprinted now. Raises NotCacheable when one of them is unknown,
+    cannot be fingerprinted, or changed after `started` (it may have changed while the trace read it)."""
+    files: set[str] = set()
+    probed: set[str] = set()
+    listed: set[str] = set()
+    environment: dict[str, str | None] = {}
+    for summary in traces:
+        if summary.status in ("failed", "internal") or summary.inputs is None or summary.lookups is None:
+            raise NotCacheable("what the run read is unknown")
+        files.update(summary.inputs)
+        probed.update(summary.lookups.probed)
+        listed.update(summary.lookups.listed)
+        environment.update(summary.lookups.environment)
+    dependencies: dict[str, list[list[Any]]] = {
+        "inputs": [[path, fingerprint(path)] for path in sorted(files)],
+        "probed": [[path, probe_print(path)] for path in sorted(probed)],
+        "listed": [[path, listing_print(path, cache_directory)] for path in sorted(listed)],
+        "environment": [[name, value] for name, value in sorted(environment.items()) if _compared(name)],
+    }
+    prints = [print_ for _path, print_ in dependencies["inputs"]]
+    prints += [print_[2:] + [None] for _path, print_ in dependencies["probed"] if len(print_) == 4]
+    if any(_modified_since(print_, started) for print_ in prints):
+        raise NotCacheable("an input changed while the run read it")
+    return dependencies
+
+
+def _compared(name: str) -> bool:
+    """Whether a variable the run read is compared by its value (not when the key holds it already)."""
+    return name not in _ENVIRONMENT and name not in _NOT_COMPARED and not name.startswith(_NATIVE_PREFIXES)
+
+
+def _unchanged(entry: dict, cache_directory: Path) -> bool:
+    """Whether everything the entry's run read is as it was (a forged entry's shapes raise: a miss)."""
+    checks: tuple[tuple[str, Callable[[str], Any]], ...] = (
+        ("inputs", fingerprint),
+        ("probed", probe_print),
+        ("listed", lambda path: listing_print(path, cache_directory)),
+        ("environment", environment_print),
+    )
+    for field, now in checks:
+        for item in entry[field]:
+            if not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str):
+                raise ValueError(f"malformed {field}")
+            if now(item[0]) != item[1]:
+                return False
+    return True
 
 
 def _modified_since(print_, started: float) -> bool:
@@ -226,7 +406,7 @@ def _run_parts(config, trace) -> dict:
     """What every file's key shares: versions, the environment, the configuration and the trace options."""
     import importlib.metadata
 
-    versions = {}
+    versions: dict[str, str | None] = {}
     for name in _DISTRIBUTIONS:
         try:
             versions[name] = importlib.metadata.version(name)
@@ -244,6 +424,7 @@ def _run_parts(config, trace) -> dict:
         "python": [sys.version, sys.executable],
         "versions": versions,
         "environment": {name: os.environ.get(name) for name in _ENVIRONMENT},
+        "native": sorted([n, environment_print(n)] for n in os.environ if n.startswith(_NATIVE_PREFIXES)),
         "cwd": os.getcwd(),  # display paths and messages are relative to it
         "config": settings,
         "trace": options,
@@ -296,17 +477,22 @@ def _encode_result(diagnostics: list[Diagnostic], error: FileError | None, trace
         "error": _encode(error) if error is not None else None,
         "traces": [codec.to_json(t) for t in traces],
         "inputs": [t.inputs for t in traces],
+        "lookups": [codec.to_json(t.lookups) for t in traces],
     }
 
 
 def _decode_result(data: dict):
-    from mpdoctor.facts.schema import TraceSummary
+    """The stored result, checked against the result types' annotations (mpdoctor.facts.codec): a forged or
+    malformed entry raises SchemaError, a miss."""
+    from mpdoctor.facts import codec
+    from mpdoctor.facts.schema import Lookups, TraceSummary
 
     traces = [TraceSummary.from_json(item) for item in data["traces"]]
-    for summary, inputs in zip(traces, data["inputs"], strict=True):
-        summary.inputs = inputs
-    error = _decode(FileError, data["error"]) if data["error"] is not None else None
-    return [_decode(Diagnostic, d) for d in data["diagnostics"]], error, traces
+    inputs = codec.from_json(list[list[str]], data["inputs"])
+    for summary, read, looked in zip(traces, inputs, codec.from_json(list[Lookups], data["lookups"]), strict=True):
+        summary.inputs, summary.lookups = read, looked
+    error = None if data["error"] is None else codec.from_json(FileError, data["error"])
+    return codec.from_json(list[Diagnostic], data["diagnostics"]), error, traces
 
 
 def _encode(value):
@@ -318,32 +504,3 @@ def _encode(value):
     if isinstance(value, tuple):
         return [_encode(v) for v in value]
     return value
-
-
-_NESTED = {
-    (Diagnostic, "location"): Location,
-    (Diagnostic, "fix"): Fix,
-    (Diagnostic, "cell_fix"): Fix,
-    (Diagnostic, "context"): DiagnosticContext,
-    (Diagnostic, "severity"): Severity,
-    (Diagnostic, "confidence"): Confidence,
-}
-
-
-def _decode(cls, data: dict):
-    values = {}
-    for f in dataclasses.fields(cls):
-        value = data[f.name]
-        nested = _NESTED.get((cls, f.name))
-        if value is None:
-            pass
-        elif nested in (Severity, Confidence):
-            value = nested(value)
-        elif nested is not None:
-            value = _decode(nested, value)
-        elif cls is Fix and f.name == "edits":
-            value = tuple(_decode(Edit, e) for e in value)
-        elif isinstance(value, list):
-            value = tuple(value)
-        values[f.name] = value
-    return cls(**values)

@@ -252,9 +252,15 @@ def _check_paths(
 
     def checked(shown: str, source: SourceText, notebook: Notebook | None, options: FileOptions) -> FileResult:
         key = None
+
+        def static_pass() -> list[Diagnostic]:
+            """The fixes a cached result may replay: the ones derived from the source now (mpdoctor.cache)."""
+            found, error = check_source(source.text, shown, config, path=str(source.path), **options)
+            return notebook.map_results(shown, source.path, found, error, [])[0] if notebook is not None else found
+
         if cache is not None:
             key, target = _cache_key(cache, shown, source, options, config)
-            cached = cache.load(key, shown) if key is not None else None
+            cached = cache.load(key, shown, static_pass) if key is not None else None
             if cached is not None:
                 return (*cached, target)
         started = time.time()
@@ -266,7 +272,7 @@ def _check_paths(
         if notebook is not None:
             diagnostics, error = notebook.map_results(shown, source.path, diagnostics, error, traces)
         if cache is not None and key is not None:
-            cache.store(key, diagnostics, error, traces, started)
+            cache.store(key, diagnostics, error, traces, started, static_pass)
         return diagnostics, error, traces, targets.get(shown)
 
     if trace.enabled and trace.jobs > 1:

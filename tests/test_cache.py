@@ -24,7 +24,7 @@ from mpdoctor.cache import ResultCache
 from mpdoctor.config import Config, load_config
 from mpdoctor.diagnostics import Diagnostic, Edit, FileError, Fix, Location, Severity
 from mpdoctor.engine import TraceOptions, check_paths
-from mpdoctor.facts.schema import TraceSummary
+from mpdoctor.facts.schema import Lookups, TraceSummary
 from mpdoctor.report import write_report
 
 # The cache is used when the trace pass runs (TensorFlow installed).
@@ -280,7 +280,7 @@ def test_two_runs_at_once_share_the_cache_safely(tmp_path):
 
 
 def _summary(status="ok", inputs=()) -> TraceSummary:
-    return TraceSummary(path="m.py", status=status, inputs=None if inputs is None else list(inputs))
+    return TraceSummary(path="m.py", status=status, inputs=None if inputs is None else list(inputs), lookups=Lookups())
 
 
 DIAGNOSTIC = Diagnostic(
@@ -302,8 +302,8 @@ def _cache(tmp_path: Path) -> ResultCache:
 def test_every_field_of_a_result_round_trips(tmp_path):
     cache = _cache(tmp_path)
     error = FileError("m.py", "internal error? no: a syntax error", 2, 3, "syntax")
-    cache.store("k" * 64, [DIAGNOSTIC], error, [_summary()], started=0.0)
-    assert cache.load("k" * 64, "m.py") == ([DIAGNOSTIC], error, [_summary()])
+    cache.store("k" * 64, [DIAGNOSTIC], error, [_summary()], started=0.0, rederive=lambda: [DIAGNOSTIC])
+    assert cache.load("k" * 64, "m.py", lambda: [DIAGNOSTIC]) == ([DIAGNOSTIC], error, [_summary()])
 
 
 @pytest.mark.parametrize(
@@ -357,12 +357,12 @@ def test_concurrent_writers_and_readers_see_whole_entries(tmp_path):
 
     def write():
         for _ in range(30):
-            cache.store("c" * 64, [DIAGNOSTIC] * 20, None, [_summary()], started=0.0)
+            cache.store("c" * 64, [DIAGNOSTIC] * 20, None, [_summary()], started=0.0, rederive=lambda: [DIAGNOSTIC])
 
     def read():
         for _ in range(60):
             try:
-                seen.append(cache.load("c" * 64, "m.py"))
+                seen.append(cache.load("c" * 64, "m.py", lambda: [DIAGNOSTIC]))
             except Exception as exc:  # the contract: never
                 failures.append(exc)
 

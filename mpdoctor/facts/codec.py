@@ -2,8 +2,8 @@
 
 The facts the trace child writes are untrusted input for the parent (the child runs user code): `from_json` checks
 every value against the declared type (str, int, float, bool, `X | None`, list, tuple, dict[str, X], nested
-dataclasses, `Any` for opaque values) and raises `SchemaError` naming the path of the first bad value, never a
-TypeError, AttributeError or RecursionError.
+dataclasses, enumerations by value, `Any` for opaque values) and raises `SchemaError` naming the path of the first
+bad value, never a TypeError, AttributeError or RecursionError.
 
 Field metadata: `json` (the key, when it is not the field name: "class"), `not_json` (in-memory only, e.g. the ast
 node the static pass attaches). A field whose value is `ABSENT` is left out of the JSON (keys that only some records
@@ -13,6 +13,7 @@ have); a missing key reads back as the field's default.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from collections.abc import Callable
@@ -127,6 +128,8 @@ def _make_converter(tp: Any) -> _Converter:
         return scalar
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _dataclass_converter(tp)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return _enum_converter(tp)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
@@ -136,6 +139,18 @@ def _make_converter(tp: Any) -> _Converter:
     if origin is dict:
         return _mapping_converter(args[1])
     raise TypeError(f"no JSON converter for {tp!r}")
+
+
+def _enum_converter(cls: type[enum.Enum]) -> _Converter:
+    """An enumeration by its value (Severity "error")."""
+    values = {member.value: member for member in cls}
+
+    def member(value: object, path: str) -> enum.Enum:
+        if type(value) not in (str, int) or value not in values:
+            _fail(path, f"one of {sorted(map(str, values))}", value)
+        return values[value]
+
+    return member
 
 
 def _null(value: object, path: str) -> None:

@@ -537,6 +537,7 @@ class Facts(FactsRecord):
     # Absolute paths of what the run read besides the file (local modules, opened files, restored checkpoints,
     # loaded SavedModels): the result cache's dependencies (mpdoctor.trace.child.inputs). ABSENT: not recorded.
     inputs: list[str] = ABSENT
+    lookups: Lookups = ABSENT  # what else the run's result depends on, for the result cache; ABSENT: not recorded
 
     def layer(self, uid: str | None) -> LayerRecord | None:
         return self.layers.get(uid) if uid else None
@@ -565,6 +566,17 @@ class Facts(FactsRecord):
         for model in self.models:
             if model.numerics is not None and not model.numerics.skipped:
                 yield model, model.numerics
+
+
+@dataclass
+class Lookups(FactsRecord):
+    """What a run looked at besides the files it read (Facts.inputs), for the result cache: absolute paths whose
+    existence or type it tested (stat), directories it listed, and the environment variables it read before setting
+    them (name -> sha256 of the value it saw, None: unset; hashed, so no secret is kept in the cache)."""
+
+    probed: list[str] = field(default_factory=list)
+    listed: list[str] = field(default_factory=list)
+    environment: dict[str, str | None] = field(default_factory=dict)
 
 
 def new_facts(**values: Any) -> Facts:
@@ -615,6 +627,7 @@ class TraceSummary(FactsRecord):
     step_check: StepCheckRecord | None = ABSENT  # verifying a training fix: the fixed step against float32
     # What the run read besides the file (Facts.inputs), for the result cache; None: unknown. Not in reports.
     inputs: list[str] | None = field(default=None, metadata=NOT_JSON)
+    lookups: Lookups | None = field(default=None, metadata=NOT_JSON)  # Facts.lookups; None: unknown
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = codec.to_json(self)
@@ -649,6 +662,7 @@ class TraceSummary(FactsRecord):
             savedmodels=[SavedModelSummary(load.api, load.handle, load.savedmodel) for load in facts.savedmodel_loads],
             step_check=facts.step_check,
             inputs=None if facts.inputs is ABSENT else list(facts.inputs),
+            lookups=None if facts.lookups is ABSENT else facts.lookups,
         )
 
 

@@ -32,13 +32,16 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
-from mpdoctor.trace.processes import TOKEN_VARIABLE, spare
+from mpdoctor.trace.child import inputs
+from mpdoctor.trace.processes import TOKEN_VARIABLE, become_subreaper, spare
 
 READY = "ready"
 _ENV_SWITCH = "MPDOCTOR_FORK_SERVER"
 _MAX_SERVERS = 3  # environments kept warm at once (Keras 3 and tf_keras are two); the oldest idle one is closed beyond
 _START_TIMEOUT = 600.0  # seconds to import TensorFlow on a loaded machine
+_ORPHAN_POLL = 0.02  # seconds between checks of a child whose server died
 
 
 def available() -> bool:
@@ -46,7 +49,13 @@ def available() -> bool:
 
 
 class ForkedChild:
-    """A child forked by the server, with the part of `subprocess.Popen`'s interface that supervision uses."""
+    """A child forked by the server, with the part of `subprocess.Popen`'s interface that supervision uses.
+
+    When the server dies while the child runs (killed by the child itself, a sibling, `kill` or the OOM killer), the
+    child lives on: on Linux it is re-parented to mpdoctor (a child subreaper, mpdoctor.trace.processes), which then
+    waits for it itself, so its timeout, memory limit and end still apply and its exit status is its own (a file
+    traced beside it gets its real result, not a false "killed"). Where it cannot be adopted, its process group is
+    killed: never left running."""
 
     def __init__(self, server: ForkServer, pid: int) -> None:
         self._server = server
@@ -56,16 +65,44 @@ class ForkedChild:
     def poll(self) -> int | None:
         if self.returncode is None:
             self.returncode = self._server.returncode(self.pid)
+            if self.returncode is None and self._server.dead:
+                self.returncode = self._poll_orphan()
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            self.returncode = self._server.wait_exit(self.pid, timeout)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            code = self._server.wait_exit(self.pid, timeout)
+            while code is None:  # the server is gone: wait for the child as its parent now
+                code = self._poll_orphan()
+                if code is None:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise subprocess.TimeoutExpired("trace child", timeout or 0.0)
+                    time.sleep(_ORPHAN_POLL)
+            self.returncode = code
         return self.returncode
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):
             os.kill(self.pid, signal.SIGKILL)
+
+    def _poll_orphan(self) -> int | None:
+        """The exit status of the child whose server died, once it ended; None while it runs."""
+        try:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:  # not (yet) re-parented to mpdoctor, reaped already, or no subreaper here
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return -signal.SIGKILL  # gone, its status lost with the server (it had ended or was ended)
+            except OSError:
+                pass
+            if become_subreaper():
+                return None  # re-parenting follows the server's exit: the next poll collects it
+            with contextlib.suppress(OSError):  # cannot wait for it: end it rather than leave it running
+                os.killpg(self.pid, signal.SIGKILL)
+            return -signal.SIGKILL
+        return os.waitstatus_to_exitcode(status) if done else None
 
 
 class ForkServer:
@@ -98,6 +135,12 @@ class ForkServer:
     @property
     def alive(self) -> bool:
         return not self._dead and self._process.poll() is None
+
+    @property
+    def dead(self) -> bool:
+        """The server has ended: the exits of the children it had are no longer reported by it."""
+        with self._lock:
+            return self._dead
 
     def spawn(self, argv: list[str], env: dict, cwd: str | None, output: str) -> ForkedChild:
         """Fork a child running `python -m mpdoctor.trace.child ARGS` as `argv` describes. Raises OSError when
@@ -143,16 +186,17 @@ class ForkServer:
             return not self._running and not self._reserved
 
     def returncode(self, pid: int) -> int | None:
+        """The child's exit status as the server reported it; None while it runs, or when the server ended first
+        (then ForkedChild asks the kernel)."""
         with self._lock:
-            if pid in self._exits:
-                return self._exits[pid]
-            return -signal.SIGKILL if self._dead else None  # the server's end killed its children
+            return self._exits.get(pid)
 
-    def wait_exit(self, pid: int, timeout: float | None) -> int:
+    def wait_exit(self, pid: int, timeout: float | None) -> int | None:
+        """As `returncode`, waiting up to `timeout` seconds for the report or the server's end."""
         with self._lock:
             if not self._lock.wait_for(lambda: pid in self._exits or self._dead, timeout):
                 raise subprocess.TimeoutExpired("trace child", timeout)
-            return self._exits.get(pid, -signal.SIGKILL)
+            return self._exits.get(pid)
 
     def close(self) -> None:
         self.ask_to_end()
@@ -289,6 +333,7 @@ def serve() -> None:
     os.dup2(null, 0)
     os.dup2(null, 1)  # whatever the imports print goes nowhere, never into the protocol
     os.close(null)
+    inputs.start()  # what importing TensorFlow reads (keras.json, variables) is every child's input too
     _preload()
     answers.write(json.dumps(READY) + "\n")
     children: set[int] = set()
@@ -361,8 +406,9 @@ def _run_child(request: dict) -> None:
         os.close(output)
         if request["cwd"]:
             os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
+        with inputs.unrecorded():
+            os.environ.clear()
+            os.environ.update(request["env"])
         sys.dont_write_bytecode = True
         sys.argv = [os.path.join(os.path.dirname(__file__), "child", "__main__.py"), *request["argv"]]
         # As `python -m` in that directory with that PYTHONPATH would have it.

@@ -34,6 +34,7 @@ from mpdoctor.trace.child.discovery import EntryNotFound, discover
 
 def main(argv: list[str]) -> int:
     request_path, result_path = argv
+    inputs.start()  # before TensorFlow's import, which reads keras.json and variables (a fork has started already)
     with open(request_path, encoding="utf-8") as handle:
         request = TraceRequest.from_json(json.load(handle))
     facts = new_facts()
@@ -92,7 +93,6 @@ def _run(request: TraceRequest, facts: Facts, recorder: hooks.Recorder) -> None:
         recorder.extra_checkpoints = request.checkpoints
         if request.notebook:
             _notebook_builtins()
-        inputs.start()  # after TensorFlow's own imports: what the user's code reads from here on
         stop.enter("import")
         module = _import_user_file(request.file, facts, recorder, request.source_file)
         facts.layers_created_on_import = len(recorder.layers)
