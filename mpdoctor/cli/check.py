@@ -37,13 +37,13 @@ def add_parser(sub) -> None:
     )
     check.add_argument(
         "--trace-timeout",
-        type=_positive_number("seconds"),
+        type=positive_number("seconds"),
         metavar="SECONDS",
         help="time limit for running one file's model code (default: 300)",
     )
     check.add_argument(
         "--trace-memory",
-        type=_positive_number("MiB"),
+        type=positive_number("MiB"),
         metavar="MB",
         help="kill the model code when its resident memory exceeds MB MiB (default: no limit)",
     )
@@ -173,21 +173,33 @@ def add_parser(sub) -> None:
     check.set_defaults(handler=run_check)
 
 
+def _ascii_integer(text: str) -> int | None:
+    """`text` as an integer when it is one in ASCII digits (str.isdigit() also accepts "²", which int() rejects;
+    int() refuses more than 4,300 digits)."""
+    try:
+        return int(text) if text.isascii() and text.isdigit() else None
+    except ValueError:
+        return None
+
+
 def _positive_integer(text: str) -> int:
-    if not (text.isdigit() and int(text) >= 1):
+    value = _ascii_integer(text)
+    if value is None or value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
+    return value
 
 
-def _shard(value: str) -> tuple[int, int]:
-    index, _, count = value.partition("/")
-    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
-        raise argparse.ArgumentTypeError(f"expected I/N with 1 <= I <= N, got {value!r}")
-    return int(index), int(count)
+def _shard(text: str) -> tuple[int, int]:
+    first, _, second = text.partition("/")
+    index, count = _ascii_integer(first), _ascii_integer(second)
+    if index is None or count is None or not 1 <= index <= count:
+        raise argparse.ArgumentTypeError(f"expected I/N with 1 <= I <= N, got {text!r}")
+    return index, count
 
 
-def _positive_number(unit: str):
-    """argparse type: a finite positive number (float() alone accepts nan, inf and negatives)."""
+def positive_number(unit: str | None = None):
+    """argparse type: a finite positive number (float() alone accepts nan, inf and negatives). Named for argparse,
+    which names the type in the errors a type raises other than ArgumentTypeError."""
 
     def parse(text: str) -> float:
         try:
@@ -195,9 +207,11 @@ def _positive_number(unit: str):
         except ValueError:
             value = math.nan
         if not (math.isfinite(value) and value > 0):
-            raise argparse.ArgumentTypeError(f"expected a positive number of {unit}, got {text!r}")
+            what = f"a positive number of {unit}" if unit else "a finite positive number"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
         return value
 
+    parse.__name__ = "number"
     return parse
 
 
@@ -287,7 +301,7 @@ class CheckRun(Pipeline):
             raise fail("--checkpoint needs the trace pass (TensorFlow installed, no --no-trace)")
 
     def options(self) -> None:
-        from mpdoctor.engine import TraceOptions, usable_cores
+        from mpdoctor.engine import TraceOptions
 
         args, config = self.args, self.config
         if args.numerics is not None:
@@ -301,10 +315,25 @@ class CheckRun(Pipeline):
             checkpoints=tuple(args.checkpoint),
             numerics=config.numerics.request(),
             memory_limit_mb=config.trace_memory,
-            jobs=config.jobs or usable_cores(),
+            jobs=self._jobs(),
         )
         if args.show_contexts:
             raise Exit(show_contexts(self.paths, config, verbose=args.verbose))
+
+    def _jobs(self) -> int:
+        """--jobs (or the configuration's jobs), at most the usable cores: more would only fork a process per file
+        (`-j 100000` on 300 files: 300 static workers on 2 cores) and make them contend. Said on stderr when -j asked
+        for more (a configuration's value: with --verbose, as it may be shared by machines of any size)."""
+        from mpdoctor.engine import usable_cores
+
+        cores, asked = usable_cores(), self.config.jobs
+        if asked is None or asked <= cores:
+            return asked or cores
+        if self.args.jobs is not None or self.args.verbose:
+            origin = "-j" if self.args.jobs is not None else "jobs"
+            core_count = f"{cores} usable core{'' if cores == 1 else 's'}"
+            print(f"mpdoctor: note: {origin} {asked} is more than the {core_count}: using {cores}", file=sys.stderr)
+        return cores
 
     def run(self) -> None:
         """The passes, then what the run does with their findings before the report: the baseline applied or
