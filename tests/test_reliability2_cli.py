@@ -111,3 +111,25 @@ def test_R20_good_numbers_still_parse(tmp_path):
         "check", "--no-trace", "-j", "1", "--shard", "1/1", "--trace-timeout", "2.5", ".", cwd=tmp_path
     )
     assert code == 1 and "Found 1 problem" in out
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "first_line"),
+    [
+        ("broken.py", "def f(:\n", "broken.py:1:7: syntax error: invalid syntax"),
+        ("empty", None, "No Python files found (0 files checked)."),
+    ],
+)
+def test_R17_the_magic_never_shows_an_unchecked_path_as_a_passed_live_model(tmp_path, name, content, first_line):
+    pytest.importorskip("IPython")
+    from mpdoctor.jupyter import check_path
+
+    target = tmp_path / name
+    if content is None:
+        target.mkdir()
+    else:
+        target.write_text(content)
+    result = check_path(target, trace=False)
+    text = repr(result)
+    assert "All checks passed" not in text and "live model" not in text
+    assert text.splitlines()[0] == first_line.replace("broken.py", str(target))

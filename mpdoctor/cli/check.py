@@ -411,14 +411,8 @@ class CheckRun(Pipeline):
         print(escape_controls(message), file=sys.stderr)
 
     def _print_notes(self) -> None:
-        report = self.report
-        for skipped in report.skipped:
-            print(escape_controls(f"mpdoctor: note: {skipped.path}: skipped: {skipped.message}"), file=sys.stderr)
-        if self.args.verbose:
-            for note in report.notes:
-                print(escape_controls(f"mpdoctor: {note}"), file=sys.stderr)
-        for error in report.errors:
-            print(escape_controls(error.render()), file=sys.stderr)
+        for line in problem_lines(self.report, verbose=self.args.verbose):
+            print(line, file=sys.stderr)
 
     def _fix(self) -> None:
         """--fix / --diff; --diff prints the diffs instead of the report and ends the run."""
@@ -441,6 +435,16 @@ class CheckRun(Pipeline):
 
     def exit_code(self) -> int:
         return report_exit_code(self.report, self.args, self.config)
+
+
+def problem_lines(report: Report, *, verbose: bool = False) -> list[str]:
+    """What `check` says on stderr before its report (also the Jupyter magic's first lines): the files skipped,
+    with --verbose how the run went, then each file that could not be checked (`broken.py:1:7: syntax error`)."""
+    lines = [f"mpdoctor: note: {skipped.path}: skipped: {skipped.message}" for skipped in report.skipped]
+    if verbose:
+        lines += [f"mpdoctor: {note}" for note in report.notes]
+    lines += [error.render() for error in report.errors]
+    return [escape_controls(line) for line in lines]
 
 
 def _prerender(args):

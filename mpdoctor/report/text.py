@@ -92,7 +92,7 @@ def _summary(report: Report) -> tuple[str, str]:
     """The summary line and its colour."""
     counts = report.counts()
     total = len(report.diagnostics)
-    files = plural(report.files_checked, "file")
+    files = "the live model" if report.live_model else plural(report.files_checked, "file")
     unchecked = report.unchecked()
     # Files left out must never read as a pass: "could not be checked" whenever one was unreadable or unparsable.
     not_checked = f" {plural(unchecked, 'file')} could not be checked." if unchecked else ""
@@ -101,6 +101,8 @@ def _summary(report: Report) -> tuple[str, str]:
         baselined = f"; {report.baselined} baselined" if report.baselined else ""
         if unchecked:
             return f"No problems found ({files} checked{skipped}{baselined});{not_checked}", "1"
+        if not (report.files_checked or report.live_model):  # an empty folder, nothing but excluded files
+            return f"No Python files found ({files} checked{skipped}{baselined}).", "1"
         return f"All checks passed ({files} checked{skipped}{baselined}).", "32"
     parts = [plural(counts[s.value], s.value) for s in Severity if counts[s.value]]
     line = f"Found {plural(total, 'problem')} ({', '.join(parts)}) in {files}{skipped}.{not_checked}"
