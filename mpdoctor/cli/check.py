@@ -4,6 +4,7 @@ and --fix / --diff."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import math
 import os
@@ -19,6 +20,7 @@ from mpdoctor.printable import escape_controls
 if TYPE_CHECKING:
     from collections import Counter
 
+    from mpdoctor.cli.stdin import StdinSource
     from mpdoctor.config import Config
     from mpdoctor.diagnostics import Report
 
@@ -29,7 +31,20 @@ def add_parser(sub) -> None:
     from mpdoctor.report import FORMATS
 
     check = sub.add_parser("check", help="check model files and directories")
-    check.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="files or directories (default: .)")
+    check.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        metavar="PATH",
+        help="files or directories (default: .); `-`: the source on stdin",
+    )
+    check.add_argument(
+        "--stdin-filename",
+        type=Path,
+        metavar="PATH",
+        help="the path of the source read from stdin: reported as PATH, configured and targeted from there, traced "
+        "only when PATH holds the same text; with --fix, the fixed source goes to stdout",
+    )
     trace = check.add_mutually_exclusive_group()
     trace.add_argument("--no-trace", action="store_true", help="static pass only: never imports TensorFlow")
     trace.add_argument(
@@ -241,7 +256,11 @@ class CheckRun(Pipeline):
     write_failure = "cannot write report"
 
     def validate(self) -> None:
-        self.paths = self.args.paths or [Path(".")]
+        self.stdin = self._stdin()
+        if self.stdin is not None:
+            self.paths = [self.stdin.path or Path(".")]  # where its configuration is found
+        else:
+            self.paths = self.args.paths or [Path(".")]
         self.config = self._configuration()
         if self.args.show_target:
             raise Exit(_show_targets(self.paths, self.config))
@@ -253,6 +272,21 @@ class CheckRun(Pipeline):
             problem = regular_file_problem(self.args.sample)
             if problem:
                 raise fail(f"{self.args.sample}: {problem}")
+
+    def _stdin(self) -> StdinSource | None:
+        """The source read from stdin, when `-` (or --stdin-filename alone) asks for it."""
+        from mpdoctor.cli.stdin import StdinError, read_stdin, wanted
+
+        args = self.args
+        try:
+            if not wanted(args.paths, args.stdin_filename):
+                return None
+            for option, given in (("--show-target", args.show_target), ("--show-contexts", args.show_contexts)):
+                if given:
+                    raise StdinError(f"{option} reads files: not with `-` (stdin)")
+            return read_stdin(args.stdin_filename)
+        except StdinError as exc:
+            raise fail(str(exc)) from None
 
     def _configuration(self) -> Config:
         from mpdoctor.config import ConfigError, apply_overrides, load_config
@@ -290,6 +324,10 @@ class CheckRun(Pipeline):
                 "--trace needs TensorFlow in this environment (pip install 'mpdoctor[tf]'); "
                 "use --no-trace for the static pass alone"
             )
+        if self.stdin is not None and not self.stdin.on_disk:  # the trace runs a file: this text is in none
+            if self.args.trace:
+                raise fail("--trace of stdin needs --stdin-filename naming a file that holds the same text")
+            return False
         return tracing
 
     def _check_checkpoints(self) -> None:
@@ -368,8 +406,12 @@ class CheckRun(Pipeline):
     def _collect(self) -> None:
         from mpdoctor.engine import collect_files
 
-        self.collected = collect_files(self.paths, self.config)
-        self.checked = self.collected[0]
+        if self.stdin is not None:  # nothing to walk; the file it stands for must not be replaced by a report
+            path = self.stdin.path
+            self.checked = [path] if path is not None and os.path.exists(path) else []
+        else:
+            self.collected = collect_files(self.paths, self.config)
+            self.checked = self.collected[0]
         # A forgotten file argument (`--write-baseline keep.py`, `-o model.py`) must not replace a file being checked;
         # refused before the run, so no time is spent on a report that cannot be written.
         args = self.args
@@ -382,6 +424,10 @@ class CheckRun(Pipeline):
         from mpdoctor.progress import Progress
 
         args, config = self.args, self.config
+        if self.stdin is not None:
+            from mpdoctor.cli.stdin import check_stdin
+
+            return check_stdin(self.stdin, config, self.trace)
         progress = Progress.for_stream(sys.stderr, self.tracing)
         report = check_paths(
             self.paths,
@@ -422,12 +468,21 @@ class CheckRun(Pipeline):
         from mpdoctor.fix.run import fix_report
         from mpdoctor.report.diff import write_diffs
 
-        fix_report(self.report, self.config, self.trace, unsafe=args.unsafe_fixes, write=not args.diff)
+        stdin = self.stdin if not args.diff else None  # --fix of stdin: the fixed source to stdout, for an editor
+        fix_report(self.report, self.config, self.trace, unsafe=args.unsafe_fixes, write=not args.diff and not stdin)
+        if stdin is not None:
+            from mpdoctor.cli.stdin import write_fixed
+
+            sys.stdout.flush()
+            write_fixed(self.report, stdin, sys.stdout.buffer)
         if args.diff:
             count = write_diffs(self.report, sys.stdout, sys.stderr, unsafe=args.unsafe_fixes)
             raise Exit(EXIT_ERROR if self.report.errors else (EXIT_FINDINGS if count else EXIT_OK))
 
     def render(self) -> list[Output]:
+        if self.stdin is not None and self.args.fix:  # stdout holds the fixed source: the report goes to stderr
+            with contextlib.redirect_stdout(sys.stderr):
+                return render_report(self.report, self.args)
         return render_report(self.report, self.args)
 
     def refused(self) -> Sequence[Path]:
