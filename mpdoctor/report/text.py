@@ -137,16 +137,16 @@ def _fix_summary(report: Report, fixes: list[Any], stream: TextIO, colour: bool)
         if result.notebook:  # shown, never written: the diff is the fix
             stream.write(f"{result.shown}: {plural(len(result.in_diff), 'fix')} not applied: {result.error}\n")
             stream.write(result.diff())
+    # The findings check counted as fixable, as it counted them; those the fixes uncovered (a second round) apart.
     for result in fixes:
         if result.written:
-            stream.write(
-                _paint(
-                    f"Fixed {plural(len(result.applied), 'problem')} in {_safe(result.shown)} "
-                    f"({_safe(result.verification)}).",
-                    "32",
-                    colour,
-                )
-                + "\n"
+            more = result.uncovered_count
+            line = (
+                f"Fixed {plural(len(result.found), 'problem')} in {_safe(result.shown)} ({_safe(result.verification)})"
             )
-    fixed = sum(len(r.applied) for r in fixes if r.written)
-    stream.write(f"{plural(fixed, 'problem')} fixed, {len(report.diagnostics)} remaining.\n")
+            line += f"; a second round fixed {more} more that the fixes uncovered." if more else "."
+            stream.write(_paint(line, "32", colour) + "\n")
+    fixed = sum(len(r.found) for r in fixes if r.written)
+    uncovered = sum(r.uncovered_count for r in fixes if r.written)
+    more = f" (and {uncovered} that the fixes uncovered)" if uncovered else ""
+    stream.write(f"{plural(fixed, 'problem')} fixed{more}, {len(report.diagnostics)} remaining.\n")
