@@ -126,3 +126,12 @@ def test_the_trace_runs_only_when_the_file_holds_the_text(tmp_path):
     assert other["summary"]["passes"] == ["static"] and [d["code"] for d in other["diagnostics"]] == ["MP401"]
     missing = json.loads(check("--format", "json", "--stdin-filename", "new.py", stdin=MODEL, cwd=tmp_path).stdout)
     assert missing["summary"]["passes"] == ["static"]
+
+
+@pytest.mark.usefixtures("tensorflow")
+def test_fix_of_stdin_held_by_its_file_is_verified_by_the_trace_and_writes_nothing(tmp_path):
+    (tmp_path / "m.py").write_text(MODEL)
+    result = check("--fix", "-", "--stdin-filename", "m.py", stdin=MODEL, cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout.decode() == FIXED, result.stderr
+    assert "Fixed 1 problem in m.py (verified)." in result.stderr.decode().splitlines()
+    assert (tmp_path / "m.py").read_text() == MODEL
