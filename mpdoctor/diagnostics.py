@@ -155,6 +155,7 @@ class Report:
     errors: list[FileError] = field(default_factory=list)
     skipped: list[FileError] = field(default_factory=list)  # found in a walk, left alone (FIFOs, devices): notes
     files_checked: int = 0  # files read and parsed
+    live_model: bool = False  # a live model of a Jupyter kernel was checked (no file): the summaries say so
     passes: tuple[str, ...] = ("static",)
     traces: list[TraceSummary] = field(default_factory=list)  # per traced file: graphs, SavedModels, environment
     baselined: int = 0  # findings left out because the --baseline file lists them

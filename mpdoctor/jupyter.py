@@ -20,6 +20,7 @@ import io
 import os
 import shlex
 import tempfile
+import uuid
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,6 +30,16 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from mpdoctor.facts.keras_semantics import MODEL_CLASS_NAMES
 
 USAGE = "usage: %mpdoctor [--no-trace] MODEL_OR_PATH, or %%mpdoctor [--no-trace] on a cell"
+# Where a %%mpdoctor cell's findings are: `cell:7:35`, the line as the visible cell counts it (its magic line is 1).
+CELL = "cell"
+MAX_FRAME_HEIGHT = "80vh"
+# The report's height, posted by its report.js from the sandboxed frame, fits the frame (up to MAX_FRAME_HEIGHT).
+_FIT_FRAME = (
+    '(function () { var frame = document.getElementById("FRAME_ID"); window.addEventListener("message", '
+    "function (event) { var height = event.data && event.data.mpdoctorReportHeight; "
+    'if (frame && event.source === frame.contentWindow && typeof height === "number") { '
+    'frame.style.height = "min(" + Math.ceil(height + 4) + "px, 80vh)"; } }); })();'
+)
 
 
 class CheckResult:
@@ -50,25 +61,25 @@ class CheckResult:
 
     def _repr_html_(self) -> str:
         # The report is a whole page (its own CSS and Content-Security-Policy): a sandboxed iframe keeps its styles
-        # out of the notebook and the notebook's out of it.
+        # out of the notebook and the notebook's out of it. Sandboxed, its height cannot be read from here: the
+        # report posts it (report.js) and the script below fits the frame to it, up to most of the window (the
+        # frame scrolls beyond); where outputs run no script, the frame keeps that most and can be resized.
+        frame = f"mpdoctor-report-{uuid.uuid4().hex}"
         return (
-            f'<iframe class="mpdoctor-report" sandbox="allow-scripts" srcdoc="{html_module.escape(self.html())}" '
-            'style="width: 100%; height: 640px; border: 1px solid #d0d7de; border-radius: 6px"></iframe>'
+            f'<iframe id="{frame}" class="mpdoctor-report" sandbox="allow-scripts" '
+            f'srcdoc="{html_module.escape(self.html())}" style="width: 100%; height: {MAX_FRAME_HEIGHT}; '
+            'resize: vertical; border: 1px solid #d0d7de; border-radius: 6px"></iframe>'
+            f"<script>{_FIT_FRAME.replace('FRAME_ID', frame)}</script>"
         )
 
     def __repr__(self) -> str:
+        from mpdoctor.cli.check import problem_lines
         from mpdoctor.report.text import render
 
         out = io.StringIO()
-        live = self.report.files_checked == 0  # a live model: no file to count
-        render(self.report, out, colour=False, quiet=live)
-        if live:
-            found = len(self.report.diagnostics)
-            out.write(
-                f"Found {found} problem{'' if found == 1 else 's'} in the live model."
-                if found
-                else "All checks passed (live model)."
-            )
+        # What `check` says on stderr (a file that does not parse, cannot be read, is skipped) comes first, as there.
+        out.writelines(line + "\n" for line in problem_lines(self.report))
+        render(self.report, out, colour=False)
         return out.getvalue().rstrip("\n")
 
 
@@ -83,7 +94,8 @@ def check_model(model, name: str = "model") -> CheckResult:
     from mpdoctor.trace.live import check_live_model
 
     diagnostics, summary = check_live_model(model, name, _config())
-    return CheckResult(Report(diagnostics=diagnostics, files_checked=0, passes=("trace",), traces=[summary]))
+    report = Report(diagnostics=diagnostics, live_model=True, passes=("trace",), traces=[summary])
+    return CheckResult(report)
 
 
 def _trace_options(config, trace: bool):
@@ -100,26 +112,45 @@ def check_path(path: Path, trace: bool = True) -> CheckResult:
     return CheckResult(check_paths([path], config, _trace_options(config, trace)))
 
 
-def check_cell(source: str, trace: bool = True) -> CheckResult:
-    """The cell's code checked as a file named cell.py (in a temporary directory, removed afterwards)."""
+def check_cell(source: str, trace: bool = True, magic_line: str = "%%mpdoctor") -> CheckResult:
+    """The cell's code checked as a file (in a temporary directory, removed afterwards), reported as `cell`. Its
+    first line is left blank where the visible cell has `magic_line`, so every line number (of a finding, in a
+    message, of the trace) is the one the notebook shows."""
     from mpdoctor.diagnostics import Report, SourceText
     from mpdoctor.engine import check_source
 
     config = _config()
     options = _trace_options(config, trace)
     report = Report(files_checked=1, passes=("static", "trace") if options.enabled else ("static",))
-    report.sources["cell.py"] = SourceText(Path("cell.py"), source)
+    report.sources[CELL] = SourceText(Path(CELL), f"{magic_line}\n{source}")
+    checked = "\n" + source
     with tempfile.TemporaryDirectory(prefix="mpdoctor-cell-") as directory:
         path = os.path.join(directory, "cell.py")
         with open(path, "w", encoding="utf-8") as handle:
-            handle.write(source)
-        diagnostics, error = check_source(source, "cell.py", config, path=path, trace=options, traces=report.traces)
+            handle.write(checked)
+        diagnostics, error = check_source(checked, CELL, config, path=path, trace=options, traces=report.traces)
     # No file to run --fix on: the fixes are shown (the HTML report's diffs of the cell), never suggested.
     report.diagnostics = [
-        replace(d, fix=None, cell_fix=replace(d.fix, cell=1)) if d.fix is not None else d for d in diagnostics
+        replace(d, fix=None, cell_fix=_below_the_magic_line(replace(d.fix, cell=1))) if d.fix is not None else d
+        for d in diagnostics
     ]
+    if error is not None and error.kind == "syntax":  # a cell that does not parse was not checked
+        report.files_checked = 0
     report.errors = [error] if error else []
     return CheckResult(report)
+
+
+def _below_the_magic_line(fix):
+    """The fix with what it inserts at the very start (an import, before the blank first line) inserted below the
+    magic line instead, where it belongs in the visible cell."""
+    from mpdoctor.diagnostics import Edit
+
+    def moved(edit: Edit) -> Edit:
+        if (edit.line, edit.column, edit.end_line, edit.end_column) == (1, 1, 1, 1):
+            return replace(edit, line=2, end_line=2)
+        return edit
+
+    return replace(fix, edits=tuple(moved(edit) for edit in fix.edits))
 
 
 def _is_model(value) -> bool:
@@ -145,7 +176,7 @@ class MpdoctorMagics(Magics):
         if cell is not None:
             if words:
                 raise UsageError(f"mpdoctor: %%mpdoctor takes no target, it checks the cell; {USAGE}")
-            return check_cell(cell, trace)
+            return check_cell(cell, trace, f"%%mpdoctor {line}".rstrip())
         if len(words) != 1:
             raise UsageError(f"mpdoctor: {USAGE}")
         target = words[0]

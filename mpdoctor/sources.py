@@ -17,7 +17,12 @@ from mpdoctor.reads import read_bytes
 
 def read_source(path: Path | str) -> str:
     """A Python file's text, decoded as its coding cookie (or BOM) says."""
-    data = read_bytes(path)  # regular files only: a FIFO or device is an OSError, never a hang
+    return decode_source(read_bytes(path))  # regular files only: a FIFO or device is an OSError, never a hang
+
+
+def decode_source(data: bytes) -> str:
+    """Python source bytes decoded as their coding cookie (or BOM) says. Raises UnicodeDecodeError, or SyntaxError
+    for a bad coding cookie."""
     if not data.startswith(codecs.BOM_UTF8) and b"coding" not in data[: _first_two_lines(data)]:
         with contextlib.suppress(UnicodeDecodeError):  # then tokenize says what is wrong, as it always has
             return data.decode("utf-8")  # what detect_encoding says of such a file (without its cost per file)

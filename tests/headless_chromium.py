@@ -159,7 +159,10 @@ class Chromium:
         self.wait_for("Page.loadEventFired", session)
         run = PageRun()
         for name, expression in (evaluate or {}).items():
-            result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session)
+            # A promise is awaited: an expression may wait for what the page does after its load.
+            result = self.call(
+                "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True}, session
+            )
             run.values[name] = result.get("result", {}).get("value")
         run.dom = self.call(
             "Runtime.evaluate", {"expression": "document.documentElement.outerHTML", "returnByValue": True}, session

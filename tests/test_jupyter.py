@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
+import io
+import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -83,7 +87,7 @@ def test_a_live_model_is_checked_in_process(shell, monkeypatch):
     name = shell.user_ns["model"].name
     assert repr(result).splitlines() == [
         f"<model {name}>:1:1: MP401 {result.diagnostics[0].message}",
-        "Found 1 problem in the live model.",
+        "Found 1 problem (1 error) in the live model.",  # check's wording, the live model for the files
     ]
 
     shell.run_cell(SOFTMAX_MODEL.format(dtype=', dtype="float32"') + "fixed = build_model()\n", store_history=False)
@@ -144,15 +148,17 @@ def test_a_cell_is_checked_but_not_run_in_the_kernel(shell):
     result = shell.run_cell_magic("mpdoctor", "", SOFTMAX_MODEL.format(dtype="") + "cell_ran = True\n")
     assert "cell_ran" not in shell.user_ns
     [mp401] = [d for d in result.diagnostics if d.code == "MP401"]
-    assert mp401.passes == ("static", "trace") and mp401.location.path == "cell.py"
+    # Where the visible cell has it: its `%%mpdoctor` line is line 1, the Dense line 10 (line 9 of the cell body).
+    assert mp401.passes == ("static", "trace") and (mp401.location.path, mp401.location.line) == ("cell", 10)
     page = srcdoc(result)
-    assert re.search(r'<span class="hit">   9  +outputs = keras.layers.Dense\(3, activation=&#34;softmax&#34;', page)
+    assert re.search(r'<span class="hit">  10  +outputs = keras.layers.Dense\(3, activation=&#34;softmax&#34;', page)
     assert (
         '<span class="add">+    outputs = keras.layers.Dense(3, activation=&#34;softmax&#34;, name=&#34;probs&#34;, '
         "dtype=&#34;float32&#34;)(hidden)</span>" in page
     )
     # The cell has no file --fix could write: its fixes are shown, never suggested.
     text = repr(result)
+    assert text.startswith("cell:10:") and "a/cell\n" not in page and "a/cell" in page
     assert "--fix" not in text and "[*]" not in text and "--fix" not in page
     assert "apply it to the cell" in page and '<span class="fixable">1 fix shown as a diff of the cell</span>' in page
 
@@ -169,3 +175,115 @@ def test_usage_errors_are_one_line(shell, tmp_path):
             shell.run_line_magic("mpdoctor", line)
     with pytest.raises(UsageError, match="takes no target"):
         shell.run_cell_magic("mpdoctor", "model", "x = 1\n")
+
+
+def check_says(path, tmp_path) -> list[str]:
+    """What `mpdoctor check --no-trace PATH` prints: its stderr lines, then its stdout lines."""
+    from mpdoctor.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        main(["check", "--no-trace", "--no-cache", str(path)])
+    return err.getvalue().splitlines() + out.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("kind", ["syntax error", "empty folder", "FIFO"])
+def test_a_path_that_was_not_checked_reads_as_check_says_it(shell, tmp_path, kind):
+    if kind == "syntax error":
+        target = tmp_path / "broken.py"
+        target.write_text("import keras\ndef f(:\n")
+    elif kind == "FIFO":
+        target = tmp_path / "pipe.py"
+        os.mkfifo(target)
+    else:
+        target = tmp_path / "folder"
+        target.mkdir()
+    result = shell.run_line_magic("mpdoctor", f"--no-trace {target}")
+    text = repr(result).splitlines()
+    assert "All checks passed" not in repr(result) and "live model" not in repr(result)
+    assert text == check_says(target, tmp_path)
+    assert text[-1] in (
+        "No problems found (0 files checked); 1 file could not be checked.",
+        "No Python files found (0 files checked).",
+    )
+    assert "live model" not in srcdoc(result) and "0 files checked" in srcdoc(result)
+
+
+def test_a_cell_that_does_not_parse_is_reported_at_its_visible_line(shell):
+    result = shell.run_cell_magic("mpdoctor", "--no-trace", "import keras\n\ndef f(:\n")
+    assert repr(result).splitlines() == [
+        "cell:4:7: syntax error: invalid syntax",  # line 1 of the visible cell is `%%mpdoctor --no-trace`
+        "No problems found (0 files checked); 1 file could not be checked.",
+    ]
+
+
+def test_a_cell_finding_points_at_the_visible_line_and_its_fix_at_the_cell(shell):
+    cell = (
+        "import keras\n"
+        "keras.mixed_precision.set_global_policy('mixed_float16')\n"
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation='softmax')])\n"
+    )
+    result = shell.run_cell_magic("mpdoctor", "--no-trace", cell)
+    [mp401] = result.diagnostics
+    assert (mp401.location.path, mp401.location.line, mp401.location.column) == ("cell", 4, 46)
+    assert repr(result).splitlines()[0].startswith("cell:4:46: MP401 ")
+    assert repr(result).splitlines()[-1] == "Found 1 problem (1 error) in 1 file."
+    page = srcdoc(result)
+    assert re.search(r'<span class="hit">   4  +model = keras.Sequential', page)
+    assert "   2  import keras" in page  # the snippet counts the lines as the cell shows them
+    assert (
+        "+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation=&#39;softmax&#39;, dtype="
+        in page
+    )
+
+
+def test_the_report_frame_fits_its_report_up_to_most_of_the_window(shell, tmp_path):
+    (tmp_path / "m.py").write_text("x = 1\n")
+    result = shell.run_line_magic("mpdoctor", f"--no-trace {tmp_path / 'm.py'}")
+    page = result._repr_html_()
+    assert "640px" not in page and "height: 80vh" in page and "resize: vertical" in page
+    [frame] = re.findall(r'<iframe id="(mpdoctor-report-[0-9a-f]+)"', page)
+    script = page[page.index("<script>") :]
+    assert f'getElementById("{frame}")' in script and "mpdoctorReportHeight" in script
+    # The report posts its height from inside the frame (its script, allowed by the report's CSP hash).
+    assert "postMessage({ mpdoctorReportHeight:" in srcdoc(result)
+
+
+# The frame's height once the report's message fitted it (the report is laid out after its load), within 5 s.
+FITTED_FRAME_HEIGHT = """new Promise(resolve => {
+    const frame = document.querySelector("iframe");
+    let polls = 0;
+    const poll = () => {
+        if (frame.style.height.startsWith("min(") || polls++ > 100) resolve(frame.getBoundingClientRect().height);
+        else setTimeout(poll, 50);
+    };
+    poll();
+})"""
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (.ci/run installs it)")
+def test_in_a_browser_the_frame_fits_a_short_report_and_scrolls_a_long_one(shell, tmp_path):
+    from headless_chromium import Chromium, find_chromium
+
+    model = "import keras\nkeras.mixed_precision.set_global_policy('mixed_float16')\n"
+    softmax = "m{n} = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation='softmax')])\n"
+    (tmp_path / "short.py").write_text("x = 1\n")  # the summary alone
+    (tmp_path / "long.py").write_text(model + "".join(softmax.format(n=n) for n in range(40)))
+    heights = {}
+    with Chromium(find_chromium()) as browser:
+        for name in ("short", "long"):
+            result = shell.run_line_magic("mpdoctor", f"--no-trace {tmp_path / name}.py")
+            page = tmp_path / f"{name}.html"  # the output as a notebook shows it: in a page of its own
+            page.write_text(f"<!DOCTYPE html><html><body>{result._repr_html_()}</body></html>")
+            run = browser.run_page(
+                page,
+                evaluate={
+                    "frame": FITTED_FRAME_HEIGHT,
+                    "window": "window.innerHeight",
+                },
+            )
+            assert run.errors == [], run.console
+            heights[name] = run.values["frame"], run.values["window"]
+    short, window = heights["short"]
+    assert 150 < short < 0.6 * window  # fitted to the summary, not the fallback's 80% of the window
+    assert heights["long"][0] == pytest.approx(0.8 * window, abs=2)  # at most 80% of the window: the frame scrolls

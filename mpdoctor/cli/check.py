@@ -4,6 +4,7 @@ and --fix / --diff."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import math
 import os
@@ -19,6 +20,7 @@ from mpdoctor.printable import escape_controls
 if TYPE_CHECKING:
     from collections import Counter
 
+    from mpdoctor.cli.stdin import StdinSource
     from mpdoctor.config import Config
     from mpdoctor.diagnostics import Report
 
@@ -29,7 +31,20 @@ def add_parser(sub) -> None:
     from mpdoctor.report import FORMATS
 
     check = sub.add_parser("check", help="check model files and directories")
-    check.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="files or directories (default: .)")
+    check.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        metavar="PATH",
+        help="files or directories (default: .); `-`: the source on stdin",
+    )
+    check.add_argument(
+        "--stdin-filename",
+        type=Path,
+        metavar="PATH",
+        help="the path of the source read from stdin: reported as PATH, configured and targeted from there, traced "
+        "only when PATH holds the same text; with --fix, the fixed source goes to stdout",
+    )
     trace = check.add_mutually_exclusive_group()
     trace.add_argument("--no-trace", action="store_true", help="static pass only: never imports TensorFlow")
     trace.add_argument(
@@ -37,13 +52,13 @@ def add_parser(sub) -> None:
     )
     check.add_argument(
         "--trace-timeout",
-        type=_positive_number("seconds"),
+        type=positive_number("seconds"),
         metavar="SECONDS",
         help="time limit for running one file's model code (default: 300)",
     )
     check.add_argument(
         "--trace-memory",
-        type=_positive_number("MiB"),
+        type=positive_number("MiB"),
         metavar="MB",
         help="kill the model code when its resident memory exceeds MB MiB (default: no limit)",
     )
@@ -173,21 +188,33 @@ def add_parser(sub) -> None:
     check.set_defaults(handler=run_check)
 
 
+def _ascii_integer(text: str) -> int | None:
+    """`text` as an integer when it is one in ASCII digits (str.isdigit() also accepts "²", which int() rejects;
+    int() refuses more than 4,300 digits)."""
+    try:
+        return int(text) if text.isascii() and text.isdigit() else None
+    except ValueError:
+        return None
+
+
 def _positive_integer(text: str) -> int:
-    if not (text.isdigit() and int(text) >= 1):
+    value = _ascii_integer(text)
+    if value is None or value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
+    return value
 
 
-def _shard(value: str) -> tuple[int, int]:
-    index, _, count = value.partition("/")
-    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
-        raise argparse.ArgumentTypeError(f"expected I/N with 1 <= I <= N, got {value!r}")
-    return int(index), int(count)
+def _shard(text: str) -> tuple[int, int]:
+    first, _, second = text.partition("/")
+    index, count = _ascii_integer(first), _ascii_integer(second)
+    if index is None or count is None or not 1 <= index <= count:
+        raise argparse.ArgumentTypeError(f"expected I/N with 1 <= I <= N, got {text!r}")
+    return index, count
 
 
-def _positive_number(unit: str):
-    """argparse type: a finite positive number (float() alone accepts nan, inf and negatives)."""
+def positive_number(unit: str | None = None):
+    """argparse type: a finite positive number (float() alone accepts nan, inf and negatives). Named for argparse,
+    which names the type in the errors a type raises other than ArgumentTypeError."""
 
     def parse(text: str) -> float:
         try:
@@ -195,9 +222,11 @@ def _positive_number(unit: str):
         except ValueError:
             value = math.nan
         if not (math.isfinite(value) and value > 0):
-            raise argparse.ArgumentTypeError(f"expected a positive number of {unit}, got {text!r}")
+            what = f"a positive number of {unit}" if unit else "a finite positive number"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
         return value
 
+    parse.__name__ = "number"
     return parse
 
 
@@ -227,7 +256,11 @@ class CheckRun(Pipeline):
     write_failure = "cannot write report"
 
     def validate(self) -> None:
-        self.paths = self.args.paths or [Path(".")]
+        self.stdin = self._stdin()
+        if self.stdin is not None:
+            self.paths = [self.stdin.path or Path(".")]  # where its configuration is found
+        else:
+            self.paths = self.args.paths or [Path(".")]
         self.config = self._configuration()
         if self.args.show_target:
             raise Exit(_show_targets(self.paths, self.config))
@@ -239,6 +272,21 @@ class CheckRun(Pipeline):
             problem = regular_file_problem(self.args.sample)
             if problem:
                 raise fail(f"{self.args.sample}: {problem}")
+
+    def _stdin(self) -> StdinSource | None:
+        """The source read from stdin, when `-` (or --stdin-filename alone) asks for it."""
+        from mpdoctor.cli.stdin import StdinError, read_stdin, wanted
+
+        args = self.args
+        try:
+            if not wanted(args.paths, args.stdin_filename):
+                return None
+            for option, given in (("--show-target", args.show_target), ("--show-contexts", args.show_contexts)):
+                if given:
+                    raise StdinError(f"{option} reads files: not with `-` (stdin)")
+            return read_stdin(args.stdin_filename)
+        except StdinError as exc:
+            raise fail(str(exc)) from None
 
     def _configuration(self) -> Config:
         from mpdoctor.config import ConfigError, apply_overrides, load_config
@@ -277,6 +325,10 @@ class CheckRun(Pipeline):
                 "README, Install); "
                 "use --no-trace for the static pass alone"
             )
+        if self.stdin is not None and not self.stdin.on_disk:  # the trace runs a file: this text is in none
+            if self.args.trace:
+                raise fail("--trace of stdin needs --stdin-filename naming a file that holds the same text")
+            return False
         return tracing
 
     def _check_checkpoints(self) -> None:
@@ -288,7 +340,7 @@ class CheckRun(Pipeline):
             raise fail("--checkpoint needs the trace pass (TensorFlow installed, no --no-trace)")
 
     def options(self) -> None:
-        from mpdoctor.engine import TraceOptions, usable_cores
+        from mpdoctor.engine import TraceOptions
 
         args, config = self.args, self.config
         if args.numerics is not None:
@@ -302,10 +354,25 @@ class CheckRun(Pipeline):
             checkpoints=tuple(args.checkpoint),
             numerics=config.numerics.request(),
             memory_limit_mb=config.trace_memory,
-            jobs=config.jobs or usable_cores(),
+            jobs=self._jobs(),
         )
         if args.show_contexts:
             raise Exit(show_contexts(self.paths, config, verbose=args.verbose))
+
+    def _jobs(self) -> int:
+        """--jobs (or the configuration's jobs), at most the usable cores: more would only fork a process per file
+        (`-j 100000` on 300 files: 300 static workers on 2 cores) and make them contend. Said on stderr when -j asked
+        for more (a configuration's value: with --verbose, as it may be shared by machines of any size)."""
+        from mpdoctor.engine import usable_cores
+
+        cores, asked = usable_cores(), self.config.jobs
+        if asked is None or asked <= cores:
+            return asked or cores
+        if self.args.jobs is not None or self.args.verbose:
+            origin = "-j" if self.args.jobs is not None else "jobs"
+            core_count = f"{cores} usable core{'' if cores == 1 else 's'}"
+            print(f"mpdoctor: note: {origin} {asked} is more than the {core_count}: using {cores}", file=sys.stderr)
+        return cores
 
     def run(self) -> None:
         """The passes, then what the run does with their findings before the report: the baseline applied or
@@ -340,8 +407,12 @@ class CheckRun(Pipeline):
     def _collect(self) -> None:
         from mpdoctor.engine import collect_files
 
-        self.collected = collect_files(self.paths, self.config)
-        self.checked = self.collected[0]
+        if self.stdin is not None:  # nothing to walk; the file it stands for must not be replaced by a report
+            path = self.stdin.path
+            self.checked = [path] if path is not None and os.path.exists(path) else []
+        else:
+            self.collected = collect_files(self.paths, self.config)
+            self.checked = self.collected[0]
         # A forgotten file argument (`--write-baseline keep.py`, `-o model.py`) must not replace a file being checked;
         # refused before the run, so no time is spent on a report that cannot be written.
         args = self.args
@@ -354,6 +425,10 @@ class CheckRun(Pipeline):
         from mpdoctor.progress import Progress
 
         args, config = self.args, self.config
+        if self.stdin is not None:
+            from mpdoctor.cli.stdin import check_stdin
+
+            return check_stdin(self.stdin, config, self.trace)
         progress = Progress.for_stream(sys.stderr, self.tracing)
         report = check_paths(
             self.paths,
@@ -383,14 +458,8 @@ class CheckRun(Pipeline):
         print(escape_controls(message), file=sys.stderr)
 
     def _print_notes(self) -> None:
-        report = self.report
-        for skipped in report.skipped:
-            print(escape_controls(f"mpdoctor: note: {skipped.path}: skipped: {skipped.message}"), file=sys.stderr)
-        if self.args.verbose:
-            for note in report.notes:
-                print(escape_controls(f"mpdoctor: {note}"), file=sys.stderr)
-        for error in report.errors:
-            print(escape_controls(error.render()), file=sys.stderr)
+        for line in problem_lines(self.report, verbose=self.args.verbose):
+            print(line, file=sys.stderr)
 
     def _fix(self) -> None:
         """--fix / --diff; --diff prints the diffs instead of the report and ends the run."""
@@ -400,12 +469,21 @@ class CheckRun(Pipeline):
         from mpdoctor.fix.run import fix_report
         from mpdoctor.report.diff import write_diffs
 
-        fix_report(self.report, self.config, self.trace, unsafe=args.unsafe_fixes, write=not args.diff)
+        stdin = self.stdin if not args.diff else None  # --fix of stdin: the fixed source to stdout, for an editor
+        fix_report(self.report, self.config, self.trace, unsafe=args.unsafe_fixes, write=not args.diff and not stdin)
+        if stdin is not None:
+            from mpdoctor.cli.stdin import write_fixed
+
+            sys.stdout.flush()
+            write_fixed(self.report, stdin, sys.stdout.buffer)
         if args.diff:
             count = write_diffs(self.report, sys.stdout, sys.stderr, unsafe=args.unsafe_fixes)
             raise Exit(EXIT_ERROR if self.report.errors else (EXIT_FINDINGS if count else EXIT_OK))
 
     def render(self) -> list[Output]:
+        if self.stdin is not None and self.args.fix:  # stdout holds the fixed source: the report goes to stderr
+            with contextlib.redirect_stdout(sys.stderr):
+                return render_report(self.report, self.args)
         return render_report(self.report, self.args)
 
     def refused(self) -> Sequence[Path]:
@@ -413,6 +491,16 @@ class CheckRun(Pipeline):
 
     def exit_code(self) -> int:
         return report_exit_code(self.report, self.args, self.config)
+
+
+def problem_lines(report: Report, *, verbose: bool = False) -> list[str]:
+    """What `check` says on stderr before its report (also the Jupyter magic's first lines): the files skipped,
+    with --verbose how the run went, then each file that could not be checked (`broken.py:1:7: syntax error`)."""
+    lines = [f"mpdoctor: note: {skipped.path}: skipped: {skipped.message}" for skipped in report.skipped]
+    if verbose:
+        lines += [f"mpdoctor: {note}" for note in report.notes]
+    lines += [error.render() for error in report.errors]
+    return [escape_controls(line) for line in lines]
 
 
 def _prerender(args):

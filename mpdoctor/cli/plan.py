@@ -14,7 +14,7 @@ from mpdoctor.printable import escape_controls
 
 
 def add_parser(sub) -> None:
-    from mpdoctor.cli.check import _positive_number as positive_number
+    from mpdoctor.cli.check import positive_number
     from mpdoctor.facts.dtypes import PLAN_POLICIES
 
     plan = sub.add_parser(
@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
     plan.add_argument("--sample", type=Path, metavar="FILE.npz", help="the sample batch (arrays by input name)")
     plan.add_argument(
         "--rtol",
-        type=float,
+        type=positive_number(),
         metavar="R",
         help="largest relative error max|y - y32| / max|y32| of the model outputs that passes (default: 0.01)",
     )
@@ -80,8 +80,6 @@ class PlanRun(Pipeline):
             problem = refusal(output, self.refused()) if output else None
             if problem:
                 raise _fail(f"{output}: {self.write_failure}: {problem}")
-        if args.rtol is not None and not args.rtol > 0:
-            raise _fail("--rtol must be positive")
         if not tensorflow_available():
             raise _fail(
                 "plan runs the model: it needs TensorFlow in this environment "

@@ -65,7 +65,11 @@ def _fix_file(
     rounds = MAX_TRACE_ROUNDS if trace.enabled else 1
     while rounds:
         rounds -= 1
-        fixed, applied, refused, remaining = plan_fixes(current, before, recheck, unsafe, skip)
+        # After a verified round, the findings are the fixed text's: all of them uncovered by the fixes.
+        uncovered: set[int] = set()
+        fixed, applied, refused, remaining = plan_fixes(current, before, recheck, unsafe, skip, uncovered)
+        if before is not diagnostics:
+            uncovered = {id(d) for d, _ in applied}
         result.not_applied += [r for r in refused if r not in result.not_applied]
         if fixed == current:
             break
@@ -86,6 +90,7 @@ def _fix_file(
             result.error = None if result.applied else problem  # earlier verified rounds still stand
             break
         _accept(result, fixed, applied, after, verification, step)
+        result.uncovered |= uncovered
         current, before = fixed, after
         if not trace.enabled or verification != VERIFIED:
             break

@@ -33,6 +33,18 @@ class FileFix:
     step_unchecked: str | None = None
     written: bool = False
     error: str | None = None  # why nothing was written
+    # {id(d)} of the applied fixes whose findings the checked report did not have: the earlier fixes uncovered them
+    # (a second round), so they are counted apart from the "N fixable" check said.
+    uncovered: set = field(default_factory=set)
+
+    @property
+    def found(self) -> list[Diagnostic]:
+        """The applied fixes of findings the checked report had."""
+        return [d for d in self.applied if id(d) not in self.uncovered]
+
+    @property
+    def uncovered_count(self) -> int:
+        return len(self.applied) - len(self.found)
 
     @property
     def changed(self) -> bool:

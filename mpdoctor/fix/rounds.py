@@ -30,14 +30,24 @@ def wanted(d: Diagnostic, unsafe: bool) -> bool:
 
 
 def plan_fixes(
-    text: str, diagnostics: list[Diagnostic], recheck, unsafe: bool, skip: set[tuple] = frozenset()
+    text: str,
+    diagnostics: list[Diagnostic],
+    recheck,
+    unsafe: bool,
+    skip: set[tuple] = frozenset(),
+    uncovered: set[int] | None = None,
 ) -> tuple[str, list[tuple[Diagnostic, str]], list[tuple[Diagnostic, str]], list[Diagnostic]]:
     """Apply fixes round by round until none is left: (fixed text, [(applied diagnostic, the text its lines refer
     to)], [(diagnostic, why not applied)], diagnostics of the fixed text per `recheck`). `recheck(text)` re-runs
     the (static) checks; fixes that clash with an earlier one wait for the next round; a fix whose finding comes
-    back where it was applied is not applied again."""
+    back where it was applied is not applied again. `uncovered` receives the id of each applied diagnostic that is
+    none of `diagnostics` (found again in a later round), but a finding the earlier fixes uncovered: what check did
+    not count as fixable."""
     applied: list[tuple[Diagnostic, str]] = []
     refused: dict[tuple, tuple[Diagnostic, str]] = {}
+    # The given findings whose fixes wait, with their lines in the current text: a later round's finding with the
+    # same fix on those lines is one of them (its fix clashed with another), not one the fixes uncovered.
+    waiting = [(d, range(d.location.line, d.location.line + 1)) for d in diagnostics if wanted(d, unsafe)]
     # Applied fixes as (code, fix description, lines in the current text, how many such findings were there): a
     # fix did not work when as many such findings are still reported there after it.
     done: list[tuple[str, str, range, int]] = []
@@ -61,11 +71,11 @@ def plan_fixes(
         new_text = same_line_endings(text, _apply(text, taken))
         if new_text == text:
             break
+        if uncovered is not None:
+            uncovered |= {id(d) for d in taken if not _was_waiting(d, waiting)}
         mapped = line_mapper(text, new_text)
-        done = [
-            (code, what, range(mapped(lines.start).start, mapped(lines.stop - 1).stop), count)
-            for code, what, lines, count in done
-        ]
+        waiting = [(d, _mapped_range(mapped, lines)) for d, lines in waiting]
+        done = [(code, what, _mapped_range(mapped, lines), count) for code, what, lines, count in done]
         done += [
             (
                 d.code,
@@ -83,6 +93,27 @@ def plan_fixes(
             if wanted(d, unsafe):
                 refused.setdefault(fix_key(d), (d, f"fixes did not converge after {MAX_ROUNDS} rounds"))
     return text, applied, list(refused.values()), current
+
+
+def _was_waiting(d: Diagnostic, waiting: list[tuple[Diagnostic, range]]) -> bool:
+    """Whether `d` is one of the given findings whose fix waits: itself, or found again (its code and fix) on the
+    lines that one's became; that entry is taken off the list."""
+    entry = next((w for w in waiting if w[0] is d), None) or next(
+        (w for w in waiting if _same_fix(w[0], d) and d.location.line in w[1]), None
+    )
+    if entry is None:
+        return False
+    waiting.remove(entry)
+    return True
+
+
+def _same_fix(a: Diagnostic, b: Diagnostic) -> bool:
+    return a.code == b.code and a.fix is not None and b.fix is not None and a.fix.description == b.fix.description
+
+
+def _mapped_range(mapped, lines: range) -> range:
+    """Lines of the old text as lines of the new (line_mapper's `mapped`)."""
+    return range(mapped(lines.start).start, mapped(lines.stop - 1).stop)
 
 
 def same_line_endings(original: str, fixed: str) -> str:

@@ -268,6 +268,7 @@ def render(report: Report, stream: TextIO, **_options: object) -> None:
         environment.get_template("report.html.j2").render(
             version=__version__,
             summary=report.summary(),
+            live_model=report.live_model,
             fixable=fixable_parts(report, marker=False, shown_cells=True),
             diagnostics=diagnostics,
             errors=report.errors,

@@ -92,7 +92,7 @@ def _summary(report: Report) -> tuple[str, str]:
     """The summary line and its colour."""
     counts = report.counts()
     total = len(report.diagnostics)
-    files = plural(report.files_checked, "file")
+    files = "the live model" if report.live_model else plural(report.files_checked, "file")
     unchecked = report.unchecked()
     # Files left out must never read as a pass: "could not be checked" whenever one was unreadable or unparsable.
     not_checked = f" {plural(unchecked, 'file')} could not be checked." if unchecked else ""
@@ -101,6 +101,8 @@ def _summary(report: Report) -> tuple[str, str]:
         baselined = f"; {report.baselined} baselined" if report.baselined else ""
         if unchecked:
             return f"No problems found ({files} checked{skipped}{baselined});{not_checked}", "1"
+        if not (report.files_checked or report.live_model):  # an empty folder, nothing but excluded files
+            return f"No Python files found ({files} checked{skipped}{baselined}).", "1"
         return f"All checks passed ({files} checked{skipped}{baselined}).", "32"
     parts = [plural(counts[s.value], s.value) for s in Severity if counts[s.value]]
     line = f"Found {plural(total, 'problem')} ({', '.join(parts)}) in {files}{skipped}.{not_checked}"
@@ -139,16 +141,16 @@ def _fix_summary(report: Report, fixes: list[Any], stream: TextIO, colour: bool)
                 _safe(f"{result.shown}: {plural(len(result.in_diff), 'fix')} not applied: {result.error}") + "\n"
             )
             stream.write(result.diff())
+    # The findings check counted as fixable, as it counted them; those the fixes uncovered (a second round) apart.
     for result in fixes:
         if result.written:
-            stream.write(
-                _paint(
-                    f"Fixed {plural(len(result.applied), 'problem')} in {_safe(result.shown)} "
-                    f"({_safe(result.verification)}).",
-                    "32",
-                    colour,
-                )
-                + "\n"
+            more = result.uncovered_count
+            line = (
+                f"Fixed {plural(len(result.found), 'problem')} in {_safe(result.shown)} ({_safe(result.verification)})"
             )
-    fixed = sum(len(r.applied) for r in fixes if r.written)
-    stream.write(f"{plural(fixed, 'problem')} fixed, {len(report.diagnostics)} remaining.\n")
+            line += f"; a second round fixed {more} more that the fixes uncovered." if more else "."
+            stream.write(_paint(line, "32", colour) + "\n")
+    fixed = sum(len(r.found) for r in fixes if r.written)
+    uncovered = sum(r.uncovered_count for r in fixes if r.written)
+    more = f" (and {uncovered} that the fixes uncovered)" if uncovered else ""
+    stream.write(f"{plural(fixed, 'problem')} fixed{more}, {len(report.diagnostics)} remaining.\n")

@@ -32,3 +32,14 @@
     window.addEventListener("mouseup", function () { drag = null; canvas.classList.remove("dragging"); });
   });
 })();
+// In a frame (the Jupyter magic's sandboxed iframe), tell the page the report's height, so it can fit the frame to it.
+(function () {
+  if (window.parent === window) { return; }
+  function post() {  // the page's own height (scrollHeight is at least the frame's); 0 until the frame is laid out
+    var height = Math.ceil(document.documentElement.getBoundingClientRect().height);
+    if (height > 0) { window.parent.postMessage({ mpdoctorReportHeight: height }, "*"); }
+  }
+  post();
+  window.addEventListener("load", post);
+  if (window.ResizeObserver) { new ResizeObserver(post).observe(document.body); }
+})();
