@@ -170,3 +170,72 @@ def test_fixed_steps_train_like_float32_tf_keras():
     assert "error" in results["else branch, original float16 path"], results  # the removed experimental API
     for name in ("clip by global norm, original", "clip by global norm, fixed", "else branch, fixed float16 path"):
         assert _agrees(results[name]), results
+
+
+def _before_issue_30(name: str) -> str:
+    """What plain --fix wrote for these fixtures before issue 30."""
+    text = _read(f"MP103/{name}")
+    if name.startswith("hasattr_guard"):  # the call renamed, its guard left on the tf_keras name
+        return text.replace("optimizer.get_scaled_loss(loss) if", "optimizer.scale_loss(loss) if")
+    if name.startswith("split_clipped"):  # the scaling half rewritten, the unscaling half refused
+        return text.replace("self.optimizer.get_scaled_loss(loss)", "self.optimizer.scale_loss(loss)")
+    # the experimental Policy renamed (by hand, as the finding said) with its loss_scale kept
+    return text.replace("experimental.Policy(", "Policy(").replace("experimental.set_policy", "set_global_policy")
+
+
+def test_issue_30_fixes_train_like_float32_and_what_was_written_before_did_not_keras3():
+    guard_out, pair_out = _read("MP103/hasattr_guard_keras3.out.py"), _read("MP103/split_pair_keras3.out.py")
+    policy_out = _read("MP103/policy_loss_scale_keras3.out.py")
+    results = _steps(
+        {
+            "hasattr guard, original": {
+                "reference": _float32(guard_out),
+                "candidate": _read("MP103/hasattr_guard_keras3.in.py"),
+            },
+            "hasattr guard, before": {
+                "reference": _float32(guard_out),
+                "candidate": _before_issue_30("hasattr_guard_keras3.in.py"),
+            },
+            "hasattr guard, fixed": {"reference": _float32(guard_out), "candidate": guard_out},
+            "split pair, fixed": {"reference": _float32(pair_out), "candidate": pair_out},
+            "split and clipped, before": {
+                "reference": _float32(pair_out),
+                "candidate": _before_issue_30("split_clipped_keras3.refused.py"),
+            },
+            "policy, original": {
+                "reference": _float32(policy_out),
+                "candidate": _read("MP103/policy_loss_scale_keras3.in.py"),
+            },
+            "policy, before": {
+                "reference": _float32(policy_out),
+                "candidate": _before_issue_30("policy_loss_scale_keras3.in.py"),
+            },
+            "policy, fixed": {"reference": _float32(policy_out), "candidate": policy_out},
+        },
+        legacy=False,
+    )
+    print(results)  # the measured cosines and ratios (pytest -s)
+    for name in ("hasattr guard, original", "hasattr guard, before"):
+        assert results[name]["ratio"] < 1e-3, results  # never scaled: the LossScaleOptimizer divides by 2**15
+    assert "AttributeError" in results["split and clipped, before"]["error"], results
+    assert "error" in results["policy, original"] and "error" in results["policy, before"], results
+    for name in ("hasattr guard, fixed", "split pair, fixed", "policy, fixed"):
+        assert _agrees(results[name]), results
+
+
+def test_issue_30_policy_fix_trains_like_float32_tf_keras():
+    original, fixed = _read("MP103/policy_loss_scale_keras2.in.py"), _read("MP103/policy_loss_scale_keras2.out.py")
+    results = _steps(
+        {
+            "policy, original": {"reference": _float32(fixed), "candidate": original},
+            "policy, before": {
+                "reference": _float32(fixed),
+                "candidate": _before_issue_30("policy_loss_scale_keras2.in.py"),
+            },
+            "policy, fixed": {"reference": _float32(fixed), "candidate": fixed},
+        },
+        legacy=True,
+    )
+    print(results)
+    assert "error" in results["policy, original"] and "error" in results["policy, before"], results
+    assert _agrees(results["policy, fixed"]), results
