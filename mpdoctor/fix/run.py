@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic
-from mpdoctor.fix.files import fix_file
+from mpdoctor.fix.files import fix_file, withdraw_refused
 from mpdoctor.fix.notebooks import notebook_fix
 from mpdoctor.fix.results import FileFix
 from mpdoctor.fix.rounds import wanted
@@ -36,10 +36,12 @@ def fix_report(report, config: Config, trace, *, unsafe: bool, write: bool) -> N
         result = fix_file(
             source.path, shown, source.text, diagnostics, config, trace, unsafe, report.contexts.get(shown)
         )
+        refused = list(result.not_applied)
         if write and result.changed:
             _write(report, shown, source, result)
         if not result.written:
             _unwritten(result, diagnostics, write)
+        withdraw_refused(result, refused)
         remaining += result.remaining if result.remaining is not None else diagnostics
         results.append(result)
     report.diagnostics = sorted(remaining, key=Diagnostic.sort_key)
