@@ -239,3 +239,75 @@ def test_issue_30_policy_fix_trains_like_float32_tf_keras():
     print(results)
     assert "error" in results["policy, original"] and "error" in results["policy, before"], results
     assert _agrees(results["policy, fixed"]), results
+
+
+# In the child: exec an accumulation fixture, record what its step hands to apply_gradients (the gradients summed
+# over the micro-batches) and the fraction of them that is exactly zero; the float32 run starts from the same weights.
+ACCUMULATED = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+
+    class Recorder:
+        def __init__(self, optimizer):
+            self.optimizer, self.seen = optimizer, None
+
+        def __getattr__(self, name):
+            return getattr(self.optimizer, name)
+
+        def apply_gradients(self, pairs):
+            self.seen = np.concatenate([np.ravel(g.numpy()) for g, _ in pairs])
+
+    def zero_fraction(text, start):
+        tf.keras.mixed_precision.set_global_policy("float32")
+        namespace = {"__name__": "fixture"}
+        exec(compile(text, "fixture.py", "exec"), namespace)
+        variables = namespace["model"].trainable_variables
+        for variable, value in zip(variables, start or [v.numpy() for v in variables]):
+            variable.assign(value)
+        recorder = namespace["optimizer"] = Recorder(namespace["optimizer"])
+        namespace["train_step"](namespace["x_batch"], namespace["y_batch"])
+        return float(np.mean(recorder.seen == 0)), [v.numpy() for v in variables]
+
+    results = {}
+    for name, (text, reference) in json.loads(sys.argv[1]).items():
+        _, start = zero_fraction(reference, None)
+        results[name] = {"float32": zero_fraction(reference, start)[0], "policy": zero_fraction(text, start)[0]}
+    print("RESULTS " + json.dumps(results))
+    """
+)
+
+
+def _accumulated(cases: dict, *, legacy: bool) -> dict:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1" if legacy else "0")
+    done = subprocess.run(
+        [sys.executable, "-c", ACCUMULATED, json.dumps(cases)], capture_output=True, text=True, env=env, timeout=600
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULTS ")), None)
+    assert line is not None, done.stderr[-2000:]
+    return json.loads(line[len("RESULTS ") :])
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "MP501"
+
+
+@pytest.mark.parametrize("legacy", [True, False], ids=["tf_keras", "keras3"])
+def test_accumulated_float16_gradients_underflow_without_loss_scaling(legacy):
+    """Ground truth for MP501 on gradient-accumulation loops (issue 30): the fixtures MP501 reports
+    (accumulation_no_scaling_*) hand apply_gradients accumulated gradients most of which flushed to zero in float16
+    (none in float32); with tf_keras loss scaling (accumulation_scaled_keras2, not reported) they do not flush, and
+    neither does bfloat16 (accumulation_bfloat16_keras3, not reported)."""
+    keras = "keras2" if legacy else "keras3"
+    reported = (FIXTURES / f"accumulation_no_scaling_{keras}.py").read_text(encoding="utf-8")
+    cases = {"no loss scaling": [reported, _float32(reported)]}
+    quiet = "accumulation_scaled_keras2.py" if legacy else "accumulation_bfloat16_keras3.py"
+    text = (FIXTURES / quiet).read_text(encoding="utf-8")
+    cases["not reported"] = [
+        text,
+        text.replace('"mixed_float16"', '"float32"').replace('"mixed_bfloat16"', '"float32"'),
+    ]
+    results = _accumulated(cases, legacy=legacy)
+    print(results)
+    assert results["no loss scaling"]["float32"] == 0 and results["no loss scaling"]["policy"] > 0.5, results
+    assert results["not reported"]["float32"] == 0 and results["not reported"]["policy"] < 0.05, results

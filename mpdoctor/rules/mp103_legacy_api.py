@@ -83,11 +83,11 @@ define_rule(
         is False and the loss is never scaled) and `opt.get_unscaled_gradients(grads)` -> `grads`
         (`apply_gradients` unscales), unless the gradients are clipped, accumulated, all-reduced, transformed or
         applied through the inner optimizer before that apply: then neither half of the port is made, in the
-        whole class (or module) that holds them, and each finding says why. The graph rewrite of a Keras optimizer becomes
-        `keras.mixed_precision.LossScaleOptimizer(opt)` plus `set_global_policy("mixed_float16")` after the imports
-        when the file sets no policy (unsafe: every layer then computes in float16). No fix for a fixed numeric loss
-        scale, the LossScale classes or the rewrite of a TF1 optimizer in graph code (it still works there), nor
-        when the target includes TensorFlow releases before 2.4 (the current API would not run there).
+        whole class (or module) that holds them, and each finding says why. The graph rewrite of a Keras optimizer
+        becomes `keras.mixed_precision.LossScaleOptimizer(opt)` plus `set_global_policy("mixed_float16")` after the
+        imports when the file sets no policy (unsafe: every layer then computes in float16). No fix for a fixed
+        numeric loss scale, the LossScale classes or the rewrite of a TF1 optimizer in graph code (it still works
+        there), nor when the target includes TensorFlow releases before 2.4 (the current API would not run there).
         """,
 )
 

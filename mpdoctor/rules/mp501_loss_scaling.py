@@ -31,9 +31,10 @@ define_rule(
         Reported at the `tape.gradient(...)` call. Not raised for `model.fit` (compile wraps the optimizer in a
         LossScaleOptimizer and scales for you), `optimizer.minimize(loss, vars, tape=tape)`, `mixed_bfloat16` /
         `bfloat16` (bfloat16 has float32's exponent range: no loss scaling needed), or a loop that multiplies
-        the loss by a scale itself. The static pass follows the gradients by name within one function and reads
-        the policy set in the file; a loop split across functions, or a policy set elsewhere, is not seen
-        (use `--assume-policy mixed_float16`).
+        the loss by a scale itself. The static pass follows the gradients within one function (by name, through
+        loop variables and the variables or lists they are accumulated into: `acc.assign_add(g)` in a gradient
+        accumulation loop) and reads the policy set in the file; a loop split across functions, or a policy set
+        elsewhere, is not seen (use `--assume-policy mixed_float16`).
         """,
     why="""
         Under float16 compute the backward pass runs in float16, whose smallest subnormal is 5.96e-8: small
