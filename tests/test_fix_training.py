@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -185,6 +186,7 @@ def _before_issue_30(name: str) -> str:
 
 def test_issue_30_fixes_train_like_float32_and_what_was_written_before_did_not_keras3():
     guard_out, pair_out = _read("MP103/hasattr_guard_keras3.out.py"), _read("MP103/split_pair_keras3.out.py")
+    if_out = _read("MP103/hasattr_if_guard_keras3.out.py")
     policy_out = _read("MP103/policy_loss_scale_keras3.out.py")
     results = _steps(
         {
@@ -197,6 +199,7 @@ def test_issue_30_fixes_train_like_float32_and_what_was_written_before_did_not_k
                 "candidate": _before_issue_30("hasattr_guard_keras3.in.py"),
             },
             "hasattr guard, fixed": {"reference": _float32(guard_out), "candidate": guard_out},
+            "hasattr if guard, fixed": {"reference": _float32(if_out), "candidate": if_out},
             "split pair, fixed": {"reference": _float32(pair_out), "candidate": pair_out},
             "split and clipped, before": {
                 "reference": _float32(pair_out),
@@ -219,14 +222,23 @@ def test_issue_30_fixes_train_like_float32_and_what_was_written_before_did_not_k
         assert results[name]["ratio"] < 1e-3, results  # never scaled: the LossScaleOptimizer divides by 2**15
     assert "AttributeError" in results["split and clipped, before"]["error"], results
     assert "error" in results["policy, original"] and "error" in results["policy, before"], results
-    for name in ("hasattr guard, fixed", "split pair, fixed", "policy, fixed"):
+    for name in ("hasattr guard, fixed", "hasattr if guard, fixed", "split pair, fixed", "policy, fixed"):
         assert _agrees(results[name]), results
 
 
-def test_issue_30_policy_fix_trains_like_float32_tf_keras():
+def _on_tf_keras(text: str) -> str:
+    """A Keras 3 fixture spelled for tf_keras (`keras.X` -> `tf.keras.X`)."""
+    return re.sub(r"(?<![\w.])keras\.", "tf.keras.", text.replace("import keras\n", ""))
+
+
+def test_issue_30_fixes_train_like_float32_tf_keras():
+    """The policy fix on tf_keras; and the hasattr shims as fixed for Keras 3 still train right on tf_keras (the
+    guarded tf_keras arm runs there)."""
     original, fixed = _read("MP103/policy_loss_scale_keras2.in.py"), _read("MP103/policy_loss_scale_keras2.out.py")
+    shims = {name: _on_tf_keras(_read(f"MP103/{name}_keras3.out.py")) for name in ("hasattr_guard", "hasattr_if_guard")}
     results = _steps(
         {
+            **{f"{name}, fixed": {"reference": _float32(text), "candidate": text} for name, text in shims.items()},
             "policy, original": {"reference": _float32(fixed), "candidate": original},
             "policy, before": {
                 "reference": _float32(fixed),
@@ -238,7 +250,8 @@ def test_issue_30_policy_fix_trains_like_float32_tf_keras():
     )
     print(results)
     assert "error" in results["policy, original"] and "error" in results["policy, before"], results
-    assert _agrees(results["policy, fixed"]), results
+    for name in ("policy, fixed", "hasattr_guard, fixed", "hasattr_if_guard, fixed"):
+        assert _agrees(results[name]), results
 
 
 # In the child: exec an accumulation fixture, record what its step hands to apply_gradients (the gradients summed

@@ -74,20 +74,20 @@ define_rule(
         model.compile(optimizer=opt, loss="mse")
         """,
     fix="""
-        Mechanical rewrites spelled the way the file spells them: the `experimental` import becomes
-        `from tensorflow.keras import mixed_precision` (keeping the alias), `experimental.set_policy` ->
-        `set_global_policy`, `experimental.Policy(name, loss_scale="dynamic")` -> `Policy(name)`,
-        `experimental.LossScaleOptimizer(opt, "dynamic")` -> `LossScaleOptimizer(opt)`, `get_layer_policy(layer)`
-        -> `layer.dtype_policy`; on Keras 3 `opt.get_scaled_loss(loss)` -> `opt.scale_loss(loss)` (and a
-        `hasattr(opt, "get_scaled_loss")` guard around it -> `hasattr(opt, "scale_loss")`: on Keras 3 the old guard
-        is False and the loss is never scaled) and `opt.get_unscaled_gradients(grads)` -> `grads`
-        (`apply_gradients` unscales), unless the gradients are clipped, accumulated, all-reduced, transformed or
-        applied through the inner optimizer before that apply: then neither half of the port is made, in the
-        whole class (or module) that holds them, and each finding says why. The graph rewrite of a Keras optimizer
-        becomes `keras.mixed_precision.LossScaleOptimizer(opt)` plus `set_global_policy("mixed_float16")` after the
-        imports when the file sets no policy (unsafe: every layer then computes in float16). No fix for a fixed
-        numeric loss scale, the LossScale classes or the rewrite of a TF1 optimizer in graph code (it still works
-        there), nor when the target includes TensorFlow releases before 2.4 (the current API would not run there).
+        Mechanical rewrites spelled the way the file spells them: the `experimental` import becomes `from
+        tensorflow.keras import mixed_precision` (keeping the alias), `experimental.set_policy` -> `set_global_policy`,
+        `experimental.Policy(name, loss_scale="dynamic")` -> `Policy(name)`, `experimental.LossScaleOptimizer(opt,
+        "dynamic")` -> `LossScaleOptimizer(opt)`, `get_layer_policy(layer)` -> `layer.dtype_policy`; on Keras 3
+        `opt.get_scaled_loss(loss)` -> `opt.scale_loss(loss)` (under a `hasattr(opt, "get_scaled_loss")` guard, False on
+        Keras 3, the arm that leaves the loss unscaled gets `opt.scale_loss(loss)` instead, so the shim scales on both
+        Keras lines) and `opt.get_unscaled_gradients(grads)` -> `grads` (`apply_gradients` unscales), unless the
+        gradients are clipped, accumulated, all-reduced, transformed or applied through the inner optimizer before that
+        apply: then neither half of the port is made, in the whole class (or module) that holds them, and each finding
+        says why. The graph rewrite of a Keras optimizer becomes `keras.mixed_precision.LossScaleOptimizer(opt)` plus
+        `set_global_policy("mixed_float16")` after the imports when the file sets no policy (unsafe: every layer then
+        computes in float16). No fix for a fixed numeric loss scale, the LossScale classes or the rewrite of a TF1
+        optimizer in graph code (it still works there), nor when the target includes TensorFlow releases before 2.4 (the
+        current API would not run there).
         """,
 )
 
@@ -624,8 +624,8 @@ def _tf_keras_loss_scale_calls(ctx: StaticContext) -> tuple[list[Diagnostic], li
             message = (
                 f"{ctx.segment(half.guard)} is False on Keras 3 (its optimizers have no get_scaled_loss){on}, so "
                 f"{ctx.segment(func)}() never runs and the loss is never scaled: a LossScaleOptimizer's apply then "
-                f"divides gradients of an unscaled loss by the loss scale (updates 2**15 times too small); use "
-                f'optimizer.scale_loss(loss), and test hasattr(optimizer, "scale_loss") if a guard is needed'
+                f"divides gradients of an unscaled loss by the loss scale (updates 2**15 times too small); scale "
+                f"with optimizer.scale_loss(loss) where get_scaled_loss does not exist"
             )
         elif func.attr == SCALE:
             message = (

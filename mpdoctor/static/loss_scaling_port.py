@@ -6,7 +6,8 @@ AttributeError at the first step, and one that drops the unscaling but keeps get
 first. So within one class (or, outside classes, one module) either every half is rewritten or none is, and each
 refused half says why. `hasattr` shims are read as Keras 3 runs them: `opt.get_scaled_loss(loss) if hasattr(opt,
 "get_scaled_loss") else loss` never scales there (the LossScaleOptimizer then divides gradients of an unscaled loss
-by 2**15), so its fix renames the guard with the call; a guarded get_unscaled_gradients is already skipped there,
+by 2**15), so its fix gives the other arm `opt.scale_loss(loss)` (then it scales on both Keras lines), or where
+there is no such arm renames the guard with the call; a guarded get_unscaled_gradients is already skipped there,
 which is what Keras 3 needs."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from mpdoctor.diagnostics import Fix
+from mpdoctor.diagnostics import Edit, Fix
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.gradient_flow import refusal, scaled_consumer
 from mpdoctor.static.tree_index import FUNCTION_NODES
@@ -66,11 +67,43 @@ def _own_fix(ctx: StaticContext, call: ast.Call, guard: ast.Call | None) -> Fix 
             (ctx.edit(call, ctx.segment(call.args[0])),),
             changes_training=True,
         )
+    if guard is not None:
+        shim = _scaling_arm(ctx, call, guard)
+        if shim is not None:
+            return shim
     edits = [ctx.edit(func, f"{ctx.segment(func.value)}.scale_loss")]
     if guard is not None:  # the guard must test the method the call now makes
         name = guard.args[1]
         edits.append(ctx.edit(name, ctx.segment(name).replace(SCALE, "scale_loss")))
     return Fix("use scale_loss", tuple(sorted(edits, key=lambda e: (e.line, e.column))), changes_training=True)
+
+
+def _scaling_arm(ctx: StaticContext, call: ast.Call, guard: ast.Call) -> Fix | None:
+    """A shim whose other arm leaves the loss as it is gets that arm scaled with scale_loss, so that it scales on
+    both Keras lines: `get_scaled_loss(loss) if hasattr(...) else loss` -> `... else opt.scale_loss(loss)`, and
+    `if hasattr(...): loss = opt.get_scaled_loss(loss)` gains `else: loss = opt.scale_loss(loss)`."""
+    owner, loss = ctx.segment(call.func.value), ctx.segment(call.args[0])  # type: ignore[attr-defined]
+    scaled = f"{owner}.scale_loss({loss})"
+    description = "scale the loss with scale_loss where get_scaled_loss does not exist (Keras 3)"
+    holder = ctx.parents.get(guard)
+    if isinstance(holder, ast.IfExp) and holder.body is call and ctx.segment(holder.orelse) == loss:
+        return Fix(description, (ctx.edit(holder.orelse, scaled),), changes_training=True)
+    if not (isinstance(holder, ast.If) and not holder.orelse and len(holder.body) == 1):
+        return None
+    stmt = holder.body[0]
+    if not (isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1):
+        return None
+    indent, body_indent = (ctx.lines[n.lineno - 1][: n.col_offset] for n in (holder, stmt))
+    if indent.strip() or body_indent.strip() or stmt.lineno == holder.lineno:
+        return None
+    clause = f"{indent}else:\n{body_indent}{ctx.segment(stmt.targets[0])} = {scaled}"
+    line = stmt.end_lineno or stmt.lineno
+    if line < len(ctx.lines):
+        edit = Edit(ctx.display_path, line + 1, 1, line + 1, 1, clause + "\n")
+    else:
+        column = len(ctx.lines[line - 1].encode()) + 1
+        edit = Edit(ctx.display_path, line, column, line, column, "\n" + clause)
+    return Fix(description, (edit,), changes_training=True)
 
 
 def _both_or_neither(ctx: StaticContext, halves: list[PortHalf]) -> list[PortHalf]:
