@@ -235,7 +235,10 @@ def _contrib_finding(ctx: StaticContext, node: ast.AST, subject: str) -> Iterato
     confidence when the target also has TF 1.x releases)."""
     reported, confidence = _verdict(ctx, _CONTRIB)
     if reported:
-        message = f"{subject} {_CONTRIB_GONE}{_on(ctx, removal_of(_CONTRIB))}; {_CONTRIB_ADVICE}"
+        message = (
+            f"{subject} {_CONTRIB_GONE}{_on(ctx, removal_of(_CONTRIB))}; {_CONTRIB_ADVICE}; {_NOT_FIXED}"
+            "TF1's loss scaling has no mechanical Keras rewrite (the model and its training loop change with it)"
+        )
         yield ctx.diagnostic("MP103", node, message, confidence=confidence)
 
 
@@ -357,12 +360,22 @@ def _removed_tf1_api(
     if not reported:
         return None  # there on every release of the target (TF1 code on TF 1.14/1.15, a pin to TF 2.4...)
     advice = _TF1_ADVICE if _tf1_graph_code(ctx) else _USE_POLICY
-    return ctx.diagnostic(
-        "MP103",
-        target,
-        f"{shown} was {removal.removed_text}: it raises AttributeError{_on(ctx, removal)}; {advice}",
-        confidence=confidence,
-        fix=_graph_rewrite_fix(ctx, call) if "graph_rewrite" in member else None,
+    fix = _graph_rewrite_fix(ctx, call) if "graph_rewrite" in member else None
+    message = f"{shown} was {removal.removed_text}: it raises AttributeError{_on(ctx, removal)}; {advice}"
+    return ctx.diagnostic("MP103", target, message + _tf1_refusal(ctx, member, fix), confidence=confidence, fix=fix)
+
+
+def _tf1_refusal(ctx: StaticContext, member: str, fix: Fix | None) -> str:
+    """Why a TF1 loss-scaling API has no fix (nothing when it has one, or in TF1 graph code told to keep it)."""
+    if fix is not None:
+        return ""
+    if "graph_rewrite" not in member:
+        return f"; {_NOT_FIXED}the LossScale classes have no one-to-one Keras replacement"
+    if _tf1_graph_code(ctx):
+        return ""  # the advice is to keep it there
+    return (
+        f"; {_NOT_FIXED}the rewrite is given an optimizer that is not a Keras optimizer built in this file, or the "
+        "target or the policies set leave no single mechanical rewrite"
     )
 
 
@@ -400,7 +413,7 @@ def _compat_v1_diagnostic(
     else:
         confidence = Confidence.MEDIUM
     fix = _graph_rewrite_fix(ctx, call) if member == "enable_mixed_precision_graph_rewrite" else None
-    return ctx.diagnostic("MP103", target, message, confidence=confidence, fix=fix)
+    return ctx.diagnostic("MP103", target, message + _tf1_refusal(ctx, member, fix), confidence=confidence, fix=fix)
 
 
 def _graph_rewrite_fix(ctx: StaticContext, call: ast.Call | None) -> Fix | None:
