@@ -114,16 +114,27 @@ def _both_or_neither(ctx: StaticContext, halves: list[PortHalf]) -> list[PortHal
         groups.setdefault(ctx.enclosing_class(half.call) or ctx.tree, []).append(half)
     result = []
     for group in groups.values():
-        blocking = next((h for h in group if h.refused), None)
+        refused = [h for h in group if h.refused]
         for half in group:
-            if blocking is None or half.refused:
+            if not refused or half.refused:
                 result.append(half)
                 continue
+            blocking = _nearest(ctx, half, refused)
             why = blocking.refused or ""
             if blocking.call.func.attr == half.call.func.attr or not _same_reason_scope(ctx, half, blocking):  # type: ignore[attr-defined]
                 why = f"{why} (the {blocking.call.func.attr} call at line {blocking.call.lineno} is not ported)"  # type: ignore[attr-defined]
             result.append(PortHalf(half.call, None, why, half.guard))
     return sorted(result, key=lambda h: (h.call.lineno, h.call.col_offset))
+
+
+def _nearest(ctx: StaticContext, half: PortHalf, refused: list[PortHalf]) -> PortHalf:
+    """The refused half that blocks this one: of its own function, else of the same optimizer, else the first."""
+    owner = ctx.segment(half.call.func.value)  # type: ignore[attr-defined]
+    return (
+        next((h for h in refused if _same_reason_scope(ctx, half, h)), None)
+        or next((h for h in refused if ctx.segment(h.call.func.value) == owner), None)  # type: ignore[attr-defined]
+        or refused[0]
+    )
 
 
 def _same_reason_scope(ctx: StaticContext, half: PortHalf, blocking: PortHalf) -> bool:
