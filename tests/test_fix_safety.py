@@ -69,3 +69,53 @@ def test_every_refused_fix_over_the_wild_corpus_says_why(monkeypatch):
     assert {r.group(1).strip() for r in reasons} == {"gradients are accumulated", "gradients are clipped"}
     policies = [d for d in report.diagnostics if "experimental.Policy" in d.message]
     assert len(policies) == 3 and all(d.fix is not None for d in policies)
+
+
+TARGET_CORPUS = sorted(
+    p for p in (Path(__file__).parent / "data" / "target_corpus" / "files").rglob("*") if p.suffix == ".py"
+)
+
+
+def test_a_keras3_port_rewrites_both_halves_of_a_class_or_module_or_neither(monkeypatch):
+    """Issue 30, over the real files of both corpora ported to Keras 3: no get_scaled_loss / get_unscaled_gradients
+    keeps a fix while another call of the port in its class (or module) is refused. NVIDIA's DLRM trainer scales in
+    train_step and unscales in _weight_update, then loops over the gradients: its scaling half used to be rewritten
+    alone (AttributeError at the first step)."""
+    import ast
+
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    config = Config()
+    config.keras_version = 3
+    report = check_paths([*WILD, *TARGET_CORPUS], config)
+    groups: dict[tuple[str, str], list] = {}
+    for path in {d.location.path for d in report.diagnostics}:
+        if not path.endswith(".py"):
+            continue
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        classes = [(n.lineno, n.end_lineno, n.name) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+        for d in report.diagnostics:
+            port = re.search(r"\.(get_scaled_loss|get_unscaled_gradients)\(\) is the tf_keras", d.message)
+            if d.location.path == path and d.code == "MP103" and port:
+                inner = [c for c in classes if c[0] <= d.location.line <= c[1]]
+                owner = max(inner)[2] if inner else "<module>"
+                groups.setdefault((path, owner), []).append(d)
+    mixed = {k: [(d.location.line, d.fix is not None) for d in v] for k, v in groups.items()}
+    assert all(len({fixed for _, fixed in v}) == 1 for v in mixed.values()), mixed
+    dlrm = next(v for (path, _), v in groups.items() if path.endswith("nv-dlrm-trainer/nn/trainer.py"))
+    assert len(dlrm) == 2 and all("gradients are passed to a for loop" in d.message for d in dlrm)
+
+
+def test_a_fixed_loss_scale_in_an_experimental_policy_is_refused_with_its_reason():
+    from mpdoctor.engine import check_source
+
+    text = (
+        "import tensorflow as tf\n"
+        'policy = tf.keras.mixed_precision.experimental.Policy("mixed_float16", loss_scale=128)\n'
+        'dynamic = tf.keras.mixed_precision.experimental.Policy("mixed_float16", loss_scale="dynamic")\n'
+    )
+    config = Config()
+    config.keras_version = 3
+    diagnostics, _ = check_source(text, "p.py", config)
+    fixed, dynamic = sorted((d for d in diagnostics if d.code == "MP103"), key=lambda d: d.location.line)
+    assert fixed.fix is None and "not fixed automatically: a loss scale other than dynamic" in fixed.message
+    assert dynamic.fix is not None and dynamic.fix.edits[0].content.endswith('Policy("mixed_float16")')
