@@ -131,11 +131,12 @@ def test_a_fix_that_was_refused_is_not_called_fixable_afterwards(tmp_path):
 
 
 def test_only_as_many_findings_lose_their_fix_as_were_refused():
+    from mpdoctor.fix.files import withdraw_refused
     from mpdoctor.fix.results import FileFix
-    from mpdoctor.fix.run import _without_refused_fixes
 
     same = finding("MP401", 3, "float32", Edit("m.py", 3, 1, 3, 1, "x"))
     other = replace(same, location=Location("m.py", 5, 1))
-    result = FileFix("m.py", "", "", not_applied=[(same, "no")])
-    left = _without_refused_fixes([same, other], result)
-    assert [d.fix is None for d in left] == [True, False]
+    text = "a\nb\nc\nd\ne\n"
+    result = FileFix("m.py", text, text, not_applied=[(same, "no")], remaining=[same, other])
+    withdraw_refused(result, result.not_applied)
+    assert [d.fix is None for d in result.remaining] == [True, False]

@@ -66,3 +66,39 @@ def test_a_loop_is_judged_only_when_something_is_wrong():
     finding = judge_loop(ctx, training_loops(ctx)[0])
     assert finding is not None and finding.problem is Problem.DIFFERENTIATES_UNSCALED
     assert finding.scaled_name == "scaled" and loss_scaling_fix(ctx) is None
+
+
+ACCUMULATING = """
+    import tensorflow as tf
+    import keras
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    optimizer = keras.optimizers.SGD(0.1)
+    slots = [tf.Variable(tf.zeros_like(v)) for v in model.trainable_variables]
+    buffer = []
+
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = keras.ops.mean((model(x) - y) ** 2)
+        grads = tape.gradient(loss, model.trainable_variables)
+{accumulate}
+        optimizer.apply_gradients(zip({applied}, model.trainable_variables))
+"""
+
+
+def test_gradients_reach_apply_through_the_variables_or_lists_they_are_accumulated_into():
+    """Issue 30: gradient accumulation in the step's own function is a training loop (MP501 judges it)."""
+    ways = {
+        "        for slot, g in zip(slots, grads):\n            slot.assign_add(g)": "slots",
+        "        for i in range(len(grads)):\n            slots[i].assign_add(grads[i])": "slots",
+        "        buffer.append(grads)": "buffer[0]",
+    }
+    for accumulate, applied in ways.items():
+        ctx = context(textwrap.dedent(ACCUMULATING.format(accumulate=accumulate, applied=applied)))
+        (loop,) = training_loops(ctx)
+        assert ast.unparse(loop.apply).startswith("optimizer.apply_gradients"), accumulate
+        assert judge_loop(ctx, loop).problem is Problem.NO_LOSS_SCALING
+    # Variables that never took the gradients are not a loop's.
+    unrelated = "        for slot in slots:\n            slot.assign_add(tf.ones_like(slot))"
+    assert training_loops(context(textwrap.dedent(ACCUMULATING.format(accumulate=unrelated, applied="slots")))) == []

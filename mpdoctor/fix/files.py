@@ -4,12 +4,13 @@ another round."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic
-from mpdoctor.fix.results import RE_TRACED, STEP_VERIFIED, UNVERIFIED, VERIFIED, FileFix
-from mpdoctor.fix.rounds import fix_key, plan_fixes, too_deep, wanted
+from mpdoctor.fix.results import RE_TRACED, REJECTED, STEP_VERIFIED, UNVERIFIED, VERIFIED, FileFix
+from mpdoctor.fix.rounds import fix_key, line_mapper, plan_fixes, too_deep, wanted
 from mpdoctor.fix.step import StepComparison, changes_training
 from mpdoctor.fix.verify import round_trip_problem, verify_by_trace
 
@@ -88,6 +89,8 @@ def _fix_file(
         if problem:
             result.not_applied += [(d, problem) for d, _ in applied]
             result.error = None if result.applied else problem  # earlier verified rounds still stand
+            if not result.applied:
+                result.verification = f"{REJECTED}: {problem}"
             break
         _accept(result, fixed, applied, after, verification, step)
         result.uncovered |= uncovered
@@ -96,6 +99,22 @@ def _fix_file(
             break
     result.verification = _training_verdict(result)
     return result
+
+
+def withdraw_refused(result: FileFix, not_applied: list[tuple[Diagnostic, str]]) -> None:
+    """The findings left whose fix was refused or rejected (`not_applied`: by the checks, not by a failed write)
+    keep no fix: --fix does not apply it, so no count calls them fixable (why is in result.not_applied)."""
+    if not not_applied or result.remaining is None:
+        return
+    refused = {id(d) for d, _ in not_applied}
+    mapped = line_mapper(result.original, result.fixed)
+    keys = {(d.code, d.fix.description, line) for d, _ in not_applied if d.fix for line in mapped(d.location.line)}
+    result.remaining = [
+        replace(d, fix=None)
+        if d.fix is not None and (id(d) in refused or (d.code, d.fix.description, d.location.line) in keys)
+        else d
+        for d in result.remaining
+    ]
 
 
 def _accept(

@@ -12,6 +12,7 @@ VERIFIED = "verified"
 UNVERIFIED = "unverified (no trace pass)"
 RE_TRACED = "the trace re-ran; the training step was not compared with float32"
 STEP_VERIFIED = "verified by a training step"
+REJECTED = "rejected"  # nothing applied: the check of the fixed text failed ("rejected: <why>")
 
 
 @dataclass

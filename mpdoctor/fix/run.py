@@ -3,12 +3,11 @@ lists what remains and what was done (report.fixes)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic
-from mpdoctor.fix.files import fix_file
+from mpdoctor.fix.files import fix_file, withdraw_refused
 from mpdoctor.fix.notebooks import notebook_fix
 from mpdoctor.fix.results import FileFix
 from mpdoctor.fix.rounds import wanted
@@ -37,30 +36,16 @@ def fix_report(report, config: Config, trace, *, unsafe: bool, write: bool) -> N
         result = fix_file(
             source.path, shown, source.text, diagnostics, config, trace, unsafe, report.contexts.get(shown)
         )
+        refused = list(result.not_applied)
         if write and result.changed:
             _write(report, shown, source, result)
         if not result.written:
             _unwritten(result, diagnostics, write)
-        left = result.remaining if result.remaining is not None else diagnostics
-        remaining += _without_refused_fixes(left, result)
+        withdraw_refused(result, refused)
+        remaining += result.remaining if result.remaining is not None else diagnostics
         results.append(result)
     report.diagnostics = sorted(remaining, key=Diagnostic.sort_key)
     report.fixes = results
-
-
-def _without_refused_fixes(diagnostics: list[Diagnostic], result: FileFix) -> list[Diagnostic]:
-    """The findings left in a file, those whose fix was not applied (its reason on a line of its own) no longer
-    carrying it: the summary must not call fixable with --fix what --fix has just refused. Matched by code and fix,
-    as many as were refused (the lines may have moved under the other fixes)."""
-    refused = Counter((d.code, d.fix.description) for d, _ in result.not_applied if d.fix is not None)
-    left = []
-    for d in diagnostics:
-        key = (d.code, d.fix.description) if d.fix is not None else None
-        if key is not None and refused[key] > 0:
-            refused[key] -= 1
-            d = replace(d, fix=None)
-        left.append(d)
-    return left
 
 
 def _write(report, shown: str, source, result: FileFix) -> None:

@@ -16,8 +16,7 @@ from mpdoctor.facts.tf_releases import (
 from mpdoctor.registry import absorbs_crash, define_rule, static_check
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.edits import after_imports, module_alias
-from mpdoctor.static.gradient_flow import refusal, scaled_consumer
-from mpdoctor.static.tree_index import FUNCTION_NODES
+from mpdoctor.static.loss_scaling_port import SCALE, port_halves
 
 define_rule(
     "MP103",
@@ -75,18 +74,20 @@ define_rule(
         model.compile(optimizer=opt, loss="mse")
         """,
     fix="""
-        Mechanical rewrites spelled the way the file spells them: the `experimental` import becomes
-        `from tensorflow.keras import mixed_precision` (keeping the alias), `experimental.set_policy` ->
-        `set_global_policy`, `experimental.Policy` -> `Policy`, `experimental.LossScaleOptimizer(opt, "dynamic")` ->
-        `LossScaleOptimizer(opt)`, `get_layer_policy(layer)` -> `layer.dtype_policy`; on Keras 3
-        `opt.get_scaled_loss(loss)` -> `opt.scale_loss(loss)` and `opt.get_unscaled_gradients(grads)` -> `grads`
-        (`apply_gradients` unscales), unless the gradients are clipped, accumulated, all-reduced, transformed or
-        applied through the inner optimizer before that apply (then neither half of the port is made: the finding
-        says why). The graph rewrite of a Keras optimizer becomes
-        `keras.mixed_precision.LossScaleOptimizer(opt)` plus `set_global_policy("mixed_float16")` after the imports
-        when the file sets no policy (unsafe: every layer then computes in float16). No fix for a fixed numeric loss
-        scale, the LossScale classes or the rewrite of a TF1 optimizer in graph code (it still works there), nor
-        when the target includes TensorFlow releases before 2.4 (the current API would not run there).
+        Mechanical rewrites spelled the way the file spells them: the `experimental` import becomes `from
+        tensorflow.keras import mixed_precision` (keeping the alias), `experimental.set_policy` -> `set_global_policy`,
+        `experimental.Policy(name, loss_scale="dynamic")` -> `Policy(name)`, `experimental.LossScaleOptimizer(opt,
+        "dynamic")` -> `LossScaleOptimizer(opt)`, `get_layer_policy(layer)` -> `layer.dtype_policy`; on Keras 3
+        `opt.get_scaled_loss(loss)` -> `opt.scale_loss(loss)` (under a `hasattr(opt, "get_scaled_loss")` guard, False on
+        Keras 3, the arm that leaves the loss unscaled gets `opt.scale_loss(loss)` instead, so the shim scales on both
+        Keras lines) and `opt.get_unscaled_gradients(grads)` -> `grads` (`apply_gradients` unscales), unless the
+        gradients are clipped, accumulated, all-reduced, transformed or applied through the inner optimizer before that
+        apply: then neither half of the port is made, in the whole class (or module) that holds them, and each finding
+        says why. The graph rewrite of a Keras optimizer becomes `keras.mixed_precision.LossScaleOptimizer(opt)` plus
+        `set_global_policy("mixed_float16")` after the imports when the file sets no policy (unsafe: every layer then
+        computes in float16). No fix for a fixed numeric loss scale, the LossScale classes or the rewrite of a TF1
+        optimizer in graph code (it still works there), nor when the target includes TensorFlow releases before 2.4 (the
+        current API would not run there).
         """,
 )
 
@@ -124,10 +125,12 @@ def check_legacy_mixed_precision_api(ctx: StaticContext) -> Iterable[Diagnostic]
     for node, name in ctx.imported_names(_LEGACY_PARTS):
         if name.startswith(_LEGACY_PREFIXES) and not _harmless_tf1_reference(ctx, node, name):
             found += _legacy_reference(ctx, node, name)
+    shims: list[Diagnostic] = []
     if ctx.is_keras3:
-        found += _tf_keras_loss_scale_calls(ctx)
+        plain, shims = _tf_keras_loss_scale_calls(ctx)
+        found += plain
     guarded = _version_guarded_lines(ctx)
-    return [d for d in found if d.location.line not in guarded]
+    return [d for d in found if d.location.line not in guarded] + shims
 
 
 def _harmless_tf1_reference(ctx: StaticContext, node: ast.AST, name: str) -> bool:
@@ -232,7 +235,10 @@ def _contrib_finding(ctx: StaticContext, node: ast.AST, subject: str) -> Iterato
     confidence when the target also has TF 1.x releases)."""
     reported, confidence = _verdict(ctx, _CONTRIB)
     if reported:
-        message = f"{subject} {_CONTRIB_GONE}{_on(ctx, removal_of(_CONTRIB))}; {_CONTRIB_ADVICE}"
+        message = (
+            f"{subject} {_CONTRIB_GONE}{_on(ctx, removal_of(_CONTRIB))}; {_CONTRIB_ADVICE}; {_NOT_FIXED}"
+            "TF1's loss scaling has no mechanical Keras rewrite (the model and its training loop change with it)"
+        )
         yield ctx.diagnostic("MP103", node, message, confidence=confidence)
 
 
@@ -354,12 +360,22 @@ def _removed_tf1_api(
     if not reported:
         return None  # there on every release of the target (TF1 code on TF 1.14/1.15, a pin to TF 2.4...)
     advice = _TF1_ADVICE if _tf1_graph_code(ctx) else _USE_POLICY
-    return ctx.diagnostic(
-        "MP103",
-        target,
-        f"{shown} was {removal.removed_text}: it raises AttributeError{_on(ctx, removal)}; {advice}",
-        confidence=confidence,
-        fix=_graph_rewrite_fix(ctx, call) if "graph_rewrite" in member else None,
+    fix = _graph_rewrite_fix(ctx, call) if "graph_rewrite" in member else None
+    message = f"{shown} was {removal.removed_text}: it raises AttributeError{_on(ctx, removal)}; {advice}"
+    return ctx.diagnostic("MP103", target, message + _tf1_refusal(ctx, member, fix), confidence=confidence, fix=fix)
+
+
+def _tf1_refusal(ctx: StaticContext, member: str, fix: Fix | None) -> str:
+    """Why a TF1 loss-scaling API has no fix (nothing when it has one, or in TF1 graph code told to keep it)."""
+    if fix is not None:
+        return ""
+    if "graph_rewrite" not in member:
+        return f"; {_NOT_FIXED}the LossScale classes have no one-to-one Keras replacement"
+    if _tf1_graph_code(ctx):
+        return ""  # the advice is to keep it there
+    return (
+        f"; {_NOT_FIXED}the rewrite is given an optimizer that is not a Keras optimizer built in this file, or the "
+        "target or the policies set leave no single mechanical rewrite"
     )
 
 
@@ -397,7 +413,7 @@ def _compat_v1_diagnostic(
     else:
         confidence = Confidence.MEDIUM
     fix = _graph_rewrite_fix(ctx, call) if member == "enable_mixed_precision_graph_rewrite" else None
-    return ctx.diagnostic("MP103", target, message, confidence=confidence, fix=fix)
+    return ctx.diagnostic("MP103", target, message + _tf1_refusal(ctx, member, fix), confidence=confidence, fix=fix)
 
 
 def _graph_rewrite_fix(ctx: StaticContext, call: ast.Call | None) -> Fix | None:
@@ -470,16 +486,37 @@ def _experimental_reference(
     needs_change, fix = _experimental_change(ctx, node, call, member, new_member, *spelling)
     if not needs_change:
         return
-    if not _current_api_runs(ctx):
-        fix = None  # the target includes releases before the non-experimental API
-    yield ctx.diagnostic(
-        "MP103",
-        target,
+    message = (
         f"mixed_precision.experimental.{member} was removed in TF 2.9 (absent "
-        f"from tf_keras and Keras 3){_on(ctx)}; use {_current_spelling(call, member, new_member)}",
-        confidence=confidence,
-        fix=fix,
+        f"from tf_keras and Keras 3){_on(ctx)}; use {_current_spelling(call, member, new_member)}"
     )
+    if not _current_api_runs(ctx):
+        fix = None
+        message += f"; {_NOT_FIXED}the target includes TensorFlow releases before 2.4, which lack the current API"
+    elif fix is None:
+        message += f"; {_NOT_FIXED}{_why_no_experimental_fix(call, member)}"
+    yield ctx.diagnostic("MP103", target, message, confidence=confidence, fix=fix)
+
+
+_NOT_FIXED = "not fixed automatically: "
+
+
+def _why_no_experimental_fix(call: ast.Call | None, member: str) -> str:
+    """Why a reference to a removed experimental member has no mechanical rewrite."""
+    if member in ("LossScaleOptimizer", "Policy") and call is not None and _has_loss_scale(call):
+        scale = (
+            call.args[1]
+            if len(call.args) > 1
+            else next((k.value for k in call.keywords if k.arg == "loss_scale"), None)
+        )
+        if not (isinstance(scale, ast.Constant) and scale.value in _DEFAULT_LOSS_SCALES):
+            return (
+                "a loss scale other than dynamic has no one-to-one replacement "
+                "(keras.mixed_precision.LossScaleOptimizer(opt, dynamic=False, initial_scale=N) on tf_keras)"
+            )
+    if member == "get_layer_policy":
+        return "only get_layer_policy(layer) with a plain layer name or attribute is rewritten"
+    return "the call is not in a form that is rewritten mechanically (extra or unpacked arguments)"
 
 
 def _new_spelling(
@@ -513,7 +550,7 @@ def _experimental_change(
     if member == "LossScaleOptimizer" and call is not None and _has_loss_scale(call):
         return True, _loss_scale_optimizer_fix(ctx, call, new_func)
     if member == "Policy" and call is not None and _has_loss_scale(call):
-        return True, None  # the loss scale moved to the optimizer: not a mechanical edit
+        return True, _policy_fix(ctx, call, new_func)
     if renamed:
         return True, Fix(f"use {new_member}", (ctx.edit(node, new_func),))
     return False, None
@@ -558,80 +595,67 @@ def _loss_scale_optimizer_fix(ctx: StaticContext, call: ast.Call, new_func: str)
     return Fix("use LossScaleOptimizer (dynamic loss scaling)", (ctx.edit(call, f"{new_func}({ctx.segment(inner)})"),))
 
 
+# The loss scales a policy named that a mixed policy now has by itself (compile wraps the optimizer in a dynamic
+# LossScaleOptimizer; custom loops never read the policy's): dropping them changes nothing. A fixed scale does.
+_DEFAULT_LOSS_SCALES = ("dynamic", "auto", None)
+
+
+def _policy_fix(ctx: StaticContext, call: ast.Call, new_func: str) -> Fix | None:
+    """`Policy("mixed_float16", loss_scale="dynamic")` -> `Policy("mixed_float16")` (the current Policy takes no
+    loss_scale: keeping it raises TypeError)."""
+    args, keywords = list(call.args), list(call.keywords)
+    name = args.pop(0) if args else next((k.value for k in keywords if k.arg == "name"), None)
+    scale = args.pop(0) if args else next((k.value for k in keywords if k.arg == "loss_scale"), None)
+    rest = [k for k in keywords if k.value is not name and k.value is not scale]
+    if name is None or args or rest or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    if not (isinstance(scale, ast.Constant) and scale.value in _DEFAULT_LOSS_SCALES):
+        return None
+    return Fix("use Policy without loss_scale", (ctx.edit(call, f"{new_func}({ctx.segment(name)})"),))
+
+
 def _get_layer_policy_fix(ctx: StaticContext, call: ast.Call) -> Fix | None:
     if len(call.args) == 1 and not call.keywords and isinstance(call.args[0], (ast.Name, ast.Attribute)):
         return Fix("read layer.dtype_policy", (ctx.edit(call, f"{ctx.segment(call.args[0])}.dtype_policy"),))
     return None
 
 
-_TF_KERAS_LOSS_SCALING = frozenset({"get_scaled_loss", "get_unscaled_gradients"})
-
-
-def _tf_keras_loss_scale_calls(ctx: StaticContext) -> Iterator[Diagnostic]:
-    calls = ctx.method_calls(*_TF_KERAS_LOSS_SCALING)
-    if not calls:
-        return
-    defined = {n.name for n in ctx.nodes_of(*FUNCTION_NODES)}
+def _tf_keras_loss_scale_calls(ctx: StaticContext) -> tuple[list[Diagnostic], list[Diagnostic]]:
+    """(the findings of tf_keras loss-scaling calls on Keras 3, those of `hasattr` shims that never scale there:
+    no version guard hides these)."""
+    halves = port_halves(ctx, fixable_target=ctx.keras_version.certain)
+    if not halves:
+        return [], []
     confidence = Confidence.HIGH if ctx.keras_version.certain else Confidence.MEDIUM
     on = ctx.target.note() or ("" if ctx.keras_version.certain else f" (target: {ctx.target.summary()})")
-    refused = _unscaling_refusals(ctx)
-    for call in calls:
-        func = call.func
-        if func.attr in defined:
-            continue
-        single = len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred)
-        reason = refused.get(call) or refused.get(ctx.enclosing_function(call) or ctx.tree)
-        if func.attr == "get_scaled_loss":
-            fix = (
-                Fix(
-                    "use scale_loss",
-                    (ctx.edit(func, f"{ctx.segment(func.value)}.scale_loss"),),
-                    changes_training=True,
-                )
-                if single
-                else None
+    plain: list[Diagnostic] = []
+    shims: list[Diagnostic] = []
+    for half in halves:
+        func = half.call.func
+        assert isinstance(func, ast.Attribute)
+        if half.guard is not None:
+            message = (
+                f"{ctx.segment(half.guard)} is False on Keras 3 (its optimizers have no get_scaled_loss){on}, so "
+                f"{ctx.segment(func)}() never runs and the loss is never scaled: a LossScaleOptimizer's apply then "
+                f"divides gradients of an unscaled loss by the loss scale (updates 2**15 times too small); scale "
+                f"with optimizer.scale_loss(loss) where get_scaled_loss does not exist"
             )
+        elif func.attr == SCALE:
             message = (
                 f"{ctx.segment(func)}() is the tf_keras LossScaleOptimizer API: Keras 3 optimizers have no "
                 f"get_scaled_loss (AttributeError){on}; use optimizer.scale_loss(loss)"
             )
-        elif func.attr == "get_unscaled_gradients":
-            fix = (
-                Fix(
-                    "drop the unscaling: apply_gradients unscales on Keras 3",
-                    (ctx.edit(call, ctx.segment(call.args[0])),),
-                    changes_training=True,
-                )
-                if single
-                else None
-            )
+        else:
             message = (
                 f"{ctx.segment(func)}() is the tf_keras LossScaleOptimizer API: Keras 3 optimizers have no "
                 f"get_unscaled_gradients (AttributeError){on}; pass the gradients of the scaled loss straight "
                 f"to apply_gradients / apply, which unscale them"
             )
-        else:
-            continue
-        if not ctx.keras_version.certain:
-            fix = None  # scale_loss would not run on the Keras 2 part of the target
-        if fix is not None and reason:
-            fix, message = None, f"{message}; {reason}"
-        yield ctx.diagnostic("MP103", call, message, confidence=confidence, fix=fix)
-
-
-def _unscaling_refusals(ctx: StaticContext) -> dict[ast.AST, str]:
-    """Why dropping a get_unscaled_gradients call would be wrong (keyed by the call, and by its function for the
-    get_scaled_loss -> scale_loss half of the same port): on Keras 3 only the LossScaleOptimizer's apply unscales,
-    so gradients that are clipped, accumulated, all-reduced or applied through the inner optimizer on the way would
-    stay 2**15 times too large there (mpdoctor.static.gradient_flow)."""
-    refused: dict[ast.AST, str] = {}
-    for call in ctx.method_calls("get_unscaled_gradients"):
-        scope = ctx.enclosing_function(call) or ctx.tree
-        reason = refusal(scaled_consumer(ctx, scope, call, call.func.value), ctx.segment(call.func.value), "MP501")
-        if reason:
-            refused[call] = reason
-            refused.setdefault(scope, reason)
-    return refused
+        if half.refused:
+            message = f"{message}; {half.refused}"
+        found = ctx.diagnostic("MP103", half.call, message, confidence=confidence, fix=half.fix)
+        (plain if half.guard is None else shims).append(found)
+    return plain, shims
 
 
 @absorbs_crash("MP103")

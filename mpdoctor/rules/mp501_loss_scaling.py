@@ -31,9 +31,10 @@ define_rule(
         Reported at the `tape.gradient(...)` call. Not raised for `model.fit` (compile wraps the optimizer in a
         LossScaleOptimizer and scales for you), `optimizer.minimize(loss, vars, tape=tape)`, `mixed_bfloat16` /
         `bfloat16` (bfloat16 has float32's exponent range: no loss scaling needed), or a loop that multiplies
-        the loss by a scale itself. The static pass follows the gradients by name within one function and reads
-        the policy set in the file; a loop split across functions, or a policy set elsewhere, is not seen
-        (use `--assume-policy mixed_float16`).
+        the loss by a scale itself. The static pass follows the gradients within one function (by name, through
+        loop variables and the variables or lists they are accumulated into: `acc.assign_add(g)` in a gradient
+        accumulation loop) and reads the policy set in the file; a loop split across functions, or a policy set
+        elsewhere, is not seen (use `--assume-policy mixed_float16`).
         """,
     why="""
         Under float16 compute the backward pass runs in float16, whose smallest subnormal is 5.96e-8: small
@@ -186,7 +187,22 @@ def _diagnostic(ctx: StaticContext, finding: LoopFinding) -> Diagnostic:
     code, message, confidence = _wording(ctx, finding)
     diagnostic = ctx.diagnostic(code, finding.at, message, confidence=confidence, fix=finding.fix.fix)
     reason = refusal(finding.fix.refused_by, ctx.segment(loop.optimizer), code)
+    if reason is None and finding.fix.fix is None:
+        reason = f"not fixed automatically: {_why_no_fix(ctx, finding)}"
     return diagnostic if reason is None else replace(diagnostic, message=f"{message}; {reason}")
+
+
+def _why_no_fix(ctx: StaticContext, finding: LoopFinding) -> str:
+    """Why a loop's finding has no rewrite when nothing refused one (issue 30: every refusal says why)."""
+    if finding.problem is Problem.SCALED_AFTER_TAPE:
+        return "where the line belongs in the tape block is yours to choose"
+    if not ctx.target.keras_certain:
+        return f"the target ({ctx.target.summary()}) includes both Keras lines, whose loss-scaling APIs differ"
+    if finding.optimizer.kind == "unknown":
+        return f"{ctx.segment(finding.loop.optimizer)} is not constructed where this file shows how"
+    if finding.optimizer.kind == "compiled" and finding.problem is Problem.NO_LOSS_SCALING:
+        return "compile() wraps the optimizer only under mixed_float16, not under this policy"
+    return "the loop is not in a shape the rewrite handles (the loss assigned in the tape block, one-line names)"
 
 
 def _wording(ctx: StaticContext, finding: LoopFinding) -> tuple[str, str, Confidence]:
@@ -277,7 +293,8 @@ def _unpaired_tf_keras_calls(ctx: StaticContext, loops: list[TrainingLoop]) -> l
                         call,
                         "get_unscaled_gradients() without get_scaled_loss(): the gradients of an unscaled loss are "
                         "divided by the loss scale, so updates are ~32768 times too small; differentiate "
-                        "optimizer.get_scaled_loss(loss) computed inside the tape",
+                        "optimizer.get_scaled_loss(loss) computed inside the tape; not fixed automatically: which "
+                        "loss to scale is yours to choose",
                     )
                 )
     return found

@@ -152,10 +152,12 @@ def _loops_of_scope(
     ]
     scale_calls = method_calls(ctx, scope, "scale_loss", "get_scaled_loss")
     unscale_calls = method_calls(ctx, scope, "get_unscaled_gradients")
+    fors = [n for n in ctx.walk_scope(scope) if isinstance(n, ast.For)]
+    accumulations = method_calls(ctx, scope, *_ACCUMULATING)
     loops = []
     for gradient in gradients:
         others = tuple(g for g in gradients if g is not gradient)
-        tainted = _derived_names(assigns, gradient, others)
+        tainted = _derived_names(assigns, gradient, others, _Accumulation(fors, accumulations))
         for apply in applies:
             args = [*apply.args, *(k.value for k in apply.keywords)]
             if any(contains(a, gradient) or names_in(a, others) & tainted for a in args):
@@ -167,20 +169,78 @@ def _loops_of_scope(
     return loops
 
 
-def _derived_names(assigns: Sequence[ast.AST], gradient: ast.Call, others: tuple[ast.AST, ...]) -> set[str]:
-    """Names holding (transformations of) this gradient call's result; the other gradient calls of the scope are
-    not looked into (their results are theirs)."""
+# Calls that put gradients into a variable or list kept across steps (gradient accumulation): the receiver then
+# holds them (`acc.assign_add(g)`, `accumulated[i].assign_add(grads[i])`, `buffer.append(grads)`).
+_ACCUMULATING = ("assign_add", "assign", "append", "extend")
+
+
+@dataclass(frozen=True)
+class _Accumulation:
+    """The `for` statements and accumulating calls of a scope, through which gradients reach other names."""
+
+    fors: list[ast.For]
+    calls: list[ast.Call]
+
+    def receivers(self, call: ast.Call) -> set[str]:
+        """The names an accumulating call stores into: its receiver's name, and for a loop variable of
+        `for acc, g in zip(accumulated, grads)` the sequence it walks (`accumulated`)."""
+        base = _base_name(call.func.value)  # type: ignore[attr-defined]
+        if base is None:
+            return set()
+        names = {base}
+        for loop in self.fors:
+            iterated = loop.iter
+            if not (isinstance(loop.target, ast.Tuple) and isinstance(iterated, ast.Call)):
+                continue
+            if not (isinstance(iterated.func, ast.Name) and iterated.func.id == "zip"):
+                continue
+            for element, sequence in zip(loop.target.elts, iterated.args, strict=False):
+                if isinstance(element, ast.Name) and element.id == base and _base_name(sequence):
+                    names.add(_base_name(sequence))  # type: ignore[arg-type]
+        return names
+
+
+def _walked(iterated: ast.AST) -> list[ast.AST]:
+    """The sequences a `for` walks element by element: the iterable, or the arguments of zip/enumerate/reversed/list
+    (not `range(len(grads))`, whose elements are indices)."""
+    if isinstance(iterated, ast.Call) and isinstance(iterated.func, ast.Name):
+        return list(iterated.args) if iterated.func.id in ("zip", "enumerate", "reversed", "list") else []
+    return [iterated]
+
+
+def _base_name(expr: ast.AST) -> str | None:
+    while isinstance(expr, ast.Subscript):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _derived_names(
+    assigns: Sequence[ast.AST], gradient: ast.Call, others: tuple[ast.AST, ...], accumulation: _Accumulation
+) -> set[str]:
+    """Names holding (transformations of) this gradient call's result, also through loop variables and the
+    variables or lists gradients are accumulated into; the other gradient calls of the scope are not looked into
+    (their results are theirs)."""
     tainted: set[str] = set()
+
+    def carries(node: ast.AST) -> bool:
+        return contains(node, gradient) or bool(names_in(node, others) & tainted)
+
     changed = True
     while changed:
-        changed = False
+        new: set[str] = set()
         for node in assigns:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
-            if contains(node.value, gradient) or names_in(node.value, others) & tainted:  # type: ignore[attr-defined]
-                new = assigned_names(targets) - tainted
-                if new:
-                    tainted |= new
-                    changed = True
+            if carries(node.value):  # type: ignore[attr-defined]
+                new |= assigned_names(targets)
+        for loop in accumulation.fors:  # `for g in grads`, `for acc, g in zip(accumulated, grads)`
+            if any(carries(walked) for walked in _walked(loop.iter)):
+                new |= assigned_names([loop.target])
+        for call in accumulation.calls:
+            if any(carries(a) for a in call.args):
+                new |= accumulation.receivers(call)
+        new -= tainted
+        tainted |= new
+        changed = bool(new)
     return tainted
 
 
