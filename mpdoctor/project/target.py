@@ -7,15 +7,17 @@ Sources, strongest first (docs in README "Which TensorFlow and Keras a file targ
    the closest directory that declares anything decides;
 3. the file's own evidence (mpdoctor.project.evidence): `import tf_keras` or `TF_USE_LEGACY_KERAS=1` set in the
    file (Keras 2), APIs that exist only in Keras 3 (`keras.ops`, `keras.config.set_dtype_policy`,
-   `optimizer.scale_loss`...) or only in Keras 2 (`get_scaled_loss`, the `experimental` mixed precision API,
-   `tf.compat.v1` graph code), TF1-only APIs (`tf.contrib`, `tf.Session`...);
+   `optimizer.scale_loss`...) or only in the Keras 2 era (`tf.compat.v1` graph code), TF1-only APIs (`tf.contrib`,
+   `tf.Session`...). An API a rule reports on the other target (`get_scaled_loss`, the `experimental` mixed
+   precision API, `tf.contrib.mixed_precision`) is never evidence: with nothing declared the file is judged against
+   the installed environment, and MP003 notes what it looks written for;
 4. the installed environment (package metadata, TF_USE_LEGACY_KERAS), last.
 
 The TensorFlow range comes from the first of 1, 2, 3 (TF1 APIs), 4 that says anything. The Keras major follows from
 the range (`tf.keras` is Keras 3 from TF 2.16 on), except that the file's own choice of Keras wins: tf_keras, or a
 Keras-3-only API (new code proves a new Keras, whatever an older pin says: MP003 then reports the disagreement). A
-Keras-2-only API decides only where no pin or configuration does (old code in a project pinned to Keras 3 is what
-MP103 reports), and a range that allows both Keras versions is judged as Keras 3 with lower confidence.
+Keras-2-era API (`tf.compat.v1` graph code) decides only where no pin or configuration does, and a range that allows
+both Keras versions is judged as Keras 3 with lower confidence.
 
 Never executes anything: project files are read as text or AST. Declarations are cached per directory for one run
 (`new_run()` starts another).
@@ -154,6 +156,7 @@ class Conflict:
 
     message: str
     line: int | None = None
+    note: bool = False  # not a disagreement of the target: what the file looks written for (flagged APIs)
 
 
 @dataclass(frozen=True)
@@ -242,7 +245,9 @@ class Target:
                 "keras_major": self.installed_keras_major,
             },
             "differs_from_installed": self.differs_from_installed,
-            "conflicts": [{"message": c.message, "line": c.line} for c in self.conflicts],
+            "conflicts": [
+                {"message": c.message, "line": c.line, **({"note": True} if c.note else {})} for c in self.conflicts
+            ],
         }
 
     @classmethod
@@ -266,7 +271,10 @@ class Target:
             hub_origin=str(hub["origin"]),
             installed=_release(installed["tensorflow"]) if installed["tensorflow"] else None,
             installed_keras_major=installed["keras_major"],
-            conflicts=tuple(Conflict(str(c["message"]), c.get("line")) for c in data.get("conflicts", ())),
+            conflicts=tuple(
+                Conflict(str(c["message"]), c.get("line"), bool(c.get("note", False)))
+                for c in data.get("conflicts", ())
+            ),
         )
 
     def describe(self) -> list[str]:
@@ -287,11 +295,16 @@ class Target:
             lines += [f"    {d.describe()}" for d in self.project.declarations]
         else:
             lines.append("  declared: nothing (no project file up to the project root declares TensorFlow or Keras)")
-        if self.clues:
+        evidence = [c for c in self.clues if not c.flagged]
+        if evidence:
             lines.append("  the file's own evidence:")
-            lines += [f"    {c.text}" for c in self.clues]
+            lines += [f"    {c.text}" for c in evidence]
+        flagged = [c for c in self.clues if c.flagged]
+        if flagged:
+            lines.append("  not evidence (APIs a rule reports on the other target, so they never choose it):")
+            lines += [f"    {c.text}" for c in flagged]
         for conflict in self.conflicts:
-            lines.append(f"  conflict: {conflict.message}")
+            lines.append(f"  {'note' if conflict.note else 'conflict'}: {conflict.message}")
         return lines
 
 
@@ -380,6 +393,8 @@ def _resolved(project: Project, evidence: FileEvidence, overrides: Overrides, en
             )
         )
     major = 3 if 3 in majors else 2
+    if CONFIG not in (source, tf_source) and DECLARED not in (source, tf_source):
+        conflicts += _looks_written_for_another(evidence, major, releases, installed)
     hub, hub_origin = _hub(project, evidence, env)
 
     return Target(
@@ -401,6 +416,38 @@ def _resolved(project: Project, evidence: FileEvidence, overrides: Overrides, en
         clues=evidence.clues,
         project=project,
     )
+
+
+def _looks_written_for_another(
+    evidence: FileEvidence, major: int, releases: frozenset[Release], installed: Release | None
+) -> list[Conflict]:
+    """Nothing declares the target, and the file's flagged APIs say it was written for another Keras or TensorFlow
+    than the one it is judged against (the installed one): the rules report those APIs, and one note says how to be
+    judged against the file's own era instead."""
+    declare = "declare the target (requirements, pyproject) to be judged against it"
+    flagged = evidence.flagged("keras2") + evidence.flagged("tf1")
+    keras2 = [c for c in flagged if c.what in ("get_scaled_loss", "get_unscaled_gradients")]
+    if keras2 and major == 3:
+        first = keras2[0]
+        if evidence.flavour == "keras":
+            where, switch = "keras", "or import tf_keras (Keras 2) instead of keras"
+        else:
+            where, switch = "tf.keras", "or set TF_USE_LEGACY_KERAS=1 with tf_keras installed"
+        message = (
+            f"this file looks written for Keras 2 ({first.what}, line {first.line}) but {where} here is Keras 3; "
+            f"{declare}, {switch}"
+        )
+        return [Conflict(message, first.line, note=True)]
+    here = f"TensorFlow {release_text(installed)} is installed here" if installed else "the target is TensorFlow 2"
+    for era, what, outside in (
+        ("TensorFlow < 2.9", "mixed_precision.experimental", lambda r: r >= (2, 9)),
+        ("TensorFlow 1", "tf.contrib.mixed_precision", lambda r: r[0] >= 2),
+    ):
+        found = [c for c in flagged if c.what == what]
+        if found and all(outside(r) for r in releases):
+            message = f"this file looks written for {era} ({what}, line {found[0].line}) but {here}; {declare}"
+            return [Conflict(message, found[0].line, note=True)]
+    return []
 
 
 def _hub(project: Project, evidence: FileEvidence, env: _Environment) -> tuple[bool, str]:
@@ -428,6 +475,10 @@ def _tensorflow_range(
         if installed is not None and installed not in TF2_RELEASES and any(r >= (2, 0) for r in releases):
             releases = releases | _newer_allowed(installed, text)  # a future TF the specifier also allows
         return releases & universe, text, origin, DECLARED
+    unread = project.of(TENSORFLOW)
+    if unread:  # declared, but nothing mpdoctor can read (an image tag it does not know): not the installed one
+        why = unread[0].note or "nothing mpdoctor can read"
+        return frozenset(r for r in universe if r[0] >= 2), "any 2.x", f"{unread[0].origin} ({why})", DECLARED
     tf1 = evidence.of("tf1")
     if tf1:
         return frozenset(r for r in universe if r[0] == 1), "1.x", f"this file's use of {tf1[0].text}", FILE

@@ -1,0 +1,186 @@
+"""What a file's own code may say about its target (issue 29): an API a rule reports is never evidence for the target
+that would silence the rule; real choices of environment still are. Fixtures in tests/fixtures/target_evidence/,
+checked from a project that declares nothing, with TF 2.21 / Keras 3 / tf_keras installed (held fixed, as the
+ground-truth runs at the end saw them)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mpdoctor.config import Config
+from mpdoctor.engine import check_paths
+from mpdoctor.project import environment, target
+from mpdoctor.project.target import DECLARED, ENVIRONMENT, FILE, Overrides, target_for
+
+FIXTURES = Path(__file__).parent / "fixtures" / "target_evidence"
+GUIDE_NOTE = (
+    "this file looks written for Keras 2 (get_scaled_loss, line 25) but tf.keras here is Keras 3; declare the "
+    "target (requirements, pyproject) to be judged against it, or set TF_USE_LEGACY_KERAS=1 with tf_keras installed"
+)
+
+
+@pytest.fixture(autouse=True)
+def installed(monkeypatch):
+    """TF 2.21 with Keras 3 installed, TF_USE_LEGACY_KERAS unset, project files read afresh."""
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    monkeypatch.setattr(environment, "tensorflow_version", lambda: (2, 21))
+    monkeypatch.setattr(environment, "standalone_keras_major", lambda: 3)
+    target.new_run()
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    """A project root that declares nothing (its .git stops the search for declarations)."""
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def check(project: Path, *names: str) -> list[tuple[str, int, str, str]]:
+    for name in names:
+        shutil.copy(FIXTURES / name, project / name)
+    report = check_paths([Path(n) for n in names], Config())
+    assert not report.errors
+    return sorted((Path(d.location.path).name, d.location.line, d.code, d.message) for d in report.diagnostics)
+
+
+def resolve(project: Path, source: str, **overrides):
+    path = project / "model.py"
+    path.write_text(source)
+    target.new_run()
+    return target_for(str(path), ast.parse(source), source, Overrides(**overrides))
+
+
+# ------------------------------------------------------------------------- the regression: the bug chose Keras 2
+
+
+def test_get_scaled_loss_under_import_keras_is_reported_with_one_note(project):
+    """keras3_get_scaled_loss.py: AttributeError on its first step under Keras 3 (test_ground_truth)."""
+    found = check(project, "keras3_get_scaled_loss.py")
+    assert [(line, code) for _, line, code, _ in found] == [(17, "MP003"), (17, "MP103"), (19, "MP103")]
+    note = found[0][3]
+    assert note.startswith("this file looks written for Keras 2 (get_scaled_loss, line 17) but keras here is Keras 3")
+    assert "import tf_keras" in note  # TF_USE_LEGACY_KERAS does not change the keras package
+
+
+def test_the_guides_custom_loop_is_reported_with_the_issues_words(project):
+    """guide_custom_loop.py (tensorflow.org/guide/mixed_precision's loop): AttributeError on TF 2.21 where tf.keras is
+    Keras 3; runs with TF_USE_LEGACY_KERAS=1 (test_ground_truth)."""
+    found = check(project, "guide_custom_loop.py")
+    assert [(line, code) for _, line, code, _ in found] == [(25, "MP003"), (25, "MP103"), (27, "MP103")]
+    assert found[0][3] == GUIDE_NOTE
+
+
+def test_show_target_never_cites_a_flagged_api_as_evidence(project):
+    shutil.copy(FIXTURES / "guide_custom_loop.py", project / "guide.py")
+    text = (project / "guide.py").read_text()
+    t = target_for(str(project / "guide.py"), ast.parse(text), text)
+    assert t.keras_major == 3 and t.keras_source == ENVIRONMENT and t.keras_certain
+    lines = t.describe()
+    keras_line = next(line for line in lines if line.startswith("  Keras:"))
+    assert "get_scaled_loss" not in keras_line and "environment" in keras_line
+    assert "the file's own evidence:" not in lines
+    flagged = lines.index("  not evidence (APIs a rule reports on the other target, so they never choose it):")
+    assert "get_scaled_loss" in lines[flagged + 1]
+    assert lines[-1] == f"  note: {GUIDE_NOTE}"
+
+
+def test_the_same_loop_on_a_chosen_keras2_is_clean(project, monkeypatch):
+    """tf_keras_get_scaled_loss.py and legacy_env_guide_loop.py run (test_ground_truth): no finding, no note; nor
+    the guide's loop with TF_USE_LEGACY_KERAS=1 in the environment, where it runs too."""
+    assert check(project, "tf_keras_get_scaled_loss.py", "legacy_env_guide_loop.py") == []
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1")
+    target.new_run()
+    assert check(project, "guide_custom_loop.py") == []
+
+
+def test_declared_keras2_judges_the_loop_as_keras2_and_a_declared_range_of_both_stays_uncertain(project):
+    (project / "requirements.txt").write_text("tensorflow==2.15.*\n")
+    assert check(project, "guide_custom_loop.py") == []
+    (project / "requirements.txt").write_text("tensorflow>=2.12\n")
+    target.new_run()
+    found = check(project, "guide_custom_loop.py")
+    assert [(line, code) for _, line, code, _ in found] == [(25, "MP103"), (27, "MP103")]  # declared: no note
+    assert all("Keras 2 or 3" in message for *_, message in found)
+
+
+# ------------------------------------------------------------------------------ real choices still count
+
+
+def test_environment_choices_in_the_file_still_decide(project):
+    tf_keras = resolve(project, "import tf_keras as keras\nopt.get_scaled_loss(loss)\n")
+    assert (
+        tf_keras.keras_major == 2 and tf_keras.keras_origin == "this file imports tf_keras" and not tf_keras.conflicts
+    )
+    legacy = "import os\nos.environ['TF_USE_LEGACY_KERAS'] = '1'\nimport tensorflow as tf\nopt.get_scaled_loss(l)\n"
+    t = resolve(project, legacy)
+    assert t.keras_major == 2 and t.keras_source == FILE and not t.conflicts
+    ops = resolve(project, "from tensorflow import keras\ny = keras.ops.softmax(x)\n")
+    assert ops.keras_major == 3 and ops.keras_source == FILE
+
+
+def test_tf1_code_throughout_is_a_tf1_target_but_tf1_loss_scaling_alone_is_not(project):
+    graph = "import tensorflow as tf\nx = tf.placeholder(tf.float32)\nsess = tf.Session()\n"
+    t = resolve(project, graph + "opt = tf.contrib.mixed_precision.LossScaleOptimizer(o, m)\n")
+    assert t.tensorflow_source == FILE and all(r[0] == 1 for r in t.releases) and not t.conflicts
+    alone = resolve(project, "import tensorflow as tf\nopt = tf.contrib.mixed_precision.LossScaleOptimizer(o, m)\n")
+    assert alone.tensorflow_source == ENVIRONMENT and alone.releases == {(2, 21)}
+    [note] = alone.conflicts
+    assert note.note and "looks written for TensorFlow 1 (tf.contrib.mixed_precision, line 2)" in note.message
+
+
+def test_flagged_api_in_a_compatibility_shim_is_no_hint(project):
+    """A version test or an ImportError handler around the old API: the file runs on both (MP103 is silent)."""
+    shim = (
+        "import tensorflow as tf\n"
+        "if tf.__version__ < '2.4':\n"
+        "    tf.keras.mixed_precision.experimental.set_policy('mixed_float16')\n"
+        "else:\n"
+        "    tf.keras.mixed_precision.set_global_policy('mixed_float16')\n"
+    )
+    t = resolve(project, shim)
+    assert t.clues == () and t.conflicts == ()
+
+
+def test_removed_experimental_api_notes_its_tensorflow_era(project):
+    source = "import tensorflow as tf\ntf.keras.mixed_precision.experimental.set_policy('mixed_float16')\n"
+    [note] = resolve(project, source).conflicts
+    assert note.message.startswith(
+        "this file looks written for TensorFlow < 2.9 (mixed_precision.experimental, line 2) but TensorFlow 2.21"
+    )
+    (project / "requirements.txt").write_text("tensorflow==2.8\n")
+    t = resolve(project, source)
+    assert t.tensorflow_source == DECLARED and t.conflicts == ()
+
+
+# ----------------------------------------------------------------------------------------------- ground truth
+
+RUNS = [
+    ("keras3_get_scaled_loss.py", {}, "AttributeError"),
+    ("tf_keras_get_scaled_loss.py", {}, None),
+    ("guide_custom_loop.py", {}, "AttributeError"),
+    ("guide_custom_loop.py", {"TF_USE_LEGACY_KERAS": "1"}, None),
+    ("legacy_env_guide_loop.py", {}, None),
+]
+
+
+@pytest.mark.parametrize(("name", "env", "error"), RUNS, ids=[f"{n}{'+legacy' if e else ''}" for n, e, _ in RUNS])
+def test_ground_truth(tensorflow, name, env, error):
+    """Each fixture run with the installed TensorFlow 2.21 (Keras 3, tf_keras): the Keras 2 API fails on Keras 3
+    (AttributeError: 'LossScaleOptimizer' object has no attribute 'get_scaled_loss') and trains one step on tf_keras."""
+    environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"} | env | {"CUDA_VISIBLE_DEVICES": ""}
+    run = subprocess.run(
+        [sys.executable, str(FIXTURES / name)], env=environ, capture_output=True, text=True, timeout=600
+    )
+    if error is None:
+        assert run.returncode == 0, run.stderr[-2000:]
+        float(run.stdout.strip().splitlines()[-1])  # the loss of one step
+    else:
+        assert run.returncode != 0 and error in run.stderr and "get_scaled_loss" in run.stderr
