@@ -30,6 +30,7 @@ from mpdoctor.notebook import SUFFIX as NOTEBOOK_SUFFIX
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.printable import readable_name
 from mpdoctor.project import target as targets_module
+from mpdoctor.project.evidence import ModulesKeras
 from mpdoctor.reads import not_regular
 from mpdoctor.registry import engine_code, get_rule, hooks, implemented_codes, static_checks
 from mpdoctor.sources import read_source
@@ -387,7 +388,24 @@ def _file_target(shown: str, source: SourceText, options: FileOptions, config: C
         if tree is None:
             return False, None
         options["tree"] = tree
-    return True, targets_module.target_for(str(source.path), tree, source.text, settings_for(config).overrides)
+    modules = modules_keras(str(source.path), config)
+    return True, targets_module.target_for(
+        str(source.path), tree, source.text, settings_for(config).overrides, modules=modules
+    )
+
+
+def modules_keras(path: str | None, config: Config) -> ModulesKeras | None:
+    """What the modules that run with the file at `path` say about their Keras (one project, one target)."""
+    from mpdoctor.project.running_together import modules_keras as choice
+
+    return choice(path, _excluder(config.root, tuple(config.exclude)))
+
+
+@functools.lru_cache(maxsize=8)
+def _excluder(root: Path, patterns: tuple[str, ...]) -> Callable[[str], bool]:
+    from mpdoctor.project.discovery import Excluder
+
+    return Excluder(root, patterns)
 
 
 def usable_cores() -> int:
@@ -439,7 +457,9 @@ def file_targets(paths: Iterable[Path], config: Config) -> tuple[list[tuple[str,
         if parsed[0] is None:
             errors.append(parsed[1])
             continue
-        found.append((shown, targets_module.target_for(str(path), parsed[0], text, settings_for(config).overrides)))
+        overrides = settings_for(config).overrides
+        modules = modules_keras(str(path), config)
+        found.append((shown, targets_module.target_for(str(path), parsed[0], text, overrides, modules=modules)))
     return found, errors
 
 
@@ -515,10 +535,12 @@ def check_source(
         tree, error = parse_source(text, shown)
         if tree is None:
             return [], error
-    settings = replace(settings_for(config), project=project)
+    settings = replace(settings_for(config), project=project, modules=modules_keras(path, config))
     raw, internal = _static_diagnostics(text, shown, tree, config, path, settings)
     if settings.target is None:  # no static check built a context (that resolves it from its own walk)
-        settings.target = targets_module.target_for(path or shown, tree, text, settings.overrides)
+        settings.target = targets_module.target_for(
+            path or shown, tree, text, settings.overrides, modules=settings.modules
+        )
     if targets is not None:
         targets[shown] = settings.target
     if project is not None and project.low_precision and raw:

@@ -184,3 +184,82 @@ def test_ground_truth(tensorflow, name, env, error):
         float(run.stdout.strip().splitlines()[-1])  # the loss of one step
     else:
         assert run.returncode != 0 and error in run.stderr and "get_scaled_loss" in run.stderr
+
+
+# ---------------------------------------------------------------------------- one project, one target
+
+PROJECTS = Path(__file__).parent / "fixtures" / "projects"
+LEGACY_LINE = 'os.environ["TF_USE_LEGACY_KERAS"] = "1"\n'
+
+
+def unet_project(tmp_path: Path, legacy: bool = True) -> Path:
+    project = shutil.copytree(PROJECTS / "legacy_unet", tmp_path / "legacy_unet")
+    if not legacy:
+        train = project / "train.py"
+        train.write_text(train.read_text().replace(LEGACY_LINE, ""))
+    return project
+
+
+def mp406(project: Path, *paths: Path) -> list[tuple[str, int]]:
+    report = check_paths(list(paths) or [project], Config())
+    assert not report.errors
+    return [(Path(d.location.path).name, d.location.line) for d in report.diagnostics if d.code == "MP406"]
+
+
+def test_a_module_is_judged_under_the_keras_its_entry_point_chooses(tmp_path, monkeypatch):
+    """legacy_unet: train.py sets TF_USE_LEGACY_KERAS=1 and imports models/unet.py, whose bilinear UpSampling2D then
+    returns float32 (tf_keras, mixed_float16), so its tf.cast(skip, tf.float32) is what makes the concat work: no
+    MP406, whether the project or the module alone is checked. Without the setting (Keras 3) the upsampled tensor is
+    float16 and the concat fails: MP406 (test_ground_truth_unet)."""
+    monkeypatch.chdir(tmp_path)
+    project = unet_project(tmp_path)
+    module = project / "models" / "unet.py"
+    assert mp406(project) == [] and mp406(project, module) == []
+    text = module.read_text()
+    t = target_for(str(module), ast.parse(text), text, modules=_modules(module))
+    assert t.keras_major == 2 and "train.py, which imports this module, sets TF_USE_LEGACY_KERAS=1" in t.keras_origin
+    target.new_run()
+    keras3 = unet_project(tmp_path / "k3", legacy=False)
+    assert mp406(keras3) == [("unet.py", 17)]
+
+
+def test_a_module_of_a_project_with_both_keras_lines_gets_no_fix_that_breaks_one(tmp_path, monkeypatch):
+    """A declared range with Keras 2 and 3 and nothing else: the bilinear output is float32 on one, float16 on the
+    other; no MP406 (its fix would break the Keras 2 part)."""
+    monkeypatch.chdir(tmp_path)
+    project = unet_project(tmp_path, legacy=False)
+    (project / "requirements.txt").write_text("tensorflow>=2.12\n")
+    assert mp406(project) == []
+
+
+def test_a_script_nothing_imports_keeps_its_own_target(tmp_path, monkeypatch):
+    """The entry point's choice reaches the modules it imports, not a sibling script it never imports."""
+    monkeypatch.chdir(tmp_path)
+    project = unet_project(tmp_path)
+    other = project / "export.py"
+    other.write_text("import tensorflow as tf\nmodel = tf.keras.Sequential()\n")
+    assert _modules(other) is None
+    assert _modules(project / "models" / "unet.py") is not None
+
+
+def _modules(path: Path):
+    from mpdoctor.engine import modules_keras
+
+    target.new_run()
+    return modules_keras(str(path), Config())
+
+
+@pytest.mark.parametrize("legacy", [True, False], ids=["tf_keras", "keras3"])
+def test_ground_truth_unet(tensorflow, tmp_path, legacy):
+    """Running legacy_unet's train.py --probe: with TF_USE_LEGACY_KERAS=1 the model runs and returns float32; without
+    it (Keras 3) the UpBlock's concat fails: "Tensors in list passed to 'values' of 'ConcatV2' Op have types
+    [float16, float32] that don't all match"."""
+    project = unet_project(tmp_path, legacy=legacy)
+    environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"} | {"CUDA_VISIBLE_DEVICES": ""}
+    run = subprocess.run(
+        [sys.executable, "train.py", "--probe"], cwd=project, env=environ, capture_output=True, text=True, timeout=600
+    )
+    if legacy:
+        assert run.returncode == 0 and run.stdout.split()[-1] == "float32", run.stderr[-2000:]
+    else:
+        assert run.returncode != 0 and "ConcatV2" in run.stderr and "float16, float32" in run.stderr

@@ -226,3 +226,17 @@ def _is_version_test(test: ast.AST) -> bool:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr":
             return True
     return False
+
+
+# ------------------------------------------------------------------------------------- the modules run with it
+
+
+@dataclass(frozen=True)
+class ModulesKeras:
+    """The Keras the project's modules that run with a file choose (mpdoctor.project.running_together): an entry
+    point that imports it sets TF_USE_LEGACY_KERAS=1 (its `tf.keras` is then tf_keras), or those modules import
+    tf_keras or use Keras-3-only APIs. One project, one target: it decides a file whose own code says nothing."""
+
+    major: int  # 2 | 3
+    origin: str  # "train.py, which imports this module, sets TF_USE_LEGACY_KERAS=1"
+    legacy: bool = False  # the choice is TF_USE_LEGACY_KERAS=1 (tf.keras is tf_keras on every release)

@@ -47,11 +47,12 @@ from mpdoctor.facts.tf_releases import (
 from mpdoctor.project import environment
 from mpdoctor.project.declared import declarations_in, is_project_root
 from mpdoctor.project.environment import KerasVersion
-from mpdoctor.project.evidence import FLAVOUR_TF_KERAS_MODULE, Clue, FileEvidence, file_evidence
+from mpdoctor.project.evidence import FLAVOUR_TF_KERAS_MODULE, Clue, FileEvidence, ModulesKeras, file_evidence
 from mpdoctor.project.requirements import LEGACY_ENV, TENSORFLOW, Declaration, keras_majors_for, releases_for, shown
 
 # Where a part of the target came from, strongest first.
 CONFIG, DECLARED, FILE, ENVIRONMENT, DEFAULT = "config", "declared", "file", "environment", "default"
+PROJECT = "project"  # the modules that run with the file (mpdoctor.project.running_together): after FILE
 
 
 # ------------------------------------------------------------------------------------------- the project
@@ -92,6 +93,11 @@ def _declared_text(declaration: Declaration) -> str:
 
 
 _generation = 0
+
+
+def generation() -> int:
+    """This run's number: caches of project files keyed by it are read afresh by the next run."""
+    return _generation
 
 
 def new_run() -> None:
@@ -322,15 +328,20 @@ _FLAVOUR_TEXT = {
 }
 
 
-def resolve(project: Project, evidence: FileEvidence, overrides: Overrides | None = None) -> Target:
-    """Combine the four sources (see the module docstring)."""
+def resolve(
+    project: Project, evidence: FileEvidence, overrides: Overrides | None = None, modules: ModulesKeras | None = None
+) -> Target:
+    """Combine the four sources (see the module docstring); `modules`: what the modules that run with the file choose
+    (one project, one target), for a `tf.keras` file whose own code says nothing."""
     here = _Environment(
         environment.tensorflow_version(),
         legacy_keras_env(),
         environment.standalone_keras_major(),
         environment.hub_installed(),
     )
-    return _resolved(project, evidence, overrides or Overrides(), here)
+    if evidence.flavour != FLAVOUR_TF_KERAS_MODULE or evidence.of("keras2") or evidence.of("keras3"):
+        modules = None  # the file's own code decides
+    return _resolved(project, evidence, overrides or Overrides(), here, modules)
 
 
 class _Environment(NamedTuple):
@@ -346,18 +357,22 @@ class _Environment(NamedTuple):
 # Most files of a tree have the same project, evidence and overrides: one Target object for all of them, resolved
 # once (a sixtieth of a 2,000-file static run) and pickled once per chunk by the static workers.
 @functools.lru_cache(maxsize=1024)
-def _resolved(project: Project, evidence: FileEvidence, overrides: Overrides, env: _Environment) -> Target:
+def _resolved(
+    project: Project, evidence: FileEvidence, overrides: Overrides, env: _Environment, modules: ModulesKeras | None
+) -> Target:
     installed = env.installed
     releases, tf_text, tf_origin, tf_source = _tensorflow_range(project, evidence, overrides, installed)
     conflicts: list[Conflict] = []
 
     legacy_declared = project.of(LEGACY_ENV)
-    legacy = bool(legacy_declared) or env.legacy_env  # the environment's variable is the weakest source
-    legacy_origin = (
-        f"{legacy_declared[0].text} at {legacy_declared[0].origin}"
-        if legacy_declared
-        else "TF_USE_LEGACY_KERAS=1 in the environment"
-    )
+    legacy_modules = modules is not None and modules.legacy
+    legacy = bool(legacy_declared) or legacy_modules or env.legacy_env  # the environment's variable is the weakest
+    if legacy_declared:
+        legacy_origin = f"{legacy_declared[0].text} at {legacy_declared[0].origin}"
+    elif modules is not None and legacy_modules:
+        legacy_origin = modules.origin
+    else:
+        legacy_origin = "TF_USE_LEGACY_KERAS=1 in the environment"
     derived = _keras_of(evidence.flavour, releases, legacy, project, tf_source)
     derived_text = _derived_text(evidence.flavour, derived, legacy, legacy_origin, releases, tf_source)
 
@@ -381,6 +396,8 @@ def _resolved(project: Project, evidence: FileEvidence, overrides: Overrides, en
             )
     elif keras2 and (not pinned or derived == {2, 3}):
         majors, origin, source = frozenset({2}), f"this file uses {keras2[0].text}", FILE
+    elif modules is not None and not modules.legacy and (not pinned or derived == {2, 3}):
+        majors, origin, source = frozenset({modules.major}), modules.origin, PROJECT
     else:
         majors, origin, source = derived, derived_text, tf_source
     derived_keras = source == tf_source and origin == derived_text
@@ -540,7 +557,13 @@ def _installed_keras(flavour: str) -> int | None:
 
 
 def target_for(
-    path: str, tree: ast.AST, text: str, overrides: Overrides | None = None, imports=None, nodes=None
+    path: str,
+    tree: ast.AST,
+    text: str,
+    overrides: Overrides | None = None,
+    imports=None,
+    nodes=None,
+    modules: ModulesKeras | None = None,
 ) -> Target:
     """The resolved target of one file (its project's declarations are cached per directory)."""
-    return resolve(project_for(path), file_evidence(tree, text, imports, nodes), overrides)
+    return resolve(project_for(path), file_evidence(tree, text, imports, nodes), overrides, modules)
