@@ -377,7 +377,9 @@ def _cache_key(
     parsed, target = _file_target(shown, source, options, config)
     if not parsed:
         return None, None
-    return cache.key(shown, source.path, source.text, target, options["project"]), target
+    constants = imported_constants(str(source.path), source.text, config)  # another module's policy constant
+    inputs = (options["project"], sorted((name, ast.dump(value)) for name, value in constants.items()))
+    return cache.key(shown, source.path, source.text, target, inputs), target
 
 
 def _file_target(shown: str, source: SourceText, options: FileOptions, config: Config) -> tuple[bool, Target | None]:
@@ -399,6 +401,15 @@ def modules_keras(path: str | None, config: Config) -> ModulesKeras | None:
     from mpdoctor.project.running_together import modules_keras as choice
 
     return choice(path, _excluder(config.root, tuple(config.exclude)))
+
+
+def imported_constants(path: str | None, text: str, config: Config) -> dict[str, ast.AST]:
+    """The string constants of the project modules the file imports, by the dotted name it uses for them."""
+    if path is None:
+        return {}
+    from mpdoctor.project.running_together import imported_constants as constants
+
+    return constants(path, text, _excluder(config.root, tuple(config.exclude)))
 
 
 @functools.lru_cache(maxsize=8)
@@ -535,7 +546,12 @@ def check_source(
         tree, error = parse_source(text, shown)
         if tree is None:
             return [], error
-    settings = replace(settings_for(config), project=project, modules=modules_keras(path, config))
+    settings = replace(
+        settings_for(config),
+        project=project,
+        modules=modules_keras(path, config),
+        imported_constants=imported_constants(path, text, config),
+    )
     raw, internal = _static_diagnostics(text, shown, tree, config, path, settings)
     if settings.target is None:  # no static check built a context (that resolves it from its own walk)
         settings.target = targets_module.target_for(
@@ -587,8 +603,13 @@ def _static_diagnostics(
     if not _MARKER.found_in(text):
         return raw, internal
     ctx = None  # built only for a file some check may fire on: most files of a big tree need none
-    float16_assumed = is_float16_compute(config.assume_policy) or (
-        settings.project is not None and settings.project.low_precision
+    float16_assumed = (
+        is_float16_compute(config.assume_policy)
+        or (settings.project is not None and settings.project.low_precision)
+        or any(  # a low-precision policy in a constant of an imported module: the text need not spell it
+            isinstance(v, ast.Constant) and isinstance(v.value, str) and is_float16_compute(v.value)
+            for v in (settings.imported_constants or {}).values()
+        )
     )
     seen: dict[str, bool] = {}
     for check in static_checks():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -263,3 +264,63 @@ def test_ground_truth_unet(tensorflow, tmp_path, legacy):
         assert run.returncode == 0 and run.stdout.split()[-1] == "float32", run.stderr[-2000:]
     else:
         assert run.returncode != 0 and "ConcatV2" in run.stderr and "float16, float32" in run.stderr
+
+
+# ----------------------------------------------------------------------------- policies across modules
+
+_EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>MP\d{3}(?:\s*,\s*MP\d{3})*)")
+
+
+def marked(project: Path, code: str) -> set[tuple[str, int]]:
+    found = set()
+    for path in sorted(project.rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if (m := _EXPECT.search(line)) and code in m["codes"]:
+                found.add((path.relative_to(project).as_posix(), number))
+    return found
+
+
+def reported(project: Path, code: str, paths: list[Path] | None = None) -> set[tuple[str, int]]:
+    report = check_paths(paths or [project], Config())
+    assert not report.errors
+    return {
+        (Path(d.location.path).resolve().relative_to(project.resolve()).as_posix(), d.location.line)
+        for d in report.diagnostics
+        if d.code == code
+    }
+
+
+def test_a_policy_that_is_a_constant_of_another_module_is_resolved(tmp_path, monkeypatch):
+    """policy_constant: `keras.config.set_dtype_policy(benchmark.FLOAT_A100)` with FLOAT_A100 = "bfloat16" in the
+    package's __init__ (and tf_keras's `set_global_policy(FLOAT_V100)` imported from it) is a pure policy: MP102, as
+    with the literal; MIXED_A100 ("mixed_bfloat16") is not. Running --probe shows the first variable's dtype:
+    bfloat16 (Keras 3), float16 (tf_keras) (test_ground_truth_policy_constant)."""
+    project = shutil.copytree(PROJECTS / "policy_constant", tmp_path / "policy_constant")
+    monkeypatch.chdir(tmp_path)
+    assert (
+        reported(project, "MP102")
+        == marked(project, "MP102")
+        == {
+            ("benchmark/run.py", 15),
+            ("benchmark/run_legacy.py", 15),
+        }
+    )
+    assert reported(project, "MP102", [project / "benchmark" / "run.py"]) == {("benchmark/run.py", 15)}
+    init = project / "benchmark" / "__init__.py"
+    init.write_text(init.read_text().replace('FLOAT_A100 = "bfloat16"', 'FLOAT_A100 = "mixed_bfloat16"'))
+    target.new_run()
+    assert reported(project, "MP102") == {("benchmark/run_legacy.py", 15)}
+
+
+@pytest.mark.parametrize(("module", "dtype"), [("benchmark.run", "bfloat16"), ("benchmark.run_legacy", "float16")])
+def test_ground_truth_policy_constant(tensorflow, module, dtype):
+    environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"} | {"CUDA_VISIBLE_DEVICES": ""}
+    run = subprocess.run(
+        [sys.executable, "-m", module, "--probe"],
+        cwd=PROJECTS / "policy_constant",
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0 and run.stdout.split()[-1] == dtype, run.stderr[-2000:]

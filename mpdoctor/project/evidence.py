@@ -44,6 +44,7 @@ class FileEvidence:
     selection: str  # why, for the tf_keras flavour: "this file imports tf_keras"
     clues: tuple[Clue, ...] = ()
     imports_hub: bool = False
+    imports_tensorflow: bool = False  # so its `tf.keras` is whatever Keras the process has
 
     def of(self, kind: str) -> list[Clue]:
         """The evidence of `kind`: clues that are no flagged API."""
@@ -130,7 +131,8 @@ def file_evidence(tree: ast.AST, text: str, imports: ImportMap | None = None, no
             if seen is None or clue.line < seen.line:
                 clues[(clue.kind, clue.what)] = clue
     hub = any(m == "tensorflow_hub" or m.startswith("tensorflow_hub.") for m in imports.modules)
-    return FileEvidence(flavour, selection, tuple(sorted(clues.values(), key=lambda c: c.line)), hub)
+    tensorflow = FLAVOUR_TF_KERAS_MODULE in imports.flavours
+    return FileEvidence(flavour, selection, tuple(sorted(clues.values(), key=lambda c: c.line)), hub, tensorflow)
 
 
 def _top_level_imports(tree: ast.AST) -> list[ast.AST]:

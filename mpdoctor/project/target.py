@@ -339,8 +339,13 @@ def resolve(
         environment.standalone_keras_major(),
         environment.hub_installed(),
     )
-    if evidence.flavour != FLAVOUR_TF_KERAS_MODULE or evidence.of("keras2") or evidence.of("keras3"):
-        modules = None  # the file's own code decides
+    if (
+        evidence.flavour != FLAVOUR_TF_KERAS_MODULE
+        or not evidence.imports_tensorflow
+        or evidence.of("keras2")
+        or evidence.of("keras3")
+    ):
+        modules = None  # the file's own code decides, or it has no Keras to decide
     return _resolved(project, evidence, overrides or Overrides(), here, modules)
 
 

@@ -37,9 +37,9 @@ class Settings:
     keras_origin: str = "--keras-version"  # where keras_version was set
     target: Target | None = None  # resolved by the engine (mpdoctor.project.target); else by the context itself
     project: FileContexts | None = None  # policies other modules of the project call this file's code under
-    modules: ModulesKeras | None = (
-        None  # the Keras the modules that run with this file choose (one project, one target)
-    )
+    modules: ModulesKeras | None = None  # the Keras of the modules that run with this file (one project, one target)
+    # string constants of the project modules the file imports, by dotted name (mpdoctor.project.running_together)
+    imported_constants: dict[str, ast.AST] | None = None
 
     @property
     def overrides(self) -> Overrides:
@@ -187,7 +187,8 @@ class SemanticModel:
                 seen.setdefault(stmt.targets[0].id, []).append(stmt.value)
             elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
                 seen.setdefault(stmt.target.id, []).append(stmt.value)
-        return {name: values[0] for name, values in seen.items() if len(values) == 1}
+        own = {name: values[0] for name, values in seen.items() if len(values) == 1}
+        return {**(self.settings.imported_constants or {}), **own}  # dotted names never collide with own names
 
     # ---------------------------------------------------------------- structure
 
