@@ -324,3 +324,41 @@ def test_ground_truth_policy_constant(tensorflow, module, dtype):
         timeout=600,
     )
     assert run.returncode == 0 and run.stdout.split()[-1] == dtype, run.stderr[-2000:]
+
+
+# ------------------------------------------------------------------- the order of calls; pretrained models
+
+MP101_FIXTURES = Path(__file__).parent / "fixtures" / "MP101"
+ORDER_RUNS = [
+    ("policy_in_callee_after_caller_built_keras3.py", "float32"),
+    ("policy_in_callee_after_caller_built_keras2.py", "float32"),
+    ("policy_in_callee_builds_its_own_model_keras3.py", "bfloat16"),
+]
+
+
+@pytest.mark.parametrize(("name", "dtype"), ORDER_RUNS, ids=[n for n, _ in ORDER_RUNS])
+def test_ground_truth_policy_set_in_a_callee(tensorflow, name, dtype):
+    """MP101's fixtures of issue 29 (their markers are checked by tests/test_fixtures.py): fine_tune() sets
+    mixed_bfloat16 after main() built the model it trains, which then computes in float32 (MP101); a fine_tune()
+    that builds its own model after the policy computes in bfloat16 (no MP101)."""
+    environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"} | {"CUDA_VISIBLE_DEVICES": ""}
+    run = subprocess.run(
+        [sys.executable, str(MP101_FIXTURES / name)], env=environ, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0 and run.stdout.split()[-1] == dtype, run.stderr[-2000:]
+
+
+def test_ground_truth_a_keras_hub_model_takes_the_pure_policy(tensorflow):
+    """MP102 on a preset fine-tuned under "bfloat16" (tests/fixtures/MP102/preset_then_fit_keras3.py): a keras-hub
+    backbone, built as from_preset builds it (no dtype given), has bfloat16 variables under that policy."""
+    pytest.importorskip("keras_hub")
+    code = (
+        "import keras, keras_hub\n"
+        "keras.config.set_dtype_policy('bfloat16')\n"
+        "b = keras_hub.models.BertBackbone(vocabulary_size=10, num_layers=1, num_heads=1, hidden_dim=4,"
+        " intermediate_dim=8, max_sequence_length=8)\n"
+        "print(sorted({v.dtype for v in b.weights}))\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"} | {"CUDA_VISIBLE_DEVICES": ""}
+    run = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and run.stdout.strip().splitlines()[-1] == "['bfloat16']", run.stderr[-2000:]

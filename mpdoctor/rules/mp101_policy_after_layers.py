@@ -33,7 +33,8 @@ define_rule(
         policy call (`set_global_policy`, `set_dtype_policy`, `set_floatx`) that switches to a float16/bfloat16
         compute policy AFTER layers or models were already built earlier in the same run: lexically earlier in
         the same scope, or inside a local function called earlier in that scope (`model = build_model()` before
-        the policy call). `keras.applications` models and local Layer/Model subclasses count, and so do models
+        the policy call), or, when the policy is set in a function that then fits or runs a model it receives, built
+        by its caller before the call (`model = load_model()` then `fine_tune(model)`). `keras.applications` models and local Layer/Model subclasses count, and so do models
         made without a Keras constructor: transformers `TFAutoModel*.from_pretrained(...)` and `TF*Model(config)`,
         keras-hub / keras-nlp / keras-cv `*.from_preset(...)`, and loaded models (`keras.models.load_model`,
         `tf.saved_model.load`, `hub.load`), which keep the dtypes they were saved with. The message names the
@@ -134,7 +135,57 @@ def _built_before(ctx: StaticContext, event: PolicyEvent) -> list[tuple[ast.Call
             built = _first_construction_in(ctx, function, frozenset())
             if built is not None:
                 found.append((node, built, node))
-    return sorted(found, key=lambda item: position(item[0]))
+    return sorted(found, key=lambda item: position(item[0])) or _built_by_callers(ctx, event)
+
+
+_USES_MODEL = ("fit", "fit_generator", "train_on_batch", "evaluate", "predict")
+
+
+def _built_by_callers(ctx: StaticContext, event: PolicyEvent) -> list[tuple[ast.Call, LayerRecord, ast.Call | None]]:
+    """The order of calls, not of statements (issue 29): the policy is set in a function that then trains or runs a
+    model it receives (`def fine_tune(model): ...; set_global_policy(...); model.fit(...)`), and a caller built
+    that model before calling it (`model = load_model()` then `fine_tune(model)`): built under the old policy."""
+    function = event.scope
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    assigned = {n.id for n in ctx.walk_scope(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    used = {
+        n.func.value.id
+        for n in ctx.walk_scope(function)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in _USES_MODEL
+        and isinstance(n.func.value, ast.Name)
+        and position(n) > position(event.node)
+    }
+    models = [(index, name) for index, name in enumerate(params) if name in used and name not in assigned]
+    found = []
+    for call in ctx.calls:
+        if (
+            not (isinstance(call.func, ast.Name) and call.func.id == function.name)
+            or _local_function(ctx, call) is not function
+        ):
+            continue
+        for index, name in models:
+            argument = (
+                call.args[index]
+                if index < len(call.args)
+                else next((k.value for k in call.keywords if k.arg == name), None)
+            )
+            value = ctx.last_assignment(argument.id, call) if isinstance(argument, ast.Name) else None
+            if isinstance(value, ast.Call):
+                found += _made_by(ctx, value)
+    return found
+
+
+def _made_by(ctx: StaticContext, value: ast.Call) -> list[tuple[ast.Call, LayerRecord, ast.Call | None]]:
+    layer = _construction(ctx, value)
+    if layer is not None:
+        return [(value, layer, None)]
+    builder = _local_function(ctx, value)
+    built = _first_construction_in(ctx, builder, frozenset()) if builder is not None else None
+    return [(value, built, value)] if built is not None else []
 
 
 def _construction(ctx: StaticContext, call: ast.Call) -> LayerRecord | None:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
+from mpdoctor.facts.keras_semantics import model_factory
 from mpdoctor.facts.records import LayerRecord, PolicyEvent
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import position
@@ -121,7 +122,8 @@ def _all_constructions(ctx: StaticContext) -> list[LayerRecord]:
     """Layer calls plus `keras.applications` model calls."""
     found = list(ctx.layer_calls)
     for call in ctx.calls:
-        if is_application(ctx, call):
+        # pretrained constructors and presets build their layers under the global policy (loaded models keep theirs)
+        if is_application(ctx, call) or model_factory(ctx.call_name(call)) == "built":
             found.append(ctx.layer_record(call, ctx.call_name(call)))  # type: ignore[arg-type]
     return found
 
@@ -158,6 +160,8 @@ def _non_keras_receiver(ctx: StaticContext, receiver: ast.AST) -> bool:
         name = ctx.call_name(value) or ""
         if name.startswith("keras.preprocessing."):  # ImageDataGenerator.fit computes feature statistics
             return True
+        if model_factory(name) == "built":  # `TFBert...from_pretrained`, keras-hub `from_preset`: Keras models
+            return False
         return bool(name) and not name.startswith(("keras.", "tf.", "hub."))
     return False
 
