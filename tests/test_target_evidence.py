@@ -362,3 +362,48 @@ def test_ground_truth_a_keras_hub_model_takes_the_pure_policy(tensorflow):
     environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"} | {"CUDA_VISIBLE_DEVICES": ""}
     run = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and run.stdout.strip().splitlines()[-1] == "['bfloat16']", run.stderr[-2000:]
+
+
+# ------------------------------------------------------------------------------ MP102's words and severity
+
+MP102_FIXTURES = Path(__file__).parent / "fixtures" / "MP102"
+
+
+def mp102(name: str):
+    from mpdoctor.engine import check_source
+
+    text = (MP102_FIXTURES / name).read_text()
+    found, error = check_source(text, name, Config())
+    assert error is None
+    return [d for d in found if d.code == "MP102"]
+
+
+def test_mp102_says_no_loss_scaling_only_where_there_is_none(tensorflow):
+    """Ground truth (run below): under a pure float16 policy, compile keeps a plain optimizer (no LossScaleOptimizer)
+    in tf_keras and Keras 3, so "(no loss scaling either)" is true unless the file wraps the optimizer itself; and
+    bfloat16 needs no loss scaling."""
+    [wrapped] = mp102("float16_with_loss_scale_optimizer_keras2.py")
+    assert "no loss scaling" not in wrapped.message and "variables are stored in float16" in wrapped.message
+    [plain] = mp102("float16_policy_fit_keras3.py")
+    assert "(no loss scaling either)" in plain.message
+    code = (
+        "import sys, numpy as np\n"
+        "keras = __import__(sys.argv[1])\n"
+        "keras.mixed_precision.set_global_policy('float16')\n"
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
+        "model.compile(optimizer='sgd', loss='mse')\n"
+        "model.fit(np.zeros((8, 4)), np.zeros((8, 1)), epochs=1, verbose=0)\n"
+        "print(type(model.optimizer).__name__)\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"} | {"CUDA_VISIBLE_DEVICES": ""}
+    for keras in ("keras", "tf_keras"):
+        run = subprocess.run(
+            [sys.executable, "-c", code, keras], env=environ, capture_output=True, text=True, timeout=600
+        )
+        assert run.returncode == 0 and run.stdout.split()[-1] == "SGD", run.stderr[-2000:]
+
+
+def test_mp102_is_a_note_for_pure_float16_with_loss_scaling_and_ipu_stochastic_rounding():
+    [note] = mp102("ipu_stochastic_rounding_keras2.py")
+    assert note.severity.value == "info" and note.fix is None
+    assert "documented practice on Graphcore IPUs" in note.message

@@ -33,9 +33,10 @@ define_rule(
         policy call (`set_global_policy`, `set_dtype_policy`, `set_floatx`) that switches to a float16/bfloat16
         compute policy AFTER layers or models were already built earlier in the same run: lexically earlier in
         the same scope, or inside a local function called earlier in that scope (`model = build_model()` before
-        the policy call), or, when the policy is set in a function that then fits or runs a model it receives, built
-        by its caller before the call (`model = load_model()` then `fine_tune(model)`). `keras.applications` models and local Layer/Model subclasses count, and so do models
-        made without a Keras constructor: transformers `TFAutoModel*.from_pretrained(...)` and `TF*Model(config)`,
+        the policy call), or, when the policy is set in a function that then fits or runs a model it receives,
+        built by its caller before the call (`model = load_model()` then `fine_tune(model)`).
+        `keras.applications` models and local Layer/Model subclasses count, and so do models made without a
+        Keras constructor: transformers `TFAutoModel*.from_pretrained(...)` and `TF*Model(config)`,
         keras-hub / keras-nlp / keras-cv `*.from_preset(...)`, and loaded models (`keras.models.load_model`,
         `tf.saved_model.load`, `hub.load`), which keep the dtypes they were saved with. The message names the
         first such layer and its line.
