@@ -407,3 +407,38 @@ def test_mp102_is_a_note_for_pure_float16_with_loss_scaling_and_ipu_stochastic_r
     [note] = mp102("ipu_stochastic_rounding_keras2.py")
     assert note.severity.value == "info" and note.fix is None
     assert "documented practice on Graphcore IPUs" in note.message
+
+
+# ------------------------------------------------------------------------------ MP402 on inference only
+
+INFERENCE = """\
+import numpy as np
+{import_keras}
+
+keras.mixed_precision.set_global_policy("mixed_float16")
+inputs = keras.Input((4,))
+outputs = keras.layers.Dense(1)(keras.layers.Dense(8, activation="relu")(inputs))
+model = keras.Model(inputs, outputs)
+{use}
+"""
+PREDICT = 'print(model.predict(np.ones((2, 4), "float32"), verbose=0).dtype)'
+TRAIN = 'model.compile(optimizer="adam", loss="mse")\nmodel.fit(np.ones((8, 4)), np.ones((8, 1)), epochs=1, verbose=0)'
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
+def test_mp402_is_silent_on_an_inference_only_script_and_stays_on_a_trained_model(tensorflow, tmp_path, legacy):
+    """RULES.md: MP402 is about the loss and metrics computed on a float16 output. A script that only predicts has
+    neither (running it prints float16: the output reaches only the caller); the same model compiled and fitted
+    keeps MP402."""
+    from trace_support import run_python, trace_check
+
+    keras = "import tf_keras as keras" if legacy else "import keras"
+    script = tmp_path / "infer.py"
+    script.write_text(INFERENCE.format(import_keras=keras, use=PREDICT))
+    truth = run_python(script, legacy=legacy)
+    assert truth.returncode == 0 and truth.stdout.split()[-1] == "float16", truth.stderr[-2000:]
+    assert [d for d in trace_check(script, legacy=legacy) if d.code == "MP402"] == []
+    script.write_text(INFERENCE.format(import_keras=keras, use=TRAIN))
+    # tf_keras's trace also sees the compiled loss compute in float16: MP503 then names that output instead
+    [finding] = [d for d in trace_check(script, legacy=legacy) if d.code in ("MP402", "MP503")]
+    assert "float16" in finding.message and "loss" in finding.message
