@@ -442,3 +442,46 @@ def test_mp402_is_silent_on_an_inference_only_script_and_stays_on_a_trained_mode
     # tf_keras's trace also sees the compiled loss compute in float16: MP503 then names that output instead
     [finding] = [d for d in trace_check(script, legacy=legacy) if d.code in ("MP402", "MP503")]
     assert "float16" in finding.message and "loss" in finding.message
+
+
+# -------------------------------------------------------------------- a policy set last: no effect (info)
+
+
+def test_a_policy_set_after_everything_is_an_info_that_says_it_has_no_effect(tmp_path, monkeypatch):
+    """The notebook's last cell sets the policy after every model was built and used: MP101 at info, "the call has
+    no effect"; the same call before the model is fitted stays a warning (the policy was meant for that model)."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    cells = [
+        "import keras\nimport numpy as np",
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])",
+        "model.compile(optimizer='adam', loss='mse')\nmodel.fit(np.zeros((8, 4)), np.zeros((8, 1)), verbose=0)",
+        "keras.mixed_precision.set_global_policy('mixed_float16')",
+    ]
+    notebook = {
+        "cells": [
+            {"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None} for c in cells
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp_path / "last.ipynb").write_text(json.dumps(notebook))
+    [finding] = [d for d in check_paths([Path("last.ipynb")], Config()).diagnostics if d.code == "MP101"]
+    assert finding.severity.value == "info" and "the call has no effect" in finding.message
+    assert finding.location.cell == 4
+    cells[2], cells[3] = cells[3], cells[2]
+    notebook["cells"] = [dict(notebook["cells"][0], source=c) for c in cells]
+    (tmp_path / "last.ipynb").write_text(json.dumps(notebook))
+    [finding] = [d for d in check_paths([Path("last.ipynb")], Config()).diagnostics if d.code == "MP101"]
+    assert finding.severity.value == "warning" and "still compute in float32" in finding.message
+
+
+@pytest.mark.parametrize("name", ["policy_last_word_no_effect_keras3.py", "policy_last_word_no_effect_keras2.py"])
+def test_ground_truth_a_policy_set_last_changes_no_layer(tensorflow, name):
+    """Run the fixture, then read the layer's compute dtype: float32 (the call changed nothing built)."""
+    code = (MP101_FIXTURES / name).read_text() + "\nprint(model.layers[-1].compute_dtype)\n"
+    environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"} | {"CUDA_VISIBLE_DEVICES": ""}
+    run = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and run.stdout.split()[-1] == "float32", run.stderr[-2000:]
