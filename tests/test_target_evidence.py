@@ -485,3 +485,59 @@ def test_ground_truth_a_policy_set_last_changes_no_layer(tensorflow, name):
     environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"} | {"CUDA_VISIBLE_DEVICES": ""}
     run = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and run.stdout.split()[-1] == "float32", run.stderr[-2000:]
+
+
+# --------------------------------------------------------- a builder handed to a tuner, in earlier cells
+
+TUNER = """\
+import keras
+import keras_tuner as kt
+
+
+def build_model(hp):
+    model = keras.Sequential([
+        keras.Input((4,)),
+        keras.layers.Dense(hp.Int("units", 4, 8)),
+        keras.layers.Dense(3, activation="softmax"),
+    ])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    return model
+
+{before}
+tuner = kt.RandomSearch(build_model, objective="val_loss", max_trials=1)
+tuner.search(x, y, validation_split=0.5, epochs=1)
+best = tuner.get_best_models(1)[0]
+{after}
+"""
+POLICY = 'keras.mixed_precision.set_global_policy("mixed_float16")'
+
+
+def test_a_builder_a_tuner_calls_is_judged_under_the_policy_of_the_search(tmp_path, monkeypatch):
+    """build(hp) runs when tuner.search calls it: a policy set in a later cell (or line) does not reach its layers
+    (no MP401 on its softmax head); set before the search, it does (MP401). Keras Tuner is not installed here: the
+    ground truth is test_ground_truth_a_builder_runs_under_the_policy_at_its_call (a search that calls build(hp))."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "late.py").write_text(TUNER.format(before="", after=POLICY))
+    (tmp_path / "early.py").write_text(TUNER.format(before=POLICY, after=""))
+    found = check_paths([Path("late.py"), Path("early.py")], Config()).diagnostics
+    assert sorted((d.location.path, d.location.line) for d in found if d.code == "MP401") == [("early.py", 9)]
+
+
+def test_ground_truth_a_builder_runs_under_the_policy_at_its_call(tensorflow):
+    code = (
+        "import keras\n"
+        "def build_model(hp):\n"
+        "    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation='softmax')])\n"
+        "class Search:\n"
+        "    def __init__(self, build):\n"
+        "        self.build = build\n"
+        "    def search(self):\n"
+        "        self.model = self.build(None)\n"
+        "tuner = Search(build_model)\n"
+        "tuner.search()\n"
+        "keras.mixed_precision.set_global_policy('mixed_float16')\n"
+        "print(tuner.model.layers[-1].compute_dtype)\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"} | {"CUDA_VISIBLE_DEVICES": ""}
+    run = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and run.stdout.split()[-1] == "float32", run.stderr[-2000:]
