@@ -30,6 +30,7 @@ from mpdoctor.notebook import SUFFIX as NOTEBOOK_SUFFIX
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.printable import readable_name
 from mpdoctor.project import target as targets_module
+from mpdoctor.project.evidence import ModulesKeras
 from mpdoctor.reads import not_regular
 from mpdoctor.registry import engine_code, get_rule, hooks, implemented_codes, static_checks
 from mpdoctor.sources import read_source
@@ -384,7 +385,9 @@ def _cache_key(
     parsed, target = _file_target(shown, source, options, config)
     if not parsed:
         return None, None
-    return cache.key(shown, source.path, source.text, target, options["project"]), target
+    constants = imported_constants(str(source.path), source.text, config)  # another module's policy constant
+    inputs = (options["project"], sorted((name, ast.dump(value)) for name, value in constants.items()))
+    return cache.key(shown, source.path, source.text, target, inputs), target
 
 
 def _file_target(shown: str, source: SourceText, options: FileOptions, config: Config) -> tuple[bool, Target | None]:
@@ -395,7 +398,33 @@ def _file_target(shown: str, source: SourceText, options: FileOptions, config: C
         if tree is None:
             return False, None
         options["tree"] = tree
-    return True, targets_module.target_for(str(source.path), tree, source.text, settings_for(config).overrides)
+    modules = modules_keras(str(source.path), config)
+    return True, targets_module.target_for(
+        str(source.path), tree, source.text, settings_for(config).overrides, modules=modules
+    )
+
+
+def modules_keras(path: str | None, config: Config) -> ModulesKeras | None:
+    """What the modules that run with the file at `path` say about their Keras (one project, one target)."""
+    from mpdoctor.project.running_together import modules_keras as choice
+
+    return choice(path, _excluder(config.root, tuple(config.exclude)))
+
+
+def imported_constants(path: str | None, text: str, config: Config) -> dict[str, ast.AST]:
+    """The string constants of the project modules the file imports, by the dotted name it uses for them."""
+    if path is None:
+        return {}
+    from mpdoctor.project.running_together import imported_constants as constants
+
+    return constants(path, text, _excluder(config.root, tuple(config.exclude)))
+
+
+@functools.lru_cache(maxsize=8)
+def _excluder(root: Path, patterns: tuple[str, ...]) -> Callable[[str], bool]:
+    from mpdoctor.project.discovery import Excluder
+
+    return Excluder(root, patterns)
 
 
 def usable_cores() -> int:
@@ -447,7 +476,9 @@ def file_targets(paths: Iterable[Path], config: Config) -> tuple[list[tuple[str,
         if parsed[0] is None:
             errors.append(parsed[1])
             continue
-        found.append((shown, targets_module.target_for(str(path), parsed[0], text, settings_for(config).overrides)))
+        overrides = settings_for(config).overrides
+        modules = modules_keras(str(path), config)
+        found.append((shown, targets_module.target_for(str(path), parsed[0], text, overrides, modules=modules)))
     return found, errors
 
 
@@ -523,10 +554,17 @@ def check_source(
         tree, error = parse_source(text, shown)
         if tree is None:
             return [], error
-    settings = replace(settings_for(config), project=project)
+    settings = replace(
+        settings_for(config),
+        project=project,
+        modules=modules_keras(path, config),
+        imported_constants=imported_constants(path, text, config),
+    )
     raw, internal = _static_diagnostics(text, shown, tree, config, path, settings)
     if settings.target is None:  # no static check built a context (that resolves it from its own walk)
-        settings.target = targets_module.target_for(path or shown, tree, text, settings.overrides)
+        settings.target = targets_module.target_for(
+            path or shown, tree, text, settings.overrides, modules=settings.modules
+        )
     if targets is not None:
         targets[shown] = settings.target
     if project is not None and project.low_precision and raw:
@@ -573,8 +611,13 @@ def _static_diagnostics(
     if not _MARKER.found_in(text):
         return raw, internal
     ctx = None  # built only for a file some check may fire on: most files of a big tree need none
-    float16_assumed = is_float16_compute(config.assume_policy) or (
-        settings.project is not None and settings.project.low_precision
+    float16_assumed = (
+        is_float16_compute(config.assume_policy)
+        or (settings.project is not None and settings.project.low_precision)
+        or any(  # a low-precision policy in a constant of an imported module: the text need not spell it
+            isinstance(v, ast.Constant) and isinstance(v.value, str) and is_float16_compute(v.value)
+            for v in (settings.imported_constants or {}).values()
+        )
     )
     seen: dict[str, bool] = {}
     for check in static_checks():

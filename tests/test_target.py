@@ -166,7 +166,8 @@ def test_dockerfile_args_env_and_pip_install(project):
 def test_unknown_container_tag_is_ignored_and_said(project):
     (project / "Dockerfile").write_text("FROM nvcr.io/nvidia/tensorflow:26.01-tf2-py3\n")
     t = resolve(project)
-    assert t.tensorflow_source == ENVIRONMENT
+    # Declared, so not the installed TensorFlow; unread, so any TF 2 (Keras 2 or 3: rules report at lower confidence).
+    assert t.tensorflow_source == DECLARED and t.releases == releases(*range(22)) and not t.keras_certain
     assert any("not in mpdoctor's table" in line for line in t.describe())
 
 
@@ -204,11 +205,14 @@ def test_file_choosing_tf_keras_is_keras2_whatever_the_pin(project):
     assert t.keras_major == 2 and t.keras_origin == "this file sets TF_USE_LEGACY_KERAS=1"
 
 
-def test_keras2_api_without_a_pin_beats_the_installed_keras3(project):
+def test_flagged_keras2_api_without_a_pin_is_judged_on_the_installed_keras3(project):
+    """Issue 29: get_scaled_loss is what MP103 reports on Keras 3, so it never makes the file Keras 2 (that
+    silenced the rule on a script that fails here); MP003's note says what the file looks written for."""
     t = resolve(project, GET_SCALED_LOSS)
     assert t.tensorflow_source == ENVIRONMENT and t.releases == {(2, 21)}
-    assert t.keras_major == 2 and t.keras_source == FILE and "get_scaled_loss" in t.keras_origin
-    assert t.differs_from_installed and not t.conflicts
+    assert t.keras_major == 3 and t.keras_source == ENVIRONMENT and not t.differs_from_installed
+    [note] = t.conflicts
+    assert note.note and note.line == 3 and "looks written for Keras 2 (get_scaled_loss, line 3)" in note.message
 
 
 def test_keras2_api_under_a_keras3_pin_is_judged_keras3(project):
@@ -218,10 +222,12 @@ def test_keras2_api_under_a_keras3_pin_is_judged_keras3(project):
     assert t.keras_major == 3 and t.keras_source == DECLARED and not t.conflicts
 
 
-def test_keras2_api_narrows_a_range_that_allows_both(project):
+def test_flagged_keras2_api_does_not_narrow_a_range_that_allows_both(project):
+    """The range decides (Keras 3 at lower confidence: MP103 reports on the Keras 3 part), not the API MP103
+    reports; the range is declared, so no note either."""
     (project / "requirements.txt").write_text("tensorflow>=2.12\n")
     t = resolve(project, GET_SCALED_LOSS)
-    assert t.keras_major == 2 and t.keras_source == FILE and t.keras_certain
+    assert t.keras_major == 3 and t.keras_source == DECLARED and not t.keras_certain and not t.conflicts
 
 
 def test_keras3_api_under_a_keras2_pin_wins_and_conflicts(project):
@@ -413,10 +419,11 @@ def test_dockerfile_variables_are_expanded(project, dockerfile, expected):
     ],
 )
 def test_dockerfile_variable_out_of_scope_says_nothing(project, dockerfile):
-    """As in a real build, a variable not in scope is not what pip installs: the declaration says nothing."""
+    """As in a real build, a variable not in scope is not what pip installs: the version is not guessed. TensorFlow
+    is still declared, so it is any TF 2 (as for an image tag mpdoctor does not know), not the installed one."""
     (project / "Dockerfile").write_text(dockerfile)
     t = resolve(project)
-    assert t.tensorflow_source == ENVIRONMENT
+    assert t.tensorflow_source == DECLARED and t.releases == releases(*range(22)) and not t.keras_certain
     assert any("$V not defined here" in line for line in t.describe())
 
 

@@ -34,16 +34,29 @@ def installed_tensorflow_2_21(monkeypatch):
     monkeypatch.setattr(environment, "standalone_keras_major", lambda: 3)
 
 
+# Projects whose declaration mpdoctor cannot read (NVIDIA's Merlin container, absent from the table): the target is
+# any TensorFlow 2, Keras 2 or 3, and MP103 reports `get_scaled_loss` for the Keras 3 part at medium confidence,
+# without a fix; the API MP103 reports never makes the file Keras 2 (issue 29).
+UNREAD_DECLARATION = {"nv-sim", "nv-sim-main", "nv-wide-deep-trainer"}
+
+
+def version_findings(report, slug: str) -> list:
+    if slug in UNREAD_DECLARATION:
+        assert all(not t.keras_certain for t in report.targets.values())
+        uncertain = [d for d in report.diagnostics if d.code == "MP103"]
+        assert uncertain and all(d.confidence.value == "medium" and d.fix is None for d in uncertain)
+        return [d for d in report.diagnostics if d.code in VERSION_CODES and d not in uncertain]
+    return [d for d in report.diagnostics if d.code in VERSION_CODES]
+
+
 @pytest.mark.parametrize("project", REPRO, ids=[p.name for p in REPRO])
 def test_repro_corpus(project, monkeypatch):
     report = findings(project, monkeypatch)
     assert report.files_checked and not report.errors
-    wrong = [
-        (d.code, d.location.path, d.location.line, d.message) for d in report.diagnostics if d.code in VERSION_CODES
-    ]
+    wrong = [(d.code, d.location.path, d.location.line, d.message) for d in version_findings(report, project.name)]
     assert wrong == []
-    # ...because each file is judged as Keras 2, from its project's declaration or (an unknown container) its code.
-    assert {t.keras_major for t in report.targets.values()} == {2}
+    if project.name not in UNREAD_DECLARATION:  # each file is judged as Keras 2, from its project's declaration
+        assert {t.keras_major for t in report.targets.values()} == {2}
 
 
 def test_the_repro_corpus_would_fail_against_the_installed_environment(monkeypatch):
@@ -88,5 +101,5 @@ def test_real_corpus(monkeypatch, tmp_path):
         assert all((project / declaration).is_file() for declaration in entry["declarations"]), entry["slug"]
         report = findings(project, monkeypatch, [Path(entry["path"])])
         assert not report.errors, entry["slug"]
-        wrong += [(entry["slug"], d.code, d.location.line) for d in report.diagnostics if d.code in VERSION_CODES]
+        wrong += [(entry["slug"], d.code, d.location.line) for d in version_findings(report, entry["slug"])]
     assert wrong == []

@@ -212,3 +212,50 @@ def test_checkpoint_option_is_matched_against_the_model(tmp_path, legacy):
     [finding] = found["renamed"]
     assert finding.location.line == 9 and finding.message.startswith(f"--checkpoint {tmp_path / 'renamed'}: ")
     assert "4 variables got no value" in finding.message and "(root).extra" in finding.message
+
+
+WRITTEN = """\
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+{import_keras}
+
+
+def _net(extra):
+    layers = [keras.Input((4,)), keras.layers.Dense(2, name="d1")]
+    return keras.Sequential(layers + ([keras.layers.Dense(1, use_bias=False, name="new")] if extra else []))
+
+
+_SAVED = _net(False)
+_PATH = os.path.join(tempfile.mkdtemp(), "weights")
+tf.train.Checkpoint(model=_SAVED).write(_PATH)  # write(): no save_counter in the file
+
+
+def build_model():
+    model = _net({extra})
+    tf.train.Checkpoint(model=model).restore(_PATH).expect_partial()
+    return model
+
+
+if __name__ == "__main__":
+    same = np.array_equal(build_model().layers[0].get_weights()[0], _SAVED.layers[0].get_weights()[0])
+    print("restored" if same else "not restored")
+"""
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
+def test_the_checkpoints_own_save_counter_is_no_model_variable(tmp_path, legacy):
+    """Issue 29: restoring a file written by Checkpoint.write() makes the new Checkpoint's save_counter, which the file
+    lacks; it is the Checkpoint's, not the model's: no MP304 (running it: the model's weights are restored). With
+    one model variable really missing, the message is in the singular and names only it."""
+    script = tmp_path / "written.py"
+    script.write_text(WRITTEN.format(import_keras=KERAS[legacy], extra=False))
+    truth = run_python(script, legacy=legacy)
+    assert truth.stdout.strip().endswith("restored") and "not" not in truth.stdout, truth.stderr[-2000:]
+    assert _mp304(trace_check(script, legacy=legacy)) == []
+    script.write_text(WRITTEN.format(import_keras=KERAS[legacy], extra=True))
+    [finding] = _mp304(trace_check(script, legacy=legacy))
+    assert "1 variable got no value and keeps its initial value (" in finding.message
+    assert "save_counter" not in finding.message and "new/kernel" in finding.message

@@ -145,6 +145,11 @@ def _import_statements(text: str) -> Iterator[re.Match]:
         position = text.find("import", max(next_line, end))
 
 
+def imports_of(text: str) -> Imports:
+    """What a module's text imports (a regular expression, no parse)."""
+    return _imports(text)
+
+
 def _imports(text: str) -> Imports:
     froms = []
     plain: list[str] = []
@@ -297,6 +302,19 @@ class _Graph:
 
 
 _GRAPHS: dict[str, _Graph] = {}
+ImportGraph = _Graph
+_RUN_GRAPHS: dict[tuple[str, int], _Graph | None] = {}
+
+
+def import_graph(root: str, excluded: Callable[[str], bool], generation: int) -> ImportGraph | None:
+    """The import graph of the project at `root`, scanned once per run (`generation`: mpdoctor.project.target's),
+    None for a tree too big to be a project."""
+    key = (root, generation)
+    if key not in _RUN_GRAPHS:
+        if len(_RUN_GRAPHS) > 16:
+            _RUN_GRAPHS.clear()
+        _RUN_GRAPHS[key] = _graph(root, excluded)
+    return _RUN_GRAPHS[key]
 
 
 def _graph(root: str, excluded: Callable[[str], bool]) -> _Graph | None:
@@ -346,8 +364,8 @@ def select(root: Path, checked: list[str], named_tests: bool, excluded: Callable
     found = _graph(root_text, excluded)
     if found is None or not found.setters:
         return None
-    reaches_setter = _closure(found.setters, found.reverse)
-    reaches_checked = _closure([c for c in checked if c in found.graph], found.reverse)
+    reaches_setter = closure(found.setters, found.reverse)
+    reaches_checked = closure([c for c in checked if c in found.graph], found.reverse)
     # A script that imports nothing of the project passes its policy to no other module: its own per-file
     # analysis says everything (and big trees of standalone scripts cost nothing here).
     entries = sorted(
@@ -362,7 +380,8 @@ def select(root: Path, checked: list[str], named_tests: bool, excluded: Callable
     )
 
 
-def _closure(start: Iterable[str], edges: dict[str, set[str]]) -> set[str]:
+def closure(start: Iterable[str], edges: dict[str, set[str]]) -> set[str]:
+    """`start` and every node `edges` reach from it."""
     seen = set(start)
     stack = list(seen)
     while stack:

@@ -7,15 +7,17 @@ Sources, strongest first (docs in README "Which TensorFlow and Keras a file targ
    the closest directory that declares anything decides;
 3. the file's own evidence (mpdoctor.project.evidence): `import tf_keras` or `TF_USE_LEGACY_KERAS=1` set in the
    file (Keras 2), APIs that exist only in Keras 3 (`keras.ops`, `keras.config.set_dtype_policy`,
-   `optimizer.scale_loss`...) or only in Keras 2 (`get_scaled_loss`, the `experimental` mixed precision API,
-   `tf.compat.v1` graph code), TF1-only APIs (`tf.contrib`, `tf.Session`...);
+   `optimizer.scale_loss`...) or only in the Keras 2 era (`tf.compat.v1` graph code), TF1-only APIs (`tf.contrib`,
+   `tf.Session`...). An API a rule reports on the other target (`get_scaled_loss`, the `experimental` mixed
+   precision API, `tf.contrib.mixed_precision`) is never evidence: with nothing declared the file is judged against
+   the installed environment, and MP003 notes what it looks written for;
 4. the installed environment (package metadata, TF_USE_LEGACY_KERAS), last.
 
 The TensorFlow range comes from the first of 1, 2, 3 (TF1 APIs), 4 that says anything. The Keras major follows from
 the range (`tf.keras` is Keras 3 from TF 2.16 on), except that the file's own choice of Keras wins: tf_keras, or a
 Keras-3-only API (new code proves a new Keras, whatever an older pin says: MP003 then reports the disagreement). A
-Keras-2-only API decides only where no pin or configuration does (old code in a project pinned to Keras 3 is what
-MP103 reports), and a range that allows both Keras versions is judged as Keras 3 with lower confidence.
+Keras-2-era API (`tf.compat.v1` graph code) decides only where no pin or configuration does, and a range that allows
+both Keras versions is judged as Keras 3 with lower confidence.
 
 Never executes anything: project files are read as text or AST. Declarations are cached per directory for one run
 (`new_run()` starts another).
@@ -46,11 +48,12 @@ from mpdoctor.project import environment
 from mpdoctor.project.declared import declarations_in, is_project_root
 from mpdoctor.project.dockerfiles import is_dockerfile
 from mpdoctor.project.environment import KerasVersion
-from mpdoctor.project.evidence import FLAVOUR_TF_KERAS_MODULE, Clue, FileEvidence, file_evidence
+from mpdoctor.project.evidence import FLAVOUR_TF_KERAS_MODULE, Clue, FileEvidence, ModulesKeras, file_evidence
 from mpdoctor.project.requirements import LEGACY_ENV, TENSORFLOW, Declaration, keras_majors_for, releases_for, shown
 
 # Where a part of the target came from, strongest first.
 CONFIG, DECLARED, FILE, ENVIRONMENT, DEFAULT = "config", "declared", "file", "environment", "default"
+PROJECT = "project"  # the modules that run with the file (mpdoctor.project.running_together): after FILE
 
 
 # ------------------------------------------------------------------------------------------- the project
@@ -151,6 +154,11 @@ def _declared_text(declaration: Declaration) -> str:
 _generation = 0
 
 
+def generation() -> int:
+    """This run's number: caches of project files keyed by it are read afresh by the next run."""
+    return _generation
+
+
 def new_run() -> None:
     """Forget the declarations read so far (a new run reads project files afresh)."""
     global _generation
@@ -218,6 +226,7 @@ class Conflict:
     message: str
     line: int | None = None
     declared: bool = False  # between the project's declarations (not between a pin and the code)
+    note: bool = False  # not a disagreement of the target: what the file looks written for (flagged APIs)
 
 
 @dataclass(frozen=True)
@@ -306,7 +315,9 @@ class Target:
                 "keras_major": self.installed_keras_major,
             },
             "differs_from_installed": self.differs_from_installed,
-            "conflicts": [{"message": c.message, "line": c.line} for c in self.conflicts],
+            "conflicts": [
+                {"message": c.message, "line": c.line, **({"note": True} if c.note else {})} for c in self.conflicts
+            ],
         }
 
     @classmethod
@@ -330,7 +341,10 @@ class Target:
             hub_origin=str(hub["origin"]),
             installed=_release(installed["tensorflow"]) if installed["tensorflow"] else None,
             installed_keras_major=installed["keras_major"],
-            conflicts=tuple(Conflict(str(c["message"]), c.get("line")) for c in data.get("conflicts", ())),
+            conflicts=tuple(
+                Conflict(str(c["message"]), c.get("line"), bool(c.get("note", False)))
+                for c in data.get("conflicts", ())
+            ),
         )
 
     def describe(self) -> list[str]:
@@ -356,11 +370,16 @@ class Target:
         else:
             lines.append("  declared: nothing (no project file up to the project root declares TensorFlow or Keras)")
         lines += [f"  note: {note}" for note in self.project.notes]
-        if self.clues:
+        evidence = [c for c in self.clues if not c.flagged]
+        if evidence:
             lines.append("  the file's own evidence:")
-            lines += [f"    {c.text}" for c in self.clues]
+            lines += [f"    {c.text}" for c in evidence]
+        flagged = [c for c in self.clues if c.flagged]
+        if flagged:
+            lines.append("  not evidence (APIs a rule reports on the other target, so they never choose it):")
+            lines += [f"    {c.text}" for c in flagged]
         for conflict in self.conflicts:
-            lines.append(f"  conflict: {conflict.message}")
+            lines.append(f"  {'note' if conflict.note else 'conflict'}: {conflict.message}")
         return lines
 
 
@@ -378,15 +397,25 @@ _FLAVOUR_TEXT = {
 }
 
 
-def resolve(project: Project, evidence: FileEvidence, overrides: Overrides | None = None) -> Target:
-    """Combine the four sources (see the module docstring)."""
+def resolve(
+    project: Project, evidence: FileEvidence, overrides: Overrides | None = None, modules: ModulesKeras | None = None
+) -> Target:
+    """Combine the four sources (see the module docstring); `modules`: what the modules that run with the file choose
+    (one project, one target), for a `tf.keras` file whose own code says nothing."""
     here = _Environment(
         environment.tensorflow_version(),
         legacy_keras_env(),
         environment.standalone_keras_major(),
         environment.hub_installed(),
     )
-    return _resolved(project, evidence, overrides or Overrides(), here)
+    if (
+        evidence.flavour != FLAVOUR_TF_KERAS_MODULE
+        or not evidence.imports_tensorflow
+        or evidence.of("keras2")
+        or evidence.of("keras3")
+    ):
+        modules = None  # the file's own code decides, or it has no Keras to decide
+    return _resolved(project, evidence, overrides or Overrides(), here, modules)
 
 
 class _Environment(NamedTuple):
@@ -402,7 +431,9 @@ class _Environment(NamedTuple):
 # Most files of a tree have the same project, evidence and overrides: one Target object for all of them, resolved
 # once (a sixtieth of a 2,000-file static run) and pickled once per chunk by the static workers.
 @functools.lru_cache(maxsize=1024)
-def _resolved(project: Project, evidence: FileEvidence, overrides: Overrides, env: _Environment) -> Target:
+def _resolved(
+    project: Project, evidence: FileEvidence, overrides: Overrides, env: _Environment, modules: ModulesKeras | None
+) -> Target:
     installed = env.installed
     releases, tf_text, tf_origin, tf_source = _tensorflow_range(project, evidence, overrides, installed)
     conflicts: list[Conflict] = []
@@ -410,12 +441,14 @@ def _resolved(project: Project, evidence: FileEvidence, overrides: Overrides, en
         conflicts.append(Conflict(project.conflict, None, declared=True))
 
     legacy_declared = project.of(LEGACY_ENV)
-    legacy = bool(legacy_declared) or env.legacy_env  # the environment's variable is the weakest source
-    legacy_origin = (
-        f"{legacy_declared[0].text} at {legacy_declared[0].origin}"
-        if legacy_declared
-        else "TF_USE_LEGACY_KERAS=1 in the environment"
-    )
+    legacy_modules = modules is not None and modules.legacy
+    legacy = bool(legacy_declared) or legacy_modules or env.legacy_env  # the environment's variable is the weakest
+    if legacy_declared:
+        legacy_origin = f"{legacy_declared[0].text} at {legacy_declared[0].origin}"
+    elif modules is not None and legacy_modules:
+        legacy_origin = modules.origin
+    else:
+        legacy_origin = "TF_USE_LEGACY_KERAS=1 in the environment"
     derived = _keras_of(evidence.flavour, releases, legacy, project, tf_source)
     derived_text = _derived_text(evidence.flavour, derived, legacy, legacy_origin, releases, tf_source)
 
@@ -439,6 +472,8 @@ def _resolved(project: Project, evidence: FileEvidence, overrides: Overrides, en
             )
     elif keras2 and (not pinned or derived == {2, 3}):
         majors, origin, source = frozenset({2}), f"this file uses {keras2[0].text}", FILE
+    elif modules is not None and not modules.legacy and (not pinned or derived == {2, 3}):
+        majors, origin, source = frozenset({modules.major}), modules.origin, PROJECT
     else:
         majors, origin, source = derived, derived_text, tf_source
     derived_keras = source == tf_source and origin == derived_text
@@ -451,6 +486,8 @@ def _resolved(project: Project, evidence: FileEvidence, overrides: Overrides, en
             )
         )
     major = 3 if 3 in majors else 2
+    if CONFIG not in (source, tf_source) and DECLARED not in (source, tf_source):
+        conflicts += _looks_written_for_another(evidence, major, releases, installed)
     hub, hub_origin = _hub(project, evidence, env)
 
     return Target(
@@ -472,6 +509,38 @@ def _resolved(project: Project, evidence: FileEvidence, overrides: Overrides, en
         clues=evidence.clues,
         project=project,
     )
+
+
+def _looks_written_for_another(
+    evidence: FileEvidence, major: int, releases: frozenset[Release], installed: Release | None
+) -> list[Conflict]:
+    """Nothing declares the target, and the file's flagged APIs say it was written for another Keras or TensorFlow
+    than the one it is judged against (the installed one): the rules report those APIs, and one note says how to be
+    judged against the file's own era instead."""
+    declare = "declare the target (requirements, pyproject) to be judged against it"
+    flagged = evidence.flagged("keras2") + evidence.flagged("tf1")
+    keras2 = [c for c in flagged if c.what in ("get_scaled_loss", "get_unscaled_gradients")]
+    if keras2 and major == 3:
+        first = keras2[0]
+        if evidence.flavour == "keras":
+            where, switch = "keras", "or import tf_keras (Keras 2) instead of keras"
+        else:
+            where, switch = "tf.keras", "or set TF_USE_LEGACY_KERAS=1 with tf_keras installed"
+        message = (
+            f"this file looks written for Keras 2 ({first.what}, line {first.line}) but {where} here is Keras 3; "
+            f"{declare}, {switch}"
+        )
+        return [Conflict(message, first.line, note=True)]
+    here = f"TensorFlow {release_text(installed)} is installed here" if installed else "the target is TensorFlow 2"
+    for era, what, outside in (
+        ("TensorFlow < 2.9", "mixed_precision.experimental", lambda r: r >= (2, 9)),
+        ("TensorFlow 1", "tf.contrib.mixed_precision", lambda r: r[0] >= 2),
+    ):
+        found = [c for c in flagged if c.what == what]
+        if found and all(outside(r) for r in releases):
+            message = f"this file looks written for {era} ({what}, line {found[0].line}) but {here}; {declare}"
+            return [Conflict(message, found[0].line, note=True)]
+    return []
 
 
 def _hub(project: Project, evidence: FileEvidence, env: _Environment) -> tuple[bool, str]:
@@ -499,6 +568,10 @@ def _tensorflow_range(
         if installed is not None and installed not in TF2_RELEASES and any(r >= (2, 0) for r in releases):
             releases = releases | _newer_allowed(installed, text)  # a future TF the specifier also allows
         return releases & universe, text, origin, DECLARED
+    unread = project.of(TENSORFLOW)
+    if unread:  # declared, but nothing mpdoctor can read (an image tag it does not know): not the installed one
+        why = unread[0].note or "nothing mpdoctor can read"
+        return frozenset(r for r in universe if r[0] >= 2), "any 2.x", f"{unread[0].origin} ({why})", DECLARED
     tf1 = evidence.of("tf1")
     if tf1:
         return frozenset(r for r in universe if r[0] == 1), "1.x", f"this file's use of {tf1[0].text}", FILE
@@ -560,7 +633,13 @@ def _installed_keras(flavour: str) -> int | None:
 
 
 def target_for(
-    path: str, tree: ast.AST, text: str, overrides: Overrides | None = None, imports=None, nodes=None
+    path: str,
+    tree: ast.AST,
+    text: str,
+    overrides: Overrides | None = None,
+    imports=None,
+    nodes=None,
+    modules: ModulesKeras | None = None,
 ) -> Target:
     """The resolved target of one file (its project's declarations are cached per directory)."""
-    return resolve(project_for(path), file_evidence(tree, text, imports, nodes), overrides)
+    return resolve(project_for(path), file_evidence(tree, text, imports, nodes), overrides, modules)

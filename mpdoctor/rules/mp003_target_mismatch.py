@@ -33,9 +33,13 @@ define_rule(
         FILE` prints it). MP003 reports where that target disagrees:
         - static: a dependency pin says one Keras and the file's own code another (a pin to TensorFlow < 2.16 but
           `keras.ops`, which exists only in Keras 3: the code wins and is judged as Keras 3), or the file uses
-          TensorFlow 1 APIs (`tf.contrib`, `tf.Session`) under a TensorFlow 2 pin, or the project's files declare
+          TensorFlow 1 APIs (`tf.contrib`, `tf.Session`) under a TensorFlow 2 pin; or the project's files declare
           TensorFlow releases with none in common (requirements.txt `tensorflow==2.5.1`, a Dockerfile on a
-          TensorFlow 1.15 image): the file is judged against the declaration nearest it;
+          TensorFlow 1.15 image): the file is judged against the declaration nearest it; or, with nothing declared, the
+          file looks written for another Keras than the installed one (`get_scaled_loss` where tf.keras is
+          Keras 3): an API a rule reports is never taken as evidence for the target that would silence the
+          rule, so the file is judged against the installed environment (MP103 reports the API) and one note
+          says how to declare the target it was written for;
         - trace: the run failed on an API that the installed TensorFlow lacks but the target has (a TF 1.x or
           TF 2.8 target traced on TF 2.21): "cannot trace", at info, instead of an MP001 error in your code.
         Trace findings observed on an installed TensorFlow outside the target say so in their message
@@ -63,10 +67,12 @@ define_rule(
     "--keras-version or [tool.mpdoctor] target-tensorflow / keras-version.",
 )
 
-# Only code that can name a Keras-3-only or TensorFlow-1-only API can disagree with a pin.
+# Only code that can name a Keras-3-only or TensorFlow-1-only API can disagree with a pin, and only a flagged
+# Keras 2 / TensorFlow 1 API (mpdoctor.project.evidence) says the file looks written for another target.
 _CONFLICT_TEXT = (
     r"\bops\b|set_dtype_policy|DTypePolicy|dtype_policies|TFSMLayer|SeedGenerator|scale_loss|contrib|Session|"
-    r"placeholder|get_variable|variable_scope|global_variables_initializer|Optimizer"
+    r"placeholder|get_variable|variable_scope|global_variables_initializer|Optimizer|get_unscaled_gradients|"
+    r"experimental"
 )
 
 

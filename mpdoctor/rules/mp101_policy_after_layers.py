@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+import builtins
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from mpdoctor.diagnostics import Confidence, Diagnostic
+from mpdoctor.diagnostics import Confidence, Diagnostic, Severity
 from mpdoctor.facts.dtypes import is_float16_compute
 from mpdoctor.facts.keras_semantics import POLICY_NEUTRAL_LAYERS, SAVEDMODEL_LAYERS, model_factory
 from mpdoctor.facts.records import LayerRecord, PolicyEvent
@@ -33,8 +35,10 @@ define_rule(
         policy call (`set_global_policy`, `set_dtype_policy`, `set_floatx`) that switches to a float16/bfloat16
         compute policy AFTER layers or models were already built earlier in the same run: lexically earlier in
         the same scope, or inside a local function called earlier in that scope (`model = build_model()` before
-        the policy call). `keras.applications` models and local Layer/Model subclasses count, and so do models
-        made without a Keras constructor: transformers `TFAutoModel*.from_pretrained(...)` and `TF*Model(config)`,
+        the policy call), or, when the policy is set in a function that then fits or runs a model it receives,
+        built by its caller before the call (`model = load_model()` then `fine_tune(model)`).
+        `keras.applications` models and local Layer/Model subclasses count, and so do models made without a
+        Keras constructor: transformers `TFAutoModel*.from_pretrained(...)` and `TF*Model(config)`,
         keras-hub / keras-nlp / keras-cv `*.from_preset(...)`, and loaded models (`keras.models.load_model`,
         `tf.saved_model.load`, `hub.load`), which keep the dtypes they were saved with. The message names the
         first such layer and its line.
@@ -103,10 +107,73 @@ def check_policy_after_layers(ctx: StaticContext) -> Iterable[Diagnostic]:
             built = f"{built} was {'loaded' if factory == 'loaded' else 'built'}"
         more = f" (and {len(others)} more construction{'s' if len(others) > 1 else ''})" if others else ""
         loaded = factory == "loaded" and not others
-        message = set_too_late(_setter_text(ctx, event.node), event.policy, built + more, old_text, loaded)
-        yield ctx.diagnostic(
-            "MP101", event.node, message, confidence=Confidence.MEDIUM if None in old else Confidence.HIGH
-        )
+        confidence = Confidence.MEDIUM if None in old else Confidence.HIGH
+        setter = _setter_text(ctx, event.node)
+        if event.scope is None and _used_before(ctx, event.node) and not _may_build_after(ctx, event.node):
+            # the last word of a script or notebook: nothing is built after it, so it changes nothing (issue 29)
+            note = ctx.diagnostic(
+                "MP101", event.node, no_effect(setter, event.policy, built + more), confidence=confidence
+            )
+            yield replace(note, severity=Severity.INFO)
+            continue
+        message = set_too_late(setter, event.policy, built + more, old_text, loaded)
+        yield ctx.diagnostic("MP101", event.node, message, confidence=confidence)
+
+
+# Method calls after the policy call that neither build layers nor run a model (anything else may: a later `fit`
+# means the policy was meant for the model it trains, and is a warning).
+_HARMLESS = frozenset(
+    {"summary", "get_weights", "plot", "show", "append", "format", "numpy", "mean", "sum", "update", "items",
+     "keys", "values", "join", "head", "to_csv", "savefig", "info", "write"}
+)  # fmt: skip
+_BUILTINS = frozenset(dir(builtins))
+
+
+_RUNS_A_MODEL = frozenset({"fit", "fit_generator", "predict", "evaluate", "train_on_batch", "predict_on_batch"})
+
+
+def _used_before(ctx: StaticContext, setter: ast.AST) -> bool:
+    """A model was trained or run before the policy call: the script (notebook) was done with it."""
+    return any(
+        isinstance(call.func, ast.Attribute) and call.func.attr in _RUNS_A_MODEL and position(call) < position(setter)
+        for call in ctx.calls
+    )
+
+
+def _may_build_after(ctx: StaticContext, setter: ast.AST) -> bool:
+    """Some call after the module-level `setter` may build layers or run a model: a construction, a function of the
+    file that builds, a function not of the file (an imported builder), or a method not known to do neither
+    (`tuner.search` builds models, `model.fit` trains one)."""
+    for call in ctx.calls:
+        if position(call) <= position(setter) or ctx.enclosing_function(call) is not None:
+            continue
+        if _construction(ctx, call) is not None:
+            return True
+        func = call.func
+        if isinstance(func, ast.Name):
+            local = _local_function(ctx, call)
+            if local is not None and _first_construction_in(ctx, local, frozenset()) is None:
+                continue
+            if local is None and func.id in _BUILTINS:
+                continue
+            return True
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr not in _HARMLESS
+            and not (ctx.call_name(call) or "").startswith(
+                ("np.", "numpy.", "tf.", "math.", "os.", "json.", "plt.", "matplotlib.")
+            )
+        ):
+            return True
+    return False
+
+
+def no_effect(setter: str, policy: str | None, built: str) -> str:
+    return (
+        f'{setter} sets "{policy}" after {built}, and nothing is built after it: the call has no effect (layers '
+        "keep the policy in force when they are created); set the policy before building the model if it was meant "
+        "for it"
+    )
 
 
 def _built_before(ctx: StaticContext, event: PolicyEvent) -> list[tuple[ast.Call, LayerRecord, ast.Call | None]]:
@@ -134,7 +201,57 @@ def _built_before(ctx: StaticContext, event: PolicyEvent) -> list[tuple[ast.Call
             built = _first_construction_in(ctx, function, frozenset())
             if built is not None:
                 found.append((node, built, node))
-    return sorted(found, key=lambda item: position(item[0]))
+    return sorted(found, key=lambda item: position(item[0])) or _built_by_callers(ctx, event)
+
+
+_USES_MODEL = ("fit", "fit_generator", "train_on_batch", "evaluate", "predict")
+
+
+def _built_by_callers(ctx: StaticContext, event: PolicyEvent) -> list[tuple[ast.Call, LayerRecord, ast.Call | None]]:
+    """The order of calls, not of statements (issue 29): the policy is set in a function that then trains or runs a
+    model it receives (`def fine_tune(model): ...; set_global_policy(...); model.fit(...)`), and a caller built
+    that model before calling it (`model = load_model()` then `fine_tune(model)`): built under the old policy."""
+    function = event.scope
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    assigned = {n.id for n in ctx.walk_scope(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    used = {
+        n.func.value.id
+        for n in ctx.walk_scope(function)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in _USES_MODEL
+        and isinstance(n.func.value, ast.Name)
+        and position(n) > position(event.node)
+    }
+    models = [(index, name) for index, name in enumerate(params) if name in used and name not in assigned]
+    found = []
+    for call in ctx.calls:
+        if (
+            not (isinstance(call.func, ast.Name) and call.func.id == function.name)
+            or _local_function(ctx, call) is not function
+        ):
+            continue
+        for index, name in models:
+            argument = (
+                call.args[index]
+                if index < len(call.args)
+                else next((k.value for k in call.keywords if k.arg == name), None)
+            )
+            value = ctx.last_assignment(argument.id, call) if isinstance(argument, ast.Name) else None
+            if isinstance(value, ast.Call):
+                found += _made_by(ctx, value)
+    return found
+
+
+def _made_by(ctx: StaticContext, value: ast.Call) -> list[tuple[ast.Call, LayerRecord, ast.Call | None]]:
+    layer = _construction(ctx, value)
+    if layer is not None:
+        return [(value, layer, None)]
+    builder = _local_function(ctx, value)
+    built = _first_construction_in(ctx, builder, frozenset()) if builder is not None else None
+    return [(value, built, value)] if built is not None else []
 
 
 def _construction(ctx: StaticContext, call: ast.Call) -> LayerRecord | None:
@@ -271,6 +388,12 @@ def trace_policy_after_layers(facts: Facts, ctx: TraceContext) -> Iterable[Diagn
         loaded = all(_made_by_factory(ctx, record) == "loaded" for record in stale)
         count = f"{len(stale)} layer{'s were' if len(stale) > 1 else ' was'} {'loaded' if loaded else 'built'}"
         built = f"{count} (first: {first.class_name} `{first.name}`, line {_line(first) or '?'})"
+        static = ctx.static
+        last_word = call is not None and static is not None and static.enclosing_function(call) is None
+        if last_word and _used_before(static, call) and not _may_build_after(static, call):  # type: ignore[arg-type]
+            note = ctx.diagnostic("MP101", event.location, no_effect(setter, event.policy, built))
+            found.append(replace(note, severity=Severity.INFO))
+            continue
         message = set_too_late(setter, event.policy, built, first.policy or "?", loaded)
         found.append(ctx.diagnostic("MP101", event.location, message))
     return found

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
+from mpdoctor.diagnostics import Confidence, Diagnostic, Fix, Severity
+from mpdoctor.facts.keras_semantics import model_factory
 from mpdoctor.facts.records import LayerRecord, PolicyEvent
 from mpdoctor.registry import define_rule, static_check, trace_check
 from mpdoctor.static.astutil import position
@@ -32,7 +34,10 @@ define_rule(
         (`.fit(`, `.fit_generator(`, `.train_on_batch(`, or `GradientTape` with `apply_gradients` /
         `optimizer.apply`). Files that only run inference are not reported, nor a policy set only after the
         training at module level. A `set_floatx` call is ignored when the file also sets a policy explicitly
-        (an explicit global policy overrides floatx).
+        (an explicit global policy overrides floatx). The message says "no loss scaling either" only for float16
+        without a `LossScaleOptimizer` in the file (compile adds none under a pure policy; bfloat16 needs none).
+        Pure float16 with loss scaling and stochastic rounding on Graphcore IPUs (`tensorflow.python.ipu`,
+        `floating_point_behaviour.esr`), their documented practice, is an info note.
         """,
     why="""
         Unlike `mixed_float16`, a pure `float16` policy also stores the variables in float16: updates smaller
@@ -112,16 +117,50 @@ def check_pure_float16_policy(ctx: StaticContext) -> Iterable[Diagnostic]:
             confidence = Confidence.MEDIUM  # the model is built in another module
         mixed = _PURE_TO_MIXED[event.policy]  # type: ignore[index]
         what = f'floatx "{event.policy}" (the default policy)' if floatx else f'global policy "{event.policy}"'
-        message = f"{what} in a script that trains: {pure_policy(event.policy)}"
+        scaled = bool(ctx.calls_named(_LOSS_SCALE_OPTIMIZER))
+        message = f"{what} in a script that trains: {pure_policy(event.policy, scaled)}"
         fix = _floatx_fix(ctx, event, mixed) if floatx else policy_literal_fix(ctx.semantic, event, mixed)
+        if scaled and _stochastic_rounding(ctx):
+            note = ctx.diagnostic("MP102", event.node, _ipu_note(what, event.policy), confidence=confidence)
+            yield replace(note, severity=Severity.INFO)
+            continue
         yield ctx.diagnostic("MP102", event.node, message, confidence=confidence, fix=fix)
+
+
+_LOSS_SCALE_OPTIMIZER = "keras.mixed_precision.LossScaleOptimizer"
+# Graphcore's IPU TensorFlow: stochastic rounding of float16 (`floating_point_behaviour.esr`,
+# `stochastic_rounding`), with which its documentation trains in pure float16 with loss scaling.
+_STOCHASTIC_ROUNDING = ("esr", "stochastic_rounding", "StochasticRoundingBehaviour")
+
+
+def _stochastic_rounding(ctx: StaticContext) -> bool:
+    """The file targets IPUs (imports tensorflow.python.ipu) and turns on their stochastic rounding."""
+    imported = (*ctx.imports.modules, *ctx.imports.aliases.values())
+    if not any(name.startswith(("tensorflow.python.ipu", "ipu_tensorflow")) for name in imported):
+        return False
+    return any(
+        isinstance(node, (ast.Attribute, ast.Name, ast.keyword))
+        and (getattr(node, "attr", None) or getattr(node, "id", None) or getattr(node, "arg", None))
+        in _STOCHASTIC_ROUNDING
+        for node in ctx.nodes
+    )
+
+
+def _ipu_note(what: str, policy: str | None) -> str:
+    return (
+        f"{what} with loss scaling and IPU stochastic rounding: variables are stored in {policy}, which is the "
+        f"documented practice on Graphcore IPUs (stochastic rounding keeps small updates from rounding away); "
+        f'elsewhere, or if training stalls, use "{_PURE_TO_MIXED.get(policy or "", "mixed_float16")}" (float32 '
+        "variables)"
+    )
 
 
 def _all_constructions(ctx: StaticContext) -> list[LayerRecord]:
     """Layer calls plus `keras.applications` model calls."""
     found = list(ctx.layer_calls)
     for call in ctx.calls:
-        if is_application(ctx, call):
+        # pretrained constructors and presets build their layers under the global policy (loaded models keep theirs)
+        if is_application(ctx, call) or model_factory(ctx.call_name(call)) == "built":
             found.append(ctx.layer_record(call, ctx.call_name(call)))  # type: ignore[arg-type]
     return found
 
@@ -158,6 +197,8 @@ def _non_keras_receiver(ctx: StaticContext, receiver: ast.AST) -> bool:
         name = ctx.call_name(value) or ""
         if name.startswith("keras.preprocessing."):  # ImageDataGenerator.fit computes feature statistics
             return True
+        if model_factory(name) == "built":  # `TFBert...from_pretrained`, keras-hub `from_preset`: Keras models
+            return False
         return bool(name) and not name.startswith(("keras.", "tf.", "hub."))
     return False
 
@@ -179,12 +220,14 @@ def _floatx_fix(ctx: StaticContext, event: PolicyEvent, mixed: str) -> Fix | Non
     return Fix(f"set the {mixed!r} policy instead of floatx", (ctx.edit(event.node, new),), applicability="unsafe")
 
 
-def pure_policy(policy: str) -> str:
-    """MP102's fact and advice in the words of both passes, after what sets the policy."""
+def pure_policy(policy: str, loss_scaled: bool = False) -> str:
+    """MP102's fact and advice in the words of both passes, after what sets the policy. Keras scales the loss by
+    itself only under mixed_float16: under float16 say so, unless the file wraps the optimizer itself (bfloat16
+    needs no loss scaling)."""
+    scaling = " (no loss scaling either)" if policy == "float16" and not loss_scaled else ""
     return (
         f"variables are stored in {policy} too, so small updates round to zero and the optimizer state overflows "
-        f'or underflows (no loss scaling either); use "{_PURE_TO_MIXED[policy]}" (float32 variables, {policy} '
-        "compute)"
+        f'or underflows{scaling}; use "{_PURE_TO_MIXED[policy]}" (float32 variables, {policy} compute)'
     )
 
 

@@ -13,6 +13,7 @@ from mpdoctor.facts.tf_releases import (
     Removal,
     removal_of,
 )
+from mpdoctor.project.evidence import shim_lines
 from mpdoctor.registry import absorbs_crash, define_rule, static_check
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.edits import after_imports, module_alias
@@ -129,7 +130,7 @@ def check_legacy_mixed_precision_api(ctx: StaticContext) -> Iterable[Diagnostic]
     if ctx.is_keras3:
         plain, shims = _tf_keras_loss_scale_calls(ctx)
         found += plain
-    guarded = _version_guarded_lines(ctx)
+    guarded = shim_lines(ctx.nodes_of(ast.Try, ast.If))
     return [d for d in found if d.location.line not in guarded] + shims
 
 
@@ -140,43 +141,6 @@ def _harmless_tf1_reference(ctx: StaticContext, node: ast.AST, name: str) -> boo
         return False
     parent = ctx.parents.get(node)
     return not (isinstance(parent, ast.Call) and parent.func is node)
-
-
-_GUARD_EXCEPTIONS = {"ImportError", "ModuleNotFoundError", "AttributeError", "Exception", "BaseException"}
-
-
-def _version_guarded_lines(ctx: StaticContext) -> set[int]:
-    """Lines of compatibility shims: a `try` body whose handler catches ImportError/AttributeError, or an `if`
-    arm chosen by a version / `hasattr` test (`if tf.__version__ < "2.4":`)."""
-    lines: set[int] = set()
-    for node in ctx.nodes_of(ast.Try, ast.If):
-        blocks: list[list[ast.stmt]] = []
-        if isinstance(node, ast.Try) and any(_catches_missing_api(h) for h in node.handlers):
-            blocks.append(node.body)
-        elif isinstance(node, ast.If) and _is_version_test(node.test):
-            blocks += [node.body, node.orelse]
-        for block in blocks:
-            for stmt in block:
-                lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
-    return lines
-
-
-def _catches_missing_api(handler: ast.ExceptHandler) -> bool:
-    if handler.type is None:
-        return True
-    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any((t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", "")) in _GUARD_EXCEPTIONS for t in types)
-
-
-def _is_version_test(test: ast.AST) -> bool:
-    for node in ast.walk(test):
-        if isinstance(node, ast.Attribute) and node.attr in ("__version__", "VERSION", "version"):
-            return True
-        if isinstance(node, ast.Name) and "version" in node.id.lower():
-            return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr":
-            return True
-    return False
 
 
 def _legacy_imports(ctx: StaticContext) -> Iterator[Diagnostic]:

@@ -90,9 +90,10 @@ def trace_checkpoint_unmatched(facts: Facts, ctx: TraceContext) -> Iterable[Diag
             continue
         parts = []
         if missing:
+            keeps = "keep their initial values" if missing > 1 else "keeps its initial value"
             parts.append(
-                f"{missing} variable{'s' if missing > 1 else ''} got no value and keep their initial "
-                f"values ({_some(unmatched.variable_names, missing)})"
+                f"{missing} variable{'s' if missing > 1 else ''} got no value and {keeps} "
+                f"({_some(unmatched.variable_names, missing)})"
             )
         if unused:
             parts.append(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -99,7 +100,9 @@ define_rule(
         The trace pass builds the model and finds an output tensor whose dtype is float16 or bfloat16 that MP401
         does not already explain (typically a linear `Dense(n)` head under `mixed_float16`, a regression output,
         or logits used with `from_logits=True`). An uncompiled model whose output layer a compiled model uses inside
-        (a decoder for inference built from a trained autoencoder's layers) is not reported: no loss reads it.
+        (a decoder for inference built from a trained autoencoder's layers) is not reported: no loss reads it;
+        nor an uncompiled model of a script that only runs inference (`predict`) and never
+        compiles, fits, evaluates, saves or exports a model: no loss, metric or export consumer reads its output.
         """,
     why="""
         Keras computes the loss and metrics on the output tensor. In float16 a regression target above 65504 (or
@@ -406,7 +409,9 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
                         confidence=confidence,
                     )
                 )
-            elif model.compiled or node.uid is None or node.uid not in trained_layers:
+            elif (model.compiled or node.uid is None or node.uid not in trained_layers) and not (
+                not model.compiled and _inference_only(ctx)
+            ):
                 found.append(
                     ctx.diagnostic(
                         "MP402",
@@ -420,6 +425,24 @@ def trace_float16_outputs(facts: Facts, ctx: TraceContext) -> Iterable[Diagnosti
                     )
                 )
     return found
+
+
+# What a file that trains, evaluates against a loss or exports a model spells (any mention keeps MP402), and what
+# one that runs a model for inference does.
+_TRAINS_OR_EXPORTS = re.compile(
+    r"\.(?:compile|fit|fit_generator|train_on_batch|evaluate|save|save_weights|export)\s*\(|GradientTape|"
+    r"saved_model|apply_gradients|tflite|TFLiteConverter"
+)
+_RUNS_INFERENCE = re.compile(r"\.predict(?:_on_batch)?\s*\(")
+
+
+def _inference_only(ctx: TraceContext) -> bool:
+    """The file predicts with a model and never compiles, fits, evaluates, saves or exports one (issue 29):
+    its uncompiled model's float16 output reaches no loss, metric or consumer of an export, so MP402's reason does
+    not hold (RULES.md: the loss and metrics then run in float16). A module that only builds a model (compiled by
+    another module) is no such file: it keeps MP402."""
+    text = ctx.text or ""
+    return bool(_RUNS_INFERENCE.search(text)) and not _TRAINS_OR_EXPORTS.search(text)
 
 
 def _not_called(facts: Facts) -> str:

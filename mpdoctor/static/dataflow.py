@@ -326,11 +326,25 @@ class Flow:
             if policies and all(p in ("float32", "float64") for p in policies):
                 return plain(F32)  # deliberate float32 sublayer: provably float32, not reported
             if any(is_float16_compute(p) for p in policies):
-                return plain(F16)
+                return self._float16_layer_output(layer.class_name, layer.module, layer.node)
             return _UNKNOWN
         if isinstance(call.func, ast.Name) and call.func.id in _NUMBER_BUILTINS:
             return plain(CONST)
         return _UNKNOWN
+
+    def _float16_layer_output(self, class_name: str, module: str | None, node: ast.AST | None) -> Kind:
+        """A float16 layer's output is float16, except a resizing UpSampling2D on Keras 2: its tf.image.resize returns
+        float32 there (tf_keras, mixed_float16: measured), float16 on Keras 3. On a target with both, unknown: what
+        would be fixed for one Keras breaks the other."""
+        if class_name != "UpSampling2D" or module != "keras.layers" or not isinstance(node, ast.Call):
+            return plain(F16)
+        interpolation = keyword_value(node, "interpolation") or (node.args[2] if len(node.args) > 2 else None)
+        if interpolation is None or (isinstance(interpolation, ast.Constant) and interpolation.value == "nearest"):
+            return plain(F16)  # nearest neighbour keeps the dtype in both Keras
+        majors = self.ctx.target.keras_majors
+        if majors == {3}:
+            return plain(F16)
+        return plain(F32) if majors == {2} else _UNKNOWN
 
     def _cast_kind(self, call: ast.Call, name: str, outside: bool) -> Kind:
         dtype = call.args[1] if len(call.args) > 1 else keyword_value(call, "dtype")

@@ -47,6 +47,8 @@ def policy_from_expr(
             return policy_from_expr(arg, imports, constants, _depth + 1)
         return None
     name = imports.resolve(expr)
+    if name and constants and name in constants:  # a constant of another project module (`benchmark.FLOAT_A100`)
+        return policy_from_expr(constants[name], imports, constants, _depth + 1)
     if name:
         last = name.rsplit(".", 1)[-1]
         if name.startswith(("tf.", "np.")) and last in _TF_DTYPE_NAMES:

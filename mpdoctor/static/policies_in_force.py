@@ -101,13 +101,36 @@ class PoliciesInForce:
             if not sites:
                 return self.file_policies | from_project
             return frozenset().union(*(self._policies_at(site, visiting) for site in sites)) | from_project
-        sites = model.calls_to(function.name)  # type: ignore[attr-defined]
-        if not sites:
+        callers: list[ast.AST] = [*model.calls_to(function.name)]  # type: ignore[attr-defined]
+        callers = callers or self._handed_over_sites(function)
+        if not callers:
             return self.file_policies | from_project
         result: set[str | None] = set(from_project)
-        for site in sites:
-            result |= self._policies_at(site, visiting)
+        for caller in callers:
+            result |= self._policies_at(caller, visiting)
         return frozenset(result)
+
+    def _handed_over_sites(self, function: ast.AST) -> list[ast.AST]:
+        """Where a module-level function never called by name may run (issue 29): the call it is handed to
+        (`kt.Hyperband(build_model, ...)`) and every method call on what that call returned (`tuner.search(...)`,
+        which calls `build_model(hp)`), in a notebook's earlier cell too. Empty when it is handed to nothing here."""
+        model = self.model
+        if model.enclosing_function(function) is not None:
+            return []
+        name = function.name  # type: ignore[attr-defined]
+        holders: set[str] = set()
+        sites: list[ast.AST] = []
+        for call in model.calls:  # source order: a holder is bound before its methods are called
+            func = call.func
+            receiver = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else None
+            if receiver is not None and receiver in holders:
+                sites.append(call)
+            elif any(isinstance(a, ast.Name) and a.id == name for a in [*call.args, *(k.value for k in call.keywords)]):
+                sites.append(call)
+                holder = _assigned_name(model, call)
+                if holder is not None:
+                    holders.add(holder)
+        return sites
 
     def _project_policies(self, scope: ast.AST) -> frozenset[str | None]:
         """The policies entry points elsewhere in the project run `scope` (a def, a class, the module) under."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from mpdoctor.facts.keras_semantics import BASE_LAYERS, BASE_MODELS, SAVEDMODEL_LAYERS
 from mpdoctor.facts.records import LayerRecord, SourceRef
 from mpdoctor.project.environment import KerasVersion
-from mpdoctor.project.evidence import file_evidence
+from mpdoctor.project.evidence import ModulesKeras, file_evidence
 from mpdoctor.project.target import Overrides, Target, project_for, resolve
 from mpdoctor.static.names import ImportMap, canonical
 from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts
@@ -37,6 +37,9 @@ class Settings:
     keras_origin: str = "--keras-version"  # where keras_version was set
     target: Target | None = None  # resolved by the engine (mpdoctor.project.target); else by the context itself
     project: FileContexts | None = None  # policies other modules of the project call this file's code under
+    modules: ModulesKeras | None = None  # the Keras of the modules that run with this file (one project, one target)
+    # string constants of the project modules the file imports, by dotted name (mpdoctor.project.running_together)
+    imported_constants: dict[str, ast.AST] | None = None
 
     @property
     def overrides(self) -> Overrides:
@@ -184,7 +187,8 @@ class SemanticModel:
                 seen.setdefault(stmt.targets[0].id, []).append(stmt.value)
             elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
                 seen.setdefault(stmt.target.id, []).append(stmt.value)
-        return {name: values[0] for name, values in seen.items() if len(values) == 1}
+        own = {name: values[0] for name, values in seen.items() if len(values) == 1}
+        return {**(self.settings.imported_constants or {}), **own}  # dotted names never collide with own names
 
     # ---------------------------------------------------------------- structure
 
@@ -379,7 +383,9 @@ class SemanticModel:
         (mpdoctor.project.target). Rules and fixes read it, never the installed environment."""
         if self.settings.target is None:  # resolved once per file, from this context's one walk of the tree
             evidence = file_evidence(self.tree, self.source.text, self.imports, self.nodes)
-            self.settings.target = resolve(project_for(self.path), evidence, self.settings.overrides)
+            self.settings.target = resolve(
+                project_for(self.path), evidence, self.settings.overrides, self.settings.modules
+            )
         return self.settings.target
 
     @property

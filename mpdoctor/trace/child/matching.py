@@ -116,7 +116,10 @@ def _object_based(status: Any) -> Unmatched:
     ]
     matched = {id(obj) for obj in coordinator.object_by_proto_id.values()}
     holders = checkpoint_lib._objects_with_attributes(util.list_objects(status._object_graph_view))
-    missing = [_variable_name(obj) for obj in holders if id(obj) not in matched]
+    # The Checkpoint's own counter, made by restore() itself when the file has none (`write()`, a Keras save): not a
+    # variable of the model (issue 29).
+    counter = getattr(getattr(status._object_graph_view, "root", None), "_save_counter", None)
+    missing = [_variable_name(obj) for obj in holders if id(obj) not in matched and obj is not counter]
     return _summary("object", unused, missing, bool(getattr(coordinator, "expect_partial", False)))
 
 
