@@ -84,6 +84,12 @@ def _toml(path: Path) -> tuple[str, dict[str, Any]] | None:
         return None
 
 
+def project_toml(path: Path) -> dict[str, Any] | None:
+    """The data of a project's TOML file; None when it is unreadable or not TOML."""
+    read = _toml(path)
+    return read[1] if read is not None else None
+
+
 def _pyproject(path: Path) -> list[Declaration]:
     read = _toml(path)
     if read is None:

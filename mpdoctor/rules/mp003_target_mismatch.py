@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Location
 from mpdoctor.facts.tf_releases import release_text, removal_of
-from mpdoctor.registry import define_rule, explains_exception, get_rule, static_check, trace_check
+from mpdoctor.registry import (
+    define_rule,
+    explains_exception,
+    get_rule,
+    raised_by_engine,
+    static_check,
+    trace_check,
+)
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.names import canonical
 from mpdoctor.trace_context import TraceContext
@@ -35,7 +42,10 @@ define_rule(
           `keras.ops`, which exists only in Keras 3: the code wins and is judged as Keras 3), or the file uses
           TensorFlow 1 APIs (`tf.contrib`, `tf.Session`) under a TensorFlow 2 pin;
         - trace: the run failed on an API that the installed TensorFlow lacks but the target has (a TF 1.x or
-          TF 2.8 target traced on TF 2.21): "cannot trace", at info, instead of an MP001 error in your code.
+          TF 2.8 target traced on TF 2.21): "cannot trace", at info, instead of an MP001 error in your code;
+        - trace: the file imports a module that is not installed where mpdoctor runs and is not the project's own
+          (`wandb`, `pandas`): "not traced", at info, the static findings only (`--strict-imports` makes it the
+          MP001 error it was).
         Trace findings observed on an installed TensorFlow outside the target say so in their message
         ("observed on TensorFlow 2.21; target ...").
         """,
@@ -60,6 +70,8 @@ define_rule(
     fix="No autofix: update the stale pin (or the code), or set the target explicitly with --target-tensorflow / "
     "--keras-version or [tool.mpdoctor] target-tensorflow / keras-version.",
 )
+# The trace's "not traced" findings for the environment (a third-party module not installed): mpdoctor.trace.failures
+raised_by_engine("cannot_trace", "MP003")
 
 # Only code that can name a Keras-3-only or TensorFlow-1-only API can disagree with a pin.
 _CONFLICT_TEXT = (

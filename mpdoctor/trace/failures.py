@@ -78,6 +78,19 @@ def unexplained_exception(ctx: TraceContext, exception: ExceptionRecord) -> Diag
     return _run_failed(ctx, exception.location, message)
 
 
+def not_installed(ctx: TraceContext, exception: ExceptionRecord, module: str) -> Diagnostic:
+    """The run stopped on a third-party module not installed where mpdoctor runs (issue 31): the environment's
+    doing, not the code's, so an info finding of the code registered for it, never the MP001 error."""
+    return ctx.diagnostic(
+        engine_code("cannot_trace"),
+        exception.location,
+        f"not traced: `{module}` is not installed here; static findings only (install the project's dependencies "
+        "to trace it, or --strict-imports to make this an error)",
+        confidence=Confidence.HIGH,
+        observed_note=False,
+    )
+
+
 def cannot_trace(ctx: TraceContext, facts: Facts) -> Diagnostic:
     """mpdoctor's own failure in the trace child: an info finding (the user's code is not at fault), with what
     failed and mpdoctor's traceback as notes (shown by --verbose)."""

@@ -1,0 +1,161 @@
+"""How the project's own tooling imports a file (issue 31), for the trace child: the project root and its package
+roots (`src/` and the like, declared in pyproject.toml, setup.cfg or setup.py, as after `pip install -e .`) go on
+sys.path, and a module inside a package is imported by its dotted name, as `python -m pkg.module` would, so its
+relative imports work. Read without importing anything of the project."""
+
+from __future__ import annotations
+
+import configparser
+import functools
+import importlib.util
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from mpdoctor.project.declared import project_toml
+from mpdoctor.project.discovery import find_root
+from mpdoctor.project.requirements import read_project_file
+
+_SETUP_PY_ROOT = re.compile(r"""package_dir\s*=\s*\{\s*(['"])\1\s*:\s*(['"])([^'"]+)\2""")
+_SETUP_PY_WHERE = re.compile(r"""find(?:_namespace)?_packages\s*\(\s*(?:where\s*=\s*)?(['"])([^'"]+)\1""")
+_RELATIVE_IMPORT = re.compile(r"^[ \t]*from[ \t]+\.", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class ImportLayout:
+    root: str | None  # the project root (mpdoctor.project.discovery.find_root), None outside a project
+    search_path: tuple[str, ...]  # directories the child puts on sys.path: package roots, then the project root
+    module: str | None  # the dotted name to import the file by (inside a package), None: by its path
+
+
+def layout_of(path: str) -> ImportLayout:
+    file = os.path.realpath(path)
+    found = find_root(Path(file))
+    root = str(found) if found is not None else None
+    search = (*package_roots(root), root) if root is not None else ()
+    return ImportLayout(root, search, dotted_name(file, search))
+
+
+@functools.lru_cache(maxsize=64)
+def package_roots(root: str) -> tuple[str, ...]:
+    """The directories the project's packaging installs packages from, besides the root itself: what pyproject.toml
+    (`[tool.setuptools] package-dir`, `packages.find where`, poetry's `from`), setup.cfg and setup.py declare, and a
+    `src/` directory holding a package (the src layout every build backend knows)."""
+    declared = [*_pyproject_roots(root), *_setup_cfg_roots(root), *_setup_py_roots(root)]
+    src = os.path.join(root, "src")
+    if os.path.isdir(src) and any(os.path.isfile(os.path.join(src, n, "__init__.py")) for n in _listdir(src)):
+        declared.append("src")
+    found: list[str] = []
+    for relative in declared:
+        directory = os.path.realpath(os.path.join(root, relative))
+        if directory != root and os.path.isdir(directory) and directory not in found:
+            found.append(directory)
+    return tuple(found)
+
+
+def dotted_name(file: str, search_path: tuple[str, ...]) -> str | None:
+    """The name `python -m` would import `file` by: up through the directories holding an __init__.py (a regular
+    package); a file with relative imports in a directory without one is a namespace package's module, named from
+    the nearest search root above it. None for a top-level module or a name that is not importable."""
+    if not file.endswith(".py"):
+        return None
+    directory = os.path.dirname(file)
+    parts = [] if os.path.basename(file) == "__init__.py" else [os.path.basename(file)[:-3]]
+    base = directory
+    while os.path.isfile(os.path.join(base, "__init__.py")) and os.path.dirname(base) != base:
+        parts.insert(0, os.path.basename(base))
+        base = os.path.dirname(base)
+    if base == directory and _has_relative_import(file):
+        enclosing = [r for r in search_path if directory.startswith(r + os.sep)]
+        if enclosing:
+            base = max(enclosing, key=len)
+            parts = [*os.path.relpath(directory, base).split(os.sep), *parts]
+    if base == directory or not parts or not all(p.isidentifier() for p in parts):
+        return None
+    return ".".join(parts)
+
+
+def is_own_module(name: str, layout: ImportLayout, file: str) -> bool:
+    """Whether the top-level module of `name` is the project's own: a module or package in the file's directory,
+    the project root or one of its package roots (a missing one is a bug of the project, not of the environment)."""
+    top = name.split(".")[0]
+    places = {os.path.dirname(os.path.realpath(file)), *layout.search_path}
+    return any(
+        os.path.exists(os.path.join(place, top + ".py")) or os.path.isdir(os.path.join(place, top)) for place in places
+    )
+
+
+def is_installed(name: str) -> bool:
+    """Whether the top-level module of `name` can be found in this interpreter (without importing it)."""
+    top = name.split(".")[0]
+    if top in sys.builtin_module_names or top in sys.stdlib_module_names:
+        return True
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _has_relative_import(file: str) -> bool:
+    text = read_project_file(Path(file))
+    return text is not None and _RELATIVE_IMPORT.search(text) is not None
+
+
+def _listdir(directory: str) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
+
+
+def _pyproject_roots(root: str) -> list[str]:
+    data = project_toml(Path(root, "pyproject.toml")) or {}
+    tool = _table(data, "tool")
+    setuptools = _table(tool, "setuptools")
+    found: list[str] = []
+    package_dir = setuptools.get("package-dir")
+    if isinstance(package_dir, dict) and isinstance(package_dir.get(""), str):
+        found.append(package_dir[""])
+    where = _table(_table(setuptools, "packages"), "find").get("where")
+    if isinstance(where, str):
+        where = [where]
+    found += [w for w in where or () if isinstance(w, str)]
+    poetry_packages = _table(tool, "poetry").get("packages")
+    for entry in poetry_packages if isinstance(poetry_packages, list) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("from"), str):
+            found.append(entry["from"])
+    return found
+
+
+def _table(data: dict, key: str) -> dict:
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _setup_cfg_roots(root: str) -> list[str]:
+    text = read_project_file(Path(root, "setup.cfg"))
+    if text is None:
+        return []
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return []
+    found = []
+    if parser.has_option("options", "package_dir"):
+        for line in parser.get("options", "package_dir").splitlines():
+            key, _, value = line.partition("=")
+            if value.strip() and not key.strip():
+                found.append(value.strip())
+    if parser.has_option("options.packages.find", "where"):
+        found.append(parser.get("options.packages.find", "where").strip())
+    return found
+
+
+def _setup_py_roots(root: str) -> list[str]:
+    text = read_project_file(Path(root, "setup.py"))
+    if text is None:
+        return []
+    return [m.group(3) for m in _SETUP_PY_ROOT.finditer(text)] + [m.group(2) for m in _SETUP_PY_WHERE.finditer(text)]
