@@ -9,12 +9,13 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from mpdoctor.config import ConfigError, load_config
-from mpdoctor.project.layout import is_own_module, layout_of
+from mpdoctor.project.layout import dotted_name, is_own_module, layout_of, package_roots
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYOUTS = ROOT / "tests" / "data" / "layouts"
@@ -39,15 +40,22 @@ def layouts(tensorflow, tmp_path_factory) -> Path:
     return copy
 
 
+@dataclass
+class Checked:
+    findings: dict[str, list[dict]]  # {path relative to layouts/: its findings}
+    traces: dict[str, dict]  # {path: its trace summary}
+
+
 @pytest.fixture(scope="module")
-def checked(layouts) -> dict[str, list[dict]]:
-    """Every fixture repository checked in one run: {path relative to layouts/: its findings}."""
+def checked(layouts) -> Checked:
+    """Every fixture repository checked in one run."""
     result = run_check("--format", "json", "--verbose", ".", cwd=layouts)
     assert result.returncode in (0, 1), result.stderr
+    report = json.loads(result.stdout)
     found: dict[str, list[dict]] = {}
-    for diagnostic in json.loads(result.stdout)["diagnostics"]:
+    for diagnostic in report["diagnostics"]:
         found.setdefault(diagnostic["path"], []).append(diagnostic)
-    return found
+    return Checked(found, {trace["path"]: trace for trace in report["traces"]})
 
 
 def codes(findings: list[dict]) -> list[tuple[str, str]]:
@@ -59,7 +67,7 @@ def codes(findings: list[dict]) -> list[tuple[str, str]]:
 
 def test_a_third_party_module_not_installed_is_one_info_not_an_error(checked):
     """model.py imports wandb (declared, not installed here): one MP003 info at the import, no MP001."""
-    [finding] = checked["missing_dependency/model.py"]
+    [finding] = checked.findings["missing_dependency/model.py"]
     assert (finding["code"], finding["severity"]) == ("MP003", "info")
     assert finding["message"].startswith("not traced: `wandb` is not installed here; static findings only")
     assert finding["line"] == 4
@@ -67,7 +75,7 @@ def test_a_third_party_module_not_installed_is_one_info_not_an_error(checked):
 
 def test_a_missing_module_of_the_project_itself_stays_an_error(checked):
     """trainer.py imports helpers.metrics, a module its own package lacks: a bug of the code, MP001 at error."""
-    [finding] = checked["missing_dependency/trainer.py"]
+    [finding] = checked.findings["missing_dependency/trainer.py"]
     assert (finding["code"], finding["severity"]) == ("MP001", "error")
     assert "No module named 'helpers.metrics'" in finding["message"]
 
@@ -95,3 +103,65 @@ def test_own_modules_are_told_from_third_party_ones():
     assert layout.root == str(project)
     assert is_own_module("helpers.metrics", layout, str(project / "trainer.py"))
     assert not is_own_module("wandb", layout, str(project / "model.py"))
+
+
+# ------------------------------------------------------------------------------------------ layouts
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "src_layout/src/stepnet/model.py",  # relative import inside a src-layout package
+        "src_layout/scripts/train.py",  # imports the src-layout package by name
+        "packages/speech/models/encoder.py",  # `from ..layers.blocks import` two packages deep
+        "packages/plugins/vision/backbone.py",  # relative import in a namespace package
+    ],
+)
+def test_the_trace_imports_the_project_as_its_tooling_would(checked, path):
+    """Each of these raised ImportError / ModuleNotFoundError as a top-level script (their docstrings say what
+    running them showed); imported as `python -m` with the src root on sys.path, each builds its model."""
+    assert checked.traces[path]["status"] == "ok", checked.findings.get(path)
+    assert checked.traces[path]["models"]
+    assert "MP001" not in {d["code"] for d in checked.findings.get(path, [])}
+
+
+def test_package_roots_are_read_from_the_packaging(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.setuptools]\npackage-dir = {"" = "lib"}\n')
+    (tmp_path / "lib").mkdir()
+    assert package_roots(str(tmp_path)) == (str(tmp_path / "lib"),)
+    cfg = tmp_path / "cfg"
+    (cfg / "python").mkdir(parents=True)
+    (cfg / "setup.cfg").write_text("[options]\npackage_dir =\n    =python\n")
+    assert package_roots(str(cfg)) == (str(cfg / "python"),)
+    py = tmp_path / "py"
+    (py / "source" / "pkg").mkdir(parents=True)
+    (py / "setup.py").write_text('setup(package_dir={"": "source"}, packages=find_packages("source"))\n')
+    assert package_roots(str(py)) == (str(py / "source"),)
+    assert package_roots(str(LAYOUTS / "src_layout")) == (str(LAYOUTS / "src_layout" / "src"),)
+
+
+def test_dotted_names_follow_python_dash_m():
+    packages = LAYOUTS / "packages"
+    roots = (str(packages),)
+    assert dotted_name(str(packages / "speech" / "models" / "encoder.py"), roots) == "speech.models.encoder"
+    assert dotted_name(str(packages / "speech" / "__init__.py"), roots) == "speech"
+    assert dotted_name(str(packages / "plugins" / "vision" / "backbone.py"), roots) == "plugins.vision.backbone"
+    assert dotted_name(str(packages / "plugins" / "vision" / "stem.py"), roots) is None  # no relative import
+    assert dotted_name(str(packages / "setup.py"), roots) is None  # top level: imported by its path
+
+
+def test_a_package_tree_inside_the_project_is_imported_from_its_base(tmp_path):
+    """tf-models' layout: official/legacy/train.py imports `official.utils` (its README puts the repository on
+    PYTHONPATH); the package lies one level below the project root here."""
+    (tmp_path / ".git").mkdir()
+    models = tmp_path / "models"
+    (models / "official" / "utils").mkdir(parents=True)
+    (models / "official" / "legacy").mkdir()
+    (models / "official" / "utils" / "flags.py").write_text("")
+    train = models / "official" / "legacy" / "train.py"
+    train.write_text("import os\nfrom official.utils import flags\nimport wandb\n")
+    layout = layout_of(str(train))
+    assert layout.search_path == (str(tmp_path), str(models))
+    assert layout.module is None  # no __init__.py, no relative import: run as a script
+    assert is_own_module("official.utils.missing", layout, str(train))
+    assert not is_own_module("wandb", layout, str(train))

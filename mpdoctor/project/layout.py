@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpdoctor.project.declared import project_toml
-from mpdoctor.project.discovery import find_root
+from mpdoctor.project.discovery import find_root, imports_of
 from mpdoctor.project.requirements import read_project_file
 
 _SETUP_PY_ROOT = re.compile(r"""package_dir\s*=\s*\{\s*(['"])\1\s*:\s*(['"])([^'"]+)\2""")
@@ -35,7 +35,48 @@ def layout_of(path: str) -> ImportLayout:
     found = find_root(Path(file))
     root = str(found) if found is not None else None
     search = (*package_roots(root), root) if root is not None else ()
-    return ImportLayout(root, search, dotted_name(file, search))
+    module = dotted_name(file, search)
+    bases = _import_bases(file, root, search)
+    if module is not None:  # its package tree's base: where `python -m` runs it from
+        levels = module.count(".") + (os.path.basename(file) == "__init__.py")
+        base = file
+        for _ in range(levels + 1):
+            base = os.path.dirname(base)
+        bases.insert(0, base)
+    return ImportLayout(root, tuple(dict.fromkeys((*search, *bases))), module)
+
+
+def _import_bases(file: str, root: str | None, search: tuple[str, ...]) -> list[str]:
+    """The directories between the file and the project root from which its absolute imports of the project's own
+    modules resolve (`import official.utils` in official/legacy/train.py: a package tree laid out anywhere in the
+    project, run with its base on PYTHONPATH as its README says), as the static project analysis resolves them."""
+    text = read_project_file(Path(file)) if file.endswith(".py") else None
+    if text is None or root is None:
+        return []
+    imports = imports_of(text)
+    tops = {m.split(".")[0] for dots, m, _ in imports.froms if not dots and m} | {
+        m.split(".")[0] for m in imports.plain
+    }
+    bases: list[str] = []
+    for top in sorted(tops - set(sys.stdlib_module_names)):
+        base = _base_holding(top, os.path.dirname(file), root)
+        if base is not None and base not in search and base not in bases and base != os.path.dirname(file):
+            bases.append(base)
+    return bases
+
+
+def _base_holding(top: str, start: str, root: str) -> str | None:
+    """The nearest directory from `start` up to `root` holding a module or package named `top`."""
+    directory = start
+    while directory == root or directory.startswith(root + os.sep):
+        if _holds(directory, top):
+            return directory
+        directory = os.path.dirname(directory)
+    return None
+
+
+def _holds(directory: str, top: str) -> bool:
+    return os.path.isfile(os.path.join(directory, top + ".py")) or os.path.isdir(os.path.join(directory, top))
 
 
 @functools.lru_cache(maxsize=64)
@@ -45,7 +86,8 @@ def package_roots(root: str) -> tuple[str, ...]:
     `src/` directory holding a package (the src layout every build backend knows)."""
     declared = [*_pyproject_roots(root), *_setup_cfg_roots(root), *_setup_py_roots(root)]
     src = os.path.join(root, "src")
-    if os.path.isdir(src) and any(os.path.isfile(os.path.join(src, n, "__init__.py")) for n in _listdir(src)):
+    src_is_root = not os.path.isfile(os.path.join(src, "__init__.py"))  # else `src` is a package of the root
+    if src_is_root and any(os.path.isfile(os.path.join(src, n, "__init__.py")) for n in _listdir(src)):
         declared.append("src")
     found: list[str] = []
     for relative in declared:
@@ -78,13 +120,14 @@ def dotted_name(file: str, search_path: tuple[str, ...]) -> str | None:
 
 
 def is_own_module(name: str, layout: ImportLayout, file: str) -> bool:
-    """Whether the top-level module of `name` is the project's own: a module or package in the file's directory,
-    the project root or one of its package roots (a missing one is a bug of the project, not of the environment)."""
+    """Whether the top-level module of `name` is the project's own: a module or package in one of its roots or a
+    directory from the file's up to the project root (a missing one is a bug of the project, not of the
+    environment)."""
     top = name.split(".")[0]
-    places = {os.path.dirname(os.path.realpath(file)), *layout.search_path}
-    return any(
-        os.path.exists(os.path.join(place, top + ".py")) or os.path.isdir(os.path.join(place, top)) for place in places
-    )
+    if any(_holds(place, top) for place in layout.search_path):
+        return True
+    start = os.path.dirname(os.path.realpath(file))
+    return _holds(start, top) or (layout.root is not None and _base_holding(top, start, layout.root) is not None)
 
 
 def is_installed(name: str) -> bool:

@@ -19,6 +19,7 @@ from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.facts.schema import ExceptionRecord, Facts, TraceSummary
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
+from mpdoctor.project.layout import is_installed, is_own_module, layout_of
 from mpdoctor.registry import hooks, verdict_of
 from mpdoctor.sources import read_source
 from mpdoctor.static.policy_context import PolicyContext
@@ -66,6 +67,7 @@ def trace_diagnostics(
         search_path=_search_path(context),
         plan=getattr(options, "plan", None),
         step_check=getattr(options, "step_check", None),
+        layout=None if is_notebook(path) else layout_of(path),
     )
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
@@ -176,8 +178,6 @@ def missing_third_party(exception: ExceptionRecord, path: str) -> str | None:
     """The top-level module a ModuleNotFoundError of the run names when it is neither installed here nor the
     project's own (mpdoctor.project.layout): the environment lacks a dependency; a missing module of the project
     itself is a real bug, and a missing submodule of an installed package a version question (MP003, MP001)."""
-    from mpdoctor.project.layout import is_installed, is_own_module, layout_of
-
     match = _NO_MODULE.search(exception.message) if exception.type == "ModuleNotFoundError" else None
     if match is None:
         return None

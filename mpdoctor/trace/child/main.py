@@ -94,7 +94,7 @@ def _run(request: TraceRequest, facts: Facts, recorder: hooks.Recorder) -> None:
             _notebook_builtins()
         inputs.start()  # after TensorFlow's own imports: what the user's code reads from here on
         stop.enter("import")
-        module = _import_user_file(request.file, facts, recorder, request.source_file)
+        module = _import_user_file(request, facts, recorder)
         facts.layers_created_on_import = len(recorder.layers)
         stop.enter("build")
         models = discover(module, request.entry, recorder, facts, lambda exc, phase: describe(exc, phase, recorder))
@@ -168,17 +168,30 @@ class _SourceAsFileLoader(importlib.machinery.SourceFileLoader):
         raise OSError("never cache bytecode of a candidate fix")
 
 
-def _import_user_file(path: str, facts: Facts, recorder, source_file: str | None = None):
-    """`source_file`: read the module's text from there (a candidate fix, a notebook's cells), the module being
-    `path` all the same."""
+def _import_user_file(request: TraceRequest, facts: Facts, recorder):
+    """Import the file as the project's tooling would (mpdoctor.project.layout): its roots on sys.path, a module
+    inside a package by its dotted name after its parent package, as `python -m` does, so that its relative imports
+    work. `request.source_file`: read the module's text from there (a candidate fix, a notebook's cells), the module
+    being `request.file` all the same."""
+    path, source_file = request.file, request.source_file
     directory = os.path.dirname(os.path.abspath(path))
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
-    loader = _SourceAsFileLoader("__mpdoctor_model__", path, source_file) if source_file else None
-    spec = importlib.util.spec_from_file_location("__mpdoctor_model__", path, loader=loader)
+    for place in reversed(request.search_path):
+        if place not in sys.path:
+            sys.path.insert(0, place)
+    if directory not in sys.path:  # a package's directory last: its modules must not shadow top-level ones
+        sys.path.insert(len(sys.path) if request.module else 0, directory)
+    name = request.module or "__mpdoctor_model__"
+    loader = _SourceAsFileLoader(name, path, source_file) if source_file else None
+    package = [directory] if os.path.basename(path) == "__init__.py" else None
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader, submodule_search_locations=package)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
     try:
+        parent = name.rpartition(".")[0]
+        if parent:
+            importlib.import_module(parent)
+        if name in sys.modules and source_file is None:  # the package imported it: that is the module
+            return sys.modules[name]
+        sys.modules[name] = module
         spec.loader.exec_module(module)
     except SystemExit as exc:
         facts.exception = ExceptionRecord(
