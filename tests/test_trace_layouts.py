@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mpdoctor.config import ConfigError, load_config
-from mpdoctor.project.layout import dotted_name, is_own_module, layout_of, package_roots
+from mpdoctor.project.layout import dotted_name, is_own_module, layout_of, not_model_code, package_roots
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYOUTS = ROOT / "tests" / "data" / "layouts"
@@ -37,13 +37,43 @@ def run_check(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def layouts(tensorflow, tmp_path_factory) -> Path:
     copy = tmp_path_factory.mktemp("layouts") / "layouts"
     shutil.copytree(LAYOUTS, copy)
+    # Test modules are written here, not kept under tests/data, where this suite's own pytest would collect them.
+    (copy / "packages" / "tests").mkdir()
+    (copy / "packages" / "tests" / "test_blocks.py").write_text(TEST_MODULE)
+    (copy / "packages" / "conftest.py").write_text(CONFTEST)
     return copy
+
+
+# Under pytest it passes; imported as model code it would build and train on its own fixture's data.
+TEST_MODULE = """\
+import keras
+import numpy as np
+
+from speech.models.encoder import build_model
+
+
+def test_the_encoder_trains():
+    model = build_model()
+    model.compile("adam", "categorical_crossentropy")
+    model.fit(np.zeros((4, 8)), np.zeros((4, 4)), epochs=1, verbose=0)
+    assert keras.mixed_precision.global_policy().name == "mixed_float16"
+"""
+CONFTEST = """\
+import keras
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def float32_policy():
+    keras.mixed_precision.set_global_policy("float32")
+"""
 
 
 @dataclass
 class Checked:
     findings: dict[str, list[dict]]  # {path relative to layouts/: its findings}
     traces: dict[str, dict]  # {path: its trace summary}
+    stderr: str
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +85,7 @@ def checked(layouts) -> Checked:
     found: dict[str, list[dict]] = {}
     for diagnostic in report["diagnostics"]:
         found.setdefault(diagnostic["path"], []).append(diagnostic)
-    return Checked(found, {trace["path"]: trace for trace in report["traces"]})
+    return Checked(found, {trace["path"]: trace for trace in report["traces"]}, result.stderr)
 
 
 def codes(findings: list[dict]) -> list[tuple[str, str]]:
@@ -165,3 +195,34 @@ def test_a_package_tree_inside_the_project_is_imported_from_its_base(tmp_path):
     assert layout.module is None  # no __init__.py, no relative import: run as a script
     assert is_own_module("official.utils.missing", layout, str(train))
     assert not is_own_module("wandb", layout, str(train))
+
+
+# ------------------------------------------------------------------------------------------ entries
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("packages/setup.py", "a packaging script"),  # under the trace, setup() parsed the child's argv and exited
+        ("packages/conftest.py", "pytest configuration"),
+        ("packages/docs/tutorial.py", "documentation"),  # a snippet: NameError on `train_ds` when run
+        ("packages/tests/test_blocks.py", "a test module"),
+    ],
+)
+def test_files_that_are_not_model_code_are_not_traced_and_verbose_says_so(checked, path, reason):
+    assert path not in checked.traces
+    assert "MP001" not in {d["code"] for d in checked.findings.get(path, [])}
+    assert f"mpdoctor: trace: {path} not traced, {reason}: static findings only" in checked.stderr
+
+
+def test_a_setup_module_that_configures_the_run_is_model_code(tmp_path):
+    """NVIDIA's DeepLearningExamples keep `utils/setup.py` with `set_flags()` (XLA, AMP): no setuptools, traced."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "setup.py").write_text("import tensorflow as tf\n\ndef set_flags(params):\n    pass\n")
+    (tmp_path / "setup.py").write_text("from setuptools import setup\n\nsetup(install_requires=['tensorflow'])\n")
+    assert not_model_code(str(tmp_path / "utils" / "setup.py")) is None
+    assert not_model_code(str(tmp_path / "setup.py")) == "a packaging script"
+    (tmp_path / "tests").mkdir()
+    assert not_model_code(str(tmp_path / "tests" / "model_test.py")) == "a test module"
+    assert not_model_code(str(tmp_path / "tests" / "helpers.py")) is None  # a model helper the tests share

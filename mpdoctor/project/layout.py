@@ -202,3 +202,37 @@ def _setup_py_roots(root: str) -> list[str]:
     if text is None:
         return []
     return [m.group(3) for m in _SETUP_PY_ROOT.finditer(text)] + [m.group(2) for m in _SETUP_PY_WHERE.finditer(text)]
+
+
+_NOT_MODEL_FILES = {
+    "setup.py": "a packaging script",
+    "conftest.py": "pytest configuration",
+    "noxfile.py": "nox sessions",
+}
+_PACKAGING = re.compile(r"^[ \t]*(?:from|import)[ \t]+(?:setuptools|distutils)\b", re.MULTILINE)
+_NOT_MODEL_DIRS = {"docs": "documentation", "migrations": "a migration"}
+_TEST_DIRS = {"tests", "test"}
+
+
+def not_model_code(path: str) -> str | None:
+    """Why the trace does not run `path` as model code (the static pass still checks it), None when it does:
+    packaging and tooling scripts (setup.py parses sys.argv and exits), documentation, migrations, and test modules
+    under a tests/ directory (pytest runs those, with its fixtures)."""
+    file = os.path.realpath(path)
+    name = os.path.basename(file)
+    if name in _NOT_MODEL_FILES and (name != "setup.py" or _is_packaging(file)):
+        return _NOT_MODEL_FILES[name]
+    root = find_root(Path(file))
+    parts = os.path.relpath(os.path.dirname(file), root).split(os.sep) if root is not None else []
+    for part in parts:
+        if part in _NOT_MODEL_DIRS:
+            return _NOT_MODEL_DIRS[part]
+    if _TEST_DIRS.intersection(parts) and (name.startswith("test_") or name.endswith("_test.py")):
+        return "a test module"
+    return None
+
+
+def _is_packaging(file: str) -> bool:
+    """A setup.py that imports setuptools or distutils (NVIDIA's utils/setup.py configures the run: model code)."""
+    text = read_project_file(Path(file))
+    return text is not None and _PACKAGING.search(text) is not None
