@@ -226,3 +226,27 @@ def test_a_setup_module_that_configures_the_run_is_model_code(tmp_path):
     (tmp_path / "tests").mkdir()
     assert not_model_code(str(tmp_path / "tests" / "model_test.py")) == "a test module"
     assert not_model_code(str(tmp_path / "tests" / "helpers.py")) is None  # a model helper the tests share
+
+
+# ------------------------------------------------------------------------------------------ TF1 code on TF2
+
+
+def test_tf1_graph_code_under_eager_tf2_is_cannot_trace_info(checked):
+    """tf1_graph pins tensorflow-gpu 1.15; on the installed TF 2 compat_graph.py raised RuntimeError
+    "tf.placeholder() is not compatible with eager execution." and graph_model.py's builder AttributeError on
+    `tf.placeholder`; tf1_unpinned declares nothing but uses tf.Session (AttributeError)."""
+    for path, needle in [
+        ("tf1_graph/compat_graph.py", "runs eagerly, and `tf.placeholder()` is TensorFlow 1 graph code"),
+        ("tf1_graph/graph_model.py", "lacks `tf.placeholder` (AttributeError)"),
+        ("tf1_unpinned/session_model.py", "lacks `tf.Session` (AttributeError)"),
+    ]:
+        [finding] = [d for d in checked.findings[path] if "trace" in d["passes"]]
+        assert (finding["code"], finding["severity"]) == ("MP003", "info"), finding
+        assert finding["message"].startswith("cannot trace: the installed TensorFlow ") and needle in finding["message"]
+
+
+def test_the_version_note_is_not_attached_to_a_plain_bug(checked):
+    """typo.py raised NameError on a misspelt name: MP001, without "(observed on TensorFlow ...; target ...)"."""
+    [finding] = checked.findings["tf1_graph/typo.py"]
+    assert (finding["code"], finding["severity"]) == ("MP001", "error")
+    assert finding["message"] == "building the model raised NameError: name 'num_clases' is not defined"
