@@ -250,3 +250,36 @@ def test_the_version_note_is_not_attached_to_a_plain_bug(checked):
     [finding] = checked.findings["tf1_graph/typo.py"]
     assert (finding["code"], finding["severity"]) == ("MP001", "error")
     assert finding["message"] == "building the model raised NameError: name 'num_clases' is not defined"
+
+
+# ------------------------------------------------------------------------------------------ notebooks
+
+
+def test_a_future_import_at_the_top_of_a_later_cell_is_traced_as_ipython_runs_it(checked):
+    """Run cell by cell in IPython, future_cell.ipynb runs, and its model's softmax output is float16: the trace
+    reaches it (MP401 confirmed by the trace at cell 4), no SyntaxError."""
+    findings = checked.findings["notebook_future/future_cell.ipynb"]
+    assert "MP001" not in {d["code"] for d in findings}, findings
+    [mp401] = [d for d in findings if d["code"] == "MP401"]
+    assert "trace" in mp401["passes"] and mp401["cell"] == 4
+
+
+def test_a_compile_error_is_at_the_cell_its_message_names(checked):
+    """IPython: cell 4 raises SyntaxError "'return' outside function" at its line 4."""
+    [finding] = checked.findings["notebook_future/compile_error.ipynb"]
+    assert finding["code"] == "MP001"
+    assert (finding["cell"], finding["line"]) == (4, 4)
+    assert finding["message"].endswith("'return' outside function (compile_error.ipynb, cell 4, line 4)")
+
+
+def test_future_imports_are_hoisted_into_compiler_flags_on_the_same_lines():
+    import __future__
+
+    from mpdoctor.trace.child.main import hoist_future_imports
+
+    text = "import os\nfrom __future__ import annotations; x = 1\nfrom __future__ import (\n    division,\n)\ny = 2\n"
+    hoisted, flags = hoist_future_imports(text)
+    assert hoisted == "import os\npass; x = 1\npass\n\n\ny = 2\n"
+    assert flags == __future__.annotations.compiler_flag | __future__.division.compiler_flag
+    compile(hoisted, "cells", "exec", flags=flags, dont_inherit=True)
+    assert hoist_future_imports("def broken(:\n") == ("def broken(:\n", 0)
