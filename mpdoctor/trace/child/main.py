@@ -213,6 +213,7 @@ def _import_user_file(request: TraceRequest, facts: Facts, recorder):
             sys.path.insert(0, place)
     if directory not in sys.path:  # a package's directory last: its modules must not shadow top-level ones
         sys.path.insert(len(sys.path) if request.module else 0, directory)
+    sys.argv = [path]  # as `python file.py` has it: never the child's own arguments (argparse, setuptools)
     name = request.module or "__mpdoctor_model__"
     loader = _SourceAsFileLoader(name, path, source_file, request.notebook) if source_file else None
     package = [directory] if os.path.basename(path) == "__init__.py" else None
