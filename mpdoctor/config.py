@@ -72,6 +72,7 @@ class Config:
     assume_policy: str | None = None
     entry: str | None = None  # trace: the function or attribute that gives the model
     trace_timeout: float = 300.0
+    strict_imports: bool = False  # trace: a third-party module not installed is an MP001 error, not an MP003 info
     baseline: Path | None = None  # findings listed there do not fail the run (relative to the pyproject.toml)
     numerics: NumericsConfig = field(default_factory=lambda: NumericsConfig())
     trace_memory: float | None = None  # MiB of resident memory for the trace child; None: no limit
@@ -279,6 +280,12 @@ def _trace_timeout(config: Config, where: str, value: Any) -> None:
     config.trace_timeout = _positive_number(value, f"{where} trace-timeout", " of seconds")
 
 
+def _strict_imports(config: Config, where: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where} strict-imports: expected true or false, got {value!r}")
+    config.strict_imports = value
+
+
 def _baseline(config: Config, where: str, value: Any) -> None:
     config.baseline = config.root / _path(value, f"{where} baseline", "the path of a baseline file")
 
@@ -339,6 +346,7 @@ _SETTERS: dict[str, Setter] = {
     "assume_policy": _assume_policy,
     "entry": _entry,
     "trace_timeout": _trace_timeout,
+    "strict_imports": _strict_imports,
     "baseline": _baseline,
     "numerics": _numerics,
     "numerics_threshold": _numerics_threshold,

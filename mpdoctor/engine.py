@@ -31,6 +31,7 @@ from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.printable import readable_name
 from mpdoctor.project import target as targets_module
 from mpdoctor.project.evidence import ModulesKeras
+from mpdoctor.project.layout import not_model_code
 from mpdoctor.reads import not_regular
 from mpdoctor.registry import engine_code, get_rule, hooks, implemented_codes, static_checks
 from mpdoctor.sources import read_source
@@ -292,7 +293,22 @@ def _check_paths(
         from mpdoctor.trace import forkserver
 
         report.notes += forkserver.notes()
+        report.notes += _not_traced_notes(checks)
     return report
+
+
+def _traced(text: str, path: str) -> bool:
+    """Whether the trace runs the file: it names TensorFlow or Keras, and is model code (not setup.py, a test...)."""
+    return _MARKER.found_in(text) and not_model_code(path) is None
+
+
+def _not_traced_notes(checks: list[FileCheck]) -> list[str]:
+    """--verbose: which files the trace left alone as not model code, and why (never silently)."""
+    return [
+        f"trace: {shown} not traced, {reason}: static findings only"
+        for shown, source, _notebook, _options in checks
+        if _MARKER.found_in(source.text) and (reason := not_model_code(str(source.path))) is not None
+    ]
 
 
 def _merge_file(
@@ -364,7 +380,7 @@ def _start_trace_servers(checks: list[FileCheck], config: Config, cache: ResultC
     from mpdoctor.trace.checks import start_server_for
 
     for shown, source, notebook, options in checks:
-        if notebook is not None or not _MARKER.found_in(source.text):
+        if notebook is not None or not _traced(source.text, str(source.path)):
             continue  # a notebook's environment is read from its generated program; its trace starts its own
         if cache is not None:
             key, target = _cache_key(cache, shown, source, options, config)
@@ -572,7 +588,7 @@ def check_source(
         alone, _ = _static_diagnostics(text, shown, tree, config, path, settings.alone(), {d.code for d in raw})
         raw = _in_context(raw, alone, project, tree)
     passes = "S"
-    if trace is not None and trace.enabled and _MARKER.found_in(text):
+    if trace is not None and trace.enabled and _traced(text, path or shown):
         from mpdoctor.trace.checks import trace_diagnostics
 
         context = project.trace_context() if project is not None else None

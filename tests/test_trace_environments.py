@@ -181,7 +181,9 @@ def test_mpdoctors_failure_is_one_info_finding_never_the_users_exception():
 
 def test_without_mpdoctors_failure_the_users_exception_is_mp001_error():
     ctx = TraceContext("m.py", "m.py", "", None)
-    found = diagnose(_failed_facts(tool_failure=None), None, "", ctx, Config())
+    # (a module not installed would be the environment's: MP003 info, tests/test_trace_layouts.py)
+    raised = {"type": "ValueError", "message": "bad shape", "phase": "import"}
+    found = diagnose(_failed_facts(tool_failure=None, exception=raised), None, "", ctx, Config())
     assert [(d.code, d.severity.value) for d in found] == [("MP001", "error")]
     assert "cannot trace" not in found[0].message
 

@@ -135,6 +135,13 @@ def add_parser(sub) -> None:
         help="print the TensorFlow/Keras target resolved for each file and where it came from, then exit",
     )
     check.add_argument(
+        "--strict-imports",
+        action="store_true",
+        default=None,
+        help="a module the file imports that is not installed here fails the trace as an MP001 error (default: an "
+        "MP003 info, `not traced`, static findings only)",
+    )
+    check.add_argument(
         "--assume-policy",
         metavar="POLICY",
         help="global dtype policy to assume when a file sets none (e.g. mixed_float16)",
@@ -304,6 +311,7 @@ class CheckRun(Pipeline):
                 keras_version=args.keras_version,
                 target_tensorflow=args.target_tensorflow,
                 assume_policy=args.assume_policy,
+                strict_imports=args.strict_imports,
                 trace_memory=args.trace_memory,
                 jobs=args.jobs,
             )

@@ -50,5 +50,7 @@ class TraceRequest(FactsRecord):
     source_file: str | None = None  # the text to run as if it were `file` (a candidate fix, a notebook's cells)
     checkpoints: list[str] = field(default_factory=list)  # --checkpoint, absolute
     policy: str | None = None  # the global policy set before the file is imported
+    module: str | None = None  # the dotted name to import `file` by (inside a package), None: by its path
+    search_path: list[str] = field(default_factory=list)  # the project's roots, put on sys.path before the import
     plan: PlanRequest | None = None  # None for `check`
     step_check: StepCheckRequest | None = None

@@ -154,6 +154,12 @@ def _problem(exc: BaseException) -> str:
     return type(exc).__name__ + (f": {text[:120]}..." if len(text) > 120 else f": {text}" if text else "")
 
 
+def project_toml(path: Path) -> dict[str, Any] | None:
+    """The data of a project's TOML file; None when it is unreadable or not TOML."""
+    read = _toml(path, [])
+    return read[1] if read is not None else None
+
+
 def _pyproject(path: Path, notes: list[str]) -> list[Declaration]:
     read = _toml(path, notes)
     if read is None:

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Location
 from mpdoctor.facts.tf_releases import release_text, removal_of
-from mpdoctor.registry import define_rule, explains_exception, get_rule, static_check, trace_check
+from mpdoctor.registry import (
+    define_rule,
+    explains_exception,
+    get_rule,
+    raised_by_engine,
+    static_check,
+    trace_check,
+)
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.names import canonical
 from mpdoctor.trace_context import TraceContext
@@ -41,7 +48,12 @@ define_rule(
           rule, so the file is judged against the installed environment (MP103 reports the API) and one note
           says how to declare the target it was written for;
         - trace: the run failed on an API that the installed TensorFlow lacks but the target has (a TF 1.x or
-          TF 2.8 target traced on TF 2.21): "cannot trace", at info, instead of an MP001 error in your code.
+          TF 2.8 target traced on TF 2.21), on a TensorFlow internal this build lacks (`tensorflow.python.ipu`),
+          or on TF 1 graph code (`tf.placeholder()`) that TF 2 runs eagerly under a target allowing TF 1:
+          "cannot trace", at info, instead of an MP001 error in your code;
+        - trace: the file imports a module that is not installed where mpdoctor runs and is not the project's own
+          (`wandb`, `pandas`): "not traced", at info, the static findings only (`--strict-imports` makes it the
+          MP001 error it was).
         Trace findings observed on an installed TensorFlow outside the target say so in their message
         ("observed on TensorFlow 2.21; target ...").
         """,
@@ -66,6 +78,8 @@ define_rule(
     fix="No autofix: update the stale pin (or the code), or set the target explicitly with --target-tensorflow / "
     "--keras-version or [tool.mpdoctor] target-tensorflow / keras-version.",
 )
+# The trace's "not traced" findings for the environment (a third-party module not installed): mpdoctor.trace.failures
+raised_by_engine("cannot_trace", "MP003")
 
 # Only code that can name a Keras-3-only or TensorFlow-1-only API can disagree with a pin, and only a flagged
 # Keras 2 / TensorFlow 1 API (mpdoctor.project.evidence) says the file looks written for another target.
@@ -139,12 +153,15 @@ def missing_api(exception: ExceptionRecord | None) -> str | None:
 def version_gap(facts: Facts, ctx: TraceContext) -> str | None:
     """The missing API when the run failed on the gap between the installed TensorFlow and the target: the
     installed release is outside the target range and the API is not known to be missing from every target
-    release (then the code is wrong on its own target: MP103 / MP001 say so)."""
+    release (then the code is wrong on its own target: MP103 / MP001 say so); or a TensorFlow internal
+    (`tensorflow.python.ipu`) that this build lacks, which differs between builds and versions."""
     target = ctx.target
-    if target is None or target.installed is None or target.installed_in_range:
-        return None
     name = missing_api(facts.exception)
-    if name is None:
+    if target is None or target.installed is None or name is None:
+        return None
+    if name.startswith(_INTERNALS):
+        return name
+    if target.installed_in_range:
         return None
     removal = removal_of(name)
     if removal is not None and removal.verdict(target.releases) == "all":
@@ -152,20 +169,49 @@ def version_gap(facts: Facts, ctx: TraceContext) -> str | None:
     return name
 
 
+_INTERNALS = "tf.python."
+_EAGER = re.compile(r"(\S+)\(\) is not compatible with eager execution")
+
+
+def eager_gap(facts: Facts, ctx: TraceContext) -> str | None:
+    """The TF1 graph API (`tf.placeholder()`) that raised because the installed TensorFlow 2 runs eagerly, when
+    the target allows TensorFlow 1, where graph mode is the default; on a TensorFlow 2 target the code is wrong."""
+    exception, target = facts.exception, ctx.target
+    if exception is None or target is None or target.installed is None or target.installed[0] < 2:
+        return None
+    match = _EAGER.search(exception.message)
+    if match is None or not any(release[0] < 2 for release in target.releases):
+        return None
+    return match.group(1)
+
+
 @trace_check("MP003")
 def trace_cannot_trace(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
-    name = version_gap(facts, ctx)
-    if name is None:
-        return []
     target = ctx.target
     exception = facts.exception
+    if target is None or target.installed is None or exception is None:
+        return []
+    name = version_gap(facts, ctx)
+    if name is not None:
+        why = (
+            "a TensorFlow internal that differs between builds and versions"
+            if name.startswith(_INTERNALS)
+            else f"and this file targets {target.summary()}"
+        )
+        message = f"lacks `{name}` ({exception.type}), {why}"
+    elif (api := eager_gap(facts, ctx)) is not None:
+        message = (
+            f"runs eagerly, and `{api}()` is TensorFlow 1 graph code (this file targets {target.summary()}; "
+            "`tf.compat.v1.disable_eager_execution()` runs it on TensorFlow 2)"
+        )
+    else:
+        return []
     return [
         ctx.diagnostic(
             "MP003",
             exception.location,
-            f"cannot trace: the installed TensorFlow {release_text(target.installed)} lacks `{name}` "
-            f"({exception.type}), and this file targets {target.summary()}; the trace pass checked nothing here, "
-            f"the static findings are still reported",
+            f"cannot trace: the installed TensorFlow {release_text(target.installed)} {message}; the trace pass "
+            "checked nothing here, the static findings are still reported",
             confidence=Confidence.MEDIUM,
             observed_note=False,
         )

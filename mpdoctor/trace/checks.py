@@ -13,16 +13,25 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 
 from mpdoctor.config import Config
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.facts.schema import ExceptionRecord, Facts, TraceSummary
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
+from mpdoctor.project.layout import is_installed, is_own_module, layout_of
 from mpdoctor.registry import hooks, verdict_of
 from mpdoctor.sources import read_source
 from mpdoctor.static.policy_context import PolicyContext
 from mpdoctor.static.semantic import Settings
-from mpdoctor.trace.failures import cannot_trace, internal_error, trace_failed, trace_timed_out, unexplained_exception
+from mpdoctor.trace.failures import (
+    cannot_trace,
+    internal_error,
+    not_installed,
+    trace_failed,
+    trace_timed_out,
+    unexplained_exception,
+)
 from mpdoctor.trace.runner import run_trace, start_server
 from mpdoctor.trace_context import TraceContext
 
@@ -58,6 +67,7 @@ def trace_diagnostics(
         search_path=_search_path(context),
         plan=getattr(options, "plan", None),
         step_check=getattr(options, "step_check", None),
+        layout=None if is_notebook(path) else layout_of(path),
     )
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
@@ -156,8 +166,25 @@ def diagnose(
         found.append(trace_failed(ctx, failure, output_tail))
     exception = facts.exception
     if exception and exception.phase != "call" and not _explained(exception, facts, found):
-        found.append(unexplained_exception(ctx, exception))
+        missing = None if config.strict_imports else missing_third_party(exception, ctx.path)
+        found.append(not_installed(ctx, exception, missing) if missing else unexplained_exception(ctx, exception))
     return found
+
+
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def missing_third_party(exception: ExceptionRecord, path: str) -> str | None:
+    """The top-level module a ModuleNotFoundError of the run names when it is neither installed here nor the
+    project's own (mpdoctor.project.layout): the environment lacks a dependency; a missing module of the project
+    itself is a real bug, and a missing submodule of an installed package a version question (MP003, MP001)."""
+    match = _NO_MODULE.search(exception.message) if exception.type == "ModuleNotFoundError" else None
+    if match is None:
+        return None
+    top = match.group(1).split(".")[0]
+    if is_installed(top) or is_own_module(top, layout_of(path), path):
+        return None
+    return top
 
 
 def run_checks(facts: Facts, ctx: TraceContext, config: Config) -> list[Diagnostic]:

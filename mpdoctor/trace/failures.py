@@ -69,13 +69,33 @@ _PHASES = {
 }
 
 
+# What a change of TensorFlow's API can raise: only these carry the "(observed on TensorFlow X; target ...)" note
+# (a NameError or a SyntaxError is the code's on every version).
+_API_ERRORS = frozenset(
+    {"AttributeError", "ImportError", "TypeError", "ValueError", "RuntimeError", "NotImplementedError", "KeyError"}
+)
+
+
 def unexplained_exception(ctx: TraceContext, exception: ExceptionRecord) -> Diagnostic:
     """The run raised and no rule explains the exception."""
     phase = _PHASES.get(exception.phase, "tracing the file")
     message = f"{phase} raised {exception.type or 'an exception'}: {first_message_line(exception.message)}"
     if exception.location is None:
         message += " (no frame of this file in the traceback)"
-    return _run_failed(ctx, exception.location, message)
+    return _run_failed(ctx, exception.location, message, observed_note=exception.type in _API_ERRORS)
+
+
+def not_installed(ctx: TraceContext, exception: ExceptionRecord, module: str) -> Diagnostic:
+    """The run stopped on a third-party module not installed where mpdoctor runs (issue 31): the environment's
+    doing, not the code's, so an info finding of the code registered for it, never the MP001 error."""
+    return ctx.diagnostic(
+        engine_code("cannot_trace"),
+        exception.location,
+        f"not traced: `{module}` is not installed here; static findings only (install the project's dependencies "
+        "to trace it, or --strict-imports to make this an error)",
+        confidence=Confidence.HIGH,
+        observed_note=False,
+    )
 
 
 def cannot_trace(ctx: TraceContext, facts: Facts) -> Diagnostic:

@@ -25,6 +25,7 @@ from mpdoctor.facts.codec import SchemaError
 from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV, file_legacy_keras_setting, file_turns_on_legacy_keras
 from mpdoctor.facts.schema import STOP_SIGNAL, Facts
 from mpdoctor.facts.trace_request import NumericsRequest, PlanRequest, StepCheckRequest, TraceRequest
+from mpdoctor.project.layout import ImportLayout
 from mpdoctor.reads import not_regular
 from mpdoctor.trace import forkserver
 from mpdoctor.trace.processes import ProcessTree
@@ -61,13 +62,16 @@ def run_trace(
     search_path: tuple[str, ...] = (),
     plan: PlanRequest | None = None,
     step_check: StepCheckRequest | None = None,
+    layout: ImportLayout | None = None,
 ) -> TraceOutcome:
     """`run_from`: a file whose text is run as if it were `path` (same `__file__`, code filename and sys.path), so a
     fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
     notebook's cells), written to the temporary directory; the child then also runs in the file's directory (as
     Jupyter does). `policy`: the global dtype policy set before the file is imported (a library module that an
     entry point of its project runs under that policy, or --assume-policy's); `search_path`: directories the
-    module's imports are found from besides its own (the entry point's, as `python train.py` has it)."""
+    module's imports are found from besides its own (the entry point's, as `python train.py` has it); `layout`:
+    how the project's tooling imports the file (its roots on sys.path, its dotted name inside a package), passed in
+    the request so that files of every project share one fork server."""
     with tempfile.TemporaryDirectory(prefix="mpdoctor-trace-") as workdir:
         request_path = os.path.join(workdir, "request.json")
         result_path = os.path.join(workdir, "facts.json")
@@ -87,6 +91,8 @@ def run_trace(
                 source_file=run_from and os.path.abspath(run_from),
                 checkpoints=[os.path.abspath(c) for c in checkpoints],
                 policy=policy,
+                module=layout.module if layout is not None else None,
+                search_path=list(layout.search_path) if layout is not None else [],
                 plan=plan,
                 step_check=step_check,
             )

@@ -248,6 +248,11 @@ def user_frame(exc: BaseException, recorder) -> SourceRef | None:
     for frame, line in traceback.walk_tb(exc.__traceback__):
         if os.path.realpath(frame.f_code.co_filename) == recorder.user_file:
             found = SourceRef(recorder.user_file, line)
+    # Compiling the file failed (no frame of it ran): the line the compiler names, where its message points.
+    if found is None and isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        found = (
+            SourceRef(recorder.user_file, exc.lineno) if os.path.realpath(exc.filename) == recorder.user_file else None
+        )
     return found
 
 

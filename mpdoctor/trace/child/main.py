@@ -11,6 +11,7 @@ here and keeps the static findings.
 """
 
 from __future__ import annotations
+import __future__
 
 import ast
 import importlib.machinery
@@ -94,7 +95,7 @@ def _run(request: TraceRequest, facts: Facts, recorder: hooks.Recorder) -> None:
         if request.notebook:
             _notebook_builtins()
         stop.enter("import")
-        module = _import_user_file(request.file, facts, recorder, request.source_file)
+        module = _import_user_file(request, facts, recorder)
         facts.layers_created_on_import = len(recorder.layers)
         stop.enter("build")
         models = discover(module, request.entry, recorder, facts, lambda exc, phase: describe(exc, phase, recorder))
@@ -156,29 +157,75 @@ class _SourceAsFileLoader(importlib.machinery.SourceFileLoader):
     """Loads `path` but reads its text from another file: the module's `__file__`, code filename and directory on
     sys.path are the original's, so paths computed from `__file__` and tracebacks still point at the user's file."""
 
-    def __init__(self, fullname: str, path: str, source: str) -> None:
+    def __init__(self, fullname: str, path: str, source: str, notebook: bool = False) -> None:
         super().__init__(fullname, path)
         self.source = source
+        self.notebook = notebook
 
     def get_data(self, path: str) -> bytes:
         with open(self.source, "rb") as handle:
             return handle.read()
 
+    def source_to_code(self, data, path, *, _optimize=-1):  # type: ignore[override]
+        if not self.notebook:
+            return super().source_to_code(data, path, _optimize=_optimize)
+        text, flags = hoist_future_imports(importlib.util.decode_source(data))
+        return compile(text, path, "exec", flags=flags, dont_inherit=True, optimize=_optimize)
+
     def path_stats(self, path: str):
         raise OSError("never cache bytecode of a candidate fix")
 
 
-def _import_user_file(path: str, facts: Facts, recorder, source_file: str | None = None):
-    """`source_file`: read the module's text from there (a candidate fix, a notebook's cells), the module being
-    `path` all the same."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
-    loader = _SourceAsFileLoader("__mpdoctor_model__", path, source_file) if source_file else None
-    spec = importlib.util.spec_from_file_location("__mpdoctor_model__", path, loader=loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
+def hoist_future_imports(text: str) -> tuple[str, int]:
+    """A notebook's cells joined, its `from __future__` imports (valid at the top of any cell: IPython compiles
+    each cell on its own) turned into `pass` on the same lines, and the compiler flags they set: the cells then
+    compile as one module with every line where it was. Text that does not parse is left as it is."""
     try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return text, 0
+    lines = text.splitlines(keepends=True)
+    flags = 0
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__" and node.end_lineno is not None:
+            for alias in node.names:
+                feature = getattr(__future__, alias.name, None)
+                flags |= getattr(feature, "compiler_flag", 0)
+            first, last = node.lineno - 1, node.end_lineno - 1
+            if first == last:  # what follows on its line (`; import os`) stays
+                lines[first] = lines[first][: node.col_offset] + "pass" + lines[first][node.end_col_offset :]
+                continue
+            lines[first] = lines[first][: node.col_offset] + "pass\n"
+            for index in range(first + 1, last + 1):
+                lines[index] = "\n"
+    return "".join(lines), flags
+
+
+def _import_user_file(request: TraceRequest, facts: Facts, recorder):
+    """Import the file as the project's tooling would (mpdoctor.project.layout): its roots on sys.path, a module
+    inside a package by its dotted name after its parent package, as `python -m` does, so that its relative imports
+    work. `request.source_file`: read the module's text from there (a candidate fix, a notebook's cells), the module
+    being `request.file` all the same."""
+    path, source_file = request.file, request.source_file
+    directory = os.path.dirname(os.path.abspath(path))
+    for place in reversed(request.search_path):
+        if place not in sys.path:
+            sys.path.insert(0, place)
+    if directory not in sys.path:  # a package's directory last: its modules must not shadow top-level ones
+        sys.path.insert(len(sys.path) if request.module else 0, directory)
+    sys.argv = [path]  # as `python file.py` has it: never the child's own arguments (argparse, setuptools)
+    name = request.module or "__mpdoctor_model__"
+    loader = _SourceAsFileLoader(name, path, source_file, request.notebook) if source_file else None
+    package = [directory] if os.path.basename(path) == "__init__.py" else None
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader, submodule_search_locations=package)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        parent = name.rpartition(".")[0]
+        if parent:
+            importlib.import_module(parent)
+        if name in sys.modules and source_file is None:  # the package imported it: that is the module
+            return sys.modules[name]
+        sys.modules[name] = module
         spec.loader.exec_module(module)
     except SystemExit as exc:
         facts.exception = ExceptionRecord(

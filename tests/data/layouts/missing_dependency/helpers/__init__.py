@@ -1,0 +1,1 @@
+"""The project's helper package (its metrics module is missing)."""

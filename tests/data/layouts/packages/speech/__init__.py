@@ -1,0 +1,1 @@
+"""speech: a regular package whose modules import each other relatively."""

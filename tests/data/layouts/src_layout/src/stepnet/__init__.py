@@ -1,0 +1,1 @@
+"""stepnet: a src-layout package (importable after `pip install -e .`, or with PYTHONPATH=src)."""
