@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from mpdoctor._version import __version__
 from mpdoctor.facts.dtypes import compute_dtype
-from mpdoctor.facts.schema import Environment, GradientRecord, PlanCheck, PlanRecord
+from mpdoctor.facts.schema import FAILED_BUILD, Environment, GradientRecord, PlanCheck, PlanRecord, TraceSummary
 
 if TYPE_CHECKING:
     from mpdoctor.plan import PlanResult
@@ -20,23 +20,37 @@ def render_text(result: PlanResult, stream: TextIO) -> None:
     if trace is not None and trace.failure:
         stream.write(f"{result.shown}: the trace failed: {trace.failure}\n")
     plans = result.plans()
-    if not plans:
-        stream.write(f"{result.shown}: no model to plan (the trace found none)\n")
+    if not plans and not (trace is not None and trace.failure):
+        stream.write(f"{result.shown}: no model to plan: {_no_model_reason(trace)}\n")
     for name, plan in plans:
-        stream.write(_model_text(result.shown, name, plan, trace.environment if trace else None))
+        stream.write(_model_text(result.shown, name, plan, trace))
     fix = result.fix
     if fix is not None:
         for line in fix.not_applied:
             stream.write(f"  not applied: {line}\n")
         if fix.error:
             stream.write(f"{result.shown}: plan not applied: {fix.error}\n")
-        elif fix.changed:
-            state = "written" if fix.written else "not written (--diff)"
-            stream.write(f"{result.shown}: plan applied as code, {state}; {fix.verification}\n")
+        elif fix.changed and fix.written:
+            stream.write(f"{result.shown}: plan written into the file; {fix.verification}\n")
+        elif fix.changed:  # --diff: shown, still to be applied (exit 1), so not called verified
+            stream.write(
+                f"{result.shown}: plan shown as a diff, not written (--diff); re-traced with it: {fix.outcome}\n"
+            )
 
 
-def _model_text(shown: str, name: str | None, plan: PlanRecord, environment: Environment | None) -> str:
+def _no_model_reason(trace: TraceSummary | None) -> str:
+    """Why the trace gave no model: the run's exception (a model that failed to build), else none was found."""
+    if trace is not None and trace.exception:
+        line = f" (line {trace.exception_line})" if trace.exception_line else ""
+        return f"{trace.exception}{line}"
+    return "the trace found none (see `mpdoctor check` for how models are found)"
+
+
+def _model_text(shown: str, name: str | None, plan: PlanRecord, trace: TraceSummary | None) -> str:
+    environment = trace.environment if trace is not None else None
     head = f"{shown}: model `{name}`"
+    if plan.skipped == FAILED_BUILD and trace is not None and trace.exception:
+        return f"{head}: no plan: {plan.skipped}: {_no_model_reason(trace)}\n"
     if plan.skipped:
         return f"{head}: no plan: {plan.skipped}\n"
     lines = []
@@ -88,9 +102,9 @@ def _state(check: PlanCheck | None, rtol: float) -> str:
         return "not checked"
     if not check.finite:
         return "outputs non-finite"
-    if check.passed:
-        return f"verified: outputs finite, max relative error {_percent(check.max_relative_error)}"
-    return f"outputs finite, max relative error {_percent(check.max_relative_error)} above rtol {rtol:.2%}"
+    # never "verified": that word is for a plan written into the file and re-checked (the runs that exit 0)
+    side = "within" if check.passed else "above"
+    return f"outputs finite, max relative error {_percent(check.max_relative_error)}, {side} rtol {rtol:.2%}"
 
 
 def _gradient_state(record: GradientRecord) -> str:

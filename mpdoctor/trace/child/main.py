@@ -92,6 +92,10 @@ def _run(request: TraceRequest, facts: Facts, recorder: hooks.Recorder) -> None:
         recorder.extra_checkpoints = request.checkpoints
         if request.notebook:
             _notebook_builtins()
+        if request.plan is not None:  # the same weights on every run (a file that seeds itself wins): same plan
+            from mpdoctor.trace.child.numerics import SEED, seed_random
+
+            seed_random(SEED)
         inputs.start()  # after TensorFlow's own imports: what the user's code reads from here on
         stop.enter("import")
         module = _import_user_file(request.file, facts, recorder, request.source_file)
