@@ -671,10 +671,18 @@ def _in_context(
 
 
 def _named(d: Diagnostic, context: PolicyContext) -> Diagnostic:
-    """`d` with its policy context named once in the message and carried in full."""
+    """`d` with its policy context named once in the message and carried in full: inside the parenthesis that
+    already names the policy (`(policy "mixed_float16", set in train.py:4)`), else as one suffix."""
     if d.context is not None:
         return d
-    return replace(d, message=f"{d.message} ({context.describe()})", context=context.for_diagnostic())
+    message = f"{d.message} ({context.describe()})"
+    if context.origin is not None and context.policy:
+        named = next(
+            (p for p in (f'(policy "{context.policy}")', f"(policy {context.policy})") if p in d.message), None
+        )
+        if named is not None:
+            message = d.message.replace(named, f"{named[:-1]}, {context.set_in()})", 1)
+    return replace(d, message=message, context=context.for_diagnostic())
 
 
 def scopes_at(tree: ast.Module, line: int) -> list[str]:

@@ -34,6 +34,7 @@ class PlanFix:
     applied: list[str] = field(default_factory=list)  # one line per layer: how it is kept in float32
     not_applied: list[str] = field(default_factory=list)  # layers the edits could not reach, and why
     verification: str = "unverified"
+    outcome: str = ""  # what the re-trace with the plan showed ("outputs finite, max relative error 0.03%, ...")
     verified: bool = False
     max_relative_error: float | None = None
     written: bool = False
@@ -208,14 +209,16 @@ def verify_plan(fix: PlanFix, path: Path, config: Config, trace, policy: str | N
     fix.max_relative_error = max(errors) if errors else None
     if all(c.passed for c in checks):
         fix.verified = True
+        fix.outcome = f"outputs finite, max relative error {_percent(fix.max_relative_error)}, within rtol"
         fix.verification = f"verified: outputs finite, max relative error {_percent(fix.max_relative_error)}"
     else:
         finite = all(c.finite for c in checks)
-        fix.verification = "not verified: " + (
+        fix.outcome = (
             f"max relative error {_percent(fix.max_relative_error)} above rtol"
             if finite
             else "outputs still non-finite"
         )
+        fix.verification = f"not verified: {fix.outcome}"
         fix.error = f"the fixed file does not pass ({fix.verification})"
 
 

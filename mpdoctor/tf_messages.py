@@ -65,6 +65,21 @@ _DTYPE_WORD = re.compile(r"\b(?:b?float(?:16|32|64)?|half|double)\b")
 _CONTEXT = 40  # characters kept around the dtypes a message names when its middle is left out
 
 
+# Lines of Keras' wrappers around the real error: "Exception encountered when calling ...", Keras 3's "Could not
+# automatically infer the output shape / dtype of 'x' (of type X). Either ... Error encountered:" (the cause is on
+# the next line), the arguments the call received.
+_WRAPPERS = (
+    "Exception encountered",
+    "Traceback",
+    "File ",
+    "in user code:",
+    "Call arguments received",
+    "Arguments received",
+    "\u2022",
+)
+_WRAPPER_ENDS = ("Error encountered:",)
+
+
 def first_message_line(message: str) -> str:
     """The line of an exception message that says what went wrong (not Keras' "Exception encountered when
     calling layer ..." wrapper), without terminal colours, shortened to about 300 characters (see `shorten`)."""
@@ -72,13 +87,7 @@ def first_message_line(message: str) -> str:
     for line in lines:  # a graph-mode error quotes the real exception inside "in user code:"
         if re.match(r"\w+(Error|Exception): ", line):
             return shorten(line)
-    interesting = [
-        line
-        for line in lines
-        if not line.startswith(
-            ("Exception encountered", "Traceback", "File ", "in user code:", "Call arguments received")
-        )
-    ]
+    interesting = [line for line in lines if not line.startswith(_WRAPPERS) and not line.endswith(_WRAPPER_ENDS)]
     return shorten((interesting or lines or [""])[0])
 
 
@@ -138,3 +147,31 @@ def _word_end(text: str, index: int) -> int:
     while index < len(text) and not text[index].isspace():
         index += 1
     return index
+
+
+_PHASES = {
+    "import": "importing the file",
+    "build": "building the model",
+    "call": "calling the model on a sample batch",
+    "internal": "tracing the file",
+}
+
+
+def exception_summary(type_name: str, message: str, phase: str) -> str:
+    """One line: what raised, and the cause TensorFlow or Keras names ("building the model raised TypeError: Input
+    'y' of 'Mul' Op has type float32 that does not match type float16 of argument 'x'.")."""
+    return f"{_PHASES.get(phase, 'tracing the file')} raised {type_name or 'an exception'}: {cause(type_name, message)}"
+
+
+def cause(type_name: str, message: str) -> str:
+    """What an exception says went wrong (`first_message_line`), without the exception's type that a graph-mode
+    error repeats ("TypeError: Input 'y' of 'Mul' Op ...")."""
+    line = first_message_line(message)
+    return line[len(type_name) + 2 :] if type_name and line.startswith(f"{type_name}: ") else line
+
+
+def capped(items: list[str], shown: int = 2) -> str:
+    """`a, b and 4 more`: a list in a message, at most `shown` items named (the full list goes in the notes)."""
+    if len(items) <= shown + 1:
+        return ", ".join(items[:-1]) + (" and " if len(items) > 1 else "") + items[-1] if items else ""
+    return f"{', '.join(items[:shown])} and {len(items) - shown} more"

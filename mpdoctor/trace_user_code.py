@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from mpdoctor.static.literals import float16_problem, number
+from mpdoctor.facts.dtypes import float16_problem, has_float16_literal
+from mpdoctor.static.literals import number
 from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
     from mpdoctor.facts.schema import Facts, LineConstant, LineOp, UserLayerScan
 
-_LITERAL = re.compile(r"(?<![\w.])\d+\.?\d*[eE][-+]?\d+|(?<![\w.])\d+\.\d+")
 _NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 
 
@@ -27,7 +27,7 @@ def _line_has_literal(ctx: TraceContext, line: int, problem: str) -> bool:
     if ctx.static is None or not 0 < line <= len(ctx.static.lines):
         return False
     text = ctx.static.lines[line - 1]
-    if any(float16_problem(float(literal)) == problem for literal in _LITERAL.findall(text)):
+    if has_float16_literal(text, problem):
         return True
     constants = ctx.static.module_constants
     return any(

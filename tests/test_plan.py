@@ -134,7 +134,7 @@ def test_a_clean_model_keeps_nothing_in_float32(tmp_path, monkeypatch, capsys, l
     )
     code, out, err = _plan(monkeypatch, capsys, legacy, str(path))
     assert code == 0, out + err
-    assert "keep 0 of 1 layer in float32" in out and "verified: outputs finite" in out, out
+    assert "keep 0 of 1 layer in float32" in out and "within rtol 1.00%" in out, out
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
@@ -210,3 +210,57 @@ def test_the_plan_for_library_layers_is_a_snippet_and_the_fixed_file_runs_finite
     assert ("clone_model" in text) == legacy, text
     finite, error = _ground_truth(path, legacy)
     assert finite and error <= 0.01, error  # the applied plan, run for real
+
+
+# Issue 33 item 9: a model that fails to build has no plan, and the output says why (the build error, one line).
+CLASH = """\
+    import KERAS
+    import tensorflow as tf
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+
+
+    class Scale(keras.layers.Layer):
+        def call(self, x):
+            return x * tf.constant([1.0, 2.0, 3.0, 4.0])
+
+
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, Scale()(keras.layers.Dense(4)(inputs)))
+    """
+
+
+@pytest.mark.parametrize("legacy", KERAS, ids=IDS)
+def test_a_model_that_fails_to_build_gets_the_build_error_as_the_reason(tmp_path, monkeypatch, capsys, legacy):
+    path = _write(tmp_path, CLASH, legacy)
+    code, out, err = _plan(monkeypatch, capsys, legacy, str(path))
+    assert code == 1, out + err
+    [line] = out.splitlines()
+    assert line.startswith(
+        f"{path}: no model to plan: importing the file raised TypeError: Input 'y' of 'Mul' Op has type float32 "
+        "that does not match type float16 of argument 'x'. (line "
+    ), out
+
+
+def test_verified_is_never_printed_by_a_run_that_exits_1(tmp_path, monkeypatch, capsys):
+    """A plan that keeps a layer in float32 exits 1 (the file needs that change), shown or as a diff: its checks
+    pass "within rtol"; "verified" only when --fix wrote it (exit 0)."""
+    path = _write(
+        tmp_path,
+        """\
+        import KERAS
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        layers = [keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(3, activation="softmax")]
+        model = keras.Sequential(layers)
+        """,
+        False,
+    )
+    for args in ([], ["--diff"]):
+        code, out, err = _plan(monkeypatch, capsys, False, *args, str(path))
+        assert code == 1 and "keep 1 of 2 layers in float32" in out + err, out + err
+        shown = (out + err).replace(str(path), "model.py")  # the test's own name holds the word
+        assert "verified" not in shown and "with the plan: outputs finite" in shown, shown
+    assert "plan shown as a diff, not written (--diff); re-traced with it: outputs finite" in err, err
+    code, out, err = _plan(monkeypatch, capsys, False, "--fix", str(path))
+    assert code == 0 and "plan written into the file; verified: outputs finite" in out, out + err

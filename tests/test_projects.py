@@ -73,9 +73,11 @@ def test_each_library_file_checked_alone_gets_its_projects_contexts():
 
 
 def test_the_message_names_the_context_once_and_the_json_carries_its_path():
+    """Once, and in one parenthetical: inside the one that names the policy already (issue 33)."""
     project = PROJECTS / "two_files"
     [d] = [d for d in check(project).diagnostics if d.code == "MP401"]
-    assert d.message.count("train.py:20") == 1 and d.message.endswith("when --amp is given)")
+    assert d.message.count("train.py:20") == 1 and d.message.endswith('set dtype="float32" on this layer'), d.message
+    assert re.search(r'\(policy "mixed_float16", set in \S*train\.py:20 when --amp is given\)', d.message), d.message
     assert d.context.policy == "mixed_float16"
     assert d.context.set_at.endswith("two_files/train.py:20")
     assert d.context.condition == "when --amp is given"

@@ -81,10 +81,12 @@ def test_first_seed_report(browser, tmp_path):
     rank = {"error": 0, "warning": 1, "info": 2}
     codes = [d["code"] for d in sorted(report["diagnostics"], key=lambda d: rank[d["severity"]])]
     assert "MP201" in codes and page.values["codes"] == codes  # the seed's SavedModel dtype mismatch, errors first
-    graph = report["traces"][0]["models"][0]["graph"]
-    assert page.values["graph_nodes"] == len(graph["nodes"]) > 0
+    # tf_keras's Sequential.add raised on the hub layer: the model failed to build, and the report says so rather
+    # than drawing the input and Lambda it holds (issue 33)
+    [model] = report["traces"][0]["models"]
+    assert model["failed_build"] is True and [n["class"] for n in model["graph"]["nodes"]] == ["InputLayer", "Lambda"]
+    assert page.values["graph_nodes"] == 0 and "Failed to build: importing the file raised TypeError" in page.dom
     assert "feature_extractor" in page.dom and "serving_default" in page.dom  # the signature table
-    assert page.values["zoomed"] == "1.250"
 
 
 def test_resnet50_report_is_readable(browser, tmp_path):
@@ -226,3 +228,89 @@ def test_the_report_reads_well_at_1400_and_800_px(browser, tmp_path, width):
         assert text_width <= box_width - 8, detail
     assert [d for d, _, _ in facts["box_details"] if d.startswith("Batch")] == ["BatchNormalization · float16"]
     assert facts["hardware"] and all(h.startswith("float16: ") for h in facts["hardware"])
+
+
+# Issue 33 item 8: a model that failed to build beside one that built, in one file (the run raised at import, so
+# both are the models created before it raised).
+BUILD_FAILURE_MODEL = """\
+import keras
+import tensorflow as tf
+
+keras.mixed_precision.set_global_policy("mixed_float16")
+
+inputs = keras.Input((16,))
+x = keras.layers.Dense(32, name="projection_dense_layer")(inputs)
+x = keras.layers.BatchNormalization()(x)
+x = keras.layers.Dense(32, activation="relu")(x)
+x = keras.layers.BatchNormalization()(x)
+classifier = keras.Model(inputs, keras.layers.Dense(4, activation="softmax")(x), name="classifier")
+
+
+class Scale(keras.layers.Layer):
+    def call(self, x):
+        return x * tf.constant([1.0, 2.0, 3.0, 4.0])
+
+
+broken = keras.Sequential([keras.Input((4,)), Scale()], name="broken")
+"""
+
+ISSUE_33_FACTS = {
+    "models": "[...document.querySelectorAll('section.model')].map(s => [s.querySelector('h2 code').textContent,"
+    " s.querySelectorAll('.graph').length, (s.querySelector('.failed-build') || {}).textContent || null,"
+    " [...s.querySelectorAll('p.meta')].map(p => p.textContent).filter(t => t.startsWith('skipped'))])",
+    "environment_header": "[...document.querySelectorAll('table.environment th')].map(th => th.textContent)",
+    "environment_files": "[...document.querySelectorAll('table.environment td.files')].map(td => td.textContent)",
+    "message_code": "[...document.querySelectorAll('.card p.message')].map(p => [p.querySelectorAll('code').length,"
+    " p.textContent.includes('`')])",
+    "graph_centred": "[...document.querySelectorAll('.graph-canvas')].map(c => { const a = c.getBoundingClientRect(),"
+    " b = c.querySelector('svg').getBoundingClientRect(); return Math.abs((a.left + a.right) - (b.left + b.right)) / 2;"
+    " })",
+    # [shown name (the text after the <title>), whole name, inside the chart]
+    "labels": "[...document.querySelectorAll('svg.numerics-chart .layer-label text')].map(t => { const r ="
+    " t.getBoundingClientRect(), s = t.closest('svg.numerics-chart').getBoundingClientRect();"
+    " return [t.lastChild.textContent, t.querySelector('title').textContent,"
+    " r.left >= s.left - 1 && r.bottom <= s.bottom + 1]; })",
+}
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_issue_33_a_failed_build_files_code_and_whole_labels(browser, tmp_path, width):
+    model = tmp_path / "build_failure.py"
+    model.write_text(BUILD_FAILURE_MODEL)
+    html = tmp_path / "build_failure.html"
+    check_to_html(model, html, cwd=tmp_path)
+    facts = open_in_browser(browser, html, f"issue33_{width}px", width=width, evaluate=ISSUE_33_FACTS).values
+    models = {name: (graphs, failed, skipped) for name, graphs, failed, skipped in facts["models"]}
+    # the model that failed to build: said so with the build error, no one-box graph, no "skipped: ..." numerics
+    graphs, failed, skipped = models["broken"]
+    assert graphs == 0 and skipped == [], models
+    assert failed.startswith("Failed to build: importing the file raised TypeError: Input 'y' of 'Mul' Op"), failed
+    graphs, failed, _ = models["classifier"]
+    assert graphs == 1 and failed is None, models
+    # the environment table names the file it describes
+    assert facts["environment_header"][0] == "file" and facts["environment_files"] == ["build_failure.py"], facts
+    # `backticks` in messages are code, never shown literally
+    assert facts["message_code"] and all(codes > 0 and not literal for codes, literal in facts["message_code"])
+    assert facts["zoomed"] == "1.250"  # the graph's zoom button (clicked before the measures below)
+    # the graph sits in the middle of its panel, not in a column at its left edge
+    assert facts["graph_centred"] and all(offset <= 2 for offset in facts["graph_centred"]), facts["graph_centred"]
+    # numerics axis labels: whole names (batch_normalization_1, projection_dense_layer), inside the chart
+    labels = facts["labels"]
+    assert {shown for shown, _, _ in labels} >= {"projection_dense_layer", "batch_normalization_1"}, labels
+    assert all(shown == name and inside for shown, name, inside in labels), labels
+
+
+def test_issue_33_the_savedmodel_section_lists_the_loader_the_script_used(browser, tmp_path):
+    """hub.KerasLayer loads through hub.load and tf.saved_model.load: the script called only the first."""
+    html = tmp_path / "seed.html"
+    check_to_html(Path("examples") / "hub_seed.py", html, cwd=ROOT, legacy=True)
+    facts = open_in_browser(
+        browser,
+        html,
+        "issue33_savedmodels",
+        evaluate={
+            "loaders": "[...document.querySelectorAll('h3 .meta')].map(s => s.textContent)"
+            ".filter(t => t.startsWith('loaded by'))"
+        },
+    ).values
+    assert facts["loaders"] == ["loaded by hub.KerasLayer"], facts

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import math
+import re
+import struct
 from typing import Any, TypeGuard
 
 KNOWN_POLICIES = ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16", "float32", "float64")
@@ -66,3 +69,30 @@ def dtype_name(value: Any) -> str | None:
 # the catalogue's custom loop without loss scaling flushes 100 %; the same loop with a LossScaleOptimizer 1.5 % (the
 # first layer's gradients, four orders of magnitude smaller again, still flush at 2**15). 10 % keeps such tails quiet.
 GRADIENT_FLUSH_THRESHOLD = 0.10
+
+
+# ------------------------------------------------------------------------------------------ float16's range
+
+OVERFLOW = "overflow"
+UNDERFLOW = "underflow"
+_FLOAT16_OVERFLOWS = 65520.0  # the smallest magnitude float16 rounds to infinity (65504 is its largest finite)
+_FLOAT_LITERAL = re.compile(r"(?<![\w.])\d+\.?\d*[eE][-+]?\d+|(?<![\w.])\d+\.\d+")
+
+
+def float16_problem(value: float) -> str | None:
+    """'overflow' / 'underflow' when float16 cannot represent `value` (exact IEEE rounding, via struct 'e')."""
+    if _FLOAT16_OVERFLOWS <= abs(value) < math.inf:  # what struct refuses, without its exception (most cases)
+        return OVERFLOW
+    try:
+        rounded = struct.unpack("e", struct.pack("e", value))[0]
+    except OverflowError:
+        return OVERFLOW
+    if value != 0.0 and rounded == 0.0:
+        return UNDERFLOW
+    return None
+
+
+def has_float16_literal(text: str, problem: str) -> bool:
+    """Whether a line of source holds a float literal float16 cannot represent (`problem`: overflow/underflow): a
+    float16 constant that is 0 or inf in a traced graph comes from such a literal, not from a 0 the code meant."""
+    return any(float16_problem(float(literal)) == problem for literal in _FLOAT_LITERAL.findall(text))

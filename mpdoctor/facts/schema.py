@@ -430,6 +430,9 @@ class PlanCheck(FactsRecord):
     gradients: GradientRecord | None = None  # training files: one training step under this configuration
 
 
+FAILED_BUILD = "the model failed to build"  # why a model has no numerics and no plan (ModelRecord.failed_build)
+
+
 @dataclass
 class PlanRecord(FactsRecord):
     """`mpdoctor plan` for one model: the smallest verified set of layers to keep in float32 under `policy`."""
@@ -511,6 +514,9 @@ class ModelRecord(FactsRecord):
     numerics: NumericsRecord | None = None
     plan: PlanRecord | None = None  # `mpdoctor plan` only
     gradients: GradientRecord | None = None  # training files: float32 vs the policy, one training step (MP504)
+    # The run raised while this model was being built (it is not built): its graph is what was added before, and
+    # nothing was run on it (the run's exception says why).
+    failed_build: bool = ABSENT
 
 
 @dataclass
@@ -593,6 +599,7 @@ class ModelSummary(FactsRecord):
     graph: ModelGraph | None = None
     numerics: NumericsTable | None = None
     plan: PlanRecord | None = None  # `mpdoctor plan` only
+    failed_build: bool = ABSENT  # ModelRecord.failed_build
 
 
 @dataclass
@@ -625,6 +632,10 @@ class TraceSummary(FactsRecord):
     checkpoints: list[CheckpointSummary] = field(default_factory=list)
     savedmodels: list[SavedModelSummary] = field(default_factory=list)
     step_check: StepCheckRecord | None = ABSENT  # verifying a training fix: the fixed step against float32
+    # The run's exception in one line (tf_messages.exception_summary), with the line of the file it was raised at:
+    # why a model is missing (a model that failed to build has no graph to draw and nothing to plan).
+    exception: str | None = ABSENT
+    exception_line: int | None = ABSENT
     # What the run read besides the file (Facts.inputs), for the result cache; None: unknown. Not in reports.
     inputs: list[str] | None = field(default=None, metadata=NOT_JSON)
     lookups: Lookups | None = field(default=None, metadata=NOT_JSON)  # Facts.lookups; None: unknown
@@ -635,7 +646,8 @@ class TraceSummary(FactsRecord):
         return data
 
     @classmethod
-    def of(cls, shown: str, facts: Facts | None, failure: str | None) -> TraceSummary:
+    def of(cls, shown: str, facts: Facts | None, failure: str | None, exception: str | None = None) -> TraceSummary:
+        """`exception`: the run's exception in one line (the parent's reading of facts.exception)."""
         facts = facts or new_facts()
         if failure is None and facts.tool_failure is not None:
             return cls(
@@ -651,7 +663,7 @@ class TraceSummary(FactsRecord):
             failure=failure,
             environment=facts.environment,
             models=[
-                ModelSummary(m.name, m.how, m.graph, m.numerics.table() if m.numerics else None, m.plan)
+                ModelSummary(m.name, m.how, m.graph, m.numerics.table() if m.numerics else None, m.plan, m.failed_build)
                 for m in facts.models
             ],
             checkpoints=[
@@ -659,11 +671,43 @@ class TraceSummary(FactsRecord):
                 for r in facts.restores
                 if r.audit is not None or r.audit_error is not None
             ],
-            savedmodels=[SavedModelSummary(load.api, load.handle, load.savedmodel) for load in facts.savedmodel_loads],
+            savedmodels=[
+                SavedModelSummary(load.api, load.handle, load.savedmodel)
+                for load in script_loads(facts.savedmodel_loads)
+            ],
             step_check=facts.step_check,
+            exception=exception or ABSENT,
+            exception_line=(
+                facts.exception.location.line
+                if facts.exception is not None and facts.exception.location is not None
+                else ABSENT
+            ),
             inputs=None if facts.inputs is ABSENT else list(facts.inputs),
             lookups=None if facts.lookups is ABSENT else facts.lookups,
         )
+
+
+def script_loads(loads: list[SavedModelLoad]) -> list[SavedModelLoad]:
+    """The SavedModel loads the script made: hub.KerasLayer calls hub.load, which calls tf.saved_model.load, and the
+    hooks record all three at the script's line; only the outermost of the loads at one line is the script's."""
+    outermost: dict[tuple[str | None, int | None], int] = {}
+    for load in loads:
+        if load.location is not None:
+            where = (load.location.file, load.location.line)
+            outermost[where] = min(outermost.get(where, len(_LOAD_DEPTH)), _load_depth(load))
+    return [
+        load
+        for load in loads
+        if load.location is None or _load_depth(load) == outermost[(load.location.file, load.location.line)]
+    ]
+
+
+_LOAD_DEPTH = ("layer", "hub.load", "tf.saved_model.load")
+
+
+def _load_depth(load: SavedModelLoad) -> int:
+    kind = "layer" if load.layer_uid is not None else load.api
+    return _LOAD_DEPTH.index(kind) if kind in _LOAD_DEPTH else 0
 
 
 def cannot_trace_message(environment: Environment | None, failure: ToolFailure) -> str:

@@ -12,8 +12,11 @@ import base64
 import difflib
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+
+from markupsafe import Markup, escape
 
 from mpdoctor._version import __version__
 from mpdoctor.facts.artifacts import SavedModelInfo
@@ -170,13 +173,16 @@ def _environments(traces: list[TraceSummary]) -> list[_Context]:
         if trace.environment is not None and trace.environment not in seen:
             seen.append(trace.environment)
     return [
-        {"env": env, "slow": {dtype: slow_hardware(env, dtype) for dtype in ("float16", "bfloat16")}} for env in seen
+        {
+            "env": env,
+            "files": [trace.path for trace in traces if trace.environment == env],
+            "slow": {dtype: slow_hardware(env, dtype) for dtype in ("float16", "bfloat16")},
+        }
+        for env in seen
     ]
 
 
 def _models(traces: list[TraceSummary], finding_layers: dict[str, set[str]]) -> list[_Context]:
-    from markupsafe import Markup
-
     from mpdoctor.report.graph_svg import model_figures
     from mpdoctor.report.numerics_svg import numerics_svg
 
@@ -185,7 +191,7 @@ def _models(traces: list[TraceSummary], finding_layers: dict[str, set[str]]) -> 
         for model in trace.models:
             graph, numerics = model.graph, model.numerics
             figures: list[_Context] = []
-            if graph is not None:
+            if graph is not None and not model.failed_build:
                 plan = {layer.id for layer in model.plan.layers} if model.plan is not None else set()
                 for figure in model_figures(graph, finding_layers.get(trace.path, set()), plan):
                     figures.append(
@@ -206,6 +212,8 @@ def _models(traces: list[TraceSummary], finding_layers: dict[str, set[str]]) -> 
                     "figures": figures,
                     "numerics": numerics,
                     "numerics_svg": Markup(chart) if chart else None,
+                    # the run raised while building it: no partial graph, no "skipped" numerics, the reason
+                    "failed_build": _sentence(trace.exception or "the run raised") if model.failed_build else None,
                 }
             )
     return models
@@ -243,6 +251,18 @@ def _checkpoints(traces: list[TraceSummary]) -> list[_Context]:
     return audits
 
 
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+_INLINE_CODE = re.compile(r"`([^`\n]+)`")
+
+
+def inline_code(text: object) -> Markup:
+    """Text whose `backticks` mark code, as HTML: escaped, each `...` a <code> element."""
+    return Markup(_INLINE_CODE.sub(r"<code>\1</code>", str(escape(str(text)))))
+
+
 def _script_hash(script: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
 
@@ -253,6 +273,7 @@ def render(report: Report, stream: TextIO, **_options: object) -> None:
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(os.fspath(_template_dir())), autoescape=True, undefined=jinja2.ChainableUndefined
     )
+    environment.filters["code"] = inline_code
     from mpdoctor.report.counts import fixable_parts
 
     sources = report.sources

@@ -21,10 +21,11 @@ from mpdoctor.facts.dtypes import FLOAT16_MAX
 from mpdoctor.facts.schema import NumericsRow, NumericsTable
 
 # Vertical layout in pixels; horizontal in percent of the chart's width.
-TITLE_H, MARKS_H, PANEL_H, GAP, LABELS_H, LEGEND_H = 16, 16, 150, 30, 110, 24
-LEFT, RIGHT = 7.0, 1.5  # % of the width: the y-axis labels, the right margin
+# LABELS_H: a rotated name of LABEL_CHARS at the axis font (~5.5 px a character) reaches ~125 px down
+TITLE_H, MARKS_H, PANEL_H, GAP, LABELS_H, LEGEND_H = 16, 16, 150, 30, 140, 24
+LEFT, RIGHT = 9.0, 1.5  # % of the width: the y-axis labels (and the first layer name, leaning left), the right margin
 MIN_LABEL_PX, NARROW_PLOT_PX = 14, 640  # labels at least 14 px apart on a plot as narrow as a phone-ish panel
-LABEL_CHARS = 18
+LABEL_CHARS = 28  # batch_normalization_12 whole; longer names end in … (the whole name on hover)
 COMPUTED, REFERENCE, ERROR, NONFINITE = "#d9480f", "#1c7ed6", "#7048e8", "#c92a2a"
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from mpdoctor._version import __version__
 from mpdoctor.facts.dtypes import compute_dtype
-from mpdoctor.facts.schema import Environment, GradientRecord, PlanCheck, PlanRecord
+from mpdoctor.facts.schema import FAILED_BUILD, Environment, GradientRecord, PlanCheck, PlanRecord, TraceSummary
 from mpdoctor.printable import escape_controls
 
 if TYPE_CHECKING:
@@ -27,10 +27,10 @@ def render_text(result: PlanResult, stream: TextIO) -> None:
     if trace is not None and trace.failure:
         write(f"{result.shown}: the trace failed: {trace.failure}")
     plans = result.plans()
-    if not plans:
-        write(f"{result.shown}: no model to plan (the trace found none)")
+    if not plans and not (trace is not None and trace.failure):
+        write(f"{result.shown}: no model to plan: {_no_model_reason(trace)}")
     for name, plan in plans:
-        for line in _model_lines(result.shown, name, plan, trace.environment if trace else None):
+        for line in _model_lines(result.shown, name, plan, trace):
             write(line)
     fix = result.fix
     if fix is not None:
@@ -38,13 +38,25 @@ def render_text(result: PlanResult, stream: TextIO) -> None:
             write(f"  not applied: {line}")
         if fix.error:
             write(f"{result.shown}: plan not applied: {fix.error}")
-        elif fix.changed:
-            state = "written" if fix.written else "not written (--diff)"
-            write(f"{result.shown}: plan applied as code, {state}; {fix.verification}")
+        elif fix.changed and fix.written:
+            write(f"{result.shown}: plan written into the file; {fix.verification}")
+        elif fix.changed:  # --diff: shown, still to be applied (exit 1), so not called verified
+            write(f"{result.shown}: plan shown as a diff, not written (--diff); re-traced with it: {fix.outcome}")
 
 
-def _model_lines(shown: str, name: str | None, plan: PlanRecord, environment: Environment | None) -> list[str]:
+def _no_model_reason(trace: TraceSummary | None) -> str:
+    """Why the trace gave no model: the run's exception (a model that failed to build), else none was found."""
+    if trace is not None and trace.exception:
+        line = f" (line {trace.exception_line})" if trace.exception_line else ""
+        return f"{trace.exception}{line}"
+    return "the trace found none (see `mpdoctor check` for how models are found)"
+
+
+def _model_lines(shown: str, name: str | None, plan: PlanRecord, trace: TraceSummary | None) -> list[str]:
+    environment = trace.environment if trace is not None else None
     head = f"{shown}: model `{name}`"
+    if plan.skipped == FAILED_BUILD and trace is not None and trace.exception:
+        return [f"{head}: no plan: {plan.skipped}: {_no_model_reason(trace)}"]
     if plan.skipped:
         return [f"{head}: no plan: {plan.skipped}"]
     lines = []
@@ -96,9 +108,9 @@ def _state(check: PlanCheck | None, rtol: float) -> str:
         return "not checked"
     if not check.finite:
         return "outputs non-finite"
-    if check.passed:
-        return f"verified: outputs finite, max relative error {_percent(check.max_relative_error)}"
-    return f"outputs finite, max relative error {_percent(check.max_relative_error)} above rtol {rtol:.2%}"
+    # never "verified": that word is for a plan written into the file and re-checked (the runs that exit 0)
+    side = "within" if check.passed else "above"
+    return f"outputs finite, max relative error {_percent(check.max_relative_error)}, {side} rtol {rtol:.2%}"
 
 
 def _gradient_state(record: GradientRecord) -> str:

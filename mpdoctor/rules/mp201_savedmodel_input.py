@@ -372,11 +372,15 @@ def trace_savedmodel_input_dtype(facts: Facts, ctx: TraceContext) -> Iterable[Di
             continue
         if not any(is_float(dtype) for dtype in accepted):
             continue  # strings or integer ids only: autocast leaves them alone, no float16 reaches the SavedModel
+        # The run's own error (TensorFlow's TensorSpec dump, or an op name) goes in the notes (JSON, --verbose):
+        # the message says its cause.
+        raised = exception if exception is not None and exception.layer_uid == load.layer_uid else None
         observed = (
-            f"the run failed with: {first_message_line(exception.message)}"
-            if exception is not None and exception.layer_uid == load.layer_uid
+            f"the run failed ({raised.type or 'an error'})"
+            if raised is not None
             else 'calling it fails ("Could not find matching concrete function")'
         )
+        notes = (f"the run's error: {first_message_line(raised.message)}",) if raised is not None else ()
         subject = casts_to_float16(
             f"{load.api} `{record.name}`", received, record.policy, record.explicit_dtype is not None
         )
@@ -388,6 +392,7 @@ def trace_savedmodel_input_dtype(facts: Facts, ctx: TraceContext) -> Iterable[Di
                 + ADVICE,
                 layer=record.name,
                 fix=_dtype_fix(ctx, load.location),
+                notes=notes,
             )
         )
     verdict = verdict_of(exception)

@@ -25,7 +25,7 @@ from mpdoctor.static.edits import policy_literal_fix
 from mpdoctor.static.policies import POLICY_SETTERS
 from mpdoctor.static.saver_builder import saver_builder_fix
 from mpdoctor.static.tf1_graphs import LOW_DTYPES, float16_graphs, graph_key, resolved_value, tf1_call_name
-from mpdoctor.tf_messages import dtype_name
+from mpdoctor.tf_messages import capped, dtype_name
 from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
@@ -134,9 +134,8 @@ def mismatch(variable_dtype: str, checkpoint_dtype: str = "float32") -> str:
     """MP301's fact in the words of both passes."""
     tf_name = {"float16": "half", "float32": "float", "float64": "double"}
     return (
-        f"the restore does not cast, so {checkpoint_dtype} checkpoint values fail with "
-        f'"expected dtype {tf_name.get(variable_dtype, variable_dtype)} does not equal original dtype '
-        f'{tf_name.get(checkpoint_dtype, checkpoint_dtype)}"'
+        f'the restore does not cast ("expected dtype {tf_name.get(variable_dtype, variable_dtype)} does not equal '
+        f'original dtype {tf_name.get(checkpoint_dtype, checkpoint_dtype)}")'
     )
 
 
@@ -371,10 +370,6 @@ def trace_checkpoint_dtype_mismatch(facts: Facts, ctx: TraceContext) -> Iterable
         if not isinstance(verdict, RestoreDtypeVerdict):
             continue
         tensors = verdict.tensors
-        listed = "; ".join(
-            f"{t.name}: checkpoint {t.checkpoint_dtype}, variable {t.variable_dtype}" for t in tensors[:6]
-        )
-        more = f" and {len(tensors) - 6} more" if len(tensors) > 6 else ""
         where = restore.anchor  # a Saver's builder= goes where the Saver was created
         saver = ctx.call_at(where.line if where else None, "Saver") if restore.receiver_created_at else None
         fix = None
@@ -393,12 +388,39 @@ def trace_checkpoint_dtype_mismatch(facts: Facts, ctx: TraceContext) -> Iterable
             ctx.diagnostic(
                 "MP301",
                 where,
-                f"{restore.call_text} failed ({listed}{more}): {mismatch(variable_dtype, checkpoint_dtype)}; "
+                f"{restore.call_text} failed ({_variables(tensors)}): {mismatch(variable_dtype, checkpoint_dtype)}; "
                 + advice(kind, variable_dtype),
                 fix=fix,
+                notes=(
+                    "checkpoint keys and dtypes: "
+                    + "; ".join(
+                        f"{t.name}: checkpoint {t.checkpoint_dtype}, variable {t.variable_dtype}" for t in tensors
+                    ),
+                ),
             )
         )
     return found
+
+
+_VARIABLE_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"  # the suffix of every variable's key in a TF2 object-based checkpoint
+
+
+def _variables(tensors: list) -> str:
+    """`6 float32 values for float16 variables: `model/.../1/_kernel` and 5 more` (every key in full in the finding's
+    notes)."""
+    pairs = {(t.checkpoint_dtype, t.variable_dtype) for t in tensors}
+    names = capped([f"`{_short_key(t.name)}`" for t in tensors], shown=1)
+    plural = "s" if len(tensors) != 1 else ""
+    if len(pairs) == 1:
+        [(checkpoint, variable)] = pairs
+        return f"{len(tensors)} {checkpoint} value{plural} for {variable} variable{plural}: {names}"
+    return f"{len(tensors)} variable{plural} whose dtype differs from the checkpoint's: {names}"
+
+
+def _short_key(key: str) -> str:
+    """`model/_functional/_operations/1/_kernel/.ATTRIBUTES/VARIABLE_VALUE` -> `model/.../1/_kernel`."""
+    parts = key.removesuffix(_VARIABLE_VALUE).split("/")
+    return "/".join([parts[0], "...", *parts[-2:]]) if len(parts) > 4 else "/".join(parts)
 
 
 @static_verdicts("MP301")

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.facts.dtypes import FLOAT16_MIN_NORMAL
 from mpdoctor.facts.records import SourceRef
-from mpdoctor.registry import define_rule, trace_check
+from mpdoctor.facts.schema import FAILED_BUILD
+from mpdoctor.registry import define_rule, trace_check, verdict_of
 from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
@@ -201,8 +202,9 @@ def trace_non_finite(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
     return found
 
 
-# Reasons the numerics did not run that need no telling: nothing computes in float16, or the user turned them off.
-_NOTHING_TO_TELL = ("no layer computes in", "disabled")
+# Reasons the numerics did not run that need no telling: nothing computes in float16, the user turned them off, or
+# the model failed to build (the run's exception is the finding: one per root cause).
+_NOTHING_TO_TELL = ("no layer computes in", "disabled", FAILED_BUILD)
 
 
 @trace_check("MP404")
@@ -214,6 +216,8 @@ def trace_numerics_not_run(facts: Facts, ctx: TraceContext) -> Iterable[Diagnost
         record = model.numerics
         if record is None or not record.skipped or record.skipped.startswith(_NOTHING_TO_TELL):
             continue
+        if model.error is not None and verdict_of(model.error) is not None:
+            continue  # the model raised for a reason a rule reports (MP201, MP406): one finding per root cause
         hint = ""
         if "sample batch" in record.skipped:
             hint = "; give it a batch it accepts with --sample FILE.npz (arrays named like its inputs)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Fix
@@ -23,14 +23,8 @@ from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.dataflow import flow_of, is_math, render, tensor_operands
 from mpdoctor.static.float16_regions import Region, float16_regions
-from mpdoctor.tf_messages import (
-    CANNOT_COMPUTE,
-    DTYPE,
-    FUNCTION_OP,
-    dtype_name,
-    first_message_line,
-    is_precision_mismatch,
-)
+from mpdoctor.tf_messages import CANNOT_COMPUTE, DTYPE, FUNCTION_OP, dtype_name, is_precision_mismatch
+from mpdoctor.tf_messages import cause as exception_cause
 from mpdoctor.trace_context import TraceContext
 
 if TYPE_CHECKING:
@@ -288,17 +282,22 @@ def check_dtype_conflicts(ctx: StaticContext) -> Iterable[Diagnostic]:
 
 @trace_check("MP406")
 def trace_dtype_conflict(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
-    """The run raised a float16/float32 mismatch ("expected half but is float"): report it on the class of the
-    layer whose call raised (when it is defined in this file), else at the raising line."""
+    """The run raised a float16/float32 mismatch ("expected half but is float"). One finding per root cause: when
+    the static pass names the float32 value in the layer whose call raised, the run confirms that finding (same
+    place, so the engine merges the two); else it is reported on the class of that layer (when it is defined in
+    this file), else at the raising line, quoting the cause TensorFlow names."""
     exception = facts.exception
     verdict = verdict_of(exception)
-    if not isinstance(verdict, DtypeConflictVerdict):
+    if exception is None or not isinstance(verdict, DtypeConflictVerdict):
         return []
     record = facts.layer(exception.layer_uid)
-    where = exception.location
+    cause = exception_cause(exception.type, exception.message)
     cls = ctx.static.classes.get(record.class_name) if record and ctx.static else None
-    if cls is not None:
-        where = ctx.at_line(cls.lineno)
+    static = _static_findings_in(ctx, cls, exception.location.line if exception.location else None)
+    if static:
+        note = f"the trace confirmed it: the model raised {exception.type or 'an exception'}: {cause}"
+        return [replace(d, passes=("trace",), notes=(*d.notes, note)) for d in static]
+    where = ctx.at_line(cls.lineno) if cls is not None else exception.location
     name = f"layer `{record.class_name}`" if record else "a layer"
     low = record.compute_dtype if record and record.compute_dtype in ("float16", "bfloat16") else "float16"
     op = f" in {verdict.op}" if verdict.op else ""
@@ -306,11 +305,22 @@ def trace_dtype_conflict(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic
         ctx.diagnostic(
             "MP406",
             where,
-            f"a float32 value meets the {low} tensors of {name}{op}: TensorFlow raised a dtype mismatch when the "
-            f'model ran ("{first_message_line(exception.message)}"); {ADVICE}',
+            f"a float32 value meets the {low} tensors of {name}{op}: the model raised when it ran ({cause}); {ADVICE}",
             layer=record.name if record else None,
         )
     ]
+
+
+def _static_findings_in(ctx: TraceContext, cls: ast.ClassDef | None, line: int | None) -> list[Diagnostic]:
+    """The static MP406 findings inside the class of the layer that raised: the one at the raising line if there
+    is one (the value and the meeting on one line), else all of them."""
+    if cls is None or ctx.static is None:
+        return []
+    inside = [
+        d for d in check_dtype_conflicts(ctx.static) if cls.lineno <= d.location.line <= (cls.end_lineno or cls.lineno)
+    ]
+    at_line = [d for d in inside if d.location.line == line]
+    return at_line or inside
 
 
 # ---------------------------------------------------------------- what TensorFlow says when it happens

@@ -4,12 +4,10 @@ is a float literal (or a list of them), and whether float16 overflows or underfl
 from __future__ import annotations
 
 import ast
-import math
-import struct
 
-OVERFLOW = "overflow"
-UNDERFLOW = "underflow"
-_FLOAT16_OVERFLOWS = 65520.0  # the smallest magnitude float16 rounds to infinity (65504 is its largest finite)
+from mpdoctor.facts.dtypes import OVERFLOW as OVERFLOW
+from mpdoctor.facts.dtypes import UNDERFLOW as UNDERFLOW
+from mpdoctor.facts.dtypes import float16_problem as float16_problem
 
 
 def number(node: ast.AST | None) -> float | None:
@@ -33,16 +31,3 @@ def is_float_literal(node: ast.AST | None) -> bool:
     while isinstance(inner, ast.UnaryOp):
         inner = inner.operand
     return isinstance(inner, ast.Constant) and isinstance(inner.value, float)
-
-
-def float16_problem(value: float) -> str | None:
-    """'overflow' / 'underflow' when float16 cannot represent `value` (exact IEEE rounding, via struct 'e')."""
-    if _FLOAT16_OVERFLOWS <= abs(value) < math.inf:  # what struct refuses, without its exception (most cases)
-        return OVERFLOW
-    try:
-        rounded = struct.unpack("e", struct.pack("e", value))[0]
-    except OverflowError:
-        return OVERFLOW
-    if value != 0.0 and rounded == 0.0:
-        return UNDERFLOW
-    return None

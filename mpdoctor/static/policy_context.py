@@ -67,9 +67,13 @@ class PolicyContext:
         """`under mixed_float16, set in train.py:14 when --amp is given` (what a finding's message names)."""
         if self.origin is None:
             return f"under {self.policy or 'float32'} (no policy set)"
-        where = f"{self.origin.file}:{self.origin.line}"
         policy = self.policy or "a policy whose value is not known statically"
-        return f"under {policy}, set in {where}" + (f" {self.condition}" if self.condition else "")
+        return f"under {policy}, {self.set_in()}"
+
+    def set_in(self) -> str:
+        """`set in train.py:14 when --amp is given` (where the policy comes from; with an origin only)."""
+        where = f"{self.origin.file}:{self.origin.line}" if self.origin else "?"
+        return f"set in {where}" + (f" {self.condition}" if self.condition else "")
 
     def route(self) -> str:
         """`train.py:14 set_global_policy("mixed_float16") -> train.py:16 build_classifier()`."""

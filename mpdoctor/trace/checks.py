@@ -24,6 +24,7 @@ from mpdoctor.registry import hooks, verdict_of
 from mpdoctor.sources import read_source
 from mpdoctor.static.policy_context import PolicyContext
 from mpdoctor.static.semantic import Settings
+from mpdoctor.tf_messages import exception_summary
 from mpdoctor.trace.failures import (
     cannot_trace,
     internal_error,
@@ -73,7 +74,9 @@ def trace_diagnostics(
     facts = outcome.facts
     failure = outcome.failure or _changed_during_trace(run_from or path, text)
     if summaries is not None:
-        summaries.append(TraceSummary.of(shown, facts, failure))
+        exception = facts.exception if facts is not None else None
+        summary = exception_summary(exception.type, exception.message, exception.phase) if exception else None
+        summaries.append(TraceSummary.of(shown, facts, failure, summary))
     return (
         diagnose(facts, failure, outcome.output_tail, ctx, config, timeout=options.timeout),
         verdicts(facts, ctx, config),

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Severity
 from mpdoctor.registry import engine_code
-from mpdoctor.tf_messages import first_message_line, shorten
+from mpdoctor.tf_messages import exception_summary, shorten
 
 if TYPE_CHECKING:
     from mpdoctor.facts.records import SourceRef
@@ -61,14 +61,6 @@ def trace_timed_out(ctx: TraceContext, facts: Facts, timeout: float | None) -> D
     )
 
 
-_PHASES = {
-    "import": "importing the file",
-    "build": "building the model",
-    "call": "calling the model on a sample batch",
-    "internal": "tracing the file",
-}
-
-
 # What a change of TensorFlow's API can raise: only these carry the "(observed on TensorFlow X; target ...)" note
 # (a NameError or a SyntaxError is the code's on every version).
 _API_ERRORS = frozenset(
@@ -78,8 +70,7 @@ _API_ERRORS = frozenset(
 
 def unexplained_exception(ctx: TraceContext, exception: ExceptionRecord) -> Diagnostic:
     """The run raised and no rule explains the exception."""
-    phase = _PHASES.get(exception.phase, "tracing the file")
-    message = f"{phase} raised {exception.type or 'an exception'}: {first_message_line(exception.message)}"
+    message = exception_summary(exception.type, exception.message, exception.phase)
     if exception.location is None:
         message += " (no frame of this file in the traceback)"
     return _run_failed(ctx, exception.location, message, observed_note=exception.type in _API_ERRORS)

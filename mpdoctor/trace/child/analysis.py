@@ -20,6 +20,7 @@ from mpdoctor.facts.keras_semantics import (
     sublayers,
 )
 from mpdoctor.facts.schema import (
+    FAILED_BUILD,
     Environment,
     ExceptionRecord,
     Facts,
@@ -116,7 +117,11 @@ def analyse_model(
     )
     options = numerics.options_from_request(numerics_request)
     session = outputs = None
-    if not call:
+    exception = facts.exception
+    if exception is not None and exception.phase in ("import", "build") and getattr(model, "built", True) is False:
+        record.failed_build = True  # the run raised while building it: nothing to call, its graph is partial
+        record.numerics = numerics.skipped(options, FAILED_BUILD)
+    elif not call:
         record.numerics = _out_of_time(options)
     else:
         try:

@@ -10,8 +10,11 @@ is a set S of candidates computing in float32, the rest under the policy, switch
 model once on the sample batch and passes when every float output is finite and its relative error,
 max |y - y32| / max |y32|, is at most rtol against the all-float32 reference.
 
-Search (at most k * ceil(log2 n) + 2k + 3 forward passes for k members among n candidates, the reference and the
-bfloat16 alternative included):
+Search (at most k * ceil(log2 n) + 2k + 4 forward passes for k members among n candidates, the reference, its
+repeatability check and the bfloat16 alternative included; one more for a model that draws random numbers):
+0. The float32 reference, every pass from the same seed; a pass from another seed tells whether the model draws
+   random numbers in inference mode, and if it does, a second pass from the first seed must repeat the reference
+   (else no plan: the differences would be noise, not float16).
 1. S starts with what the rules know must compute in float32 whatever the sample shows: saturating output
    activations (MP401) and user layers holding constants that are inf/0 in float16 (MP403).
 2. While check(S) fails: with the candidates in topological order (the order their calls return), P(j) = S plus
@@ -29,16 +32,19 @@ bfloat16 alternative included):
 
 from __future__ import annotations
 
+import linecache
 import math
 import re
 import time
 from dataclasses import replace
 
-from mpdoctor.facts.dtypes import LOW_PRECISION, compute_dtype
+from mpdoctor.facts.dtypes import LOW_PRECISION, OVERFLOW, UNDERFLOW, compute_dtype, has_float16_literal
 from mpdoctor.facts.keras_semantics import INITIAL_LOSS_SCALE, layer_compute_dtype, risky_activation, sublayers
 from mpdoctor.facts.schema import (
+    FAILED_BUILD,
     GRADIENT_FLUSH_THRESHOLD,
     GradientRecord,
+    LineConstant,
     ModelGraph,
     ModelRecord,
     PlanCheck,
@@ -53,6 +59,12 @@ from mpdoctor.trace.child.layer_api import flatten
 from mpdoctor.trace.child.probe import MISSING, restore_calls
 
 GRADIENT_ROUNDS = 3  # layers added for flushing gradients, then the step re-run: at most this many times
+# Every forward pass starts from numerics.SEED (see there); a second seed tells whether the model draws at all.
+SEED = numerics.SEED
+OTHER_SEED = SEED + 1
+# Two float32 runs with the same seed may differ by this share of rtol (GPU reductions are not bit-exact) before the
+# reference is called not repeatable.
+REPEAT_TOLERANCE = 0.1
 POLICIES = ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16")
 
 
@@ -109,6 +121,9 @@ class _Planner:
         graph: ModelGraph | None = self.record.graph
         if graph is None:
             result.skipped = "the model has no layer graph"
+            return result
+        if self.record.failed_build:
+            result.skipped = FAILED_BUILD
             return result
         if self.record.error is not None:
             result.skipped = "the model raised on its sample batch"
@@ -208,14 +223,16 @@ class _Planner:
             restore_layer_policy(saved)
         self.saved.clear()
 
-    def _forward(self, wrap: dict | None = None):
-        """One model call on the sample; `wrap`: {layer: fn(bound) -> call} instance wrappers for this pass."""
+    def _forward(self, wrap: dict | None = None, seed: int = SEED):
+        """One model call on the sample, random numbers seeded with `seed`; `wrap`: {layer: fn(bound) -> call}
+        instance wrappers for this pass."""
         patched = []
         for layer, make in (wrap or {}).items():
             patched.append((layer, layer.__dict__.get("call", MISSING)))
             object.__setattr__(layer, "call", make(layer.call))
         self.passes += 1
         try:
+            numerics.seed_random(seed)
             return self.model(self.sample, training=False)
         finally:
             restore_calls(patched)
@@ -227,6 +244,8 @@ class _Planner:
         self._apply({u.uid for u in self.units}, self.result.policy)
         self.order: dict[str, int] = {}
 
+        digests: dict[str, list[str]] = {}
+
         def recorder(unit):
             def make(bound):
                 def call(*args, **kwargs):
@@ -234,6 +253,7 @@ class _Planner:
                     unit.called = True
                     self.order.setdefault(unit.uid, len(self.order))
                     unit.flops += _flops(unit.layer, outputs)
+                    digests.setdefault(unit.uid, []).append(_digest(outputs))
                     return outputs
 
                 return call
@@ -243,14 +263,57 @@ class _Planner:
         try:
             outputs = self._forward({u.layer: recorder(u) for u in self.units})
         except Exception as exc:
-            return f"the float32 reference run raised {type(exc).__name__}: {_first_line(exc)}"
+            return f"the float32 reference run raised {type(exc).__name__}: {numerics.first_line(exc)}"
         self.reference = _arrays(outputs)
         if not self.reference or not any(a.size for a in self.reference):
             return "the model has no float outputs to compare"
         if not all(np.isfinite(a).all() for a in self.reference):
             return "the float32 reference outputs are not finite on the sample batch: nothing to compare against"
         self.total_flops = float(sum(u.flops for u in self.units))
+        return self._repeatable(digests)
+
+    def _repeatable(self, digests: dict[str, list[str]]) -> str | None:
+        """Whether the float32 reference repeats itself, so that a difference under the policy is the policy's (issue
+        32 item 18): a run with another seed tells whether the model draws random numbers in inference mode (which
+        layer: the first whose outputs change); if it does, a second run with the same seed must repeat the
+        reference, else no plan is made."""
+        other: dict[str, list[str]] = {}
+
+        def digesting(unit):
+            def make(bound):
+                def call(*args, **kwargs):
+                    outputs = bound(*args, **kwargs)
+                    other.setdefault(unit.uid, []).append(_digest(outputs))
+                    return outputs
+
+                return call
+
+            return make
+
+        try:
+            reseeded = _arrays(self._forward({u.layer: digesting(u) for u in self.units}, seed=OTHER_SEED))
+            if _same(reseeded, self.reference):
+                return None
+            again = _arrays(self._forward())
+        except Exception as exc:
+            return f"the float32 reference run raised {type(exc).__name__} when run again: {numerics.first_line(exc)}"
+        changed = sorted((u for u in self.units if other.get(u.uid) != digests.get(u.uid)), key=self._order_of)
+        layer = f"layer `{changed[0].layer.name}` ({type(changed[0].layer).__name__})" if changed else "the model"
+        finite, difference = _compare(again, self.reference)
+        if not finite or difference is None or difference > self.result.rtol * REPEAT_TOLERANCE:
+            return (
+                f"the float32 reference is not repeatable: {layer} draws random numbers in inference mode that do "
+                "not follow the global seed, so two float32 runs differ; a plan would blame float16 for that noise "
+                "(draw only when training, or seed the layer's random ops)"
+            )
+        self.result.notes.append(
+            f"{layer} draws random numbers in inference mode: every run used the same seed ({SEED}), so float16 and "
+            "float32 drew the same numbers"
+        )
         return None
+
+    def _order_of(self, unit: _Unit) -> int:
+        return self.order.get(unit.uid, len(self.order))
 
     def _check(self, high: frozenset[str], policy: str, wrap: dict | None = None) -> PlanCheck:
         key = (high, policy)
@@ -264,7 +327,7 @@ class _Planner:
             check.finite, check.passed = False, False
             check.max_relative_error = None
             self.cache[key] = check
-            self.result.notes.append(f"a configuration raised {type(exc).__name__}: {_first_line(exc)}")
+            self.result.notes.append(f"a configuration raised {type(exc).__name__}: {numerics.first_line(exc)}")
             return check
         check.finite, check.max_relative_error = _compare(outputs, self.reference)
         check.passed = (
@@ -407,13 +470,21 @@ class _Planner:
                 yield by_uid[node.uid], "output-activation", f"{activation} model output (MP401)"
         scans = self.record.numerics.user_layers if self.record.numerics is not None else []
         for scan in scans:
-            if scan.constants and scan.id in by_id:
-                constant = scan.constants[0]
+            # as MP403's trace form: only a constant whose source line holds such a literal (the mean 0 of
+            # tf.random.normal, a diagonal's zero padding are no underflow)
+            constants = [c for c in scan.constants if self._literal_at(c)]
+            if constants and scan.id in by_id:
+                constant = constants[0]
                 yield (
                     by_id[scan.id],
                     "constant",
                     f"a constant that is {constant.value} in float16 (line {constant.line}, MP403)",
                 )
+
+    def _literal_at(self, constant: LineConstant) -> bool:
+        user_file = getattr(self.recorder, "user_file", None)
+        text = linecache.getline(user_file, constant.line) if user_file else ""
+        return has_float16_literal(text, UNDERFLOW if constant.value == "0" else OVERFLOW)
 
     def _layer(self, unit: _Unit, reason: str, detail: str, graph: ModelGraph) -> PlanLayer:
         node = unit.node
@@ -487,6 +558,22 @@ def _to_float32(value):
     import tensorflow as tf
 
     return tf.cast(value, tf.float32)
+
+
+def _digest(outputs) -> str:
+    """A fingerprint of a layer's float outputs (whether two runs computed the same)."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=16)
+    for array in _arrays(outputs):
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _same(outputs: list, reference: list) -> bool:
+    return len(outputs) == len(reference) and all(
+        a.shape == b.shape and a.tobytes() == b.tobytes() for a, b in zip(outputs, reference, strict=True)
+    )
 
 
 def _compare(outputs: list, reference: list) -> tuple[bool, float | None]:
@@ -567,8 +654,3 @@ def _scaling(record: GradientRecord) -> str:
     if record.loss_scaling == "none":
         return "without loss scaling"
     return f"{record.loss_scaling} at scale {record.loss_scale:g}"
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return (lines[0] if lines else type(exc).__name__)[:200]
