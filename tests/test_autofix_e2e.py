@@ -124,6 +124,7 @@ hidden = keras.layers.Dense(8, activation="relu")(inputs)
 probs = keras.layers.Dense(3, activation="softmax", name="probs")(hidden)
 score = keras.layers.Dense(1, name="score")(hidden)
 model = keras.Model(inputs, [probs, score])
+model.compile(optimizer="adam", loss=["categorical_crossentropy", "mse"])  # trained: MP402's loss and metrics apply
 print("dtypes", *[o.dtype.name for o in model.predict(np.ones((2, 4), "float32"), verbose=0)])
 """
 

@@ -15,6 +15,7 @@ import pytest
 from test_cli import mpdoctor
 from test_reliability import MODEL, ROOT, alive, kill_quietly, one_line_errors, wait_for
 from test_reliability_tf import _record_line
+from trace_helpers import FIND_RESULT_PATH
 
 pytest.importorskip("tensorflow")
 
@@ -41,8 +42,8 @@ def test_ctrl_c_ends_every_child_of_a_parallel_run(tmp_path):
     records = [tmp_path / f"record{i}" for i in (1, 2)]
     for index, record in enumerate(records, start=1):
         (tmp_path / f"spin{index}.py").write_text(
-            MODEL + "import os, sys\n"
-            f"open({str(record)!r}, 'w').write(f'{{os.getpid()}} {{os.path.dirname(sys.argv[1])}}')\n"
+            MODEL + FIND_RESULT_PATH + "import os, sys\n"
+            f"open({str(record)!r}, 'w').write(f'{{os.getpid()}} {{os.path.dirname(RESULT_PATH)}}')\n"
             "while True:\n    pass\n"
         )
     process = subprocess.Popen(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from test_reliability import MODEL, ROOT, alive, kill_quietly, one_line_errors, run_cli, run_main, wait_for
+from trace_helpers import FIND_RESULT_PATH
 
 tf = pytest.importorskip("tensorflow")
 
@@ -270,8 +271,8 @@ def test_F08_signals_in_a_real_run(tmp_path, number, exit_code):
     script = tmp_path / "spin.py"
     record = tmp_path / "record"
     script.write_text(
-        MODEL + "import os, sys\n"
-        f"open({str(record)!r}, 'w').write(f'{{os.getpid()}} {{os.path.dirname(sys.argv[1])}}')\n"
+        MODEL + FIND_RESULT_PATH + "import os, sys\n"
+        f"open({str(record)!r}, 'w').write(f'{{os.getpid()}} {{os.path.dirname(RESULT_PATH)}}')\n"
         "while True:\n    pass\n"
     )
     process = subprocess.Popen(
@@ -325,9 +326,9 @@ def test_F07_F09_a_real_trace_escapes_names_and_output_and_reads_forged_facts_as
 
     forged = tmp_path / "forged.py"
     forged.write_text(
-        MODEL + "import atexit, json, os, sys\n"
+        MODEL + FIND_RESULT_PATH + "import atexit, json, os, sys\n"
         "def forge():\n"
-        "    json.dump({'version': 1, 'models': 'x', 'exception': 's', 'environment': 5}, open(sys.argv[2], 'w'))\n"
+        "    json.dump({'version': 1, 'models': 'x', 'exception': 's', 'environment': 5}, open(RESULT_PATH, 'w'))\n"
         "    os.write(1, b'\\x1b]0;PWNED\\x07\\x1b[2Jlast words\\n')\n"
         "    os._exit(3)\n"
         "atexit.register(forge)\n"

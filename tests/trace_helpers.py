@@ -50,3 +50,14 @@ def check_graph(graph):
     for entry in graph["outputs"] + graph["inputs"]:
         assert entry["node"] is None or entry["node"] in known, entry
     return graph
+
+
+# Model code that finds where its trace child writes the result (a local of the child's main(): the child's sys.argv
+# is the traced file alone, as for `python file.py`), for tests that forge it or watch the trace's folder.
+FIND_RESULT_PATH = (
+    "import sys\n"
+    "_frame = sys._getframe()\n"
+    "while 'result_path' not in _frame.f_locals:\n"
+    "    _frame = _frame.f_back\n"
+    "RESULT_PATH = _frame.f_locals['result_path']\n"
+)

@@ -12,6 +12,8 @@ from mpdoctor.facts.codec import ABSENT, NOT_JSON, key
 
 _Record = TypeVar("_Record", bound="FactsRecord")
 
+FAILED_BUILD = "the model failed to build"  # why a model has no numerics and no plan (ModelRecord.failed_build)
+
 
 class FactsRecord:
     """JSON conversion for every record type."""

@@ -18,6 +18,7 @@ from mpdoctor.facts import codec
 from mpdoctor.facts.artifacts import CheckpointAudit, SavedModelInfo
 from mpdoctor.facts.codec import ABSENT, NOT_JSON, key
 from mpdoctor.facts.dtypes import GRADIENT_FLUSH_THRESHOLD as GRADIENT_FLUSH_THRESHOLD
+from mpdoctor.facts.records import FAILED_BUILD as FAILED_BUILD
 from mpdoctor.facts.records import FactsRecord, SourceRef
 from mpdoctor.facts.records import LayerRecord as LayerRecord  # the static pass's records, for the trace too
 from mpdoctor.facts.records import PolicyEvent as PolicyEvent
@@ -428,9 +429,6 @@ class PlanCheck(FactsRecord):
     max_relative_error: float | None = None
     passed: bool = False
     gradients: GradientRecord | None = None  # training files: one training step under this configuration
-
-
-FAILED_BUILD = "the model failed to build"  # why a model has no numerics and no plan (ModelRecord.failed_build)
 
 
 @dataclass

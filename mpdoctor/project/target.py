@@ -342,7 +342,7 @@ class Target:
             installed=_release(installed["tensorflow"]) if installed["tensorflow"] else None,
             installed_keras_major=installed["keras_major"],
             conflicts=tuple(
-                Conflict(str(c["message"]), c.get("line"), bool(c.get("note", False)))
+                Conflict(str(c["message"]), c.get("line"), note=bool(c.get("note", False)))
                 for c in data.get("conflicts", ())
             ),
         )

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Diagnostic, Severity
 from mpdoctor.facts.dtypes import FLOAT16_MIN_NORMAL
-from mpdoctor.facts.records import SourceRef
-from mpdoctor.facts.schema import FAILED_BUILD
+from mpdoctor.facts.records import FAILED_BUILD, SourceRef
 from mpdoctor.registry import define_rule, trace_check, verdict_of
 from mpdoctor.trace_context import TraceContext
 
