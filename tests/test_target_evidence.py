@@ -545,6 +545,32 @@ def test_a_builder_a_tuner_calls_is_judged_under_the_policy_of_the_search(tmp_pa
     assert sorted((d.location.path, d.location.line) for d in found if d.code == "MP401") == [("early.py", 9)]
 
 
+HYPERMODEL = """\
+import keras
+import keras_tuner as kt
+
+
+class SimpleMLP(kt.HyperModel):
+    def build(self, hp):
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
+
+
+{before}
+hypermodel = SimpleMLP()
+{after}
+"""
+
+
+def test_a_hypermodel_made_but_never_handed_to_a_tuner_keeps_the_policy_at_its_construction(tmp_path, monkeypatch):
+    """deep-learning-with-python chapter 13 (issue 29): a HyperModel instance no tuner gets, then the last cell sets
+    mixed_float16: nothing built it under that policy (no MP401); made after the policy call, it is judged under it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "late.py").write_text(HYPERMODEL.format(before="", after=POLICY))
+    (tmp_path / "early.py").write_text(HYPERMODEL.format(before=POLICY, after=""))
+    found = check_paths([Path("late.py"), Path("early.py")], Config()).diagnostics
+    assert sorted((d.location.path, d.location.line) for d in found if d.code == "MP401") == [("early.py", 7)]
+
+
 def test_ground_truth_a_builder_runs_under_the_policy_at_its_call(tensorflow):
     code = (
         "import keras\n"
