@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from mpdoctor import static_workers
 from mpdoctor.collector import fewer_collections
 from mpdoctor.config import Config
+from mpdoctor.crash_causes import caused_by_static
 from mpdoctor.diagnostics import Confidence, Diagnostic, FileError, Report, SourceText
 from mpdoctor.facts.dtypes import is_float16_compute
 from mpdoctor.facts.trace_request import NumericsRequest, PlanRequest, StepCheckRequest
@@ -33,7 +34,7 @@ from mpdoctor.project import target as targets_module
 from mpdoctor.project.evidence import ModulesKeras
 from mpdoctor.project.layout import not_model_code
 from mpdoctor.reads import not_regular
-from mpdoctor.registry import engine_code, get_rule, hooks, implemented_codes, static_checks
+from mpdoctor.registry import get_rule, hooks, implemented_codes, static_checks
 from mpdoctor.sources import read_source
 from mpdoctor.spellings import Spellings
 from mpdoctor.static.context import StaticContext
@@ -736,16 +737,11 @@ def static_after_trace(static: list[Diagnostic], verdicts: Verdicts) -> list[Dia
 def merge_passes(static: list[Diagnostic], traced: list[Diagnostic]) -> list[Diagnostic]:
     """One diagnostic per problem: a trace finding of the same code on the same line as a static one confirms
     it (passes static+trace, high confidence, the trace's observed message, whichever fix exists). A crash (MP001)
-    on a line where a static finding's rule says it caused the crash is left out."""
+    that a static finding's rule says it caused is left out (mpdoctor.crash_causes)."""
     by_key = {(d.code, d.location.path, d.location.line): d for d in static}
     merged = list(static)
-    absorbers = {code: hook.fn for hook in hooks("absorbs") for code in hook.codes}
     for t in traced:
-        if t.code == engine_code("run_failed") and any(
-            absorbers[s.code](t)
-            for s in static
-            if s.code in absorbers and (s.location.path, s.location.line) == (t.location.path, t.location.line)
-        ):
+        if caused_by_static(t, static):
             continue
         s = by_key.pop((t.code, t.location.path, t.location.line), None)
         if s is None:  # no static finding, or one already confirmed by another trace finding on that line

@@ -11,8 +11,8 @@ A rule module under `mpdoctor.rules` (one per rule, or per small family) declare
 - :func:`exception_pattern`: `fn(message) -> dict | None`, the rule's reading of an exception text of the run
   (TensorFlow and Keras messages); the first pattern that matches, in `order`, explains the exception;
 - :func:`explains_exception`: `fn(exception, facts, found) -> bool`, for rules that explain a failed run otherwise;
-- :func:`absorbs_crash`: `fn(crash: Diagnostic) -> bool`: a static finding of the rule on the line where the trace
-  crashed is the cause of the crash (the MP001 is dropped).
+- :func:`absorbs_crash`: `fn(crash: Diagnostic, finding: Diagnostic) -> bool`: the rule's static `finding`, in the
+  file where the trace crashed, is the cause of the crash (the MP001 is dropped: mpdoctor.crash_causes).
 - :func:`unused_suppressions_check`: `fn(suppressions, shown, text, could_have_run) -> list[Diagnostic]`, run by the
   engine after suppressing: the comments that suppressed nothing.
 
@@ -49,7 +49,7 @@ FLOAT16_TEXT = r"float16|half"
 _Fn = TypeVar("_Fn", bound=Callable[..., Any])
 _Pattern = TypeVar("_Pattern", bound="Callable[[str], ExceptionVerdict | None]")
 _Explainer = TypeVar("_Explainer", bound="Callable[[ExceptionRecord, Facts, list[Diagnostic]], bool]")
-_Absorber = TypeVar("_Absorber", bound=Callable[[Diagnostic], bool])
+_Absorber = TypeVar("_Absorber", bound=Callable[[Diagnostic, Diagnostic], bool])
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "passes: running the static pass and the trace, caching, baselines",
         (
             "mpdoctor.engine", "mpdoctor.trace", "mpdoctor.static_workers", "mpdoctor.collector", "mpdoctor.cache",
-            "mpdoctor.baseline",
+            "mpdoctor.baseline", "mpdoctor.crash_causes",
         ),
     ),
     ("fixes and plans, verified by re-running the passes", ("mpdoctor.fix", "mpdoctor.plan")),

@@ -526,3 +526,48 @@ def test_a_real_project_with_a_dynamic_model_import_falls_back_and_says_so():
 def test_real_projects_have_no_false_float16_output_findings(name):
     """Their heads are float32 already (model garden, EfficientNet) or have no saturating activation."""
     assert not [d for d in check(REAL / name).diagnostics if d.code in CODES]
+
+
+def call_order_run(project: Path) -> str:
+    """The compute dtype the fine-tuned model's first layer reports when `python main.py` runs for real."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONDONTWRITEBYTECODE="1", CUDA_VISIBLE_DEVICES="")
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    result = subprocess.run(
+        [sys.executable, "main.py"], cwd=project, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.strip().splitlines()[-1]
+
+
+def policy_first(tmp_path: Path) -> Path:
+    """The call_order project with main() setting the policy before it loads the model: nothing is late."""
+    project = shutil.copytree(PROJECTS / "call_order", tmp_path / "call_order")
+    main = project / "main.py"
+    main.write_text(
+        main.read_text()
+        .replace("from pkg.model", "import keras\nfrom pkg.model")
+        .replace(
+            "    model = load_model()",
+            '    keras.mixed_precision.set_global_policy("mixed_float16")\n    model = load_model()',
+        )
+    )
+    return project
+
+
+def test_mp101_follows_the_order_of_calls_across_modules(tmp_path):
+    """main.py: `model = load_model()` (pkg/model.py builds it) then `fine_tune(model)`, which sets mixed_float16
+    before fitting the model it is given (issue 29): built first, so it trains in float32. Reported where the policy
+    is set, also when that file is checked alone; silent when main() sets the policy before loading the model."""
+    project = PROJECTS / "call_order"
+    for paths in ([project], [project / "pkg" / "train.py"]):
+        [finding] = [d for d in check(*paths).diagnostics if d.code == "MP101"]
+        assert Path(finding.location.path).name == "train.py" and finding.location.line == 7
+        assert "built by load_model() (" in finding.message and "model.py:5), called at " in finding.message
+        assert "still compute in float32" in finding.message
+    assert [d for d in check(policy_first(tmp_path)).diagnostics if d.code == "MP101"] == []
+
+
+@tf_needed
+def test_ground_truth_call_order_trains_in_float32_unless_the_policy_comes_first(tmp_path):
+    assert call_order_run(PROJECTS / "call_order") == "compute dtype: float32"
+    assert call_order_run(policy_first(tmp_path)) == "compute dtype: float16"

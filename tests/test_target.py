@@ -230,6 +230,17 @@ def test_flagged_keras2_api_does_not_narrow_a_range_that_allows_both(project):
     assert t.keras_major == 3 and t.keras_source == DECLARED and not t.keras_certain and not t.conflicts
 
 
+def test_flagged_keras2_api_under_an_unpinned_declaration_gets_the_note(project):
+    """An unpinned `tensorflow` (GradientAccumulator's setup.py, issue 29) chooses no more than nothing declared: a
+    fresh install is Keras 3, so the note says what the file looks written for and to pin TensorFlow."""
+    (project / "requirements.txt").write_text("tensorflow\n")
+    t = resolve(project, GET_SCALED_LOSS)
+    assert t.keras_major == 3 and t.keras_source == DECLARED
+    [note] = t.conflicts
+    assert note.note and note.message.startswith("this file looks written for Keras 2 (get_scaled_loss, line ")
+    assert "pin TensorFlow (its declaration allows any release: Keras 2 and 3)" in note.message
+
+
 def test_keras3_api_under_a_keras2_pin_wins_and_conflicts(project):
     """The issue's example: a pin says <2.16 but the file uses keras.ops: Keras 3, and MP003's conflict."""
     (project / "requirements.txt").write_text("tensorflow>=2.12,<2.16\n")

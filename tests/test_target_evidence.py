@@ -150,6 +150,28 @@ def test_flagged_api_in_a_compatibility_shim_is_no_hint(project):
     assert t.clues == () and t.conflicts == ()
 
 
+KERAS3_SHIM = (
+    "import keras\n"
+    "{test}\n"
+    "    keras.config.set_dtype_policy('bfloat16')\n"
+    "else:\n"
+    "    keras.mixed_precision.set_global_policy('bfloat16')\n"
+)
+
+
+@pytest.mark.parametrize("test", ["if hasattr(keras, 'config'):", "if keras.__version__ >= '3':"])
+def test_keras3_api_in_a_shim_says_nothing_against_a_keras2_pin(project, test):
+    """keras-benchmarks (issue 29): `if hasattr(keras, "config"): keras.config... else: keras.mixed_precision...` runs
+    on both Keras lines, so a TF 2.15 pin (Keras 2) is no mismatch; the same call outside a shim is one (MP003)."""
+    (project / "requirements.txt").write_text("tensorflow==2.15.0.post1\n")
+    t = resolve(project, KERAS3_SHIM.format(test=test))
+    assert t.clues == () and t.conflicts == () and t.keras_major == 2
+    try_shim = "import keras\ntry:\n    keras.config.set_dtype_policy('bfloat16')\nexcept AttributeError:\n    pass\n"
+    assert resolve(project, try_shim).conflicts == ()
+    [mismatch] = resolve(project, "import keras\nkeras.config.set_dtype_policy('bfloat16')\n").conflicts
+    assert "(Keras 2 for this file) but this file uses `keras.config.set_dtype_policy` (line 2)" in mismatch.message
+
+
 def test_removed_experimental_api_notes_its_tensorflow_era(project):
     source = "import tensorflow as tf\ntf.keras.mixed_precision.experimental.set_policy('mixed_float16')\n"
     [note] = resolve(project, source).conflicts
@@ -521,6 +543,32 @@ def test_a_builder_a_tuner_calls_is_judged_under_the_policy_of_the_search(tmp_pa
     (tmp_path / "early.py").write_text(TUNER.format(before=POLICY, after=""))
     found = check_paths([Path("late.py"), Path("early.py")], Config()).diagnostics
     assert sorted((d.location.path, d.location.line) for d in found if d.code == "MP401") == [("early.py", 9)]
+
+
+HYPERMODEL = """\
+import keras
+import keras_tuner as kt
+
+
+class SimpleMLP(kt.HyperModel):
+    def build(self, hp):
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
+
+
+{before}
+hypermodel = SimpleMLP()
+{after}
+"""
+
+
+def test_a_hypermodel_made_but_never_handed_to_a_tuner_keeps_the_policy_at_its_construction(tmp_path, monkeypatch):
+    """deep-learning-with-python chapter 13 (issue 29): a HyperModel instance no tuner gets, then the last cell sets
+    mixed_float16: nothing built it under that policy (no MP401); made after the policy call, it is judged under it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "late.py").write_text(HYPERMODEL.format(before="", after=POLICY))
+    (tmp_path / "early.py").write_text(HYPERMODEL.format(before=POLICY, after=""))
+    found = check_paths([Path("late.py"), Path("early.py")], Config()).diagnostics
+    assert sorted((d.location.path, d.location.line) for d in found if d.code == "MP401") == [("early.py", 7)]
 
 
 def test_ground_truth_a_builder_runs_under_the_policy_at_its_call(tensorflow):

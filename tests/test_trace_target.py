@@ -4,7 +4,9 @@ lacks but the target has is MP003 "cannot trace" at info, not an MP001 error in 
 
 from __future__ import annotations
 
+import shutil
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +118,37 @@ def test_tf1_code_on_tf2_is_cannot_trace_and_a_real_bug_is_mp001(tmp_path):
     script = project(tmp_path, "tensorflow>=2.16\n", TF1_CONTRIB)
     codes = {(d.code, d.location.line) for d in trace_check(script, legacy=False)}
     assert ("MP001", 4) in codes and ("MP003", 4) in codes
+
+
+GUIDE_LOOP = Path(__file__).parent / "fixtures" / "target_evidence" / "guide_custom_loop.py"
+
+
+def test_a_keras2_loop_crashing_at_its_callers_line_is_one_mp103_not_also_mp001(tmp_path):
+    """The mixed precision guide's custom loop on Keras 3 (issue 29): `optimizer.get_scaled_loss` inside a
+    `tf.function` raises AttributeError at the call of `train_step` (line 34), not on line 25. One root cause, one
+    finding: MP103 on the calls, no MP001 beside them."""
+    (tmp_path / ".git").mkdir()
+    script = tmp_path / GUIDE_LOOP.name
+    shutil.copy(GUIDE_LOOP, script)
+    target.new_run()
+    stderr = run_python(script, legacy=False).stderr
+    assert "has no attribute 'get_scaled_loss'" in stderr  # ground truth: Keras 3 fails there
+    diagnostics = trace_check(script, legacy=False)
+    assert sorted((d.code, d.location.line) for d in diagnostics if d.code in ("MP001", "MP103")) == [
+        ("MP103", 25),
+        ("MP103", 27),
+    ], [d.message for d in diagnostics]
+
+
+def test_a_crash_the_mp103_api_did_not_cause_stays_mp001(tmp_path):
+    """The same file with the loop never called and another AttributeError: that crash is reported."""
+    (tmp_path / ".git").mkdir()
+    script = tmp_path / GUIDE_LOOP.name
+    source = GUIDE_LOOP.read_text().replace(
+        "print(float(train_step(x_train, y_train)))", "layer = tf.keras.layers.NoSuchLayer()"
+    )
+    script.write_text(source)
+    target.new_run()
+    assert "NoSuchLayer" in run_python(script, legacy=False).stderr
+    codes = [(d.code, d.location.line) for d in trace_check(script, legacy=False)]
+    assert ("MP001", 34) in codes and ("MP103", 25) in codes, codes

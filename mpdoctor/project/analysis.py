@@ -30,6 +30,7 @@ from mpdoctor.project.discovery import ModuleResolver, ProjectFiles, is_test_mod
 from mpdoctor.project.evaluation import Evaluator
 from mpdoctor.project.modules import ClassInfo, FunctionInfo, ModuleInfo, ModuleLoader, import_bindings
 from mpdoctor.project.values import (
+    Built,
     Cls,
     Frame,
     Func,
@@ -110,6 +111,7 @@ class Reach:
     contexts: dict[tuple, PolicyContext] = field(default_factory=dict)
     across_modules: bool = False  # reached by a call from another module (the per-file pass cannot see that)
     builds: bool = False  # constructs Keras layers or models (a "builder", for --show-contexts)
+    built_arguments: dict[str, Built] = field(default_factory=dict)  # parameters given a model built by a caller
 
 
 class Analysis:
@@ -209,9 +211,28 @@ class Analysis:
         return self.expression(stmt, state, frame)
 
     def _assignment(self, stmt: ast.Assign | ast.AnnAssign, state: State, frame: Frame) -> Walk:
+        before = state
         state = yield self.expression(stmt, state, frame)
         self._assign(stmt, frame)
+        self._bind_built(stmt, before, frame)
         return state
+
+    def _bind_built(self, stmt: ast.Assign | ast.AnnAssign, state: State, frame: Frame) -> None:
+        """`model = load_model()` with `load_model` a project function that builds: the name holds a model built
+        under the policies in force before the call (followed into the functions it is passed to)."""
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        call = stmt.value
+        if not isinstance(call, ast.Call) or len(targets) != 1 or not isinstance(targets[0], ast.Name):
+            return
+        for value in self.evaluator.value(call.func, frame):
+            reach = self.reached.get((value.fn.module.path, value.fn.qualname)) if isinstance(value, Func) else None
+            if reach is not None and reach.builds:
+                where = f"{value.fn.qualname}() ({value.fn.module.shown}:{value.fn.node.lineno}), called at "
+                built = Built(
+                    f"{where}{frame.module.shown}:{stmt.lineno}", tuple(sorted({c.policy for c in state}, key=str))
+                )
+                frame.env[targets[0].id] = frame.env.get(targets[0].id, frozenset()) | {built}
+                return
 
     def _with(self, stmt: ast.With | ast.AsyncWith, state: State, frame: Frame) -> Walk:
         for item in stmt.items:
@@ -417,6 +438,12 @@ class Analysis:
         inner = tuple(c.then(step) for c in state)
         self.record(fn.module, fn.qualname, fn.node, inner, across)
         env = self.evaluator.bind(fn, call, frame) if bound is None else bound
+        if across:
+            reach = self.reached[(fn.module.path, fn.qualname)]
+            for name, values in env.items():
+                built = sorted((v for v in values if isinstance(v, Built)), key=lambda b: b.where)
+                if built:
+                    reach.built_arguments.setdefault(name, built[0])
         key = (id(fn), frozenset(c.key for c in state), _env_key(env))
         if id(fn) in self._active:
             return state
@@ -587,6 +614,8 @@ def analyse(files: ProjectFiles, checked: set[str], shown: Callable[[str], str])
         if reach.across_modules:
             file = contexts.setdefault(path, FileContexts(sets_policy=path in files.setters))
             file.scopes[qualname] = ordered
+            for name, built in reach.built_arguments.items():
+                file.built_arguments[(qualname, name)] = (built.where, built.policies)
     classes = {(b.shown, b.qualname) for b in builders}
     # A constructed class is listed once: its __init__/build/call run under the same contexts.
     builders = [b for b in builders if (b.shown, b.qualname.rpartition(".")[0]) not in classes]

@@ -123,9 +123,9 @@ def file_evidence(tree: ast.AST, text: str, imports: ImportMap | None = None, no
     clues: dict[tuple[str, str], Clue] = {}
     if _CLUE_TEXT.found_in(text):
         found = list(_clues(nodes, imports))
-        if any(c.flagged for c in found):  # a flagged API in a shim says nothing of the file's target
+        if found:  # an API in a shim runs on one target only: it says nothing of the file's target, either way
             shims = shim_lines(n for n in nodes if isinstance(n, (ast.Try, ast.If)))
-            found = [c for c in found if not (c.flagged and c.line in shims)]
+            found = [c for c in found if c.line not in shims]
         for clue in found:  # the first line of each API (the walk is breadth first, not in line order)
             seen = clues.get((clue.kind, clue.what))
             if seen is None or clue.line < seen.line:

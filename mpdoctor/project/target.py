@@ -145,10 +145,13 @@ def _file_releases(group: list[Declaration]) -> frozenset[Release]:
     return frozenset.intersection(*allowed) or frozenset().union(*allowed)
 
 
+_UNPINNED = "any version (unpinned)"
+
+
 def _declared_text(declaration: Declaration) -> str:
     if declaration.text.startswith("FROM "):
         return range_text(declaration.releases or ())
-    return declaration.specifier or "any version (unpinned)"
+    return declaration.specifier or _UNPINNED
 
 
 _generation = 0
@@ -486,8 +489,10 @@ def _resolved(
             )
         )
     major = 3 if 3 in majors else 2
-    if CONFIG not in (source, tf_source) and DECLARED not in (source, tf_source):
-        conflicts += _looks_written_for_another(evidence, major, releases, installed)
+    # An unpinned `tensorflow` chooses no more than nothing declared (a range that allows both is a choice).
+    open_declaration = source == tf_source == DECLARED and tf_text == _UNPINNED and majors == frozenset({2, 3})
+    if CONFIG not in (source, tf_source) and (DECLARED not in (source, tf_source) or open_declaration):
+        conflicts += _looks_written_for_another(evidence, major, releases, installed, open_declaration)
     hub, hub_origin = _hub(project, evidence, env)
 
     return Target(
@@ -512,12 +517,15 @@ def _resolved(
 
 
 def _looks_written_for_another(
-    evidence: FileEvidence, major: int, releases: frozenset[Release], installed: Release | None
+    evidence: FileEvidence, major: int, releases: frozenset[Release], installed: Release | None, unpinned: bool
 ) -> list[Conflict]:
-    """Nothing declares the target, and the file's flagged APIs say it was written for another Keras or TensorFlow
-    than the one it is judged against (the installed one): the rules report those APIs, and one note says how to be
-    judged against the file's own era instead."""
-    declare = "declare the target (requirements, pyproject) to be judged against it"
+    """Nothing declares the target (or an `unpinned` declaration allows Keras 2 and 3), and the file's flagged APIs
+    say it was written for another Keras or TensorFlow than the one it is judged against (the installed one): the
+    rules report those APIs, and one note says how to be judged against the file's own era instead."""
+    if unpinned:
+        declare = "pin TensorFlow (its declaration allows any release: Keras 2 and 3) to be judged against it"
+    else:
+        declare = "declare the target (requirements, pyproject) to be judged against it"
     flagged = evidence.flagged("keras2") + evidence.flagged("tf1")
     keras2 = [c for c in flagged if c.what in ("get_scaled_loss", "get_unscaled_gradients")]
     if keras2 and major == 3:

@@ -47,6 +47,15 @@ class Inst:
 
 
 @dataclass(frozen=True)
+class Built:
+    """What a call into a project function that constructs Keras layers or models returned (`model = load_model()`):
+    a model built under `policies`, the ones in force at that call (issue 29: a policy set later misses it)."""
+
+    where: str  # "load_model() (pkg/model.py:5), called at main.py:7"
+    policies: tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
 class Mod:
     path: str  # a module file, or a package directory
 

@@ -36,7 +36,8 @@ define_rule(
         compute policy AFTER layers or models were already built earlier in the same run: lexically earlier in
         the same scope, or inside a local function called earlier in that scope (`model = build_model()` before
         the policy call), or, when the policy is set in a function that then fits or runs a model it receives,
-        built by its caller before the call (`model = load_model()` then `fine_tune(model)`).
+        built by its caller before the call (`model = load_model()` then `fine_tune(model)`), also when the caller
+        and the builder are other modules of the project (an entry point's `main()` in main.py).
         `keras.applications` models and local Layer/Model subclasses count, and so do models made without a
         Keras constructor: transformers `TFAutoModel*.from_pretrained(...)` and `TF*Model(config)`,
         keras-hub / keras-nlp / keras-cv `*.from_preset(...)`, and loaded models (`keras.models.load_model`,
@@ -48,8 +49,9 @@ define_rule(
         resetting to `float32` at the end of a script (a common cleanup); switching between two low-precision
         policies (`mixed_bfloat16` -> `mixed_float16`); a builder called both before and after
         the policy call, or a `clear_session()` between the two (comparing a float32 and a mixed model on
-        purpose); code in the other branch of an `if`. The static pass does not follow methods, imported
-        builders or calls from other modules; the trace pass sees the real construction order.
+        purpose); code in the other branch of an `if`. The static pass does not follow methods, nor
+        imported builders other than through the project's entry points; the trace pass sees the real construction
+        order.
         """,
     why="""
         Layers built before the call keep computing (and storing variables) in the old policy, usually
@@ -94,6 +96,12 @@ def check_policy_after_layers(ctx: StaticContext) -> Iterable[Diagnostic]:
             if not any(is_float16_compute(p) for p in ctx.policies_at(item[0]))
         ]
         if not found:
+            elsewhere = _built_in_other_modules(ctx, event)
+            if elsewhere is not None and not any(is_float16_compute(p) for p in elsewhere[1]):
+                old_text = "/".join(sorted(p or "an unknown policy" for p in elsewhere[1]))
+                built = f"the model it is given was built by {elsewhere[0]}"
+                message = set_too_late(_setter_text(ctx, event.node), event.policy, built, old_text)
+                yield ctx.diagnostic("MP101", event.node, message, confidence=Confidence.MEDIUM)
             continue
         (site, layer, via), *others = found
         old = ctx.policies_at(site)
@@ -214,18 +222,7 @@ def _built_by_callers(ctx: StaticContext, event: PolicyEvent) -> list[tuple[ast.
     function = event.scope
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return []
-    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-    assigned = {n.id for n in ctx.walk_scope(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    used = {
-        n.func.value.id
-        for n in ctx.walk_scope(function)
-        if isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Attribute)
-        and n.func.attr in _USES_MODEL
-        and isinstance(n.func.value, ast.Name)
-        and position(n) > position(event.node)
-    }
-    models = [(index, name) for index, name in enumerate(params) if name in used and name not in assigned]
+    models = _model_parameters(ctx, event, function)
     found = []
     for call in ctx.calls:
         if (
@@ -243,6 +240,38 @@ def _built_by_callers(ctx: StaticContext, event: PolicyEvent) -> list[tuple[ast.
             if isinstance(value, ast.Call):
                 found += _made_by(ctx, value)
     return found
+
+
+def _model_parameters(ctx: StaticContext, event: PolicyEvent, function: ast.FunctionDef | ast.AsyncFunctionDef):
+    """(index, name) of the parameters the function trains or runs a model through after the policy call, never
+    rebinding them: a model its caller made."""
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    assigned = {n.id for n in ctx.walk_scope(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    used = {
+        n.func.value.id
+        for n in ctx.walk_scope(function)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in _USES_MODEL
+        and isinstance(n.func.value, ast.Name)
+        and position(n) > position(event.node)
+    }
+    return [(index, name) for index, name in enumerate(params) if name in used and name not in assigned]
+
+
+def _built_in_other_modules(ctx: StaticContext, event: PolicyEvent) -> tuple[str, tuple[str | None, ...]] | None:
+    """The same order of calls across modules (issue 29): the project analysis saw an entry point elsewhere pass
+    this function a model that a project builder made before the call (`model = load_model()` in main.py, then
+    `fine_tune(model)`): (where it was built, the policies in force there)."""
+    project, function = ctx.settings.project, event.scope
+    if project is None or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    qualname = ctx.semantic.qualname(function)
+    for _, name in _model_parameters(ctx, event, function):
+        built = project.built_arguments.get((qualname, name))
+        if built is not None:
+            return built
+    return None
 
 
 def _made_by(ctx: StaticContext, value: ast.Call) -> list[tuple[ast.Call, LayerRecord, ast.Call | None]]:

@@ -623,7 +623,11 @@ def _tf_keras_loss_scale_calls(ctx: StaticContext) -> tuple[list[Diagnostic], li
 
 
 @absorbs_crash("MP103")
-def removed_api_crash(crash: Diagnostic) -> bool:
-    """A trace crash on a line this rule reports is the removed API failing to import or resolve: reported once,
-    as MP103 (static-only), not again as MP001."""
-    return re.search(r"raised (ImportError|ModuleNotFoundError|AttributeError)\b", crash.message) is not None
+def removed_api_crash(crash: Diagnostic, finding: Diagnostic) -> bool:
+    """A trace crash on a line this rule reports is the removed API failing to import or resolve, and an
+    AttributeError naming the method of a finding (`get_scaled_loss`) is that call failing wherever it surfaced (a
+    `tf.function` raises at its caller's line): reported once, as MP103 (static-only), not again as MP001."""
+    if finding.location.line == crash.location.line:
+        return re.search(r"raised (ImportError|ModuleNotFoundError|AttributeError)\b", crash.message) is not None
+    missing = re.search(r"raised AttributeError\b.*has no attribute '(\w+)'", crash.message)
+    return missing is not None and f".{missing.group(1)}()" in finding.message

@@ -97,10 +97,13 @@ class PoliciesInForce:
                 return self.file_policies | from_project
             return frozenset().union(*(self._policies_at(site.node, visiting) for site in sites)) | from_project
         if cls is not None and model.enclosing_function(cls) is None:
-            sites = self._method_run_sites(cls, function.name)  # type: ignore[attr-defined]
-            if not sites:
+            runs = self._method_run_sites(cls, function.name)  # type: ignore[attr-defined]
+            # Made here but never run or handed over here (a HyperModel no tuner gets, issue 29): whatever runs it
+            # later holds the instance made under the policy at its construction, not a later cell's.
+            runs = runs or [*model.calls_to(cls.name)]
+            if not runs:
                 return self.file_policies | from_project
-            return frozenset().union(*(self._policies_at(site, visiting) for site in sites)) | from_project
+            return frozenset().union(*(self._policies_at(site, visiting) for site in runs)) | from_project
         callers: list[ast.AST] = [*model.calls_to(function.name)]  # type: ignore[attr-defined]
         callers = callers or self._handed_over_sites(function)
         if not callers:

@@ -100,6 +100,8 @@ class FileContexts:
 
     scopes: dict[str, tuple[PolicyContext, ...]] = field(default_factory=dict)
     sets_policy: bool = False  # the file sets a policy itself (the trace then runs it as it is)
+    # (qualname, parameter): a model a caller in another module built before the call, (where, its policies)
+    built_arguments: dict[tuple[str, str], tuple[str, tuple[str | None, ...]]] = field(default_factory=dict)
 
     def policies(self, qualname: str) -> frozenset[str | None]:
         return frozenset(c.policy for c in self.scopes.get(qualname, ()))
