@@ -54,6 +54,19 @@ def pinned_target(tmp_path):
     return tmp_path
 
 
+@pytest.fixture
+def recorded_environment():
+    """The static pass sees the installed packages the expected outputs were reviewed next to (TensorFlow 2.21,
+    Keras 3, tensorflow-hub: tests/golden/snapshot.py's RECORDED_ENVIRONMENT), whatever is installed, or nothing."""
+    sys.path.insert(0, str(HERE / "golden"))
+    try:
+        import snapshot
+    finally:
+        sys.path.remove(str(HERE / "golden"))
+    with snapshot.recorded_environment():
+        yield
+
+
 _importorskip = pytest.importorskip
 _modules_needing_tf: set[str] = set()  # test files whose import skips without TensorFlow
 _running: list[pytest.Item] = []  # the test being run, while it runs

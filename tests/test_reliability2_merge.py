@@ -285,8 +285,9 @@ def test_R16_plan_escapes_layer_names_in_its_text_report(tmp_path, tensorflow):
 def test_R16_merge_escapes_what_a_forged_report_says_in_its_text_output(project):
     data = _report(project)
     target = data["files"][0]["target"]
-    target["tensorflow"].update(range=f"2.12{ESCAPE}\n", releases=["2.12"])
+    target["tensorflow"].update(range=f"2.12{ESCAPE}\n", releases=["2.12"], source="declared")
     target.update(differs_from_installed=True)
+    target["installed"]["tensorflow"] = "2.21"  # as where TensorFlow is installed (the no-TF stage has none)
     data["errors"].append({"path": f"x{ESCAPE}.py", "message": "bad\nm.py:1:1: forged", "kind": "io"})
     (project / "r.json").write_text(json.dumps(data))
     result = mpdoctor("merge", "r.json", cwd=project)
