@@ -4,8 +4,6 @@ Each test is one reproduction of ../shared/repros/reliability-2/NN_*.sh (R02 = s
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import shutil
@@ -18,10 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli import mpdoctor
-from test_reliability_property import EXAMPLES, make_folder, state
+from test_reliability_property import EXAMPLES, make_folder, run_in, state
 
 from mpdoctor import reads, writes
-from mpdoctor.cli import main
 from mpdoctor.merge import ReportFormatError, read_report
 
 MODEL = """import keras
@@ -382,23 +379,14 @@ def test_merge_random_command_lines_exit_0_1_or_2_and_never_touch_an_input(data)
         argv = ["merge", *(arg for flag in flags for arg in flag), *reports]
         inputs = {name: (folder / name).read_bytes() for name in set(reports) if (folder / name).is_file()}
         before_outside = state(outside)
-        out, err = io.StringIO(), io.StringIO()
-        previous = os.getcwd()
-        os.chdir(folder)
         try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                try:
-                    code = main(argv)
-                except SystemExit as exc:  # argparse's usage errors
-                    code = exc.code
+            code, stdout, stderr = run_in(folder, argv)
         finally:
-            os.chdir(previous)
             for server in sockets:
                 server.close()
-        stderr = err.getvalue()
         assert code in (0, 1, 2), (argv, code, stderr)
         assert "Traceback" not in stderr and "internal error" not in stderr, (argv, stderr)
-        assert "\x1b" not in stderr and "token-7f3a" not in out.getvalue(), argv
+        assert "\x1b" not in stderr and "token-7f3a" not in stdout, argv
         assert state(outside) == before_outside, argv
         assert {name: (folder / name).read_bytes() for name in inputs} == inputs, argv  # an input is never written
     finally:

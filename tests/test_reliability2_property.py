@@ -25,9 +25,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_reliability_property import EXAMPLES, MODEL, make_folder, state
-
-from mpdoctor.cli import main
+from test_reliability_property import EXAMPLES, MODEL, make_folder, run_in, state
 
 SETTINGS = settings(
     max_examples=EXAMPLES,
@@ -77,18 +75,8 @@ def _declarations() -> st.SearchStrategy[dict[str, str]]:
 
 
 def _run(folder: Path, argv: list[str]) -> tuple[int, str]:
-    out, err = io.StringIO(), io.StringIO()
-    previous = os.getcwd()
-    os.chdir(folder)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(argv)
-            except SystemExit as exc:  # argparse's usage errors
-                code = exc.code
-    finally:
-        os.chdir(previous)
-    return code, out.getvalue() + err.getvalue()
+    code, stdout, stderr = run_in(folder, argv)
+    return code, stdout + stderr
 
 
 @contextlib.contextmanager

@@ -161,6 +161,23 @@ def state(root: Path) -> dict[str, tuple]:
     return found
 
 
+def run_in(folder: Path, argv: list[str]) -> tuple[int, str, str]:
+    """`mpdoctor ARGV` run in this process from `folder`: its exit code (argparse's usage errors included), stdout
+    and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    previous = os.getcwd()
+    os.chdir(folder)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exc:  # argparse's usage errors
+                code = exc.code
+    finally:
+        os.chdir(previous)
+    return code, out.getvalue(), err.getvalue()
+
+
 @settings(
     max_examples=EXAMPLES,
     derandomize=True,
@@ -191,20 +208,11 @@ def test_random_command_lines_exit_0_1_or_2_without_traceback_and_change_nothing
             )
         before_outside = state(outside)
         argv = ["check", "--no-trace", *flags, *paths]
-        out, err = io.StringIO(), io.StringIO()
-        previous = os.getcwd()
-        os.chdir(folder)
         try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                try:
-                    code = main(argv)
-                except SystemExit as exc:  # argparse's usage errors
-                    code = exc.code
+            code, _, stderr = run_in(folder, argv)
         finally:
-            os.chdir(previous)
             for server in sockets:
                 server.close()
-        stderr = err.getvalue()
         assert code in (0, 1, 2), (argv, code, stderr)
         assert "Traceback" not in stderr and "internal error" not in stderr, (argv, stderr)
         assert state(outside) == before_outside, argv
