@@ -8,6 +8,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from mpdoctor.cli import main
 from mpdoctor.config import Config
 from mpdoctor.engine import check_paths
@@ -50,6 +52,7 @@ def test_a_rejected_fix_is_not_counted_as_fixable_nor_called_unverified(tmp_path
     assert (tmp_path / "step.py").read_text(encoding="utf-8") == text
 
 
+@pytest.mark.usefixtures("recorded_environment")  # judged as next to TF 2.21 / Keras 3, also in the no-TF stage
 def test_every_refused_fix_over_the_wild_corpus_says_why(monkeypatch):
     """Findings of a fixable rule without a fix, ported to Keras 3 as tests/data/wild/fix_counts.py does: each says
     why in its message (text and JSON). Before issue 30, 4 of 18 said nothing (3 experimental Policy calls with a
