@@ -60,19 +60,9 @@ class ReportFormatError(Exception):
 
 
 @dataclass(frozen=True)
-class _EditRecord:
-    path: str
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-    content: str
-
-
-@dataclass(frozen=True)
 class _FixRecord:
     description: str
-    edits: list[_EditRecord]
+    edits: list[Edit]  # read as diagnostics.Edit itself: the same fields
     applicability: str = "safe"
     cell: int | None = None  # cell_fix only
 
@@ -236,8 +226,7 @@ def _diagnostic(item: _DiagnosticRecord, where: str) -> Diagnostic:
 
 def _fix(item: _FixRecord, where: str, cell: int | None = None) -> Fix:
     _check(item.applicability in _APPLICABILITIES, f"{where}.applicability: {item.applicability!r}")
-    edits = tuple(Edit(**dataclasses.asdict(edit)) for edit in item.edits)
-    return Fix(item.description, edits, item.applicability, cell)
+    return Fix(item.description, tuple(item.edits), item.applicability, cell)
 
 
 def _error(item: _ErrorRecord) -> FileError:
