@@ -63,13 +63,34 @@ class PlanFix:
 
 
 @dataclass
+class ConstantFix:
+    """A fix `check` offers (MP403: a float16-safe constant) taken instead of keeping a layer in float32: the
+    cheapest fix, no multiply-add leaves float16."""
+
+    layer: str  # the plan layer's id
+    line: int  # the line using the constant
+    message: str  # MP403's message
+    edits: tuple[Edit, ...]
+
+    def describe(self) -> str:
+        return f"`{self.layer}`: MP403's constant fix at line {self.line} instead of float32"
+
+    def to_dict(self) -> dict:
+        return {"layer": self.layer, "line": self.line, "code": "MP403", "message": self.message}
+
+
+@dataclass
 class PlanResult:
     report: Report  # the check of the file, traced with the plan request: its traces hold the plans
     shown: str
     fix: PlanFix | None = None
+    constant_fixes: list[ConstantFix] = field(default_factory=list)
+    fixed_trace: TraceSummary | None = None  # the plan traced again with the constant fixes applied
 
     @property
     def trace(self) -> TraceSummary | None:
+        if self.fixed_trace is not None:
+            return self.fixed_trace
         return self.report.traces[0] if self.report.traces else None
 
     def plans(self) -> list[tuple[str | None, PlanRecord]]:
@@ -86,7 +107,51 @@ def make_plan(path: Path, config: Config, trace) -> PlanResult:
     from mpdoctor.engine import check_paths, display_path
 
     report = check_paths([path], config, trace)
-    return PlanResult(report, display_path(path))
+    result = PlanResult(report, display_path(path))
+    _prefer_constant_fixes(result, path, config, trace)
+    return result
+
+
+def _prefer_constant_fixes(result: PlanResult, path: Path, config: Config, trace) -> None:
+    """A layer kept in float32 for a constant that float16 cannot hold (-1e9) is made float16-safe by MP403's fix
+    instead when `check` offers one: the plan is traced again on the text with those fixes, and taken when that plan
+    passes without the layer (the fixes and the new plan together are what --fix writes)."""
+    from mpdoctor.fix.verify import trace_as
+    from mpdoctor.sources import read_source
+
+    offered: dict[int, tuple[str, tuple[Edit, ...]]] = {}
+    for diagnostic in result.report.diagnostics:
+        if diagnostic.code == "MP403" and diagnostic.fix is not None:
+            for line in {diagnostic.location.line, *(edit.line for edit in diagnostic.fix.edits)}:
+                offered.setdefault(line, (diagnostic.message, diagnostic.fix.edits))
+    fixes = [
+        ConstantFix(layer.id, layer.constant_line, *offered[layer.constant_line])
+        for _, plan in result.plans()
+        if not plan.skipped and plan.mode == "plan"
+        for layer in plan.layers
+        if layer.reason == "constant" and layer.constant_line is not None and layer.constant_line in offered
+    ]
+    edits = list(dict.fromkeys(edit for fix in fixes for edit in fix.edits))
+    # Line numbers must stay those of the traced text: the new plan's layers are placed by them.
+    if not edits or any(e.content.count("\n") != e.end_line - e.line for e in edits):
+        return
+    try:
+        text = read_source(path)
+        fixed = apply_edits(text, edits)
+    except (OSError, ValueError):
+        return
+    summaries: list = []
+    _, error = trace_as(path, result.shown, fixed, config, trace, summaries, prefix="mpdoctor-plan-")
+    summary = summaries[0] if summaries else None
+    if error is not None or summary is None or summary.failure:
+        return
+    replaced = {fix.layer for fix in fixes}
+    plans = [m.plan for m in summary.models if m.plan is not None]
+    if plans and all(
+        not p.skipped and p.final is not None and p.final.passed and not {layer.id for layer in p.layers} & replaced
+        for p in plans
+    ):
+        result.constant_fixes, result.fixed_trace = fixes, summary
 
 
 # ------------------------------------------------------------------------------------------------ plan as code
@@ -105,7 +170,8 @@ def plan_edits(result: PlanResult, path: Path, text: str) -> PlanFix:
         fix.error = error.message if error else "the file does not parse"
         return fix
     ctx = TraceContext(str(path), result.shown, text, tree, Settings())
-    edits: list[Edit] = []
+    edits: list[Edit] = list(dict.fromkeys(edit for constant in result.constant_fixes for edit in constant.edits))
+    fix.applied += [constant.describe() for constant in result.constant_fixes]
     for _model_name, plan in result.plans():
         if plan.skipped or plan.mode != "plan":
             continue

@@ -169,6 +169,8 @@ class PlanRun(Pipeline):
             return EXIT_ERROR
         if self.result.fix is not None and self.result.fix.written:
             return EXIT_OK
+        if self.result.constant_fixes:
+            return EXIT_FINDINGS  # the constant fixes the plan takes are still to be applied
         ok = plans and all(
             not p.skipped and p.final is not None and p.final.passed and not p.layers and not p.gradient_advice
             for _, p in plans

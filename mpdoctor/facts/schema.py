@@ -351,8 +351,8 @@ class VariableGradient(FactsRecord):
 
 @dataclass
 class GradientRecord(FactsRecord):
-    """Gradients of one training step (loss on the sample batch), float32 vs the policy with the loss scaling the
-    script uses (MP504)."""
+    """Gradients of one training step (training mode, loss on the sample batch), float32 vs the policy with the loss
+    scaling the script uses, after a dynamic scale settles (MP504; mpdoctor/trace/child/training_step.py)."""
 
     policy: str = ""
     loss: str = ""  # what was differentiated: the compiled loss, or a loss object of the file
@@ -363,6 +363,9 @@ class GradientRecord(FactsRecord):
     loss_finite: bool = True
     skipped: str | None = None
     variables: list[VariableGradient] = field(default_factory=list)
+    labels: str = ""  # how the step's labels were made (class ids, seeded targets)
+    skipped_steps: int = 0  # steps a dynamic loss scale skipped (overflow) before `loss_scale` settled
+    inference_layers: list[str] = field(default_factory=list)  # random layers run in inference mode in both steps
 
     @property
     def nonzero_reference(self) -> int:
@@ -417,6 +420,7 @@ class PlanLayer(FactsRecord):
     path: list[str] = field(default_factory=list)  # layer names from the model down (get_layer chain)
     user_code: bool = False  # created in the checked file (fixable by dtype="float32" there)
     created_with: int = 1  # layers that source line created in the run (a loop): a dtype= there moves them all
+    constant_line: int | None = None  # reason "constant": the line using the constant (MP403's fix replaces it)
 
 
 @dataclass

@@ -26,6 +26,11 @@ def render_text(result: PlanResult, stream: TextIO) -> None:
     trace = result.trace
     if trace is not None and trace.failure:
         write(f"{result.shown}: the trace failed: {trace.failure}")
+    for constant in result.constant_fixes:
+        write(
+            f"{result.shown}: {constant.describe()}, the cheapest fix `check` offers (no multiply-add leaves "
+            f"float16); the plan below is measured with it. MP403: {constant.message}"
+        )
     plans = result.plans()
     if not plans and not (trace is not None and trace.failure):
         write(f"{result.shown}: no model to plan: {_no_model_reason(trace)}")
@@ -156,6 +161,7 @@ def render_json(result: PlanResult, stream: TextIO) -> None:
         "environment": trace.environment.to_json() if trace and trace.environment else None,
         "models": models,
         "fix": result.fix.to_dict() if result.fix else None,
+        "constant_fixes": [constant.to_dict() for constant in result.constant_fixes],
     }
     json.dump(document, stream, indent=2, default=str)
     stream.write("\n")

@@ -26,14 +26,20 @@ define_rule(
     summary="One training step's gradients, nonzero in float32, flush to zero under float16.",
     what="""
         For a model the file trains (it is compiled, or the file holds a Keras loss object and an optimizer at
-        module level, as a custom training loop does), the trace runs one training step on the sample batch twice
-        with the same weights: in float32 and under the model's policy with the loss scaling the script really
-        uses (none; the LossScaleOptimizer that `compile()` creates under mixed_float16; or the script's own
-        LossScaleOptimizer, at its current scale). The step is the forward pass in inference mode (dropout off,
-        no statistics updated), the loss against zero labels, the loss times the scale, the gradients divided by
-        it in float32; nothing is applied. MP504 is raised when more than 10 % of the gradient values that are
-        nonzero in float32 are zero (or inf/NaN) under the policy, naming the variables that lose the most.
-        Reported at the optimizer's assignment (custom loop) or the `compile()` call.
+        module level, as a custom training loop does), the trace runs one training step on the sample batch with
+        the same weights in float32 and under the model's policy, with the loss scaling the script really uses
+        (none; the LossScaleOptimizer that `compile()` creates under mixed_float16; or the script's own
+        LossScaleOptimizer, at its current scale). The step is the one training runs: the forward pass in
+        training mode (BatchNorm on the batch's statistics), labels drawn with a fixed seed from the model's own
+        float32 predictions (class ids, one-hot or 0/1 rows for a classification loss, the predictions plus noise
+        of their own spread for regression), the loss times the scale, the gradients divided by it in float32;
+        random layers (dropout, noise) whose draws differ between float16 and float32 run in inference mode in
+        both steps. A dynamic loss scale whose scaled gradients overflow is halved and the step repeated, as the
+        LossScaleOptimizer skips that step in training: the gradients are judged once the scale has settled.
+        Nothing is applied and the model's state is restored. MP504 is raised when more than 10 % of the gradient
+        values that are nonzero in float32 are zero (or inf/NaN) under the policy, naming the variables that lose
+        the most. Reported at the optimizer's assignment (custom loop) or the `compile()` call. When the step
+        cannot be run faithfully (the float32 step itself changes with the seed), nothing is reported.
         """,
     why="""
         The backward pass of a float16 layer computes in float16, whose smallest subnormal is 5.96e-8: a gradient
@@ -112,6 +118,7 @@ def trace_gradient_underflow(facts: Facts, ctx: TraceContext) -> Iterable[Diagno
             "without loss scaling"
             if record.loss_scaling == "none"
             else f"with {record.loss_scaling} ({record.optimizer}) at scale {record.loss_scale:g}"
+            + (f" (settled after {record.skipped_steps} skipped steps)" if record.skipped_steps else "")
         )
         advice = (
             "use loss scaling (keras.mixed_precision.LossScaleOptimizer, or model.fit which scales for you)"
@@ -123,7 +130,7 @@ def trace_gradient_underflow(facts: Facts, ctx: TraceContext) -> Iterable[Diagno
             ctx.diagnostic(
                 "MP504",
                 ctx.at_line(line) if line else model.location,
-                f"one training step of model `{model.name}` under {record.policy} {scaling}: "
+                f"one training step (training mode) of model `{model.name}` under {record.policy} {scaling}: "
                 f"{share:.0%} of the gradient values that are nonzero in float32 ({record.flushed:,} of "
                 f"{record.nonzero_reference:,}, loss {record.loss}) are 0 or non-finite, so those weights do "
                 f"not move; worst: {names}. {advice[0].upper()}{advice[1:]}",

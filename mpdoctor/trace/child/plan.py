@@ -24,10 +24,12 @@ repeatability check and the bfloat16 alternative included; one more for a model 
 3. Minimise: drop each member found in 2 whose removal still passes; a kept member's removal is its "why"
    (non-finite outputs, with the op named by re-running the layer under check_numerics, or the error it causes).
 4. Training files (the trace ran MP504's training step for the model): one training step with S applied and the
-   script's loss scaling (gradients.py). If its gradients still underflow (MP504's threshold) and the script has no
-   loss scaling, the step is tried with the scale a LossScaleOptimizer starts at; if that clears it, the plan says
-   to use loss scaling. Otherwise the layers holding the variables that flush join S (reason "gradient"), a few
-   rounds at most (keeping a later layer in float32 can show an earlier one flushing), and what remains is said.
+   script's loss scaling (gradients.py, on training_step.py's step: training mode, seeded labels, random layers
+   fixed, a dynamic scale settled; one float32 reference for every configuration). If its gradients still
+   underflow (MP504's threshold) and the script has no loss scaling, the step is tried with the scale a
+   LossScaleOptimizer starts at; if that clears it, the plan says to use loss scaling. Otherwise the layers
+   holding the variables that flush join S (reason "gradient"), a few rounds at most (keeping a later layer in
+   float32 can show an earlier one flushing), and what remains is said.
 """
 
 from __future__ import annotations
@@ -53,10 +55,11 @@ from mpdoctor.facts.schema import (
 )
 from mpdoctor.facts.trace_request import NumericsRequest, PlanRequest
 from mpdoctor.trace.child import numerics
-from mpdoctor.trace.child.gradients import gradient_record, variable_name
+from mpdoctor.trace.child.gradients import gradient_record, prepare, variable_name
 from mpdoctor.trace.child.keras_adapter import restore_layer_policy, set_layer_policy
 from mpdoctor.trace.child.layer_api import flatten
 from mpdoctor.trace.child.probe import MISSING, restore_calls
+from mpdoctor.trace.child.training_step import TrainingStep
 
 GRADIENT_ROUNDS = 3  # layers added for flushing gradients, then the step re-run: at most this many times
 # Every forward pass starts from numerics.SEED (see there); a second seed tells whether the model draws at all.
@@ -112,6 +115,8 @@ class _Planner:
         self.passes = 0
         self.cache: dict[tuple, PlanCheck] = {}
         self.result = PlanRecord(policy="", rtol=float(options.rtol), mode="verify" if options.verify else "plan")
+        self.training_step: TrainingStep | str | None = None  # made on the first gradient step
+        self.module: object = None  # the user's module: how the file trains the model
 
     # ------------------------------------------------------------------------------------------ set-up
 
@@ -342,8 +347,8 @@ class _Planner:
         result = self.result
         units = self.units
         members: dict[str, PlanLayer] = {}
-        for unit, reason, detail in self._seeds(graph):
-            members[unit.uid] = self._layer(unit, reason, detail, graph)
+        for unit, reason, detail, line in self._seeds(graph):
+            members[unit.uid] = replace(self._layer(unit, reason, detail, graph), constant_line=line)
         result.initial = self._check(frozenset(), policy)
         found: list[_Unit] = []
         lo = 0
@@ -399,9 +404,14 @@ class _Planner:
         return gradients is not None and not gradients.skipped and self.module is not None
 
     def _step(self, members: set[str], policy: str, loss_scale: float | None = None) -> GradientRecord | None:
+        """The training step (training_step.py) with `members` in float32: one float32 reference for all."""
+        if self.training_step is None:
+            self.training_step = prepare(self.model, self.module, self.numerics_request, self.sample)
+        if not isinstance(self.training_step, TrainingStep):
+            return None
         self._apply(members, policy)
         return gradient_record(
-            self.model, self.record, self.module, self.numerics_request, loss_scale=loss_scale, sample=self.sample
+            self.model, self.record, self.module, self.numerics_request, loss_scale=loss_scale, step=self.training_step
         )
 
     def _gradients(self, policy: str, graph: ModelGraph) -> None:
@@ -461,13 +471,14 @@ class _Planner:
         return next(u.uid for u in self.units if u.node.id == layer_id)
 
     def _seeds(self, graph: ModelGraph):
-        """(unit, reason, detail) of the layers the rules say must compute in float32 whatever the sample shows."""
+        """(unit, reason, detail, constant line) of the layers the rules say must compute in float32 whatever the
+        sample shows."""
         by_uid = {u.uid: u for u in self.units}
         by_id = {u.node.id: u for u in self.units}
         for node, _output in graph.output_nodes():
             activation = risky_activation(node.class_name, node.activation)
             if activation and node.uid in by_uid:
-                yield by_uid[node.uid], "output-activation", f"{activation} model output (MP401)"
+                yield by_uid[node.uid], "output-activation", f"{activation} model output (MP401)", None
         scans = self.record.numerics.user_layers if self.record.numerics is not None else []
         for scan in scans:
             # as MP403's trace form: only a constant whose source line holds such a literal (the mean 0 of
@@ -479,6 +490,7 @@ class _Planner:
                     by_id[scan.id],
                     "constant",
                     f"a constant that is {constant.value} in float16 (line {constant.line}, MP403)",
+                    constant.line,
                 )
 
     def _literal_at(self, constant: LineConstant) -> bool:

@@ -1,0 +1,398 @@
+"""The training step MP504 and `mpdoctor plan` judge gradients on (issue 30): the step the user's `fit` or loop runs,
+not an inference pass.
+
+- Training mode (`training=True`): BatchNorm normalises with the batch's statistics, as in `fit`. In inference mode
+  an untrained network normalises with its initial moving averages and its gradients are ~1e-12 smaller than in
+  training, so they "flush" where real training never sees them.
+- Labels that give a real loss, drawn with a fixed seed from the model's own float32 predictions: class ids or
+  one-hot rows for a classification loss or probability outputs, 0/1 for a binary one, and for regression the
+  predictions plus noise of their own spread (residuals the size of the outputs). All-zero targets make a
+  crossentropy degenerate: its value is 0 while the fused float32 softmax gradient is not, so every float16
+  gradient looked flushed.
+- Random layers (dropout, noise) draw in their input's dtype, so float16 and float32 would drop different units
+  from the same seed: the float32 step is run twice, with another global seed and the layers' own seed states moved
+  on by the first run, and the innermost layers whose outputs change while their inputs do not run in inference
+  mode in both steps (said in the record). If the step still differs between
+  seeds, nothing is compared.
+- The optimizer's loss scaling: none, or a LossScaleOptimizer's scale. A dynamic one skips a step whose scaled
+  gradients overflow and halves its scale (a first-step overflow is normal under `fit`): the step is repeated at
+  the halved scale until its gradients are finite, and judged there, as training would after the scale settles.
+- The float32 reference from the same weights, seed and labels, with the loss scale at 1. No update is applied; the
+  model's non-trainable variables (batch statistics, seed states) are restored after every run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from mpdoctor.facts.dtypes import LOW_PRECISION
+from mpdoctor.facts.keras_semantics import layer_compute_dtype, sublayers
+from mpdoctor.trace.child import numerics
+from mpdoctor.trace.child.keras_adapter import restore_layer_policy, set_layer_policy
+from mpdoctor.trace.child.layer_api import flatten
+from mpdoctor.trace.child.probe import MISSING, restore_calls
+
+SEED = numerics.SEED
+OTHER_SEED = SEED + 1
+MAX_RANDOM_ROUNDS = 32  # random layers found one after another (each hides those after it from the seed)
+MAX_HALVINGS = 16  # a dynamic scale of 2**15 halved this often is 0.5: below that loss scaling cannot help
+CLASSIFICATION_LOSSES = ("crossentropy", "hinge", "kl_divergence", "kldivergence", "poisson")
+
+
+@dataclass
+class Training:
+    """How the file trains a model: its loss (labels, predictions -> loss), where it comes from, its optimizer."""
+
+    loss: Callable
+    loss_name: str
+    optimizer: object
+    optimizer_name: str
+    loss_hint: str = ""  # the loss's own name, lower case: which labels it wants
+
+
+@dataclass
+class StepResult:
+    """One step's loss (under the configuration it ran in) and its gradients, unscaled, as float32 numpy arrays."""
+
+    loss_value: float
+    gradients: list
+    scale: float = 1.0
+    skipped_steps: int = 0  # steps a dynamic loss scale skipped (overflow) before this one
+
+
+@dataclass
+class TrainingStep:
+    """The training step of one model on one sample batch; `problem` says why it cannot be run."""
+
+    model: object
+    sample: object
+    training: Training
+    labels: object = None
+    labels_made: str = ""
+    inference_layers: list[str] = field(default_factory=list)  # random layers run in inference mode
+    problem: str | None = None
+    _reference: StepResult | None = None
+    _forced: list = field(default_factory=list)
+
+    @property
+    def variables(self) -> list:
+        return list(self.model.trainable_variables)  # type: ignore[attr-defined]
+
+    def reference(self) -> StepResult | None:
+        """The float32 step at scale 1 (computed once)."""
+        if self._reference is None and self.problem is None:
+            try:
+                self._reference = self._make_reference()
+            except Exception as exc:
+                self.problem = f"the float32 training step raised {type(exc).__name__}: {numerics.first_line(exc)}"
+        return self._reference
+
+    def low(self, scale: float, dynamic: bool) -> StepResult | None:
+        """The step under the model's current policies at `scale`, halved while a dynamic scale overflows."""
+        if self.reference() is None:
+            return None
+        skipped = 0
+        while True:
+            result = self._run(scale)
+            if result is None:
+                self.problem = "the loss could not be computed on the sample batch"
+                return None
+            if not dynamic or skipped >= MAX_HALVINGS or _all_finite(result.gradients):
+                result.scale, result.skipped_steps = scale, skipped
+                return result
+            scale /= 2
+            skipped += 1
+
+    # ------------------------------------------------------------------------------------------ the runs
+
+    def _make_reference(self) -> StepResult | None:
+        with computing_in_float32(self.model), _restored(self.model):
+            numerics.seed_random(SEED)
+            predictions = self.model(self.sample, training=False)  # type: ignore[operator]
+            first: StepResult | None = None
+            inputs_a: dict = {}
+            for sparse in (False, True):
+                self.labels = training_labels(predictions, sparse, self.training.loss_hint)
+                inputs_a.clear()
+                first = self._run(1.0, digests=inputs_a, advance=True)
+                if first is not None:
+                    break
+            if first is None:
+                self.problem = "the loss could not be computed on the sample batch with labels shaped for it"
+                return None
+            self.labels_made = _describe(self.labels)
+            for _ in range(MAX_RANDOM_ROUNDS):
+                inputs_b: dict = {}
+                second = self._run(1.0, seed=OTHER_SEED, digests=inputs_b)
+                if second is None or _same(first, second):
+                    return first
+                # A random layer after another one sees changed inputs: found once those before it are fixed.
+                found = [layer for layer in _random_layers(self.model, inputs_a, inputs_b) if layer not in self._forced]
+                if not found:
+                    break
+                self._forced += found
+                self.inference_layers += [str(getattr(layer, "name", type(layer).__name__)) for layer in found]
+                inputs_a = {}
+                first = self._run(1.0, digests=inputs_a, advance=True)
+                if first is None:
+                    break
+            self.problem = (
+                "the float32 training step changes with the random seed (random numbers drawn outside a layer "
+                "mpdoctor can run in inference mode), so float16 and float32 cannot be compared value by value"
+            )
+            return None
+
+    def _run(
+        self, scale: float, seed: int = SEED, digests: dict | None = None, advance: bool = False
+    ) -> StepResult | None:
+        """One step from the current weights; None when the loss raises. The model's state is restored afterwards
+        unless `advance` (Keras 3 layers draw from their own seed state, which only a step's draw moves on)."""
+        import numpy as np
+        import tensorflow as tf
+
+        patched = [(layer, _inference_call) for layer in self._forced]
+        if digests is not None:
+            patched += [(layer, _digesting(digests, id(layer))) for layer in _layers(self.model)]
+        variables = self.variables
+        with contextlib.nullcontext() if advance else _restored(self.model), _wrapped(patched):
+            numerics.seed_random(seed)
+            with tf.GradientTape() as tape:
+                predictions = self.model(self.sample, training=True)  # type: ignore[operator]
+                try:
+                    value = self.training.loss(self.labels, predictions)
+                except Exception:
+                    return None
+                value = tf.reduce_mean(tf.cast(value, tf.float32))
+                scaled = value * scale
+            grads = tape.gradient(scaled, variables)
+        out = [
+            None if g is None else np.asarray(tf.cast(tf.convert_to_tensor(g), tf.float32)) / np.float32(scale)
+            for g in grads
+        ]
+        return StepResult(float(value), out, scale)
+
+
+# ---------------------------------------------------------------------------------------------- labels
+
+
+def training_labels(predictions, sparse: bool, loss_hint: str = "", seed: int = SEED):
+    """Labels for these predictions that give the loss a real value (see the module docstring): class ids
+    (`sparse`) or arrays shaped like the predictions."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    made = []
+    for prediction in (p for p in flatten(predictions, []) if hasattr(p, "shape")):
+        values = np.asarray(tf.cast(prediction, tf.float32))
+        classes = int(values.shape[-1]) if values.ndim else 1
+        if sparse:
+            made.append(tf.constant(rng.integers(0, max(classes, 1), size=values.shape[:-1]), tf.int32))
+            continue
+        kind = _label_kind(values, loss_hint)
+        if kind == "one-hot":
+            ids = rng.integers(0, classes, size=values.shape[:-1])
+            made.append(tf.constant(np.eye(classes, dtype=np.float32)[ids]))
+        elif kind == "binary":
+            made.append(tf.constant(rng.integers(0, 2, size=values.shape).astype(np.float32)))
+        else:
+            spread = float(np.std(values)) or float(np.max(np.abs(values), initial=0.0)) or 1.0
+            noise = rng.standard_normal(values.shape).astype(np.float32) * np.float32(spread)
+            made.append(tf.constant(values + noise))
+    return made[0] if len(made) == 1 else made
+
+
+def _label_kind(values, loss_hint: str) -> str:
+    """ "one-hot", "binary" or "regression" labels for one output."""
+    import numpy as np
+
+    probabilities = bool(values.size) and bool(np.all((values >= 0) & (values <= 1)))
+    sums_to_one = probabilities and values.ndim >= 1 and bool(np.allclose(values.sum(axis=-1), 1.0, atol=1e-2))
+    if "binary" in loss_hint:
+        return "binary"
+    if any(name in loss_hint for name in CLASSIFICATION_LOSSES) and values.ndim and values.shape[-1] > 1:
+        return "one-hot"
+    if sums_to_one and values.shape[-1] > 1:
+        return "one-hot"
+    return "binary" if probabilities and "mean" not in loss_hint else "regression"
+
+
+def _describe(labels) -> str:
+    parts = []
+    for label in flatten(labels, []):
+        dtype = getattr(getattr(label, "dtype", None), "name", "")
+        parts.append("class ids" if dtype.startswith("int") else "seeded targets")
+    return ", ".join(dict.fromkeys(parts))
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+@contextlib.contextmanager
+def computing_in_float32(model) -> Iterator[None]:
+    """Every layer of the model that computes in float16/bfloat16 computes in float32 inside the block (the
+    variables are shared: `mixed_*` variables are float32)."""
+    undo = [
+        set_layer_policy(layer, "float32")
+        for layer in sublayers(model, recursive=True, include_self=True)
+        if layer_compute_dtype(layer) in LOW_PRECISION
+    ]
+    try:
+        yield
+    finally:
+        for entry in undo:
+            restore_layer_policy(entry)
+
+
+@contextlib.contextmanager
+def _restored(model) -> Iterator[None]:
+    """The model's non-trainable variables (batch statistics, seed states) as they were before the block."""
+    variables = list(model.non_trainable_variables)
+    state = [v.numpy() for v in variables]
+    try:
+        yield
+    finally:
+        for variable, value in zip(variables, state, strict=True):
+            variable.assign(value)
+
+
+@contextlib.contextmanager
+def _wrapped(patches: list) -> Iterator[None]:
+    """Instance-level `call` wrappers (layer, make(bound call) -> call) for the block."""
+    patched = []
+    try:
+        for layer, make in patches:
+            patched.append((layer, layer.__dict__.get("call", MISSING)))
+            object.__setattr__(layer, "call", make(layer.call))
+        yield
+    finally:
+        restore_calls(list(reversed(patched)))
+
+
+def _inference_call(bound):
+    def call(*args, **kwargs):
+        if "training" in kwargs:
+            kwargs["training"] = False
+        return bound(*args, **kwargs)
+
+    return call
+
+
+def _digesting(sink: dict, key: int):
+    def make(bound):
+        def call(*args, **kwargs):
+            outputs = bound(*args, **kwargs)
+            sink.setdefault(key, []).append((_digest((args, kwargs)), _digest(outputs)))
+            return outputs
+
+        return call
+
+    return make
+
+
+def _digest(structure) -> str:
+    import numpy as np
+
+    digest = hashlib.blake2b(digest_size=16)
+    for value in flatten(structure, []):
+        name = getattr(getattr(value, "dtype", None), "name", "")
+        if isinstance(name, str) and name.startswith(("float", "bfloat")) and hasattr(value, "numpy"):
+            digest.update(np.asarray(value.numpy(), dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
+def _layers(model) -> list:
+    return [layer for layer in sublayers(model, recursive=True) if layer is not model]
+
+
+def _random_layers(model, first: dict, second: dict) -> list:
+    """The innermost layers whose outputs changed with the seed while their inputs did not."""
+    drawing = []
+    for layer in _layers(model):
+        a, b = first.get(id(layer), []), second.get(id(layer), [])
+        if len(a) == len(b) and any(x[0] == y[0] and x[1] != y[1] for x, y in zip(a, b, strict=True)):
+            drawing.append(layer)
+    inner = []
+    for layer in drawing:
+        own = {id(sub) for sub in sublayers(layer, recursive=True)}
+        if not any(id(other) in own for other in drawing if other is not layer):
+            inner.append(layer)
+    return inner
+
+
+def _same(a: StepResult, b: StepResult) -> bool:
+    return all(
+        (x is None) == (y is None) and (x is None or x.tobytes() == y.tobytes())
+        for x, y in zip(a.gradients, b.gradients, strict=True)
+    )
+
+
+def _all_finite(gradients: list) -> bool:
+    import numpy as np
+
+    return all(g is None or bool(np.isfinite(g).all()) for g in gradients)
+
+
+# ---------------------------------------------------------------------------------------------- the optimizer
+
+
+def loss_scaling(optimizer) -> tuple[str, float]:
+    """The loss scaling an optimizer applies: ("none", 1) or ("LossScaleOptimizer", its current scale)."""
+    # tf_keras names its classes LossScaleOptimizerV3 / BaseLossScaleOptimizer.
+    if optimizer is None or not any("LossScaleOptimizer" in c.__name__ for c in type(optimizer).__mro__):
+        return "none", 1.0
+    # Keras 3: dynamic_scale once built, initial_scale before; tf_keras: loss_scale.
+    for attribute in ("dynamic_scale", "initial_scale", "loss_scale"):
+        value = getattr(optimizer, attribute, None)
+        if value is not None:
+            try:
+                return "LossScaleOptimizer", float(value.numpy() if hasattr(value, "numpy") else value)
+            except Exception:
+                continue
+    return "LossScaleOptimizer", 1.0
+
+
+def dynamic_scaling(optimizer) -> bool:
+    """Whether the optimizer's loss scale is dynamic (halved on overflow): Keras 3's always is; tf_keras's unless
+    `dynamic=False`."""
+    return loss_scaling(optimizer)[0] != "none" and bool(getattr(optimizer, "dynamic", True))
+
+
+def training_of(model, module) -> Training | None:
+    """How the file trains `model`: compiled (its loss and the optimizer compile() made), or a Keras loss object and
+    an optimizer at module level (a custom training loop); None when neither."""
+    compiled = bool(getattr(model, "compiled", False) or getattr(model, "_is_compiled", False))
+    if compiled and getattr(model, "loss", None) is not None:
+
+        def compiled_loss(y, y_pred):
+            try:
+                return model.compute_loss(x=None, y=y, y_pred=y_pred)
+            except TypeError:  # tf_keras spells it positionally
+                return model.compute_loss(None, y, y_pred)
+
+        hint = _loss_hint(model.loss)
+        return Training(compiled_loss, "the compiled loss", getattr(model, "optimizer", None), "compile()", hint)
+    loss = optimizer = None
+    loss_name = optimizer_name = ""
+    for name, value in vars(module).items() if module is not None else ():
+        classes = {c.__name__ for c in type(value).__mro__}
+        if loss is None and "Loss" in classes and callable(value):
+            loss, loss_name = value, f"`{name}` ({type(value).__name__})"
+        if optimizer is None and ("Optimizer" in classes or "OptimizerV2" in classes):
+            optimizer, optimizer_name = value, name
+    if loss is None or optimizer is None:
+        return None
+    return Training(loss, loss_name, optimizer, optimizer_name, _loss_hint(loss))
+
+
+def _loss_hint(loss) -> str:
+    """The loss's names, lower case (a string, a function, a Loss object, or a list/dict of them)."""
+    names = []
+    for item in flatten(loss, []):
+        for text in (item if isinstance(item, str) else "", getattr(item, "__name__", ""), type(item).__name__):
+            names.append(str(text).lower())
+        names.append(str(getattr(item, "name", "") or "").lower())
+    return " ".join(n for n in names if n)
