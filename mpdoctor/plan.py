@@ -84,13 +84,11 @@ class PlanResult:
     report: Report  # the check of the file, traced with the plan request: its traces hold the plans
     shown: str
     fix: PlanFix | None = None
+    # taken instead of float32 layers; the report's trace is then the plan traced again with them applied
     constant_fixes: list[ConstantFix] = field(default_factory=list)
-    fixed_trace: TraceSummary | None = None  # the plan traced again with the constant fixes applied
 
     @property
     def trace(self) -> TraceSummary | None:
-        if self.fixed_trace is not None:
-            return self.fixed_trace
         return self.report.traces[0] if self.report.traces else None
 
     def plans(self) -> list[tuple[str | None, PlanRecord]]:
@@ -151,7 +149,8 @@ def _prefer_constant_fixes(result: PlanResult, path: Path, config: Config, trace
         not p.skipped and p.final is not None and p.final.passed and not {layer.id for layer in p.layers} & replaced
         for p in plans
     ):
-        result.constant_fixes, result.fixed_trace = fixes, summary
+        result.constant_fixes = fixes
+        result.report.traces[0] = summary  # what the text and HTML reports show: the plan with the fixes
 
 
 # ------------------------------------------------------------------------------------------------ plan as code
