@@ -100,9 +100,17 @@ class TrainingStep:
             if result is None:
                 self.problem = "the loss could not be computed on the sample batch"
                 return None
-            if not dynamic or skipped >= MAX_HALVINGS or _all_finite(result.gradients):
+            if not dynamic or _all_finite(result.gradients):
                 result.scale, result.skipped_steps = scale, skipped
                 return result
+            if skipped >= MAX_HALVINGS:
+                # Overflow at every scale is not underflow; on a batch this small (BatchNorm over a few values)
+                # it is not what training sees either: nothing is judged.
+                self.problem = (
+                    f"the dynamic loss scale did not settle: the scaled gradients overflow float16 down to scale "
+                    f"{scale:g} on the sample batch, so flushing is not judged"
+                )
+                return None
             scale /= 2
             skipped += 1
 
