@@ -28,6 +28,8 @@ is random and nothing is claimed either way.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mpdoctor.facts.dtypes import LOW_PRECISION
 from mpdoctor.facts.keras_semantics import RANDOM_LAYER_RATES, layer_compute_dtype, sublayers
 from mpdoctor.facts.schema import StepCheckRecord
@@ -39,6 +41,7 @@ from mpdoctor.trace.child.numerics import SEED, seed_random
 from mpdoctor.trace.child.step_target import StepTarget, find_step
 
 MAX_ATTEMPTS = 8  # low-precision calls until the weights move (2**15 halved 8 times is 128)
+STEP_BATCH = 16  # sample rows: micro-batches of 2, 4, 8 or 16 split it evenly; batch statistics are not degenerate
 SELF_AGREEMENT = 0.999  # the two float32 reference calls must agree at least this well (cosine)
 
 
@@ -136,6 +139,8 @@ def _calls(target: StepTarget, numerics_request: NumericsRequest | None) -> list
     """The argument tuples to try: a sample batch of each model the step reads (its first is usually the one fed),
     with labels shaped for the outputs of that model: dense (one-hot), sparse class ids, sparse ids in a column."""
     options = numerics.enabled_options(numerics_request)
+    if not options.sample:  # a step may split its batch (gradient accumulation) or normalise over it
+        options = replace(options, batch_size=max(int(options.batch_size), STEP_BATCH))
     calls: list[tuple] = []
     for model in target.models:
         try:
