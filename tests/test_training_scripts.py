@@ -28,9 +28,10 @@ REPRESENTATIVE = ("k3_module_model_scaled", "k2_trainer_class", "k3_gan_two_opti
 MIN_COSINE, NORM_RATIO = 0.99, (0.5, 2.0)
 
 
-def _scripts():
-    for name in MANIFEST:
-        yield pytest.param(name, marks=() if name in REPRESENTATIVE else (pytest.mark.slow,), id=name)
+def _scripts() -> list:
+    return [
+        pytest.param(name, marks=() if name in REPRESENTATIVE else (pytest.mark.slow,), id=name) for name in MANIFEST
+    ]
 
 
 def step_check(path: Path, function: str):
