@@ -201,6 +201,8 @@ def fix_outcome(root: Path, folder: Path, name: str) -> dict:
     if not_applied:
         rejected = any("fixed step" in why for _, why in not_applied)
         outcome = (outcome + " + " if fixed else "") + ("rejected" if rejected else "refused")
+    elif re.search(rf"{re.escape(name)}:\d+(:\d+)?: MP\d+ [^\n]*not fixed automatically", done.stdout):
+        outcome = (outcome + " + " if fixed else "") + "refused"  # the static pass offers no fix, and says why
     return {
         "outcome": outcome,
         "changed": (folder / name).read_bytes() != before,
