@@ -1,5 +1,5 @@
 """The behavioural check of a training fix (issue 19): the fixed step's weight update against the float32 step's,
-run by the trace child (trace/child/step_check.py) on the module-level function that holds the fixes."""
+run by the trace child (trace/child/step_check.py) on the module-level function or method that holds the fixes."""
 
 from __future__ import annotations
 
@@ -50,34 +50,66 @@ def _times(ratio: float) -> str:
 
 
 def step_function(fixed: str, training: list[tuple[Diagnostic, str]]) -> tuple[str | None, str | None]:
-    """(the module-level function holding every training fix, in `fixed`; or None and why there is none). That is
-    the step the trace child can call by name once the module is imported."""
+    """(the step to run for the training fixes in `fixed`, or None and why there is none): the module-level function
+    holding them, or `Class.method` for a method of a module-level class (the trace child calls it on the class's one
+    module-level instance). Fixes spread over several functions (or methods of one class) are checked through the
+    one of them that calls the others, as a step calling its helper."""
     tree = parsed(fixed)
     if tree is None:
         return None, "the fixed file does not parse"
-    functions = [
-        (node.name, range(min([node.lineno, *(d.lineno for d in node.decorator_list)]), node.end_lineno + 1))
-        for node in tree.body
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-    ]
-    names = set()
+    units = _units(tree)
+    names: list[str] = []
     for d, text in training:
         mapped = line_mapper(text, fixed)
         # Where the finding is, else where its edits are (a fix reported at the optimizer may edit the step).
         lines = [mapped(line).start for line in (d.location.line, *(e.line for e in d.fix.edits))]
-        owner = next((name for line in lines for name, span in functions if line in span), None)
+        owner = next((name for line in lines for name, (_, span) in units.items() if line in span), None)
         if owner is None:
-            return None, "the fixed training code is not in a module-level function"
-        names.add(owner)
-    if len(names) != 1:
+            return None, "the fixed training code is not in a module-level function or a method of a module-level class"
+        if owner not in names:
+            names.append(owner)
+    classes = {name.rpartition(".")[0] for name in names}
+    if len(classes) != 1:
         return None, "the training fixes are in more than one function"
-    name = names.pop()
-    node = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name)
-    # Called as step(inputs, labels): a function of other parameters (a `main()`, a whole training loop) is not run.
-    required = len(node.args.posonlyargs) + len(node.args.args) - len(node.args.defaults)
-    if isinstance(node, ast.AsyncFunctionDef) or required != 2 or any(d is None for d in node.args.kw_defaults):
+    roots = [n for n in names if not any(_calls(units[other][0], n) for other in names if other != n)]
+    if len(roots) != 1:
+        return None, "the training fixes are in more than one function"
+    name = roots[0]
+    node = units[name][0]
+    # Called as step(inputs, labels) or step(inputs): a function of other parameters (a `main()`, a whole training
+    # loop) is not run.
+    positional = [*node.args.posonlyargs, *node.args.args][1 if "." in name else 0 :]
+    required = len(positional) - len(node.args.defaults)
+    # (inputs) alone only for a function named as a step (a GAN's `train_step(images)`; not a `train(dataset)`).
+    takes = (1, 2) if "step" in name.rpartition(".")[2].lower() else (2,)
+    if isinstance(node, ast.AsyncFunctionDef) or required not in takes or any(d is None for d in node.args.kw_defaults):
         return None, f"`{name}` does not take (inputs, labels) as a training step does"
     return name, None
+
+
+def _units(tree: ast.Module) -> dict[str, tuple[ast.FunctionDef | ast.AsyncFunctionDef, range]]:
+    """name -> (definition, its lines with decorators) of the module-level functions and the methods of
+    module-level classes (as `Class.method`)."""
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    found = [(node.name, node) for node in tree.body if isinstance(node, functions)]
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef):
+            found += [(f"{cls.name}.{node.name}", node) for node in cls.body if isinstance(node, functions)]
+    return {
+        name: (node, range(min([node.lineno, *(d.lineno for d in node.decorator_list)]), (node.end_lineno or 0) + 1))
+        for name, node in found
+    }
+
+
+def _calls(caller: ast.AST, name: str) -> bool:
+    """Whether `caller` names the function `name` (`helper(...)`) or the method (`self.helper(...)`)."""
+    short = name.rpartition(".")[2]
+    for node in ast.walk(caller):
+        if "." in name and isinstance(node, ast.Attribute) and node.attr == short:
+            return True
+        if "." not in name and isinstance(node, ast.Name) and node.id == short:
+            return True
+    return False
 
 
 def changes_training(d: Diagnostic) -> bool:

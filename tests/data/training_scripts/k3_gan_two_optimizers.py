@@ -1,0 +1,42 @@
+"""Keras 3: a GAN step updating a generator and a discriminator with two LossScaleOptimizers."""
+import keras
+import numpy as np
+import tensorflow as tf
+
+keras.mixed_precision.set_global_policy("mixed_float16")
+LATENT = 8
+
+generator = keras.Sequential(
+    [keras.Input((LATENT,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(16, dtype="float32")]
+)
+discriminator = keras.Sequential(
+    [keras.Input((16,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1, dtype="float32")]
+)
+g_opt = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam(2e-4, beta_1=0.5))
+d_opt = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam(2e-4, beta_1=0.5))
+bce = keras.losses.BinaryCrossentropy(from_logits=True)
+
+
+@tf.function
+def train_step(real):
+    noise = tf.random.normal([tf.shape(real)[0], LATENT])
+    with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
+        fake = generator(noise, training=True)
+        real_logits = discriminator(real, training=True)
+        fake_logits = discriminator(fake, training=True)
+        d_loss = bce(tf.ones_like(real_logits), real_logits) + bce(tf.zeros_like(fake_logits), fake_logits)
+        g_loss = bce(tf.ones_like(fake_logits), fake_logits)
+        d_scaled = d_opt.scale_loss(d_loss)
+        g_scaled = g_opt.scale_loss(g_loss)
+    d_grads = d_tape.gradient(d_scaled, discriminator.trainable_variables)
+    g_grads = g_tape.gradient(g_scaled, generator.trainable_variables)
+    d_opt.apply_gradients(zip(d_grads, discriminator.trainable_variables))
+    g_opt.apply_gradients(zip(g_grads, generator.trainable_variables))
+    return d_loss, g_loss
+
+
+real_batch = np.random.RandomState(0).normal(size=(32, 16)).astype("float32")
+
+if __name__ == "__main__":
+    for _ in range(5):
+        train_step(real_batch)
