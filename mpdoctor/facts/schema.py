@@ -542,6 +542,7 @@ class Facts(FactsRecord):
     # loaded SavedModels): the result cache's dependencies (mpdoctor.trace.child.inputs). ABSENT: not recorded.
     inputs: list[str] = ABSENT
     lookups: Lookups = ABSENT  # what else the run's result depends on, for the result cache; ABSENT: not recorded
+    stand_ins: list[str] = field(default_factory=list)  # --stub-missing: the missing modules the run was given
 
     def layer(self, uid: str | None) -> LayerRecord | None:
         return self.layers.get(uid) if uid else None

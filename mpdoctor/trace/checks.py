@@ -28,7 +28,10 @@ from mpdoctor.tf_messages import exception_summary
 from mpdoctor.trace.failures import (
     cannot_trace,
     internal_error,
+    mark_stand_ins,
     not_installed,
+    stand_in_failure,
+    stand_ins_note,
     trace_failed,
     trace_timed_out,
     unexplained_exception,
@@ -69,6 +72,7 @@ def trace_diagnostics(
         plan=getattr(options, "plan", None),
         step_check=getattr(options, "step_check", None),
         layout=None if is_notebook(path) else layout_of(path),
+        stub_missing=config.stub_missing,
     )
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
@@ -126,8 +130,12 @@ def verdicts(facts: Facts | None, ctx: TraceContext, config: Config) -> dict | N
     for hook in hooks("verdicts"):
         if facts is not None and any(config.enabled(code, ctx.display_path) for code in hook.codes):
             found.update(hook.fn(facts, ctx))
-    if facts is not None and facts.stopped:  # what did not run yet proves nothing: only confirmations stand
+    if facts is not None and (facts.stopped or facts.stand_ins):
+        # What did not run yet proves nothing, nor does a run on stand-ins' values: only confirmations stand.
         found = {key: verdict for key, verdict in found.items() if verdict is not None and verdict[0] == "confirm"}
+    if facts is not None and facts.stand_ins:
+        note = stand_ins_note(facts.stand_ins)
+        found = {key: (verdict[0], f"{verdict[1]} ({note})") for key, verdict in found.items()}
     return found
 
 
@@ -167,11 +175,24 @@ def diagnose(
         found.append(trace_timed_out(ctx, facts, timeout))
     elif failure:
         found.append(trace_failed(ctx, failure, output_tail))
+    if facts.stand_ins:
+        found = [mark_stand_ins(d, facts.stand_ins) for d in found]
     exception = facts.exception
     if exception and exception.phase != "call" and not _explained(exception, facts, found):
-        missing = None if config.strict_imports else missing_third_party(exception, ctx.path)
-        found.append(not_installed(ctx, exception, missing) if missing else unexplained_exception(ctx, exception))
+        found.append(_exception_finding(exception, facts, ctx, config))
     return found
+
+
+def _exception_finding(exception: ExceptionRecord, facts: Facts, ctx: TraceContext, config: Config) -> Diagnostic:
+    """The run's exception that no rule explains: a missing third-party module is the environment's (an info,
+    unless --strict-imports), a failure after stand-ins were given may be theirs (--stub-missing), else MP001."""
+    missing = None if config.strict_imports else missing_third_party(exception, ctx.path)
+    if missing:
+        return not_installed(ctx, exception, missing)
+    if not facts.stand_ins:
+        return unexplained_exception(ctx, exception)
+    stood_in = stand_in_failure(ctx, exception, facts.stand_ins)
+    return stood_in or mark_stand_ins(unexplained_exception(ctx, exception), facts.stand_ins)
 
 
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")

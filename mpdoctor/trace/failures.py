@@ -89,6 +89,45 @@ def not_installed(ctx: TraceContext, exception: ExceptionRecord, module: str) ->
     )
 
 
+# The code's whatever stood in for its modules: it does not compile, or an import the finder did not serve (the
+# project's own module, an ML framework, a real package's missing submodule).
+_NOT_FROM_STAND_INS = frozenset({"SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError"})
+_STAND_IN_MARKERS = ("mpdoctor stand-in", "'StandIn'", "stand_ins.py")
+
+
+def stand_in_failure(ctx: TraceContext, exception: ExceptionRecord, stand_ins: list[str]) -> Diagnostic | None:
+    """--stub-missing: the run raised after the code was given stand-ins for missing modules. Their values (empty
+    iterations, placeholders where data was) may be what failed, so it is not reported as the user's bug but as an
+    info of the code registered for environment failures, "caused by" when the exception names a stand-in. None for
+    a failure no stand-in can cause (the file does not compile)."""
+    if exception.type in _NOT_FROM_STAND_INS:
+        return None
+    names = ", ".join(f"`{name}`" for name in stand_ins)
+    text = f"{exception.message}\n{exception.traceback or ''}"
+    how = "caused by" if any(marker in text for marker in _STAND_IN_MARKERS) else "possibly caused by"
+    summary = shorten(f"{exception.type}: {exception.message}", 200)
+    return ctx.diagnostic(
+        engine_code("cannot_trace"),
+        exception.location,
+        f"not traced to the end: the run raised {summary}, {how} the stand-ins for {names} (--stub-missing); "
+        "static findings and what the run saw before are reported (install the missing modules to trace it fully)",
+        confidence=Confidence.LOW,
+        observed_note=False,
+    )
+
+
+def stand_ins_note(stand_ins: list[str]) -> str:
+    return "traced with stand-ins for: " + ", ".join(stand_ins)
+
+
+def mark_stand_ins(diagnostic: Diagnostic, stand_ins: list[str]) -> Diagnostic:
+    """A finding of a run that used stand-ins (--stub-missing) says so, in its message and as a note."""
+    note = stand_ins_note(stand_ins)
+    if note in diagnostic.notes:
+        return diagnostic
+    return replace(diagnostic, message=f"{diagnostic.message} ({note})", notes=(*diagnostic.notes, note))
+
+
 def cannot_trace(ctx: TraceContext, facts: Facts) -> Diagnostic:
     """mpdoctor's own failure in the trace child: an info finding (the user's code is not at fault), with what
     failed and mpdoctor's traceback as notes (shown by --verbose)."""
