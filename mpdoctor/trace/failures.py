@@ -76,6 +76,21 @@ def unexplained_exception(ctx: TraceContext, exception: ExceptionRecord) -> Diag
     return _run_failed(ctx, exception.location, message, observed_note=exception.type in _API_ERRORS)
 
 
+def failed_elsewhere(ctx: TraceContext, exception: ExceptionRecord, cause: Diagnostic) -> Diagnostic:
+    """The run failed in another module of the project at a line a finding of that module explains (MP103's
+    removed `mixed_precision.experimental` in the module every other one imports): reported there, once; here an
+    info pointing at it, never the MP001 error again in every importer."""
+    where = f"{cause.location.path}:{cause.location.line}"
+    diagnostic = _run_failed(
+        ctx,
+        exception.location,
+        f"not traced: the run failed in {where}, reported there as {cause.code}; static findings only",
+        confidence=Confidence.HIGH,
+        observed_note=False,
+    )
+    return replace(diagnostic, severity=Severity.INFO)
+
+
 def not_installed(ctx: TraceContext, exception: ExceptionRecord, module: str) -> Diagnostic:
     """The run stopped on a third-party module not installed where mpdoctor runs (issue 31): the environment's
     doing, not the code's, so an info finding of the code registered for it, never the MP001 error."""
