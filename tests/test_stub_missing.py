@@ -137,6 +137,7 @@ def test_stub_missing_is_a_configuration_key(tmp_path):
 
 
 def check_fixture(project: Path, *options: str) -> dict[str, list[dict]]:
+    """{file: its findings}, and under "traces" {file: [its trace summary]}."""
     result = subprocess.run(
         [sys.executable, "-m", "mpdoctor", "check", "--no-cache", "--format", "json", *options, "."],
         cwd=project,
@@ -147,8 +148,9 @@ def check_fixture(project: Path, *options: str) -> dict[str, list[dict]]:
         check=False,
     )
     assert result.returncode in (0, 1), result.stderr
-    found: dict[str, list[dict]] = {}
-    for diagnostic in json.loads(result.stdout)["diagnostics"]:
+    report = json.loads(result.stdout)
+    found: dict[str, list[dict]] = {"traces": report["traces"]}
+    for diagnostic in report["diagnostics"]:
         found.setdefault(diagnostic["path"], []).append(diagnostic)
     return found
 
@@ -194,6 +196,13 @@ def test_with_stand_ins_the_model_is_built_and_its_findings_say_so(stubbed, file
     [finding] = traced(stubbed[file], "MP401")
     assert finding["message"].endswith(f"({NOTE}{names})")
     assert NOTE + names in finding["notes"]
+    [summary] = [t for t in stubbed["traces"] if t["path"] == file]
+    assert ", ".join(summary["stand_ins"]) == names and summary["models"]
+
+
+def test_a_run_without_stand_ins_lists_none(without, stubbed):
+    assert not [t for t in without["traces"] if "stand_ins" in t]
+    assert "stand_ins" not in next(t for t in stubbed["traces"] if t["path"] == "guarded.py")
 
 
 def test_a_handled_import_gets_no_stand_in(stubbed):
