@@ -36,6 +36,7 @@ def test_a_stand_in_lets_module_level_code_run():
     assert isinstance(frame["x"] + 1, StandIn) and isinstance(2 * frame.shape[0], StandIn)
     frame["y"] = 3  # ignored
     assert "y" not in frame
+    assert not isinstance(frame, pd.DataFrame) and not issubclass(int, pd.DataFrame)
 
 
 def test_a_stand_in_decorates_and_is_subclassed():

@@ -107,7 +107,7 @@ def not_installed(ctx: TraceContext, exception: ExceptionRecord, module: str) ->
 # The code's whatever stood in for its modules: it does not compile, or an import the finder did not serve (the
 # project's own module, an ML framework, a real package's missing submodule).
 _NOT_FROM_STAND_INS = frozenset({"SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError"})
-_STAND_IN_MARKERS = ("mpdoctor stand-in", "'StandIn'", "stand_ins.py")
+_STAND_IN_MARKERS = ("mpdoctor stand-in", "StandIn", "stand_ins.py")  # its repr, its type's name, its frames
 
 
 def stand_in_failure(ctx: TraceContext, exception: ExceptionRecord, stand_ins: list[str]) -> Diagnostic | None:

@@ -79,6 +79,12 @@ class StandIn:
     def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
         return (stand_in_class(self._mpdoctor_name),)
 
+    def __instancecheck__(self, instance: object) -> bool:  # `isinstance(x, pd.DataFrame)`: nothing is one
+        return False
+
+    def __subclasscheck__(self, subclass: type) -> bool:
+        return False
+
     def __repr__(self) -> str:
         return f"<{MARKER} for {self._mpdoctor_name}>"
 
@@ -247,7 +253,8 @@ def _importer() -> types.FrameType | None:
     while frame is not None:
         filename = frame.f_code.co_filename
         module = frame.f_globals.get("__name__", "")
-        if not (filename.startswith("<frozen importlib") or module.startswith("importlib") or filename == _HERE):
+        machinery = module == "importlib" or module.startswith("importlib.")
+        if not (filename.startswith("<frozen importlib") or machinery or filename == _HERE):
             return frame
         frame = frame.f_back
     return None
