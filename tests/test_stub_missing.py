@@ -67,13 +67,29 @@ def test_private_and_dunder_attributes_are_missing():
 
 @pytest.mark.parametrize(
     "name",
-    ["tensorflow", "tensorflow_hub", "tf_keras", "keras", "keras_hub", "numpy", "jax", "torch", "torchvision", "os"],
+    [
+        "tensorflow",
+        "tensorflow_hub",
+        "tensorflow_addons",
+        "tf_keras",
+        "keras",
+        "keras_hub",
+        "keras_tuner",
+        "numpy",
+        "jax",
+        "torch",
+        "torchvision",
+        "transformers",
+        "os",
+    ],
 )
 def test_ml_frameworks_and_the_standard_library_never_get_stand_ins(name):
     assert never_stood_in(name)
 
 
-@pytest.mark.parametrize("name", ["pandas", "wandb", "tqdm", "albumentations", "cv2", "sklearn", "hydra", "PIL"])
+@pytest.mark.parametrize(
+    "name", ["pandas", "wandb", "tqdm", "albumentations", "cv2", "sklearn", "hydra", "PIL", "scipy", "tensorboard"]
+)
 def test_other_modules_may_get_stand_ins(name):
     assert not never_stood_in(name)
 

@@ -29,8 +29,7 @@ _ML_MODULES = frozenset(
     {
         "numpy",
         "ml_dtypes",
-        "h5py",
-        "scipy",
+        "h5py",  # Keras's weight files
         "flax",
         "optax",
         "haiku",
@@ -44,7 +43,7 @@ _ML_MODULES = frozenset(
         "mpdoctor",
     }
 )
-_ML_PREFIXES = ("tensorflow", "tf_", "tfx", "keras", "jax", "torch", "tensorboard", "tflite")
+_ML_PREFIXES = ("tensorflow", "tf_", "tfx", "keras", "jax", "torch", "tflite")
 
 
 def never_stood_in(top: str) -> bool:
