@@ -150,6 +150,30 @@ def test_stub_missing_is_a_configuration_key(tmp_path):
         load_config(tmp_path)
 
 
+def _run_on_stand_ins(exception: dict) -> list:
+    """The parent's reading of a run that raised `exception` after stand-ins for pandas were given."""
+    from mpdoctor.config import Config
+    from mpdoctor.facts.schema import Facts
+    from mpdoctor.trace.checks import diagnose
+    from mpdoctor.trace_context import TraceContext
+
+    facts = Facts.from_json({"status": "exception", "exception": {**exception, "phase": "import"}})
+    facts.stand_ins = ["pandas"]
+    return diagnose(facts, None, "", TraceContext("m.py", "m.py", "", None), Config())
+
+
+def test_a_failure_that_may_come_from_stand_ins_is_an_info_saying_possibly():
+    [info] = _run_on_stand_ins({"type": "IndexError", "message": "list index out of range"})
+    assert (info.code, info.severity.value) == ("MP003", "info")
+    assert "IndexError: list index out of range, possibly caused by the stand-ins for `pandas`" in info.message
+
+
+def test_a_failure_no_stand_in_can_cause_stays_mp001_and_says_stand_ins_were_used():
+    [error] = _run_on_stand_ins({"type": "SyntaxError", "message": "invalid syntax (m.py, line 3)"})
+    assert (error.code, error.severity.value) == ("MP001", "error")
+    assert error.message.endswith("(traced with stand-ins for: pandas)")
+
+
 # ------------------------------------------------------------------------------------------ traced for real
 
 
