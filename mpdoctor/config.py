@@ -73,6 +73,7 @@ class Config:
     entry: str | None = None  # trace: the function or attribute that gives the model
     trace_timeout: float = 300.0
     strict_imports: bool = False  # trace: a third-party module not installed is an MP001 error, not an MP003 info
+    stub_missing: bool = False  # trace: stand-ins for missing non-ML modules (mpdoctor.trace.child.stand_ins)
     baseline: Path | None = None  # findings listed there do not fail the run (relative to the pyproject.toml)
     numerics: NumericsConfig = field(default_factory=lambda: NumericsConfig())
     trace_memory: float | None = None  # MiB of resident memory for the trace child; None: no limit
@@ -286,6 +287,12 @@ def _strict_imports(config: Config, where: str, value: Any) -> None:
     config.strict_imports = value
 
 
+def _stub_missing(config: Config, where: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where} stub-missing: expected true or false, got {value!r}")
+    config.stub_missing = value
+
+
 def _baseline(config: Config, where: str, value: Any) -> None:
     config.baseline = config.root / _path(value, f"{where} baseline", "the path of a baseline file")
 
@@ -347,6 +354,7 @@ _SETTERS: dict[str, Setter] = {
     "entry": _entry,
     "trace_timeout": _trace_timeout,
     "strict_imports": _strict_imports,
+    "stub_missing": _stub_missing,
     "baseline": _baseline,
     "numerics": _numerics,
     "numerics_threshold": _numerics_threshold,

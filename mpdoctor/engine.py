@@ -593,14 +593,22 @@ def check_source(
         from mpdoctor.trace.checks import trace_diagnostics
 
         context = project.trace_context() if project is not None else None
+        elsewhere = functools.partial(static_findings_of, config=config)  # a failure surfacing in another module
         traced, verdicts = trace_diagnostics(
-            path or shown, shown, text, tree, config, settings, trace, traces, run_from=run_from, context=context
+            path or shown, shown, text, tree, config, settings, trace, traces, run_from, context, elsewhere
         )
         if context is not None:  # everything the run saw, it saw under the project's policy
             traced = [_named(d, context) for d in traced]
         raw = merge_passes(static_after_trace(raw, verdicts or {}), traced)
         passes = "S" if verdicts is None else "ST"  # no trace rule ran: their suppressions may be needed later
     return finish(raw, text, shown, config, ran_passes=passes), internal
+
+
+def static_findings_of(path: str, config: Config) -> list[Diagnostic]:
+    """Another file's static findings, as a check of it alone reports them (a trace failure surfacing in it)."""
+    with contextlib.suppress(OSError, UnicodeDecodeError, SyntaxError):
+        return check_source(read_source(Path(path)), display_path(Path(path)), config, path=path)[0]
+    return []
 
 
 def settings_for(config: Config) -> Settings:

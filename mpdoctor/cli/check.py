@@ -142,6 +142,13 @@ def add_parser(sub) -> None:
         "MP003 info, `not traced`, static findings only)",
     )
     check.add_argument(
+        "--stub-missing",
+        action="store_true",
+        default=None,
+        help="trace with stand-ins for the missing modules that are not ML frameworks (pandas, wandb, tqdm...), so "
+        "the model is still built; findings of such a run say so",
+    )
+    check.add_argument(
         "--assume-policy",
         metavar="POLICY",
         help="global dtype policy to assume when a file sets none (e.g. mixed_float16)",
@@ -312,6 +319,7 @@ class CheckRun(Pipeline):
                 target_tensorflow=args.target_tensorflow,
                 assume_policy=args.assume_policy,
                 strict_imports=args.strict_imports,
+                stub_missing=args.stub_missing,
                 trace_memory=args.trace_memory,
                 jobs=args.jobs,
             )

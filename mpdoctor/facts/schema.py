@@ -546,6 +546,7 @@ class Facts(FactsRecord):
     # loaded SavedModels): the result cache's dependencies (mpdoctor.trace.child.inputs). ABSENT: not recorded.
     inputs: list[str] = ABSENT
     lookups: Lookups = ABSENT  # what else the run's result depends on, for the result cache; ABSENT: not recorded
+    stand_ins: list[str] = field(default_factory=list)  # --stub-missing: the missing modules the run was given
 
     def layer(self, uid: str | None) -> LayerRecord | None:
         return self.layers.get(uid) if uid else None
@@ -638,6 +639,7 @@ class TraceSummary(FactsRecord):
     # why a model is missing (a model that failed to build has no graph to draw and nothing to plan).
     exception: str | None = ABSENT
     exception_line: int | None = ABSENT
+    stand_ins: list[str] = ABSENT  # --stub-missing: the missing modules the run was given stand-ins for, if any
     # What the run read besides the file (Facts.inputs), for the result cache; None: unknown. Not in reports.
     inputs: list[str] | None = field(default=None, metadata=NOT_JSON)
     lookups: Lookups | None = field(default=None, metadata=NOT_JSON)  # Facts.lookups; None: unknown
@@ -684,6 +686,7 @@ class TraceSummary(FactsRecord):
                 if facts.exception is not None and facts.exception.location is not None
                 else ABSENT
             ),
+            stand_ins=list(facts.stand_ins) or ABSENT,
             inputs=None if facts.inputs is ABSENT else list(facts.inputs),
             lookups=None if facts.lookups is ABSENT else facts.lookups,
         )

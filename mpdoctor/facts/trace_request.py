@@ -52,5 +52,8 @@ class TraceRequest(FactsRecord):
     policy: str | None = None  # the global policy set before the file is imported
     module: str | None = None  # the dotted name to import `file` by (inside a package), None: by its path
     search_path: list[str] = field(default_factory=list)  # the project's roots, put on sys.path before the import
+    root: str | None = None  # the project root (mpdoctor.project.layout), None outside a project
+    own_modules: list[str] = field(default_factory=list)  # the project's own top-level names: never stood in for
+    stub_missing: bool = False  # --stub-missing: stand-ins for missing non-ML modules (trace/child/stand_ins.py)
     plan: PlanRequest | None = None  # None for `check`
     step_check: StepCheckRequest | None = None

@@ -130,6 +130,25 @@ def is_own_module(name: str, layout: ImportLayout, file: str) -> bool:
     return _holds(start, top) or (layout.root is not None and _base_holding(top, start, layout.root) is not None)
 
 
+def own_top_levels(layout: ImportLayout, file: str) -> tuple[str, ...]:
+    """Every top-level name `is_own_module` holds the project's own, for the trace child (which may not import
+    this module): the modules and packages of the roots and of the directories from the file's up to the root."""
+    places = list(layout.search_path)
+    directory = os.path.dirname(os.path.realpath(file))
+    places.append(directory)
+    root = layout.root
+    while root is not None and directory.startswith(root + os.sep):
+        directory = os.path.dirname(directory)
+        places.append(directory)
+    names: dict[str, None] = {}
+    for place in dict.fromkeys(places):
+        for entry in _listdir(place):
+            name = entry[:-3] if entry.endswith(".py") else entry
+            if name.isidentifier() and (entry.endswith(".py") or os.path.isdir(os.path.join(place, entry))):
+                names[name] = None
+    return tuple(names)
+
+
 def is_installed(name: str) -> bool:
     """Whether the top-level module of `name` can be found in this interpreter (without importing it)."""
     top = name.split(".")[0]

@@ -53,7 +53,8 @@ define_rule(
           "cannot trace", at info, instead of an MP001 error in your code;
         - trace: the file imports a module that is not installed where mpdoctor runs and is not the project's own
           (`wandb`, `pandas`): "not traced", at info, the static findings only (`--strict-imports` makes it the
-          MP001 error it was).
+          MP001 error it was); with `--stub-missing`, a run on stand-ins for such modules that then fails is "not
+          traced to the end", at info (their placeholder values may be what failed).
         Trace findings observed on an installed TensorFlow outside the target say so in their message
         ("observed on TensorFlow 2.21; target ...").
         """,

@@ -14,8 +14,11 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections.abc import Callable
+from dataclasses import replace
 
 from mpdoctor.config import Config
+from mpdoctor.crash_causes import caused_by_static
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.facts.schema import ExceptionRecord, Facts, TraceSummary
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
@@ -27,14 +30,20 @@ from mpdoctor.static.semantic import Settings
 from mpdoctor.tf_messages import exception_summary
 from mpdoctor.trace.failures import (
     cannot_trace,
+    failed_elsewhere,
     internal_error,
+    mark_stand_ins,
     not_installed,
+    stand_in_failure,
+    stand_ins_note,
     trace_failed,
     trace_timed_out,
     unexplained_exception,
 )
 from mpdoctor.trace.runner import run_trace, start_server
 from mpdoctor.trace_context import TraceContext
+
+StaticOf = Callable[[str], list[Diagnostic]]  # a file's path -> its static findings (mpdoctor.engine)
 
 
 def trace_diagnostics(
@@ -48,11 +57,13 @@ def trace_diagnostics(
     summaries: list | None = None,
     run_from: str | None = None,
     context: PolicyContext | None = None,
+    static_of: StaticOf | None = None,
 ) -> tuple[list[Diagnostic], dict | None]:
     """Trace diagnostics, and the trace's verdicts on static findings (mpdoctor.engine.static_after_trace; None:
     mpdoctor could not trace, the trace rules did not run).
     `run_from`: a file holding `text` (a candidate fix) that the child runs as if it were `path`. `context`: the
-    project's policy context this module is run under (its policy is set before the module is imported)."""
+    project's policy context this module is run under (its policy is set before the module is imported).
+    `static_of`: the static findings of another file of the project (where a failure of the run may be reported)."""
     outcome = run_trace(
         path,
         env=child_environment(settings.target),
@@ -69,6 +80,7 @@ def trace_diagnostics(
         plan=getattr(options, "plan", None),
         step_check=getattr(options, "step_check", None),
         layout=None if is_notebook(path) else layout_of(path),
+        stub_missing=config.stub_missing,
     )
     ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
@@ -78,7 +90,7 @@ def trace_diagnostics(
         summary = exception_summary(exception.type, exception.message, exception.phase) if exception else None
         summaries.append(TraceSummary.of(shown, facts, failure, summary))
     return (
-        diagnose(facts, failure, outcome.output_tail, ctx, config, timeout=options.timeout),
+        diagnose(facts, failure, outcome.output_tail, ctx, config, timeout=options.timeout, static_of=static_of),
         verdicts(facts, ctx, config),
     )
 
@@ -126,8 +138,12 @@ def verdicts(facts: Facts | None, ctx: TraceContext, config: Config) -> dict | N
     for hook in hooks("verdicts"):
         if facts is not None and any(config.enabled(code, ctx.display_path) for code in hook.codes):
             found.update(hook.fn(facts, ctx))
-    if facts is not None and facts.stopped:  # what did not run yet proves nothing: only confirmations stand
+    if facts is not None and (facts.stopped or facts.stand_ins):
+        # What did not run yet proves nothing, nor does a run on stand-ins' values: only confirmations stand.
         found = {key: verdict for key, verdict in found.items() if verdict is not None and verdict[0] == "confirm"}
+    if facts is not None and facts.stand_ins:
+        note = stand_ins_note(facts.stand_ins)
+        found = {key: (verdict[0], f"{verdict[1]} ({note})") for key, verdict in found.items()}
     return found
 
 
@@ -153,6 +169,7 @@ def diagnose(
     ctx: TraceContext,
     config: Config,
     timeout: float | None = None,
+    static_of: StaticOf | None = None,
 ) -> list[Diagnostic]:
     """Diagnostics from one trace: every trace check, then MP001 for a failed child or an unexplained exception.
     A failure of the one forward pass on mpdoctor's own synthetic batch (index ranges, strings, ragged inputs) may
@@ -167,11 +184,68 @@ def diagnose(
         found.append(trace_timed_out(ctx, facts, timeout))
     elif failure:
         found.append(trace_failed(ctx, failure, output_tail))
+    if facts.stand_ins:
+        found = [mark_stand_ins(d, facts.stand_ins) for d in found]
     exception = facts.exception
     if exception and exception.phase != "call" and not _explained(exception, facts, found):
-        missing = None if config.strict_imports else missing_third_party(exception, ctx.path)
-        found.append(not_installed(ctx, exception, missing) if missing else unexplained_exception(ctx, exception))
+        found.append(_exception_finding(exception, facts, ctx, config, static_of))
     return found
+
+
+def _exception_finding(
+    exception: ExceptionRecord, facts: Facts, ctx: TraceContext, config: Config, static_of: StaticOf | None
+) -> Diagnostic:
+    """The run's exception that no finding of this file explains: a missing third-party module is the
+    environment's (an info, unless --strict-imports); a failure in another module of the project that a finding
+    there explains is reported there (an info here, pointing at it); a failure after stand-ins were given may be
+    theirs (--stub-missing); else MP001."""
+    missing = None if config.strict_imports else missing_third_party(exception, ctx.path)
+    if missing:
+        return not_installed(ctx, exception, missing)
+    cause = cause_elsewhere(exception, ctx, static_of) if static_of is not None else None
+    if cause is not None:
+        return failed_elsewhere(ctx, exception, cause)
+    if not facts.stand_ins:
+        return unexplained_exception(ctx, exception)
+    stood_in = stand_in_failure(ctx, exception, facts.stand_ins)
+    return stood_in or mark_stand_ins(unexplained_exception(ctx, exception), facts.stand_ins)
+
+
+_FRAME = re.compile(r'^  File "([^"]+)", line (\d+)', re.MULTILINE)
+
+
+def cause_elsewhere(exception: ExceptionRecord, ctx: TraceContext, static_of: StaticOf) -> Diagnostic | None:
+    """The finding of another module of the project that explains the run's failure (one finding per root cause):
+    the deepest frame of the traceback in the project's code is in that module, and a finding of its static pass
+    absorbs the crash there (mpdoctor.crash_causes: MP103's removed API failing to import, say)."""
+    frame = _deepest_project_frame(exception.traceback or "", ctx.path)
+    if frame is None:
+        return None
+    file, line = frame
+    findings = static_of(file)
+    if not findings:
+        return None
+    crash = unexplained_exception(ctx, exception)
+    crash = replace(crash, location=replace(crash.location, path=findings[0].location.path, line=line))
+    for finding in sorted(findings, key=lambda f: f.location.line != line):  # the failing line's own first
+        if caused_by_static(crash, [finding]):
+            return finding
+    return None
+
+
+def _deepest_project_frame(traceback: str, path: str) -> tuple[str, int] | None:
+    """(file, line) of the traceback's deepest frame in a file of the project other than `path`; None when that
+    frame is in `path` itself (its own findings explain it or not) or no frame is the project's."""
+    root = layout_of(path).root if not is_notebook(path) else None
+    project = (root or os.path.dirname(path)) + os.sep
+    deepest = None
+    for match in _FRAME.finditer(traceback):
+        file = os.path.realpath(match.group(1))
+        if file.startswith(project) and "site-packages" not in file and "dist-packages" not in file:
+            deepest = (file, int(match.group(2)))
+    if deepest is None or deepest[0] == os.path.realpath(path) or not deepest[0].endswith(".py"):
+        return None
+    return deepest
 
 
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")

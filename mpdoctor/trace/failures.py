@@ -76,6 +76,21 @@ def unexplained_exception(ctx: TraceContext, exception: ExceptionRecord) -> Diag
     return _run_failed(ctx, exception.location, message, observed_note=exception.type in _API_ERRORS)
 
 
+def failed_elsewhere(ctx: TraceContext, exception: ExceptionRecord, cause: Diagnostic) -> Diagnostic:
+    """The run failed in another module of the project at a line a finding of that module explains (MP103's
+    removed `mixed_precision.experimental` in the module every other one imports): reported there, once; here an
+    info pointing at it, never the MP001 error again in every importer."""
+    where = f"{cause.location.path}:{cause.location.line}"
+    diagnostic = _run_failed(
+        ctx,
+        exception.location,
+        f"not traced: the run failed in {where}, reported there as {cause.code}; static findings only",
+        confidence=Confidence.HIGH,
+        observed_note=False,
+    )
+    return replace(diagnostic, severity=Severity.INFO)
+
+
 def not_installed(ctx: TraceContext, exception: ExceptionRecord, module: str) -> Diagnostic:
     """The run stopped on a third-party module not installed where mpdoctor runs (issue 31): the environment's
     doing, not the code's, so an info finding of the code registered for it, never the MP001 error."""
@@ -87,6 +102,45 @@ def not_installed(ctx: TraceContext, exception: ExceptionRecord, module: str) ->
         confidence=Confidence.HIGH,
         observed_note=False,
     )
+
+
+# The code's whatever stood in for its modules: it does not compile, or an import the finder did not serve (the
+# project's own module, an ML framework, a real package's missing submodule).
+_NOT_FROM_STAND_INS = frozenset({"SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError"})
+_STAND_IN_MARKERS = ("mpdoctor stand-in", "StandIn", "stand_ins.py")  # its repr, its type's name, its frames
+
+
+def stand_in_failure(ctx: TraceContext, exception: ExceptionRecord, stand_ins: list[str]) -> Diagnostic | None:
+    """--stub-missing: the run raised after the code was given stand-ins for missing modules. Their values (empty
+    iterations, placeholders where data was) may be what failed, so it is not reported as the user's bug but as an
+    info of the code registered for environment failures, "caused by" when the exception names a stand-in. None for
+    a failure no stand-in can cause (the file does not compile)."""
+    if exception.type in _NOT_FROM_STAND_INS:
+        return None
+    names = ", ".join(f"`{name}`" for name in stand_ins)
+    text = f"{exception.message}\n{exception.traceback or ''}"
+    how = "caused by" if any(marker in text for marker in _STAND_IN_MARKERS) else "possibly caused by"
+    summary = shorten(f"{exception.type}: {exception.message}", 200)
+    return ctx.diagnostic(
+        engine_code("cannot_trace"),
+        exception.location,
+        f"not traced to the end: the run raised {summary}, {how} the stand-ins for {names} (--stub-missing); "
+        "static findings and what the run saw before are reported (install the missing modules to trace it fully)",
+        confidence=Confidence.LOW,
+        observed_note=False,
+    )
+
+
+def stand_ins_note(stand_ins: list[str]) -> str:
+    return "traced with stand-ins for: " + ", ".join(stand_ins)
+
+
+def mark_stand_ins(diagnostic: Diagnostic, stand_ins: list[str]) -> Diagnostic:
+    """A finding of a run that used stand-ins (--stub-missing) says so, in its message and as a note."""
+    note = stand_ins_note(stand_ins)
+    if note in diagnostic.notes:
+        return diagnostic
+    return replace(diagnostic, message=f"{diagnostic.message} ({note})", notes=(*diagnostic.notes, note))
 
 
 def cannot_trace(ctx: TraceContext, facts: Facts) -> Diagnostic:

@@ -25,7 +25,7 @@ from mpdoctor.facts.codec import SchemaError
 from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV, file_legacy_keras_setting, file_turns_on_legacy_keras
 from mpdoctor.facts.schema import STOP_SIGNAL, Facts
 from mpdoctor.facts.trace_request import NumericsRequest, PlanRequest, StepCheckRequest, TraceRequest
-from mpdoctor.project.layout import ImportLayout
+from mpdoctor.project.layout import ImportLayout, own_top_levels
 from mpdoctor.reads import not_regular
 from mpdoctor.trace import forkserver
 from mpdoctor.trace.processes import ProcessTree
@@ -63,6 +63,7 @@ def run_trace(
     plan: PlanRequest | None = None,
     step_check: StepCheckRequest | None = None,
     layout: ImportLayout | None = None,
+    stub_missing: bool = False,
 ) -> TraceOutcome:
     """`run_from`: a file whose text is run as if it were `path` (same `__file__`, code filename and sys.path), so a
     fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
@@ -71,7 +72,8 @@ def run_trace(
     entry point of its project runs under that policy, or --assume-policy's); `search_path`: directories the
     module's imports are found from besides its own (the entry point's, as `python train.py` has it); `layout`:
     how the project's tooling imports the file (its roots on sys.path, its dotted name inside a package), passed in
-    the request so that files of every project share one fork server."""
+    the request so that files of every project share one fork server; `stub_missing`: stand-ins for the missing
+    non-ML modules the project's code imports (mpdoctor.trace.child.stand_ins)."""
     with tempfile.TemporaryDirectory(prefix="mpdoctor-trace-") as workdir:
         request_path = os.path.join(workdir, "request.json")
         result_path = os.path.join(workdir, "facts.json")
@@ -93,6 +95,9 @@ def run_trace(
                 policy=policy,
                 module=layout.module if layout is not None else None,
                 search_path=list(layout.search_path) if layout is not None else [],
+                root=layout.root if layout is not None else None,
+                stub_missing=stub_missing,
+                own_modules=list(own_top_levels(layout or ImportLayout(None, (), None), path)) if stub_missing else [],
                 plan=plan,
                 step_check=step_check,
             )

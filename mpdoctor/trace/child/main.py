@@ -218,6 +218,8 @@ def _import_user_file(request: TraceRequest, facts: Facts, recorder):
     if directory not in sys.path:  # a package's directory last: its modules must not shadow top-level ones
         sys.path.insert(len(sys.path) if request.module else 0, directory)
     sys.argv = [path]  # as `python file.py` has it: never the child's own arguments (argparse, setuptools)
+    if request.stub_missing:
+        _install_stand_ins(request, facts)
     name = request.module or "__mpdoctor_model__"
     loader = _SourceAsFileLoader(name, path, source_file, request.notebook) if source_file else None
     package = [directory] if os.path.basename(path) == "__init__.py" else None
@@ -241,6 +243,33 @@ def _import_user_file(request: TraceRequest, facts: Facts, recorder):
             facts.exception = describe(exc, "import", recorder)
             facts.status = "exception"
     return module
+
+
+def _install_stand_ins(request: TraceRequest, facts: Facts) -> None:
+    """--stub-missing: stand-ins for the missing modules the user's code (the project's files, never an installed
+    library's) imports; `facts.stand_ins` is the finder's own list of them, filled as they are imported."""
+    from mpdoctor.trace.child.stand_ins import StandInFinder, install
+
+    own = frozenset(request.own_modules)
+    file = os.path.realpath(request.file)
+    project = (request.root or os.path.dirname(file)) + os.sep
+    installed = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+    def user_file(path: str) -> bool:
+        real = os.path.realpath(path)
+        if real == file:
+            return True
+        return real.startswith(project) and not real.startswith(installed) and "site-packages" not in real
+
+    def source_of(path: str) -> str | None:
+        if request.source_file and os.path.realpath(path) == file:  # a notebook's cells, a candidate fix
+            with open(request.source_file, encoding="utf-8", errors="replace") as handle:
+                return handle.read()
+        return None
+
+    finder = StandInFinder(user_file, own.__contains__, source_of)
+    facts.stand_ins = finder.used  # the same list: what the run imports until the facts are written
+    install(finder)
 
 
 def _write(path: str, facts: Facts) -> None:
