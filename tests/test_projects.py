@@ -26,7 +26,7 @@ from mpdoctor.facts.trace_request import NumericsRequest
 from mpdoctor.project import discovery
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
-NAMES = ("two_files", "flag_choices", "registry", "unreached", "keras_spellings")
+NAMES = ("two_files", "flag_choices", "registry", "unreached", "keras_spellings", "two_entries")
 CODES = {"MP401", "MP403"}
 _EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>MP\d{3}(?:\s*,\s*MP\d{3})*)")
 
@@ -427,6 +427,17 @@ def test_ground_truth_keras_spellings():
     assert all(row[0] < 1.0 for row in run_entry(project, "train_keras2.py", legacy=True))
 
 
+@tf_needed
+def test_ground_truth_two_entries_each_builder_is_float16_only_from_its_own_entry_points():
+    project = PROJECTS / "two_entries"
+    assert run_entry(project, "train_onset.py", "--amp") == {
+        "build_reference": "float32",
+        "build_onset": "float16",
+        "build_shared": "float16",
+    }
+    assert run_entry(project, "train_arrow.py", "--amp") == {"build_arrow": "float16", "build_shared": "float16"}
+
+
 # ------------------------------------------------------------------------------------------------ the trace
 
 
@@ -571,3 +582,22 @@ def test_mp101_follows_the_order_of_calls_across_modules(tmp_path):
 def test_ground_truth_call_order_trains_in_float32_unless_the_policy_comes_first(tmp_path):
     assert call_order_run(PROJECTS / "call_order") == "compute dtype: float32"
     assert call_order_run(policy_first(tmp_path)) == "compute dtype: float16"
+
+
+@tf_needed
+def test_trace_names_the_entry_point_that_reaches_each_builder():
+    """Issue 31: the trace builds every builder of models/heads.py under one policy; each finding names the policy
+    line of the entry points that reach its own builder (both, for the shared one), and the builder reached only
+    before any policy is set (float32 when run) gets nothing."""
+    report = traced(PROJECTS / "two_entries" / "models" / "heads.py", legacy=False)
+    found = {d.location.line: d for d in report.diagnostics if d.code == "MP401"}
+    assert sorted(found) == [8, 12, 16]
+    assert all("trace" in d.passes for d in found.values())
+    onset, arrow = "train_onset.py:20 when --amp is given", "train_arrow.py:19 when --amp is given"
+    origins = {line: re.findall(r"[\w/]+\.py:\d+ when --amp is given", d.message) for line, d in found.items()}
+    assert {line: [o.rsplit("/", 1)[-1] for o in found] for line, found in origins.items()} == {
+        8: [onset],
+        12: [arrow],
+        16: [arrow, onset],
+    }
+    assert found[8].context is not None and (found[8].context.set_at or "").endswith("/train_onset.py:20")

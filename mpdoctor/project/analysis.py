@@ -616,6 +616,9 @@ def analyse(files: ProjectFiles, checked: set[str], shown: Callable[[str], str])
             file.scopes[qualname] = ordered
             for name, built in reach.built_arguments.items():
                 file.built_arguments[(qualname, name)] = (built.where, built.policies)
+    for (path, qualname), reach in analysis.reached.items():
+        if path in contexts:
+            contexts[path].reached[qualname] = tuple(sorted(reach.contexts.values(), key=_context_order))
     classes = {(b.shown, b.qualname) for b in builders}
     # A constructed class is listed once: its __init__/build/call run under the same contexts.
     builders = [b for b in builders if (b.shown, b.qualname.rpartition(".")[0]) not in classes]
