@@ -26,7 +26,7 @@ from mpdoctor.facts.trace_request import NumericsRequest
 from mpdoctor.project import discovery
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
-NAMES = ("two_files", "flag_choices", "registry", "unreached", "keras_spellings", "two_entries")
+NAMES = ("two_files", "flag_choices", "registry", "unreached", "keras_spellings", "two_entries", "policy_helpers")
 CODES = {"MP401", "MP403"}
 _EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>MP\d{3}(?:\s*,\s*MP\d{3})*)")
 
@@ -362,6 +362,31 @@ def test_cli_show_contexts_and_verbose(capsys):
     assert code == 1 and "1 entry point(s) that set a policy" in captured.err
 
 
+def test_show_contexts_follows_callbacks_policy_helpers_and_side_effect_imports(capsys):
+    """Issue 31: a policy set in a function a project driver calls back, by the package's own helper (from a config
+    value, past its `if precision is None:` branches), and at import of a module a notebook imports; not through a
+    function handed over but never called, a helper never called, nor a helper that sets float32."""
+    from mpdoctor.cli import main
+
+    assert main(["check", "--show-contexts", str(PROJECTS / "policy_helpers")]) == 0
+    out = capsys.readouterr().out
+    builders: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        if not line.startswith(" "):
+            builders[line.split()[1]] = []
+        else:
+            policy, _, rest = line.strip().partition("  ")
+            origin = re.sub(r"\S*/", "", rest.strip().split(":", 1)[0])  # `set in callback.py`
+            builders[list(builders)[-1]].append(f"{policy} {origin}")
+    assert builders == {
+        "build_callback": ["mixed_float16 set in callback.py"],
+        "load": ["mixed_bfloat16 set in precision.py"],
+        "load_float32": ["float32 set in precision.py"],
+        "build_side": ["mixed_float16 set in amp.py"],
+    }
+    assert "side_effect.ipynb cell 3:1 models.build_side()" in out
+
+
 def test_fix_keeps_the_project_context(tmp_path):
     project = shutil.copytree(PROJECTS / "two_files", tmp_path / "two_files")
     from mpdoctor.cli import main
@@ -436,6 +461,17 @@ def test_ground_truth_two_entries_each_builder_is_float16_only_from_its_own_entr
         "build_shared": "float16",
     }
     assert run_entry(project, "train_arrow.py", "--amp") == {"build_arrow": "float16", "build_shared": "float16"}
+
+
+@tf_needed
+def test_ground_truth_policy_helpers():
+    project = PROJECTS / "policy_helpers"
+    assert run_entry(project, "callback.py") == {"build_callback": "float16"}
+    assert run_entry(project, "helper.py") == {"load_float32": "float32", "load": "bfloat16"}
+    from mpdoctor.notebook import read_notebook
+
+    cells = read_notebook(project / "side_effect.ipynb").source  # the notebook's code cells, in order
+    assert run_entry(project, "-c", cells) == {"build_side": "float16"}
 
 
 # ------------------------------------------------------------------------------------------------ the trace

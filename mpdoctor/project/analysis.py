@@ -26,6 +26,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from mpdoctor.facts.keras_semantics import builds_model
 from mpdoctor.project.discovery import ModuleResolver, ProjectFiles, is_test_module
 from mpdoctor.project.evaluation import Evaluator
 from mpdoctor.project.modules import ClassInfo, FunctionInfo, ModuleInfo, ModuleLoader, import_bindings
@@ -112,6 +113,7 @@ class Reach:
     across_modules: bool = False  # reached by a call from another module (the per-file pass cannot see that)
     builds: bool = False  # constructs Keras layers or models (a "builder", for --show-contexts)
     built_arguments: dict[str, Built] = field(default_factory=dict)  # parameters given a model built by a caller
+    built_under: dict[tuple, PolicyContext] = field(default_factory=dict)  # contexts in force where it builds
 
 
 class Analysis:
@@ -141,7 +143,7 @@ class Analysis:
             module = self.modules.get(path)
             if module is None:
                 continue
-            entry = Step(module.shown, 1, "entry point")
+            entry = module.step(1, "entry point")
             state = (PolicyContext("float32", None, "", (entry,), 0, path),)
             after = _drive(self._run_module(module, state))
             if is_test_module(path, self.files.root):
@@ -158,7 +160,7 @@ class Analysis:
                 tests += [m for method, m in cls.methods.items() if method.startswith("test")]
         frame = Frame(module, None, {})
         for test in tests:
-            step = Step(module.shown, test.node.lineno, f"pytest runs {test.qualname}()")
+            step = module.step(test.node.lineno, f"pytest runs {test.qualname}()")
             yield self.enter(test, None, state, frame, bound={}, step=step)
         return state
 
@@ -247,6 +249,9 @@ class Analysis:
         if _is_main_guard(stmt.test):
             return (yield self.block(stmt.body, state, frame))
         state = yield self.expression(stmt.test, state, frame)
+        known = self.evaluator.none_test(stmt.test, frame)
+        if known is not None:  # `if precision is None:` with `precision` a known string: one branch runs
+            return (yield self.block(stmt.body if known else stmt.orelse, state, frame))
         condition = self.evaluator.condition(stmt.test, frame)
         return (
             yield self.branches(
@@ -358,8 +363,8 @@ class Analysis:
         name = frame.import_map.resolve(call.func)
         if name in POLICY_SETTERS:
             return self.set_policy(call, name, state, frame)
-        if name and name.startswith(("keras.", "hub.")):
-            self._note_builder(name, frame)
+        if name and (name.startswith(("keras.", "hub.")) or builds_model(name)):
+            self._note_builder(name, frame, state)
             return self._callbacks(call, state, frame)
         targets = [t for t in self.evaluator.value(call.func, frame) if isinstance(t, (Func, Cls))]
         if not targets:
@@ -394,11 +399,14 @@ class Analysis:
             state = yield self.enter(fn, call, state, frame)
         return state
 
-    def _note_builder(self, name: str, frame: Frame) -> None:
+    def _note_builder(self, name: str, frame: Frame, state: State) -> None:
+        """A call that builds Keras layers or a model (a preset too) makes its function a builder, and the contexts
+        in force here the ones its model is built under (a policy its own helper set before included)."""
         last = name.rsplit(".", 1)[-1]
         if frame.function is None or not (
             name.startswith(("keras.layers.", "keras.applications.", "hub.KerasLayer"))
             or last in ("Sequential", "Model")
+            or builds_model(name)
         ):
             return
         if name.startswith("keras.layers.") and not last[:1].isupper():
@@ -406,6 +414,8 @@ class Analysis:
         reach = self.reached.get((frame.module.path, frame.function.qualname))
         if reach is not None:
             reach.builds = True
+            for context in state:
+                reach.built_under.setdefault(context.key, context)
 
     def set_policy(self, call: ast.Call, name: str, state: State, frame: Frame) -> State:
         arg = call.args[0] if call.args else (call.keywords[0].value if call.keywords else None)
@@ -414,7 +424,7 @@ class Analysis:
         origin_text = f"{name.rsplit('.', 1)[-1]}({source_segment(arg, 40) if arg is not None else ''})"
         if frame.function is not None:
             origin_text += f" in {frame.function.qualname}()"
-        origin = Step(frame.module.shown, call.lineno, origin_text)
+        origin = frame.module.step(call.lineno, origin_text)
         entry = state[0].entry if state else ""
         return _unique(
             PolicyContext(value.policy, origin, join_conditions(branch, value.condition), (origin,), 1, entry)
@@ -433,7 +443,7 @@ class Analysis:
         """Interpret `fn` as called at `call` under `state`; the state after it returns."""
         if frame.depth >= _MAX_DEPTH or self.budget <= 0:
             return state
-        step = step or Step(frame.module.shown, call.lineno, f"{source_segment(call.func, 50)}()")
+        step = step or frame.module.step(call.lineno, f"{source_segment(call.func, 50)}()")
         across = fn.module is not frame.module
         inner = tuple(c.then(step) for c in state)
         self.record(fn.module, fn.qualname, fn.node, inner, across)
@@ -463,7 +473,7 @@ class Analysis:
     def construct(self, cls: ClassInfo, call: ast.Call, state: State, frame: Frame) -> Walk:
         """`Net(...)`: the class is reached (its methods run with the policy at construction), its `__init__` (or
         an inherited one) runs now; a Keras layer's `build` and `call` run later under the same policy."""
-        step = Step(frame.module.shown, call.lineno, f"{source_segment(call.func, 50)}()")
+        step = frame.module.step(call.lineno, f"{source_segment(call.func, 50)}()")
         across = cls.module is not frame.module
         self.record(cls.module, cls.qualname, cls.node, tuple(c.then(step) for c in state), across)
         if self.evaluator.is_keras_class(cls):
@@ -606,25 +616,42 @@ def analyse(files: ProjectFiles, checked: set[str], shown: Callable[[str], str])
     analysis.run()
     contexts: dict[str, FileContexts] = {}
     builders = []
+    scopes = {key: _scope_contexts(reach) for key, reach in analysis.reached.items()}
     for (path, qualname), reach in analysis.reached.items():
-        ordered = tuple(sorted(reach.contexts.values(), key=_context_order))
+        ordered = scopes[(path, qualname)]
         if reach.builds:
             line = getattr(reach.node, "lineno", 1)
-            builders.append(Builder(reach.module.shown, line, qualname, ordered, reach.across_modules))
+            built = tuple(sorted(reach.built_under.values(), key=_context_order)) or ordered
+            builders.append(Builder(reach.module.shown, line, qualname, built, reach.across_modules))
         if reach.across_modules:
             file = contexts.setdefault(path, FileContexts(sets_policy=path in files.setters))
             file.scopes[qualname] = ordered
-            for name, built in reach.built_arguments.items():
-                file.built_arguments[(qualname, name)] = (built.where, built.policies)
-    for (path, qualname), reach in analysis.reached.items():
+            for name, argument in reach.built_arguments.items():
+                file.built_arguments[(qualname, name)] = (argument.where, argument.policies)
+    for (path, qualname), ordered in scopes.items():
         if path in contexts:
-            contexts[path].reached[qualname] = tuple(sorted(reach.contexts.values(), key=_context_order))
+            contexts[path].reached[qualname] = ordered
     classes = {(b.shown, b.qualname) for b in builders}
     # A constructed class is listed once: its __init__/build/call run under the same contexts.
     builders = [b for b in builders if (b.shown, b.qualname.rpartition(".")[0]) not in classes]
     builders.sort(key=lambda b: (b.shown, b.line, b.qualname))
     parsed = sum(1 for m in analysis.modules.loaded.values() if m is not None)
     return Project(files.root, contexts, builders, analysis.notes, analysis.sources, parsed, len(files.entries))
+
+
+def _scope_contexts(reach: Reach) -> tuple[PolicyContext, ...]:
+    """The contexts a function runs under: those it is called under, and those a helper it calls sets before it
+    builds (`set_precision(precision)` of the project's own package; a policy call in its own body the per-file
+    pass sees itself)."""
+    found = dict(reach.contexts)
+    node = reach.node
+    first, last = getattr(node, "lineno", 0), getattr(node, "end_lineno", 0) or 0
+    for key, context in reach.built_under.items():
+        origin = context.origin
+        if origin is not None and origin.file == reach.module.shown and first <= origin.line <= last:
+            continue
+        found.setdefault(key, context)
+    return tuple(sorted(found.values(), key=_context_order))
 
 
 def _context_order(context: PolicyContext) -> tuple:
