@@ -637,3 +637,14 @@ def test_trace_names_the_entry_point_that_reaches_each_builder():
         16: [arrow, onset],
     }
     assert found[8].context is not None and (found[8].context.set_at or "").endswith("/train_onset.py:20")
+
+
+@tf_needed
+def test_trace_of_a_module_whose_builders_are_reached_in_different_ways():
+    """Issue 31: each trace finding of pkg/models.py names the policy line that reaches its builder; the builder
+    only a never-called callback reaches, and the one the helper runs in float32, get nothing (ground truth:
+    test_ground_truth_policy_helpers)."""
+    report = traced(PROJECTS / "policy_helpers" / "pkg" / "models.py", legacy=False)
+    found = {d.location.line: d.message for d in report.diagnostics if d.code == "MP401"}
+    assert sorted(found) == [9, 18, 27]
+    assert "callback.py:18)" in found[9] and "pkg/amp.py:5)" in found[27]
