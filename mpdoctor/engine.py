@@ -597,8 +597,9 @@ def check_source(
             path or shown, shown, text, tree, config, settings, trace, traces, run_from=run_from, context=context
         )
         if project is not None and context is not None:  # named with the contexts that reach each finding's code
-            named = [(d, project.traced_finding_context(_scopes_of(d, shown, tree), context)) for d in traced]
-            traced = [_named(d, c) for d, c in named if c is not None]
+            scopes = [_scopes_of(d, shown, tree) for d in traced]
+            named = [(d, s, project.traced_finding_context(s, context)) for d, s in zip(traced, scopes, strict=True)]
+            traced = [_noted(_named(d, c), project.untraced_policies(s, context)) for d, s, c in named if c is not None]
         raw = merge_passes(static_after_trace(raw, verdicts or {}), traced)
         passes = "S" if verdicts is None else "ST"  # no trace rule ran: their suppressions may be needed later
     return finish(raw, text, shown, config, ran_passes=passes), internal
@@ -685,6 +686,10 @@ def _named(d: Diagnostic, context: PolicyContext) -> Diagnostic:
         if named is not None:
             message = d.message.replace(named, f"{named[:-1]}, {context.set_in()})", 1)
     return replace(d, message=message, context=context.for_diagnostic())
+
+
+def _noted(d: Diagnostic, note: str | None) -> Diagnostic:
+    return replace(d, notes=(*d.notes, note)) if note else d
 
 
 def _scopes_of(d: Diagnostic, shown: str, tree: ast.Module) -> list[str] | None:

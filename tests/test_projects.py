@@ -461,6 +461,7 @@ def test_ground_truth_two_entries_each_builder_is_float16_only_from_its_own_entr
         "build_shared": "float16",
     }
     assert run_entry(project, "train_arrow.py", "--amp") == {"build_arrow": "float16", "build_shared": "float16"}
+    assert run_entry(project, "train_tpu.py") == {"build_shared": "bfloat16"}
 
 
 @tf_needed
@@ -623,8 +624,8 @@ def test_ground_truth_call_order_trains_in_float32_unless_the_policy_comes_first
 @tf_needed
 def test_trace_names_the_entry_point_that_reaches_each_builder():
     """Issue 31: the trace builds every builder of models/heads.py under one policy; each finding names the policy
-    line of the entry points that reach its own builder (both, for the shared one), and the builder reached only
-    before any policy is set (float32 when run) gets nothing."""
+    line of the entry points that reach its own builder (both, for the shared one; the bfloat16 one in a note), and
+    the builder reached only before any policy is set (float32 when run) gets nothing."""
     report = traced(PROJECTS / "two_entries" / "models" / "heads.py", legacy=False)
     found = {d.location.line: d for d in report.diagnostics if d.code == "MP401"}
     assert sorted(found) == [8, 12, 16]
@@ -637,6 +638,10 @@ def test_trace_names_the_entry_point_that_reaches_each_builder():
         16: [arrow, onset],
     }
     assert found[8].context is not None and (found[8].context.set_at or "").endswith("/train_onset.py:20")
+    # train_tpu.py runs the shared builder under mixed_bfloat16: said, not named as the trace's policy
+    [note] = found[16].notes
+    assert "also run this code under mixed_bfloat16, set in " in note and "train_tpu.py:17" in note
+    assert not found[8].notes and not found[12].notes
 
 
 @tf_needed

@@ -158,6 +158,24 @@ class FileContexts:
         module = [c for contexts in self.scopes.values() for c in contexts if c.policy == traced.policy]
         return _grouped(module) or traced
 
+    def untraced_policies(self, qualnames: list[str] | None, traced: PolicyContext) -> str | None:
+        """A note for a trace finding whose code entry points also run under other low-precision policies than
+        the one the trace ran it under (`mixed_bfloat16, set in b.py:5`): the run saw one of them only."""
+        for qualname in qualnames or ():
+            contexts = self.reached.get(qualname)
+            if contexts:
+                others = [c for c in contexts if c.low_precision and c.policy != traced.policy]
+                policies = sorted({c.policy for c in others if c.policy}, key=trace_order)
+                if not policies:
+                    return None
+                described = "; ".join(
+                    f"{policy}, {g.set_in()}"
+                    for policy in policies
+                    if (g := _grouped([c for c in others if c.policy == policy])) is not None
+                )
+                return f"entry points also run this code under {described}: the trace ran it under {traced.policy} only"
+        return None
+
 
 def _grouped(contexts: list[PolicyContext]) -> PolicyContext | None:
     """The first of `contexts` (in trace order), naming the others' origins too; None for none."""
