@@ -235,7 +235,7 @@ def _check_paths(
         except (OSError, UnicodeDecodeError, SyntaxError) as exc:
             report.errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
             continue
-        project = projects.contexts_for(path) if notebook is None else None
+        project = projects.contexts_for(path)  # a notebook too: an entry point, its cells joined as analysed
         if project is not None:
             report.contexts[shown] = project
         options: FileOptions = {"project": project, "tree": shared[1] if shared else None}

@@ -32,17 +32,31 @@ _EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>MP\d{3}(?:\s*,\s*MP\d{3})*)")
 
 
 def expected(project: Path) -> set[tuple[str, int, str]]:
+    """(path, line, code) of the markers; a notebook's path carries the cell: `nb.ipynb cell 3`."""
+    from mpdoctor.notebook import read_notebook
+
     found = set()
-    for path in sorted(project.rglob("*.py")):
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for path in sorted([*project.rglob("*.py"), *project.rglob("*.ipynb")]):
+        lines = path.read_text().splitlines()
+        cells = [(None, n) for n in range(1, len(lines) + 1)]
+        if path.suffix == ".ipynb":
+            notebook = read_notebook(path)
+            lines, cells = notebook.source.splitlines(), list(notebook.line_map)
+        for (cell, number), line in zip(cells, lines, strict=False):
             if m := _EXPECT.search(line):
-                found |= {(path.relative_to(project).as_posix(), number, c.strip()) for c in m["codes"].split(",")}
+                where = path.relative_to(project).as_posix() + (f" cell {cell}" if cell is not None else "")
+                found |= {(where, number, c.strip()) for c in m["codes"].split(",")}
     return found
 
 
 def reported(project: Path, report) -> set[tuple[str, int, str]]:
     return {
-        (Path(d.location.path).resolve().relative_to(project.resolve()).as_posix(), d.location.line, d.code)
+        (
+            Path(d.location.path).resolve().relative_to(project.resolve()).as_posix()
+            + (f" cell {d.location.cell}" if d.location.cell is not None else ""),
+            d.location.line,
+            d.code,
+        )
         for d in report.diagnostics
         if d.code in CODES
     }
@@ -472,7 +486,8 @@ def test_ground_truth_policy_helpers():
     from mpdoctor.notebook import read_notebook
 
     cells = read_notebook(project / "side_effect.ipynb").source  # the notebook's code cells, in order
-    assert run_entry(project, "-c", cells) == {"build_side": "float16"}
+    assert run_entry(project, "-c", cells) == {"build_side": "float16", "head": "float16"}
+    assert run_entry(project, "late_import.py") == {"early": "float32"}
 
 
 # ------------------------------------------------------------------------------------------------ the trace

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mpdoctor.facts.keras_semantics import builds_model
@@ -133,7 +133,7 @@ class Analysis:
         self._noted: set[tuple] = set()
         self._memo: dict[tuple, State] = {}
         self._active: set[int] = set()
-        self._imported: dict[str, set[tuple]] = {}
+        self._imported: dict[str, dict[frozenset, State]] = {}
         self.budget = _BUDGET
 
     # ---------------------------------------------------------------- entry points
@@ -165,19 +165,32 @@ class Analysis:
         return state
 
     def _run_module(self, module: ModuleInfo, state: State) -> Walk | State:
-        key = (id(module), frozenset(c.key for c in state))
-        done = self._imported.setdefault(module.path, set())
-        if key in done or id(module) in self._active:
+        """A module's top level run under `state`, once per state: imported again under it (by another entry point,
+        which is another program), the policies its first run left in force (`import pkg.amp`)."""
+        key = frozenset(c.key for c in state)
+        done = self._imported.setdefault(module.path, {})
+        if id(module) in self._active:
             return state
-        done.add(key)
-        return self._module_body(module, state)
+        if key in done:
+            return self._back_from_import(done[key], state)
+        done[key] = state  # a cycle back into it meets the state it started with
+        return self._module_body(module, state, key)
 
-    def _module_body(self, module: ModuleInfo, state: State) -> Walk:
+    def _module_body(self, module: ModuleInfo, state: State, key: frozenset) -> Walk:
         self._active.add(id(module))
         try:
-            return (yield self.block(module.tree.body, state, Frame(module, None, {})))
+            after = yield self.block(module.tree.body, state, Frame(module, None, {}))
         finally:
             self._active.discard(id(module))
+        self._imported[module.path][key] = after
+        return after
+
+    @staticmethod
+    def _back_from_import(after: State, state: State) -> State:
+        """The importer's own contexts where the import left them (their paths are its own), the module's new ones."""
+        mine = {c.key: c for c in state}
+        entry = state[0].entry if state else ""
+        return _unique(mine.get(c.key) or replace(c, entry=entry) for c in after)
 
     # ---------------------------------------------------------------- statements
 
@@ -319,7 +332,25 @@ class Analysis:
                 frame.env[local] = self.evaluator.import_value(frame.module, node, alias, 0)
         loaded = [self.modules.get(path) for path in self._imported_paths(frame.module, stmt)]
         modules = [module for module in loaded if module is not None and module is not frame.module]
-        return self._run_modules(modules, state) if modules else state
+        if not modules:
+            return state
+        return (
+            self._run_modules(modules, state)
+            if frame.function is not None
+            else self._top_import(modules, stmt, state, frame)
+        )
+
+    def _top_import(self, modules: list[ModuleInfo], stmt: ast.stmt, state: State, frame: Frame) -> Walk:
+        """A module-level import of a module that sets a policy when imported (`import pkg.amp`): the importer's
+        own top-level code runs under that policy (its per-file pass sees no policy call). Only for an import in
+        the module's prologue: the per-file pass applies it to the whole module, and code before a later import
+        runs without it."""
+        after = yield self._run_modules(modules, state)
+        before = {c.key for c in state}
+        added = tuple(c for c in after if c.key not in before)
+        if added and _in_prologue(frame.module.tree, stmt):
+            self.record(frame.module, MODULE_SCOPE, frame.module.tree, added, across=True)
+        return after
 
     def _run_modules(self, modules: list[ModuleInfo], state: State) -> Walk:
         for module in modules:
@@ -544,6 +575,19 @@ def _is_main_guard(test: ast.AST) -> bool:
         and test.left.id == "__name__"
         and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
     )
+
+
+def _in_prologue(tree: ast.Module, stmt: ast.stmt) -> bool:
+    """Only imports, docstrings and assignments of literals (`os.environ["KERAS_BACKEND"] = "jax"`) come before the
+    top-level statement holding `stmt`."""
+    for top in tree.body:
+        if top.lineno <= stmt.lineno <= (top.end_lineno or top.lineno):
+            return True
+        literal = isinstance(top, (ast.Assign, ast.AnnAssign)) and isinstance(top.value, ast.Constant)
+        docstring = isinstance(top, ast.Expr) and isinstance(top.value, ast.Constant)
+        if not (isinstance(top, (ast.Import, ast.ImportFrom)) or literal or docstring):
+            return False
+    return False
 
 
 def _env_key(env: dict[str, Values]) -> frozenset:
