@@ -399,6 +399,7 @@ def test_show_contexts_follows_callbacks_policy_helpers_and_side_effect_imports(
         "build_side": ["mixed_float16 set in amp.py"],
     }
     assert "side_effect.ipynb cell 3:1 models.build_side()" in out
+    assert " when " not in out  # config["precision"] is one item, not a condition on its key
     # a route that starts in the helper says which entry point it comes from
     assert re.search(r"set in \S*pkg/precision\.py:14 \(entry point \S*helper\.py\): ", out)
 
