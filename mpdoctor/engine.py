@@ -599,7 +599,11 @@ def check_source(
         if project is not None and context is not None:  # named with the contexts that reach each finding's code
             scopes = [_scopes_of(d, shown, tree) for d in traced]
             named = [(d, s, project.traced_finding_context(s, context)) for d, s in zip(traced, scopes, strict=True)]
-            traced = [_noted(_named(d, c), project.untraced_policies(s, context)) for d, s, c in named if c is not None]
+            traced = [
+                _noted(_named(d, c), project.untraced_policies(s, context)) if c is not None else d
+                for d, s, c in named
+                if c is not None or d.code in _RUN_FAILURES  # a failed run says nothing about a dtype
+            ]
         raw = merge_passes(static_after_trace(raw, verdicts or {}), traced)
         passes = "S" if verdicts is None else "ST"  # no trace rule ran: their suppressions may be needed later
     return finish(raw, text, shown, config, ran_passes=passes), internal
@@ -686,6 +690,9 @@ def _named(d: Diagnostic, context: PolicyContext) -> Diagnostic:
         if named is not None:
             message = d.message.replace(named, f"{named[:-1]}, {context.set_in()})", 1)
     return replace(d, message=message, context=context.for_diagnostic())
+
+
+_RUN_FAILURES = ("MP001", "MP003")  # the run raised or could not run: kept where no context names it
 
 
 def _noted(d: Diagnostic, note: str | None) -> Diagnostic:

@@ -671,3 +671,14 @@ def test_trace_of_a_module_whose_builders_are_reached_in_different_ways():
     found = {d.location.line: d.message for d in report.diagnostics if d.code == "MP401"}
     assert sorted(found) == [9, 18, 27]
     assert "callback.py:18)" in found[9] and "pkg/amp.py:5)" in found[27]
+
+
+@tf_needed
+def test_trace_keeps_a_failed_import_of_a_library_module_imported_before_the_policy(tmp_path):
+    """Issue 31: heads.py is imported before any policy is set; an import that fails there says nothing about a
+    dtype and stays reported (the MP003 "not traced" info, or MP001 with --strict-imports)."""
+    project = shutil.copytree(PROJECTS / "two_entries", tmp_path / "two_entries")
+    heads = project / "models" / "heads.py"
+    heads.write_text(heads.read_text().replace("import keras\n", "import keras\nimport not_installed_here_xyz\n", 1))
+    report = traced(heads, legacy=False)
+    assert [d.code for d in report.diagnostics if d.location.line == 5] in (["MP003"], ["MP001"])

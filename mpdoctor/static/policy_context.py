@@ -144,19 +144,21 @@ class FileContexts:
     def traced_finding_context(self, qualnames: list[str] | None, traced: PolicyContext) -> PolicyContext | None:
         """The context a trace finding is named with, the trace having run this module under `traced` (its
         trace_context): the contexts of `traced`'s policy that reach the innermost function or class around the
-        finding the entry points reach (`qualnames`, innermost first, then the module's top level; None: the
-        finding is in another file), each origin said when several entry points reach it. None: that code never
-        runs under that policy (the finding exists only because the trace ran the whole module under a policy meant
-        for other code of it; a function no entry point calls is checked as it is, like its static pass)."""
+        finding the entry points reach (`qualnames`, innermost first; None: the finding is in another file), each
+        origin said when several entry points reach it. None: that function never runs under that policy (the
+        finding exists only because the trace ran the whole module under a policy meant for other code of it; a
+        function no entry point calls is checked as it is, like its static pass)."""
         defined = [q for q in qualnames or () if q != MODULE_SCOPE]
         if defined and defined[-1] not in self.reached:
             return None  # a top-level function or class no entry point runs
-        for qualname in qualnames or ():
+        for qualname in defined:
             contexts = self.reached.get(qualname)
             if contexts:
                 return _grouped([c for c in contexts if c.policy == traced.policy])
+        # The top level (an import that failed, a model built at import): as it was imported, else as it was run
+        imported = [c for c in self.reached.get(MODULE_SCOPE, ()) if c.policy == traced.policy]
         module = [c for contexts in self.scopes.values() for c in contexts if c.policy == traced.policy]
-        return _grouped(module) or traced
+        return _grouped(imported) or _grouped(module) or traced
 
     def untraced_policies(self, qualnames: list[str] | None, traced: PolicyContext) -> str | None:
         """A note for a trace finding whose code entry points also run under other low-precision policies than
