@@ -34,7 +34,7 @@ from mpdoctor.project import target as targets_module
 from mpdoctor.project.evidence import ModulesKeras
 from mpdoctor.project.layout import not_model_code
 from mpdoctor.reads import not_regular
-from mpdoctor.registry import get_rule, hooks, implemented_codes, static_checks
+from mpdoctor.registry import engine_code, get_rule, hooks, implemented_codes, static_checks
 from mpdoctor.sources import read_source
 from mpdoctor.spellings import Spellings
 from mpdoctor.static.context import StaticContext
@@ -602,7 +602,7 @@ def check_source(
             traced = [
                 _noted(_named(d, c), project.untraced_policies(s, context)) if c is not None else d
                 for d, s, c in named
-                if c is not None or d.code in _RUN_FAILURES  # a failed run says nothing about a dtype
+                if c is not None or d.code in (engine_code("run_failed"), engine_code("cannot_trace"))  # no dtype claim
             ]
         raw = merge_passes(static_after_trace(raw, verdicts or {}), traced)
         passes = "S" if verdicts is None else "ST"  # no trace rule ran: their suppressions may be needed later
@@ -690,9 +690,6 @@ def _named(d: Diagnostic, context: PolicyContext) -> Diagnostic:
         if named is not None:
             message = d.message.replace(named, f"{named[:-1]}, {context.set_in()})", 1)
     return replace(d, message=message, context=context.for_diagnostic())
-
-
-_RUN_FAILURES = ("MP001", "MP003")  # the run raised or could not run: kept where no context names it
 
 
 def _noted(d: Diagnostic, note: str | None) -> Diagnostic:
