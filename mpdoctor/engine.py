@@ -34,11 +34,11 @@ from mpdoctor.project import target as targets_module
 from mpdoctor.project.evidence import ModulesKeras
 from mpdoctor.project.layout import not_model_code
 from mpdoctor.reads import not_regular
-from mpdoctor.registry import get_rule, hooks, implemented_codes, static_checks
+from mpdoctor.registry import engine_code, get_rule, hooks, implemented_codes, static_checks
 from mpdoctor.sources import read_source
 from mpdoctor.spellings import Spellings
 from mpdoctor.static.context import StaticContext
-from mpdoctor.static.policy_context import MODULE_SCOPE, FileContexts, PolicyContext
+from mpdoctor.static.policy_context import FileContexts, PolicyContext, scopes_at
 from mpdoctor.static.semantic import Settings
 from mpdoctor.suppress import find_suppressions, is_suppressed
 
@@ -235,7 +235,7 @@ def _check_paths(
         except (OSError, UnicodeDecodeError, SyntaxError) as exc:
             report.errors.append(FileError(shown, f"cannot read file: {_reason(exc)}", kind="io"))
             continue
-        project = projects.contexts_for(path) if notebook is None else None
+        project = projects.contexts_for(path)  # a notebook too: an entry point, its cells joined as analysed
         if project is not None:
             report.contexts[shown] = project
         options: FileOptions = {"project": project, "tree": shared[1] if shared else None}
@@ -597,8 +597,14 @@ def check_source(
         traced, verdicts = trace_diagnostics(
             path or shown, shown, text, tree, config, settings, trace, traces, run_from, context, elsewhere
         )
-        if context is not None:  # everything the run saw, it saw under the project's policy
-            traced = [_named(d, context) for d in traced]
+        if project is not None and context is not None:  # named with the contexts that reach each finding's code
+            scopes = [_scopes_of(d, shown, tree) for d in traced]
+            named = [(d, s, project.traced_finding_context(s, context)) for d, s in zip(traced, scopes, strict=True)]
+            traced = [
+                _noted(_named(d, c), project.untraced_policies(s, context)) if c is not None else d
+                for d, s, c in named
+                if c is not None or d.code in (engine_code("run_failed"), engine_code("cannot_trace"))  # no dtype claim
+            ]
         raw = merge_passes(static_after_trace(raw, verdicts or {}), traced)
         passes = "S" if verdicts is None else "ST"  # no trace rule ran: their suppressions may be needed later
     return finish(raw, text, shown, config, ran_passes=passes), internal
@@ -694,27 +700,13 @@ def _named(d: Diagnostic, context: PolicyContext) -> Diagnostic:
     return replace(d, message=message, context=context.for_diagnostic())
 
 
-def scopes_at(tree: ast.Module, line: int) -> list[str]:
-    """Qualnames of the functions and classes around `line`, innermost first, then the module's (MODULE_SCOPE)."""
-    found: list[str] = []
-    body, prefix = tree.body, ""
-    while True:
-        inner = next(
-            (
-                n
-                for n in body
-                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                and n.lineno <= line <= (n.end_lineno or n.lineno)
-            ),
-            None,
-        )
-        if inner is None:
-            break
-        name = prefix + inner.name
-        found.append(name)
-        body = inner.body
-        prefix = f"{name}." if isinstance(inner, ast.ClassDef) else f"{name}.<locals>."
-    return [*reversed(found), MODULE_SCOPE]
+def _noted(d: Diagnostic, note: str | None) -> Diagnostic:
+    return replace(d, notes=(*d.notes, note)) if note else d
+
+
+def _scopes_of(d: Diagnostic, shown: str, tree: ast.Module) -> list[str] | None:
+    """The scopes around a finding of the checked file (None: it points into another file)."""
+    return scopes_at(tree, d.location.line) if d.location.path == shown else None
 
 
 def static_after_trace(static: list[Diagnostic], verdicts: Verdicts) -> list[Diagnostic]:

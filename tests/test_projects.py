@@ -26,23 +26,37 @@ from mpdoctor.facts.trace_request import NumericsRequest
 from mpdoctor.project import discovery
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
-NAMES = ("two_files", "flag_choices", "registry", "unreached", "keras_spellings")
+NAMES = ("two_files", "flag_choices", "registry", "unreached", "keras_spellings", "two_entries", "policy_helpers")
 CODES = {"MP401", "MP403"}
 _EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>MP\d{3}(?:\s*,\s*MP\d{3})*)")
 
 
 def expected(project: Path) -> set[tuple[str, int, str]]:
+    """(path, line, code) of the markers; a notebook's path carries the cell: `nb.ipynb cell 3`."""
+    from mpdoctor.notebook import read_notebook
+
     found = set()
-    for path in sorted(project.rglob("*.py")):
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for path in sorted([*project.rglob("*.py"), *project.rglob("*.ipynb")]):
+        lines = path.read_text().splitlines()
+        cells = [(None, n) for n in range(1, len(lines) + 1)]
+        if path.suffix == ".ipynb":
+            notebook = read_notebook(path)
+            lines, cells = notebook.source.splitlines(), list(notebook.line_map)
+        for (cell, number), line in zip(cells, lines, strict=False):
             if m := _EXPECT.search(line):
-                found |= {(path.relative_to(project).as_posix(), number, c.strip()) for c in m["codes"].split(",")}
+                where = path.relative_to(project).as_posix() + (f" cell {cell}" if cell is not None else "")
+                found |= {(where, number, c.strip()) for c in m["codes"].split(",")}
     return found
 
 
 def reported(project: Path, report) -> set[tuple[str, int, str]]:
     return {
-        (Path(d.location.path).resolve().relative_to(project.resolve()).as_posix(), d.location.line, d.code)
+        (
+            Path(d.location.path).resolve().relative_to(project.resolve()).as_posix()
+            + (f" cell {d.location.cell}" if d.location.cell is not None else ""),
+            d.location.line,
+            d.code,
+        )
         for d in report.diagnostics
         if d.code in CODES
     }
@@ -362,6 +376,34 @@ def test_cli_show_contexts_and_verbose(capsys):
     assert code == 1 and "1 entry point(s) that set a policy" in captured.err
 
 
+def test_show_contexts_follows_callbacks_policy_helpers_and_side_effect_imports(capsys):
+    """Issue 31: a policy set in a function a project driver calls back, by the package's own helper (from a config
+    value, past its `if precision is None:` branches), and at import of a module a notebook imports; not through a
+    function handed over but never called, a helper never called, nor a helper that sets float32."""
+    from mpdoctor.cli import main
+
+    assert main(["check", "--show-contexts", str(PROJECTS / "policy_helpers")]) == 0
+    out = capsys.readouterr().out
+    builders: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        if not line.startswith(" "):
+            builders[line.split()[1]] = []
+        else:
+            policy, _, rest = line.strip().partition("  ")
+            origin = re.sub(r"\S*/", "", rest.strip().split(":", 1)[0])  # `set in callback.py`
+            builders[list(builders)[-1]].append(f"{policy} {origin}")
+    assert builders == {
+        "build_callback": ["mixed_float16 set in callback.py"],
+        "load": ["mixed_bfloat16 set in precision.py"],
+        "load_float32": ["float32 set in precision.py"],
+        "build_side": ["mixed_float16 set in amp.py"],
+    }
+    assert "side_effect.ipynb cell 3:1 models.build_side()" in out
+    assert " when " not in out  # config["precision"] is one item, not a condition on its key
+    # a route that starts in the helper says which entry point it comes from
+    assert re.search(r"set in \S*pkg/precision\.py:14 \(entry point \S*helper\.py\): ", out)
+
+
 def test_fix_keeps_the_project_context(tmp_path):
     project = shutil.copytree(PROJECTS / "two_files", tmp_path / "two_files")
     from mpdoctor.cli import main
@@ -425,6 +467,30 @@ def test_ground_truth_keras_spellings():
     assert has_nan(run_entry(project, "train_keras3.py", "--amp"))
     assert [row[0] for row in run_entry(project, "train_keras2.py", "--fp16", legacy=True)] == [1.0, 1.0]
     assert all(row[0] < 1.0 for row in run_entry(project, "train_keras2.py", legacy=True))
+
+
+@tf_needed
+def test_ground_truth_two_entries_each_builder_is_float16_only_from_its_own_entry_points():
+    project = PROJECTS / "two_entries"
+    assert run_entry(project, "train_onset.py", "--amp") == {
+        "build_reference": "float32",
+        "build_onset": "float16",
+        "build_shared": "float16",
+    }
+    assert run_entry(project, "train_arrow.py", "--amp") == {"build_arrow": "float16", "build_shared": "float16"}
+    assert run_entry(project, "train_tpu.py") == {"build_shared": "bfloat16"}
+
+
+@tf_needed
+def test_ground_truth_policy_helpers():
+    project = PROJECTS / "policy_helpers"
+    assert run_entry(project, "callback.py") == {"build_callback": "float16"}
+    assert run_entry(project, "helper.py") == {"load_float32": "float32", "load": "bfloat16"}
+    from mpdoctor.notebook import read_notebook
+
+    cells = read_notebook(project / "side_effect.ipynb").source  # the notebook's code cells, in order
+    assert run_entry(project, "-c", cells) == {"build_side": "float16", "head": "float16"}
+    assert run_entry(project, "late_import.py") == {"early": "float32"}
 
 
 # ------------------------------------------------------------------------------------------------ the trace
@@ -571,3 +637,48 @@ def test_mp101_follows_the_order_of_calls_across_modules(tmp_path):
 def test_ground_truth_call_order_trains_in_float32_unless_the_policy_comes_first(tmp_path):
     assert call_order_run(PROJECTS / "call_order") == "compute dtype: float32"
     assert call_order_run(policy_first(tmp_path)) == "compute dtype: float16"
+
+
+@tf_needed
+def test_trace_names_the_entry_point_that_reaches_each_builder():
+    """Issue 31: the trace builds every builder of models/heads.py under one policy; each finding names the policy
+    line of the entry points that reach its own builder (both, for the shared one; the bfloat16 one in a note), and
+    the builder reached only before any policy is set (float32 when run) gets nothing."""
+    report = traced(PROJECTS / "two_entries" / "models" / "heads.py", legacy=False)
+    found = {d.location.line: d for d in report.diagnostics if d.code == "MP401"}
+    assert sorted(found) == [8, 12, 16]
+    assert all("trace" in d.passes for d in found.values())
+    onset, arrow = "train_onset.py:20 when --amp is given", "train_arrow.py:19 when --amp is given"
+    origins = {line: re.findall(r"[\w/]+\.py:\d+ when --amp is given", d.message) for line, d in found.items()}
+    assert {line: [o.rsplit("/", 1)[-1] for o in found] for line, found in origins.items()} == {
+        8: [onset],
+        12: [arrow],
+        16: [arrow, onset],
+    }
+    assert found[8].context is not None and (found[8].context.set_at or "").endswith("/train_onset.py:20")
+    # train_tpu.py runs the shared builder under mixed_bfloat16: said, not named as the trace's policy
+    [note] = found[16].notes
+    assert "also run this code under mixed_bfloat16, set in " in note and "train_tpu.py:17" in note
+    assert not found[8].notes and not found[12].notes
+
+
+@tf_needed
+def test_trace_of_a_module_whose_builders_are_reached_in_different_ways():
+    """Issue 31: each trace finding of pkg/models.py names the policy line that reaches its builder; the builder
+    only a never-called callback reaches, and the one the helper runs in float32, get nothing (ground truth:
+    test_ground_truth_policy_helpers)."""
+    report = traced(PROJECTS / "policy_helpers" / "pkg" / "models.py", legacy=False)
+    found = {d.location.line: d.message for d in report.diagnostics if d.code == "MP401"}
+    assert sorted(found) == [9, 18, 27]
+    assert "callback.py:18)" in found[9] and "pkg/amp.py:5)" in found[27]
+
+
+@tf_needed
+def test_trace_keeps_a_failed_import_of_a_library_module_imported_before_the_policy(tmp_path):
+    """Issue 31: heads.py is imported before any policy is set; an import that fails there says nothing about a
+    dtype and stays reported (the MP003 "not traced" info, or MP001 with --strict-imports)."""
+    project = shutil.copytree(PROJECTS / "two_entries", tmp_path / "two_entries")
+    heads = project / "models" / "heads.py"
+    heads.write_text(heads.read_text().replace("import keras\n", "import keras\nimport not_installed_here_xyz\n", 1))
+    report = traced(heads, legacy=False)
+    assert [d.code for d in report.diagnostics if d.location.line == 5] in (["MP003"], ["MP001"])

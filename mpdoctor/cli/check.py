@@ -602,7 +602,7 @@ def _show_targets(paths: list[Path], config) -> int:
 
 def show_contexts(paths: list[Path], config, *, verbose: bool = False, stream=None) -> int:
     """`check --show-contexts`: every model builder the project analysis reached, with its policy contexts."""
-    from mpdoctor.engine import analyse_projects, collect_files
+    from mpdoctor.engine import analyse_projects, collect_files, display_path
 
     stream = stream or sys.stdout
     files, errors, skipped = collect_files(paths, config)
@@ -621,6 +621,9 @@ def show_contexts(paths: list[Path], config, *, verbose: bool = False, stream=No
         width = max(len(c.policy or "unknown") for c in builder.contexts)
         for context in builder.contexts:
             how = context.describe().split(", ", 1)[-1] if context.origin else "no policy set"
+            entry = display_path(Path(context.entry)) if context.entry else ""
+            if entry and f"{entry}:" not in context.route() and f"{entry} cell" not in context.route():
+                how += f" (entry point {entry})"  # the route starts in the helper or module that set it
             line = f"    {(context.policy or 'unknown').ljust(width)}  {how}: {context.route()}"
             stream.write(escape_controls(line) + "\n")
     if not builders:

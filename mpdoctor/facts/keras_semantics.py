@@ -138,6 +138,19 @@ def model_factory(name: str | None) -> str | None:
     return None
 
 
+# keras-hub / keras-nlp / keras-cv preset classes that make no model: what a model's input goes through
+_PRESET_NON_MODELS = ("Preprocessor", "Tokenizer", "ImageConverter", "AudioConverter", "Converter")
+
+
+def builds_model(name: str | None) -> bool:
+    """A call that makes a whole model under the global policy then in force (`model_factory` 'built'), a preset
+    preprocessor or tokenizer excluded (`GemmaCausalLMPreprocessor.from_preset` builds no layer of the model)."""
+    if model_factory(name) != "built":
+        return False
+    receiver = (name or "").rpartition(".")[0].rpartition(".")[2]
+    return not receiver.endswith(_PRESET_NON_MODELS)
+
+
 LAMBDA = "keras.layers.Lambda"
 
 

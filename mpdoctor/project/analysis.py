@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from mpdoctor.facts.keras_semantics import builds_model
 from mpdoctor.project.discovery import ModuleResolver, ProjectFiles, is_test_module
 from mpdoctor.project.evaluation import Evaluator
 from mpdoctor.project.modules import ClassInfo, FunctionInfo, ModuleInfo, ModuleLoader, import_bindings
@@ -112,6 +113,7 @@ class Reach:
     across_modules: bool = False  # reached by a call from another module (the per-file pass cannot see that)
     builds: bool = False  # constructs Keras layers or models (a "builder", for --show-contexts)
     built_arguments: dict[str, Built] = field(default_factory=dict)  # parameters given a model built by a caller
+    built_under: dict[tuple, PolicyContext] = field(default_factory=dict)  # contexts in force where it builds
 
 
 class Analysis:
@@ -131,7 +133,7 @@ class Analysis:
         self._noted: set[tuple] = set()
         self._memo: dict[tuple, State] = {}
         self._active: set[int] = set()
-        self._imported: dict[str, set[tuple]] = {}
+        self._imported: dict[str, dict[frozenset, State]] = {}
         self.budget = _BUDGET
 
     # ---------------------------------------------------------------- entry points
@@ -141,7 +143,7 @@ class Analysis:
             module = self.modules.get(path)
             if module is None:
                 continue
-            entry = Step(module.shown, 1, "entry point")
+            entry = module.step(1, "entry point")
             state = (PolicyContext("float32", None, "", (entry,), 0, path),)
             after = _drive(self._run_module(module, state))
             if is_test_module(path, self.files.root):
@@ -158,24 +160,37 @@ class Analysis:
                 tests += [m for method, m in cls.methods.items() if method.startswith("test")]
         frame = Frame(module, None, {})
         for test in tests:
-            step = Step(module.shown, test.node.lineno, f"pytest runs {test.qualname}()")
+            step = module.step(test.node.lineno, f"pytest runs {test.qualname}()")
             yield self.enter(test, None, state, frame, bound={}, step=step)
         return state
 
     def _run_module(self, module: ModuleInfo, state: State) -> Walk | State:
-        key = (id(module), frozenset(c.key for c in state))
-        done = self._imported.setdefault(module.path, set())
-        if key in done or id(module) in self._active:
+        """A module's top level run under `state`, once per state: imported again under it (by another entry point,
+        which is another program), the policies its first run left in force (`import pkg.amp`)."""
+        key = frozenset(c.key for c in state)
+        done = self._imported.setdefault(module.path, {})
+        if id(module) in self._active:
             return state
-        done.add(key)
-        return self._module_body(module, state)
+        if key in done:
+            return self._back_from_import(done[key], state)
+        done[key] = state  # a cycle back into it meets the state it started with
+        return self._module_body(module, state, key)
 
-    def _module_body(self, module: ModuleInfo, state: State) -> Walk:
+    def _module_body(self, module: ModuleInfo, state: State, key: frozenset) -> Walk:
         self._active.add(id(module))
         try:
-            return (yield self.block(module.tree.body, state, Frame(module, None, {})))
+            after = yield self.block(module.tree.body, state, Frame(module, None, {}))
         finally:
             self._active.discard(id(module))
+        self._imported[module.path][key] = after
+        return after
+
+    @staticmethod
+    def _back_from_import(after: State, state: State) -> State:
+        """The importer's own contexts where the import left them (their paths are its own), the module's new ones."""
+        mine = {c.key: c for c in state}
+        entry = state[0].entry if state else ""
+        return _unique(mine.get(c.key) or replace(c, entry=entry) for c in after)
 
     # ---------------------------------------------------------------- statements
 
@@ -247,6 +262,9 @@ class Analysis:
         if _is_main_guard(stmt.test):
             return (yield self.block(stmt.body, state, frame))
         state = yield self.expression(stmt.test, state, frame)
+        known = self.evaluator.none_test(stmt.test, frame)
+        if known is not None:  # `if precision is None:` with `precision` a known string: one branch runs
+            return (yield self.block(stmt.body if known else stmt.orelse, state, frame))
         condition = self.evaluator.condition(stmt.test, frame)
         return (
             yield self.branches(
@@ -314,7 +332,25 @@ class Analysis:
                 frame.env[local] = self.evaluator.import_value(frame.module, node, alias, 0)
         loaded = [self.modules.get(path) for path in self._imported_paths(frame.module, stmt)]
         modules = [module for module in loaded if module is not None and module is not frame.module]
-        return self._run_modules(modules, state) if modules else state
+        if not modules:
+            return state
+        return (
+            self._run_modules(modules, state)
+            if frame.function is not None
+            else self._top_import(modules, stmt, state, frame)
+        )
+
+    def _top_import(self, modules: list[ModuleInfo], stmt: ast.stmt, state: State, frame: Frame) -> Walk:
+        """A module-level import of a module that sets a policy when imported (`import pkg.amp`): the importer's
+        own top-level code runs under that policy (its per-file pass sees no policy call). Only for an import in
+        the module's prologue: the per-file pass applies it to the whole module, and code before a later import
+        runs without it."""
+        after = yield self._run_modules(modules, state)
+        before = {c.key for c in state}
+        added = tuple(c for c in after if c.key not in before)
+        if added and _in_prologue(frame.module.tree, stmt):
+            self.record(frame.module, MODULE_SCOPE, frame.module.tree, added, across=True)
+        return after
 
     def _run_modules(self, modules: list[ModuleInfo], state: State) -> Walk:
         for module in modules:
@@ -358,8 +394,8 @@ class Analysis:
         name = frame.import_map.resolve(call.func)
         if name in POLICY_SETTERS:
             return self.set_policy(call, name, state, frame)
-        if name and name.startswith(("keras.", "hub.")):
-            self._note_builder(name, frame)
+        if name and (name.startswith(("keras.", "hub.")) or builds_model(name)):
+            self._note_builder(name, frame, state)
             return self._callbacks(call, state, frame)
         targets = [t for t in self.evaluator.value(call.func, frame) if isinstance(t, (Func, Cls))]
         if not targets:
@@ -394,11 +430,14 @@ class Analysis:
             state = yield self.enter(fn, call, state, frame)
         return state
 
-    def _note_builder(self, name: str, frame: Frame) -> None:
+    def _note_builder(self, name: str, frame: Frame, state: State) -> None:
+        """A call that builds Keras layers or a model (a preset too) makes its function a builder, and the contexts
+        in force here the ones its model is built under (a policy its own helper set before included)."""
         last = name.rsplit(".", 1)[-1]
         if frame.function is None or not (
             name.startswith(("keras.layers.", "keras.applications.", "hub.KerasLayer"))
             or last in ("Sequential", "Model")
+            or builds_model(name)
         ):
             return
         if name.startswith("keras.layers.") and not last[:1].isupper():
@@ -406,6 +445,8 @@ class Analysis:
         reach = self.reached.get((frame.module.path, frame.function.qualname))
         if reach is not None:
             reach.builds = True
+            for context in state:
+                reach.built_under.setdefault(context.key, context)
 
     def set_policy(self, call: ast.Call, name: str, state: State, frame: Frame) -> State:
         arg = call.args[0] if call.args else (call.keywords[0].value if call.keywords else None)
@@ -414,7 +455,7 @@ class Analysis:
         origin_text = f"{name.rsplit('.', 1)[-1]}({source_segment(arg, 40) if arg is not None else ''})"
         if frame.function is not None:
             origin_text += f" in {frame.function.qualname}()"
-        origin = Step(frame.module.shown, call.lineno, origin_text)
+        origin = frame.module.step(call.lineno, origin_text)
         entry = state[0].entry if state else ""
         return _unique(
             PolicyContext(value.policy, origin, join_conditions(branch, value.condition), (origin,), 1, entry)
@@ -433,7 +474,7 @@ class Analysis:
         """Interpret `fn` as called at `call` under `state`; the state after it returns."""
         if frame.depth >= _MAX_DEPTH or self.budget <= 0:
             return state
-        step = step or Step(frame.module.shown, call.lineno, f"{source_segment(call.func, 50)}()")
+        step = step or frame.module.step(call.lineno, f"{source_segment(call.func, 50)}()")
         across = fn.module is not frame.module
         inner = tuple(c.then(step) for c in state)
         self.record(fn.module, fn.qualname, fn.node, inner, across)
@@ -463,7 +504,7 @@ class Analysis:
     def construct(self, cls: ClassInfo, call: ast.Call, state: State, frame: Frame) -> Walk:
         """`Net(...)`: the class is reached (its methods run with the policy at construction), its `__init__` (or
         an inherited one) runs now; a Keras layer's `build` and `call` run later under the same policy."""
-        step = Step(frame.module.shown, call.lineno, f"{source_segment(call.func, 50)}()")
+        step = frame.module.step(call.lineno, f"{source_segment(call.func, 50)}()")
         across = cls.module is not frame.module
         self.record(cls.module, cls.qualname, cls.node, tuple(c.then(step) for c in state), across)
         if self.evaluator.is_keras_class(cls):
@@ -536,6 +577,19 @@ def _is_main_guard(test: ast.AST) -> bool:
     )
 
 
+def _in_prologue(tree: ast.Module, stmt: ast.stmt) -> bool:
+    """Only imports, docstrings and assignments of literals (`os.environ["KERAS_BACKEND"] = "jax"`) come before the
+    top-level statement holding `stmt`."""
+    for top in tree.body:
+        if top.lineno <= stmt.lineno <= (top.end_lineno or top.lineno):
+            return True
+        literal = isinstance(top, (ast.Assign, ast.AnnAssign)) and isinstance(top.value, ast.Constant)
+        docstring = isinstance(top, ast.Expr) and isinstance(top.value, ast.Constant)
+        if not (isinstance(top, (ast.Import, ast.ImportFrom)) or literal or docstring):
+            return False
+    return False
+
+
 def _env_key(env: dict[str, Values]) -> frozenset:
     return frozenset((name, values) for name, values in env.items())
 
@@ -606,22 +660,42 @@ def analyse(files: ProjectFiles, checked: set[str], shown: Callable[[str], str])
     analysis.run()
     contexts: dict[str, FileContexts] = {}
     builders = []
+    scopes = {key: _scope_contexts(reach) for key, reach in analysis.reached.items()}
     for (path, qualname), reach in analysis.reached.items():
-        ordered = tuple(sorted(reach.contexts.values(), key=_context_order))
+        ordered = scopes[(path, qualname)]
         if reach.builds:
             line = getattr(reach.node, "lineno", 1)
-            builders.append(Builder(reach.module.shown, line, qualname, ordered, reach.across_modules))
+            built = tuple(sorted(reach.built_under.values(), key=_context_order)) or ordered
+            builders.append(Builder(reach.module.shown, line, qualname, built, reach.across_modules))
         if reach.across_modules:
             file = contexts.setdefault(path, FileContexts(sets_policy=path in files.setters))
             file.scopes[qualname] = ordered
-            for name, built in reach.built_arguments.items():
-                file.built_arguments[(qualname, name)] = (built.where, built.policies)
+            for name, argument in reach.built_arguments.items():
+                file.built_arguments[(qualname, name)] = (argument.where, argument.policies)
+    for (path, qualname), ordered in scopes.items():
+        if path in contexts:
+            contexts[path].reached[qualname] = ordered
     classes = {(b.shown, b.qualname) for b in builders}
     # A constructed class is listed once: its __init__/build/call run under the same contexts.
     builders = [b for b in builders if (b.shown, b.qualname.rpartition(".")[0]) not in classes]
     builders.sort(key=lambda b: (b.shown, b.line, b.qualname))
     parsed = sum(1 for m in analysis.modules.loaded.values() if m is not None)
     return Project(files.root, contexts, builders, analysis.notes, analysis.sources, parsed, len(files.entries))
+
+
+def _scope_contexts(reach: Reach) -> tuple[PolicyContext, ...]:
+    """The contexts a function runs under: those it is called under, and those a helper it calls sets before it
+    builds (`set_precision(precision)` of the project's own package; a policy call in its own body the per-file
+    pass sees itself)."""
+    found = dict(reach.contexts)
+    node = reach.node
+    first, last = getattr(node, "lineno", 0), getattr(node, "end_lineno", 0) or 0
+    for key, context in reach.built_under.items():
+        origin = context.origin
+        if origin is not None and origin.file == reach.module.shown and first <= origin.line <= last:
+            continue
+        found.setdefault(key, context)
+    return tuple(sorted(found.values(), key=_context_order))
 
 
 def _context_order(context: PolicyContext) -> tuple:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.sources import read_source
 
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
@@ -89,14 +90,15 @@ class Excluder:
 
 
 def project_modules(root: str, excluded: Callable[[str], bool]) -> list[str] | None:
-    """Every .py file under `root` (absolute paths) that the configuration does not exclude (None when there are
-    too many to be a project)."""
+    """Every .py file under `root` (absolute paths) that the configuration does not exclude, and every notebook
+    (an entry point: it runs the project's modules, nothing imports it); None when there are too many to be a
+    project."""
     found: list[str] = []
     for directory, dirs, names in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not excluded(os.path.join(directory, d)))
         found += [
             path
-            for path in (os.path.join(directory, n) for n in sorted(names) if n.endswith(".py"))
+            for path in (os.path.join(directory, n) for n in sorted(names) if n.endswith((".py", ".ipynb")))
             if not excluded(path)
         ]
         if len(found) > _MAX_FILES:
@@ -111,8 +113,8 @@ def scan(path: str, mtime_ns: int, size: int) -> Scan | None:
     if cached is not None and cached[:2] == (mtime_ns, size):
         return cached[2]
     try:
-        text = read_source(path)
-    except (OSError, UnicodeDecodeError, SyntaxError):
+        text = read_notebook(Path(path)).source if is_notebook(path) else read_source(path)
+    except (OSError, UnicodeDecodeError, SyntaxError, NotebookError):
         return None
     TEXTS[path] = text
     result = Scan(

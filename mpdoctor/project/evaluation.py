@@ -71,6 +71,11 @@ class Evaluator:
                 value = self.value(keyword.value, frame)
                 if value:
                     env[keyword.arg] = value
+        if not any(isinstance(a, ast.Starred) for a in call.args) and all(k.arg for k in call.keywords):
+            given = {*params[: len(call.args)], *(k.arg for k in call.keywords)}
+            for name, default in _string_defaults(fn).items():  # `precision: str = "mixed_float16"` not passed
+                if name not in given and name not in env:
+                    env[name] = self.value(default, frame)
         return env
 
     def method(self, cls: ClassInfo, name: str, depth: int = 0) -> FunctionInfo | None:
@@ -230,7 +235,11 @@ class Evaluator:
         self, containers: Values, key: ast.AST, default: ast.AST | None, frame: Frame, depth: int
     ) -> Values:
         """`REGISTRY[key]` / `REGISTRY.get(key, default)`: every value the key may select (a policy keeps the key
-        as its condition)."""
+        as its condition); a literal key selects its own item (`config["precision"]`)."""
+        if isinstance(key, ast.Constant):
+            chosen = [v for c in containers if isinstance(c, Registry) for k, v in c.items if k == repr(key.value)]
+            if chosen:
+                return merge_values(*chosen)
         found: list[Values] = []
         flag = self.flags.get(key.attr) if isinstance(key, ast.Attribute) and flag_like(key.value) else None
         for container in containers:
@@ -307,6 +316,22 @@ class Evaluator:
 
     # ---------------------------------------------------------------- conditions
 
+    def none_test(self, test: ast.AST, frame: Frame) -> bool | None:
+        """The outcome of `x is None` / `x is not None` when every value `x` may hold is a string the analysis
+        knows (a policy name, a text): it is never None. None: not known."""
+        if not (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None
+        ):
+            return None
+        values = self.value(test.left, frame)
+        if not values or not all(isinstance(v, Text) or (isinstance(v, Pol) and v.policy) for v in values):
+            return None
+        return isinstance(test.ops[0], ast.IsNot)
+
     def condition(self, test: ast.AST, frame: Frame) -> str:
         """`when --amp is given`, `when --precision fp16 is given`, `when args.fp16 and ...`."""
         negated = False
@@ -347,6 +372,15 @@ def _returns(body: list[ast.stmt], conditions: list[str], frame: Frame, evaluato
         elif isinstance(stmt, (ast.For, ast.While, ast.With, ast.Try)):
             for block in [stmt.body, getattr(stmt, "orelse", []), *(h.body for h in getattr(stmt, "handlers", []))]:
                 yield from _returns(block, conditions, frame, evaluator)
+
+
+def _string_defaults(fn: FunctionInfo) -> dict[str, ast.Constant]:
+    """The parameters of `fn` whose default is a string literal."""
+    args = fn.node.args
+    positional = [*args.posonlyargs, *args.args]
+    pairs = [*zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)]
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+    return {a.arg: d for a, d in pairs if isinstance(d, ast.Constant) and isinstance(d.value, str)}
 
 
 def _is_static(node: ast.AST) -> bool:

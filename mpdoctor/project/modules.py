@@ -9,10 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
 from mpdoctor.project.discovery import TEXTS, ModuleResolver
 from mpdoctor.sources import read_source
 from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.names import ImportMap
+from mpdoctor.static.policy_context import Step
 
 _FLAG_ROOTS = ("FLAGS", "flags", "flags_obj", "args", "opt", "opts", "options", "cfg", "config", "params", "hparams")
 _ABSL_DEFINES = ("DEFINE_string", "DEFINE_enum", "DEFINE_bool", "DEFINE_boolean", "DEFINE_integer", "DEFINE_float")
@@ -52,11 +54,14 @@ class ClassInfo:
 class ModuleInfo:
     """One parsed module: its top-level definitions, imports and module constants (what names resolve to)."""
 
-    def __init__(self, path: str, shown: str, text: str, tree: ast.Module) -> None:
+    def __init__(
+        self, path: str, shown: str, text: str, tree: ast.Module, cells: tuple[tuple[int, int], ...] = ()
+    ) -> None:
         self.path = path
         self.shown = shown
         self.text = text
         self.tree = tree
+        self.cells = cells  # a notebook's: line of its joined code - 1 -> (cell, line in the cell)
         self.defs: dict[str, FunctionInfo | ClassInfo] = {}
         self.assigned: dict[str, list[ast.AST]] = {}
         self.import_nodes: list[ast.Import | ast.ImportFrom] = []
@@ -64,6 +69,13 @@ class ModuleInfo:
         self._index(tree.body, prefix="")
         self.imports = ImportMap(self.import_nodes)
         self.bindings = import_bindings(self.import_nodes)
+
+    def step(self, line: int, what: str) -> Step:
+        """A place in this module on a context's path (`nb.ipynb cell 3:2` in a notebook)."""
+        if self.cells and 0 < line <= len(self.cells):
+            cell, line = self.cells[line - 1]
+            return Step(f"{self.shown} cell {cell}", line, what)
+        return Step(self.shown, line, what)
 
     def _index(self, body: list[ast.stmt], prefix: str) -> None:
         for stmt in body:
@@ -218,15 +230,20 @@ class ModuleLoader:
         module = None
         if path in self.resolver.files:
             text = TEXTS.pop(path, None)  # read by this run's scan already
+            cells: tuple[tuple[int, int], ...] = ()
             try:
-                text = text if text is not None else read_source(Path(path))
-            except (OSError, UnicodeDecodeError, SyntaxError):
+                if is_notebook(path):  # an entry point: its code cells, run in order
+                    notebook = read_notebook(Path(path))
+                    text, cells = notebook.source, notebook.line_map
+                else:
+                    text = text if text is not None else read_source(Path(path))
+            except (OSError, UnicodeDecodeError, SyntaxError, NotebookError):
                 text = None
             tree = parse(text, self.shown(path)) if text is not None else None
             if tree is None and text is not None:
                 self.notes.append(f"{self.shown(path)}: does not parse: the project analysis goes around it")
             if tree is not None:
-                module = ModuleInfo(path, self.shown(path), text, tree)
+                module = ModuleInfo(path, self.shown(path), text, tree, cells)
                 if path in self.checked:
                     self.sources[path] = (text, tree)
                 if path in self.flag_files:

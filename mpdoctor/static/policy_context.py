@@ -8,7 +8,8 @@ policies; findings that exist only because of them name the context once and car
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import ast
+from dataclasses import dataclass, field, replace
 
 from mpdoctor.diagnostics import DiagnosticContext
 from mpdoctor.facts.dtypes import is_float16_compute
@@ -41,6 +42,9 @@ class PolicyContext:
     path: tuple[Step, ...] = field(default=(), compare=False)  # from the origin (or the entry) to the function
     origin_steps: int = field(default=0, compare=False)  # leading steps of `path` that lead to the origin
     entry: str = field(default="", compare=False)  # the entry point's file (absolute): where the program starts
+    # Other contexts of the same policy a finding is named with (several entry points reach its code): their origins
+    # are said too, none picked as the one
+    also: tuple[PolicyContext, ...] = field(default=(), compare=False)
 
     @property
     def key(self) -> tuple:
@@ -71,9 +75,13 @@ class PolicyContext:
         return f"under {policy}, {self.set_in()}"
 
     def set_in(self) -> str:
-        """`set in train.py:14 when --amp is given` (where the policy comes from; with an origin only)."""
+        """`set in train.py:14 when --amp is given` (where the policy comes from; with an origin only); with
+        `also`: `set in a.py:3, or in b.py:5 when --amp is given`."""
+        return "set in " + ", or in ".join(c._where() for c in (self, *self.also))
+
+    def _where(self) -> str:
         where = f"{self.origin.file}:{self.origin.line}" if self.origin else "?"
-        return f"set in {where}" + (f" {self.condition}" if self.condition else "")
+        return where + (f" {self.condition}" if self.condition else "")
 
     def route(self) -> str:
         """`train.py:14 set_global_policy("mixed_float16") -> train.py:16 build_classifier()`."""
@@ -100,6 +108,9 @@ class FileContexts:
 
     scopes: dict[str, tuple[PolicyContext, ...]] = field(default_factory=dict)
     sets_policy: bool = False  # the file sets a policy itself (the trace then runs it as it is)
+    # Every scope of the file the walk reached, from this module too (`scopes` holds those reached from another
+    # module only): which code entry points run under which contexts, for naming what the trace saw in it
+    reached: dict[str, tuple[PolicyContext, ...]] = field(default_factory=dict)
     # (qualname, parameter): a model a caller in another module built before the call, (where, its policies)
     built_arguments: dict[tuple[str, str], tuple[str, tuple[str | None, ...]]] = field(default_factory=dict)
 
@@ -112,12 +123,14 @@ class FileContexts:
 
     def context_for(self, qualnames: list[str], message: str) -> PolicyContext | None:
         """The low-precision context a finding inside the innermost of `qualnames` (innermost first) is reported
-        under: the one whose policy its message names, else the first in trace order."""
+        under: the one whose policy its message names, else the first in trace order (with the others of that
+        policy: each origin is named)."""
         for qualname in qualnames:
             low = [c for c in self.scopes.get(qualname, ()) if c.low_precision]
             if low:
                 named = [c for c in low if c.policy and c.policy in message]
-                return min(named or low, key=lambda c: (trace_order(c.policy), c.origin is None))
+                chosen = min(named or low, key=lambda c: (trace_order(c.policy), c.origin is None))
+                return _grouped([c for c in low if c.policy == chosen.policy])
         return None
 
     def trace_context(self) -> PolicyContext | None:
@@ -127,3 +140,72 @@ class FileContexts:
             return None
         low = [c for contexts in self.scopes.values() for c in contexts if c.low_precision]
         return min(low, key=lambda c: trace_order(c.policy)) if low else None
+
+    def traced_finding_context(self, qualnames: list[str] | None, traced: PolicyContext) -> PolicyContext | None:
+        """The context a trace finding is named with, the trace having run this module under `traced` (its
+        trace_context): the contexts of `traced`'s policy that reach the innermost function or class around the
+        finding the entry points reach (`qualnames`, innermost first; None: the finding is in another file), each
+        origin said when several entry points reach it. None: that function never runs under that policy (the
+        finding exists only because the trace ran the whole module under a policy meant for other code of it; a
+        function no entry point calls is checked as it is, like its static pass)."""
+        defined = [q for q in qualnames or () if q != MODULE_SCOPE]
+        if defined and defined[-1] not in self.reached:
+            return None  # a top-level function or class no entry point runs
+        for qualname in defined:
+            contexts = self.reached.get(qualname)
+            if contexts:
+                return _grouped([c for c in contexts if c.policy == traced.policy])
+        # The top level (an import that failed, a model built at import): as it was imported, else as it was run
+        imported = [c for c in self.reached.get(MODULE_SCOPE, ()) if c.policy == traced.policy]
+        module = [c for contexts in self.scopes.values() for c in contexts if c.policy == traced.policy]
+        return _grouped(imported) or _grouped(module) or traced
+
+    def untraced_policies(self, qualnames: list[str] | None, traced: PolicyContext) -> str | None:
+        """A note for a trace finding whose code entry points also run under other low-precision policies than
+        the one the trace ran it under (`mixed_bfloat16, set in b.py:5`): the run saw one of them only."""
+        for qualname in qualnames or ():
+            contexts = self.reached.get(qualname)
+            if contexts:
+                others = [c for c in contexts if c.low_precision and c.policy != traced.policy]
+                policies = sorted({c.policy for c in others if c.policy}, key=trace_order)
+                if not policies:
+                    return None
+                described = "; ".join(
+                    f"{policy}, {g.set_in()}"
+                    for policy in policies
+                    if (g := _grouped([c for c in others if c.policy == policy])) is not None
+                )
+                return f"entry points also run this code under {described}: the trace ran it under {traced.policy} only"
+        return None
+
+
+def _grouped(contexts: list[PolicyContext]) -> PolicyContext | None:
+    """The first of `contexts` (in trace order), naming the others' origins too; None for none."""
+    unique = list({c.key: c for c in contexts}.values())
+    if not unique:
+        return None
+    unique.sort(key=lambda c: (c.origin is None, str(c.origin or ""), c.condition))
+    return replace(unique[0], also=tuple(unique[1:]))
+
+
+def scopes_at(tree: ast.Module, line: int) -> list[str]:
+    """Qualnames of the functions and classes around `line`, innermost first, then the module's (MODULE_SCOPE)."""
+    found: list[str] = []
+    body, prefix = tree.body, ""
+    while True:
+        inner = next(
+            (
+                n
+                for n in body
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and n.lineno <= line <= (n.end_lineno or n.lineno)
+            ),
+            None,
+        )
+        if inner is None:
+            break
+        name = prefix + inner.name
+        found.append(name)
+        body = inner.body
+        prefix = f"{name}." if isinstance(inner, ast.ClassDef) else f"{name}.<locals>."
+    return [*reversed(found), MODULE_SCOPE]
