@@ -2,7 +2,7 @@
 repositories kept as projects (SOURCES.md), each with the entries that build a model when run as their users
 run them (expected.toml, found with --ground-truth).
 
-    python bench/real_repos.py --setup-venvs                       # per repository: a venv with its declared deps
+    python bench/real_repos.py --setup-venvs                       # per repository: a venv with its dependencies
     python bench/real_repos.py --ground-truth                      # run every entry as its user would; models built
     python bench/real_repos.py                                     # trace every repository; the table
     python bench/real_repos.py --checkout /work/main --json        # measure another mpdoctor checkout (a BEFORE column)
@@ -18,7 +18,7 @@ checked with `python -m mpdoctor check --trace --format json .` from there, once
 
 A repository is reached in an environment when one of its trace records holds a built model; an entry is reached
 when its own record does. The denominators are the repositories (and entries) that build a model when run
-(expected.toml), and, for the deps column, those whose declared dependencies all installed. Per-repository reasons
+(expected.toml), and, for the deps column, those whose dependencies all installed. Per-repository reasons
 name what stopped each missed entry (its trace record's exception, or that the file built no model on import).
 """
 
@@ -59,6 +59,7 @@ KEPT_PINS = (
 )
 CHECK_TIMEOUT = 1800
 RUN_TIMEOUT = 600
+SDIST_TIMEOUT = 180
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,12 @@ class Repo:
     repository: str
     declared: tuple[str, ...]
     entries: tuple[Entry, ...]
+    undeclared: tuple[str, ...] = ()
+
+    @property
+    def dependencies(self) -> tuple[str, ...]:
+        """What a user installs to run it: the declared dependencies and the imports it needs but does not declare."""
+        return self.declared + self.undeclared
 
     @property
     def model_entries(self) -> tuple[Entry, ...]:
@@ -111,7 +118,8 @@ def load_corpus(corpus: Path = CORPUS) -> list[Repo]:
             )
             for item in raw.get("entry", ())
         )
-        repos.append(Repo(raw["dir"], raw["repository"], tuple(raw.get("declared", ())), entries))
+        declared, undeclared = tuple(raw.get("declared", ())), tuple(raw.get("undeclared", ()))
+        repos.append(Repo(raw["dir"], raw["repository"], declared, entries, undeclared))
     return repos
 
 
@@ -131,7 +139,7 @@ def repo_python(venvs: Path, repo: Repo) -> str:
 
 def setup_venvs(venvs: Path, repos: Sequence[Repo]) -> None:
     """One venv per repository (one repository's pins must not break another's), each seeing this Python's
-    TensorFlow through a .pth file and holding the repository's declared dependencies that install on its own."""
+    TensorFlow through a .pth file and holding the repository's dependencies that install."""
     ours = subprocess.run(
         [sys.executable, "-c", "import site; print(site.getsitepackages()[0])"],
         capture_output=True,
@@ -153,15 +161,23 @@ def setup_venvs(venvs: Path, repos: Sequence[Repo]) -> None:
             [python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True, check=True
         )
         Path(site.stdout.strip(), "zz_mpdoctor_tensorflow.pth").write_text(ours.stdout.strip() + "\n")
-        installed: dict[str, bool] = {}
-        for spec in repo.declared:
-            command = [python, "-m", "pip", "install", "-q", "--prefer-binary", "-c", str(constraints), spec]
-            try:
-                installed[spec] = subprocess.run(command, capture_output=True, timeout=RUN_TIMEOUT).returncode == 0
-            except subprocess.TimeoutExpired:
-                installed[spec] = False
-            print(f"{repo.dir}: {spec}: {'installed' if installed[spec] else 'not installed'}", file=sys.stderr)
+        installed = {spec: _pip_install(python, constraints, spec) for spec in repo.dependencies}
+        for spec, done in installed.items():
+            print(f"{repo.dir}: {spec}: {'installed' if done else 'not installed'}", file=sys.stderr)
         (venv / INSTALL_LOG).write_text(json.dumps(installed, indent=1))
+
+
+def _pip_install(python: str, constraints: Path, spec: str) -> bool:
+    """A wheel if there is one; else the sdist, if it builds within SDIST_TIMEOUT (an old pin that compiles for
+    minutes, or not at all on this Python, counts as not installing)."""
+    for options, timeout in ((["--only-binary", ":all:"], RUN_TIMEOUT), ([], SDIST_TIMEOUT)):
+        command = [python, "-m", "pip", "install", "-q", *options, "-c", str(constraints), spec]
+        try:
+            if subprocess.run(command, capture_output=True, timeout=timeout).returncode == 0:
+                return True
+        except subprocess.TimeoutExpired:
+            pass
+    return False
 
 
 def read_installed(venvs: Path, repos: Sequence[Repo]) -> dict[str, dict[str, bool]]:
@@ -170,7 +186,7 @@ def read_installed(venvs: Path, repos: Sequence[Repo]) -> dict[str, dict[str, bo
 
 
 def deps_install(repo: Repo, installed: dict[str, dict[str, bool]]) -> bool:
-    return all(installed.get(repo.dir, {}).get(spec, False) for spec in repo.declared)
+    return all(installed.get(repo.dir, {}).get(spec, False) for spec in repo.dependencies)
 
 
 def has_stub_missing(python: str, checkout: Path) -> bool:
@@ -260,9 +276,10 @@ def trace_repo(python: str, checkout: Path, repo: Repo, stub: bool, timeout: int
         report: dict[str, object] = json.loads(done.stdout)
     except json.JSONDecodeError:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return Measured(
-            False, reasons={"*": f"no JSON report (exit {done.returncode}): {tail[:200]}"}, exit_code=done.returncode
-        )
+        report = {"error": f"no JSON report (exit {done.returncode}): {tail[:200]}"}
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        (keep / f"{repo.dir}.json").write_text(json.dumps({"exit": done.returncode, "report": report}))
     return judge(repo, report, done.returncode)
 
 
@@ -360,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--venvs", type=Path, default=DEFAULT_VENVS, help="the per-repository deps venvs (--setup-venvs)"
     )
     parser.add_argument(
-        "--setup-venvs", action="store_true", help="create --venvs and install the declared dependencies"
+        "--setup-venvs", action="store_true", help="create --venvs and install each repository's dependencies"
     )
     parser.add_argument("--ground-truth", action="store_true", help="run every entry as its user would (in its venv)")
     parser.add_argument("--only", action="append", default=[], help="a repository directory (repeatable)")
