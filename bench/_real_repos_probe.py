@@ -42,6 +42,8 @@ def _run_notebook(path: Path) -> str | None:
     shell.system = lambda cmd: None  # type: ignore[method-assign]
     shell.system_raw = lambda cmd: None  # type: ignore[method-assign]
     shell.getoutput = lambda cmd, split=True, depth=0: []  # type: ignore[method-assign]
+    # `%matplotlib inline` needs a kernel's GUI loop; headless, matplotlib's Agg backend stands in for it.
+    shell.enable_matplotlib = lambda gui=None: (None, None)  # type: ignore[method-assign]
     sys.path[0] = ""  # a kernel imports from its working directory, not from this script's
     cells = [cell for cell in json.loads(path.read_text())["cells"] if cell["cell_type"] == "code"]
     for number, cell in enumerate(cells, 1):

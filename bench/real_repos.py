@@ -71,6 +71,7 @@ class Entry:
     builds_model: bool
     policy: str
     outcome: str
+    built: str = ""  # "import": the model is built when the file runs top to bottom; "main": under __main__ only
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ def load_corpus(corpus: Path = CORPUS) -> list[Repo]:
                 builds_model=bool(item.get("builds_model", False)),
                 policy=item.get("policy", ""),
                 outcome=item.get("outcome", ""),
+                built=item.get("built", ""),
             )
             for item in raw.get("entry", ())
         )
@@ -224,6 +226,7 @@ def run_entry(python: str, repo: Repo, entry: Entry, scratch: Path) -> dict[str,
     env = _env(Path(os.devnull), extra)
     env["PYTHONPATH"] = os.pathsep.join(extra)
     env["MPD_PROBE_OUT"] = str(out)
+    env["MPLBACKEND"] = "Agg"
     try:
         done = subprocess.run(
             command, cwd=clone / entry.cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT
@@ -328,20 +331,24 @@ class Column:
 
 
 def fractions(repos: Sequence[Repo], column: Column, installed: dict[str, dict[str, bool]]) -> dict[str, object]:
-    pool = [
-        repo for repo in repos if repo.model_entries and (not column.only_installable or deps_install(repo, installed))
-    ]
-    entries = [(repo, entry) for repo in pool for entry in repo.model_entries]
+    """Repositories and entries reached, of those that build a model when run (for deps: and whose dependencies
+    all installed); `at_import`: the entries whose model is built when the file runs top to bottom, the ones an
+    import reaches (an entry building under `if __name__ == "__main__":` is reached only through a builder)."""
+    pool = [r for r in repos if r.model_entries and (not column.only_installable or deps_install(r, installed))]
+    entries = [(repo, entry) for repo in pool for entry in repo.model_entries if repo.dir in column.measured]
+    at_import = [(repo, entry) for repo, entry in entries if entry.built == "import"]
+
+    def reached(chosen: list[tuple[Repo, Entry]]) -> int:
+        return sum(entry.path in column.measured[repo.dir].entries_reached for repo, entry in chosen)
+
     repos_reached = sum(column.measured[repo.dir].reached for repo in pool if repo.dir in column.measured)
-    entries_reached = sum(
-        entry.path in column.measured[repo.dir].entries_reached
-        for repo, entry in entries
-        if repo.dir in column.measured
-    )
     failing = sum(column.measured[repo.dir].exit_code not in (0, 1) for repo in repos if repo.dir in column.measured)
+    gate = sum(column.measured[repo.dir].exit_code != 0 for repo in repos if repo.dir in column.measured)
     return {
         "repos": f"{repos_reached}/{len(pool)}",
-        "entries": f"{entries_reached}/{len(entries)}",
+        "entries": f"{reached(entries)}/{len(entries)}",
+        "entries_at_import": f"{reached(at_import)}/{len(at_import)}",
+        "gate_failed": gate,
         "exit_2_or_crash": failing,
     }
 

@@ -50,6 +50,7 @@ def test_at_least_twenty_repositories_each_with_sources_licence_and_ground_truth
             assert (CORPUS / repo.dir / entry.cwd).is_dir(), f"{repo.dir}: {entry.cwd}"
             assert entry.outcome, f"{repo.dir}: {entry.path} has no recorded outcome (run --ground-truth)"
             assert not entry.builds_model or entry.policy, f"{repo.dir}: {entry.path} builds a model under no policy"
+            assert entry.built in ("import", "main"), f"{repo.dir}: {entry.path}"
 
 
 def test_most_repositories_have_an_entry_that_builds_a_model_when_run() -> None:
@@ -114,7 +115,13 @@ def test_judge_counts_an_entry_reached_only_by_its_own_record() -> None:
         "nb.ipynb": "importing the file raised X",
     }
     column = real_repos.Column("bare", {repo.dir: measured})
-    assert real_repos.fractions([repo], column, {}) == {"repos": "1/1", "entries": "0/2", "exit_2_or_crash": 0}
+    assert real_repos.fractions([repo], column, {}) == {
+        "repos": "1/1",
+        "entries": "0/2",
+        "entries_at_import": "0/0",
+        "gate_failed": 0,
+        "exit_2_or_crash": 0,
+    }
     # the deps column counts only repositories whose declared dependencies all installed
     declared = real_repos.Repo(repo.dir, repo.repository, ("wandb",), repo.entries)
     deps = real_repos.Column("deps", {repo.dir: measured}, only_installable=True)
