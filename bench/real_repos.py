@@ -354,7 +354,7 @@ def fractions(repos: Sequence[Repo], column: Column, installed: dict[str, dict[s
 
 
 def print_table(repos: Sequence[Repo], columns: Sequence[Column], installed: dict[str, dict[str, bool]]) -> None:
-    header = f"{'repository':46} {'deps':5} " + " ".join(f"{column.name:>8}" for column in columns)
+    header = f"{'repository':46} {'installs':8} " + " ".join(f"{column.name:>8}" for column in columns)
     print(header)
     for repo in repos:
         cells = []
@@ -364,7 +364,7 @@ def print_table(repos: Sequence[Repo], columns: Sequence[Column], installed: dic
                 f"{'-' if measured is None else f'{len(measured.entries_reached)}/{len(repo.model_entries)}':>8}"
             )
         deps = "all" if deps_install(repo, installed) else "no"
-        print(f"{repo.dir:46} {deps:5} " + " ".join(cells))
+        print(f"{repo.dir:46} {deps:8} " + " ".join(cells))
     for column in columns:
         print(f"{column.name}: {json.dumps(fractions(repos, column, installed))}")
     print("\nreasons for misses:")
