@@ -24,7 +24,10 @@ def unet_mini(classes):
     return keras.Model(inputs, outputs)
 """
 
-CELLS = ["import keras\nimport numpy as np\nfrom segkit import unet_mini", "model = unet_mini(2)\nmodel.compile('adam', 'mse')"]
+CELLS = [
+    "import keras\nimport numpy as np\nfrom segkit import unet_mini",
+    "model = unet_mini(2)\nmodel.compile('adam', 'mse')",
+]
 
 
 def test_a_notebook_in_a_subdirectory_imports_the_projects_package(tmp_path, tensorflow):
