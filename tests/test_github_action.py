@@ -4,9 +4,11 @@ The install step builds a fresh virtualenv (pip, no TensorFlow): slow."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import venv
@@ -284,3 +286,48 @@ def test_the_ci_snippets_pass_the_baseline_only_once_it_exists(tmp_path, mpdocto
         after = subprocess.run([shell, "-ec", line], cwd=project, env=env, capture_output=True, text=True)
         assert after.returncode == 0, line + "\n" + after.stderr
         assert after.stderr == f"mpdoctor: wrote {written}: no problems in 1 file\n"
+
+
+REAL_REPO = ROOT / "tests" / "data" / "real_repos" / "sayakpaul__ConvNeXt-TF"
+
+
+@pytest.mark.slow
+def test_the_ci_snippet_and_the_action_pass_on_a_repository_whose_other_dependencies_are_missing(
+    tmp_path, mpdoctor_on_path, tensorflow
+):
+    """Issue 31: the README's CI command, as printed, and the action's check step (a push: the trace runs) on a real
+    repository (tests/data/real_repos) in an environment holding only mpdoctor and TensorFlow: torch, timm and
+    ml_collections are not installed. The environment is not the code's fault: exit 0, an MP003 info for the file
+    the trace could not import (convert.py, naming torch), and the model the rest of the project builds is traced."""
+    for module in ("torch", "timm", "ml_collections"):
+        if importlib.util.find_spec(module) is not None:
+            pytest.skip(f"{module} is installed here")
+    project = tmp_path / "ConvNeXt-TF"
+    shutil.copytree(REAL_REPO, project)
+    (project / ".git").mkdir()
+    github = ci_check_lines()[0]  # the README's GitHub Actions job
+    assert "-o mpdoctor.sarif" in github
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = os.pathsep.join([mpdoctor_on_path, env["PATH"]])
+    printed = subprocess.run(["bash", "-ec", github], cwd=project, env=env, capture_output=True, text=True, timeout=900)
+    assert printed.returncode == 0, printed.stdout + printed.stderr
+    [result] = json.loads((project / "mpdoctor.sarif").read_text())["runs"][0]["results"]
+    assert result["ruleId"] == "MP003" and result["level"] == "note", result
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "convert.py"
+    assert "not traced: `torch` is not installed here" in result["message"]["text"]
+    assert printed.stderr.endswith("mpdoctor: wrote mpdoctor.sarif: 1 problem in 4 files\n"), printed.stderr
+    # The model of models/convnext_tf.py was traced: the JSON report holds it.
+    traced = subprocess.run(
+        ["mpdoctor", "check", "--format", "json", "."],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    models = {t["path"]: [m["how"] for m in t["models"]] for t in json.loads(traced.stdout)["traces"]}
+    assert models["models/convnext_tf.py"] == ["get_convnext_model()"], models
+    context = {**PUSH, "github.repository": "org/project", "steps.passes.outputs.flag": "", "inputs": {"sarif": "true"}}
+    checked, _ = run_step("mpdoctor check", context, project, (mpdoctor_on_path,))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stderr.endswith("mpdoctor: wrote mpdoctor.sarif: 1 problem in 4 files\n"), checked.stderr

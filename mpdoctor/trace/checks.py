@@ -22,7 +22,7 @@ from mpdoctor.crash_causes import caused_by_static
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.facts.schema import ExceptionRecord, Facts, TraceSummary
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
-from mpdoctor.project.layout import is_installed, is_own_module, layout_of
+from mpdoctor.project.layout import ImportLayout, is_installed, is_own_module, layout_of
 from mpdoctor.registry import hooks, verdict_of
 from mpdoctor.sources import read_source
 from mpdoctor.static.policy_context import PolicyContext
@@ -79,7 +79,7 @@ def trace_diagnostics(
         search_path=_search_path(context),
         plan=getattr(options, "plan", None),
         step_check=getattr(options, "step_check", None),
-        layout=None if is_notebook(path) else layout_of(path),
+        layout=_import_layout(path),
         stub_missing=config.stub_missing,
     )
     ctx = TraceContext(path, shown, text, tree, settings)
@@ -282,3 +282,11 @@ def _explained(exception: ExceptionRecord, facts: Facts, found: list[Diagnostic]
     if verdict and any(d.code == verdict.code for d in found):
         return True
     return any(hook.fn(exception, facts, found) for hook in hooks("explains"))
+
+
+def _import_layout(path: str) -> ImportLayout:
+    """How the project imports the file. A notebook is run from its source, never imported by a dotted name, but
+    its kernel sees the project as a script does (started in the project, or after `pip install -e .`): a notebook
+    under examples/ imports the project's package (issue 31: segmentation_models, keras_unet, bert)."""
+    layout = layout_of(path)
+    return replace(layout, module=None) if is_notebook(path) else layout

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import sys
 
 from mpdoctor.facts.keras_semantics import sublayers
 from mpdoctor.facts.schema import Facts
@@ -95,6 +96,8 @@ class _Search:
 
     def call_builders(self) -> None:
         names = _builder_names(self.module)
+        if names:
+            _parse_absl_flags()
         with _NestedBuilderCalls(self.module, names) as nested_calls:
             for name in names:
                 self.call(name, fresh_names=True)
@@ -113,6 +116,19 @@ class _Search:
                 record = recorder.layers.get(str(id(model)))
                 where = record.created_at if record is not None else None
                 self.add(model, getattr(model, "name", "model"), f"created at line {where.line if where else '?'}")
+
+
+def _parse_absl_flags() -> None:
+    """A script using absl flags builds its model after `app.run` parsed them (`python train.py`: the defaults); the
+    trace calls its builders without `app.run`, where reading a flag raises UnparsedFlagAccessError, so it parses
+    them as that run would. Flags that are required, or unparseable, are left as they are: the run would stop there."""
+    flags = sys.modules.get("absl.flags")
+    if flags is None or flags.FLAGS.is_parsed():
+        return
+    try:
+        flags.FLAGS(sys.argv[:1])
+    except Exception:  # a usage error of the user's run: left unparsed, as the run stops before building
+        flags.FLAGS.unparse_flags()
 
 
 def _build(builder, fresh_names: bool):

@@ -1,0 +1,1 @@
+from .custom_unet import custom_unet  # noqa: F401

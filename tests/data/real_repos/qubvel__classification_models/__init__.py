@@ -1,0 +1,1 @@
+from .classification_models import *  # noqa: F401,F403
