@@ -677,6 +677,41 @@ POSITIVE = [
         {"code": "MP301", "variable_dtype": "float32", "checkpoint_dtype": "float16"},
         id="tf2-checkpoint-float16-into-float32",
     ),
+    pytest.param(
+        "Keras 3.15.1: set_dtype_policy('int8_from_float32'), Sequential([Input((4,)), Dense(3)]) called",
+        "NotImplementedError",
+        (
+            "Exception encountered when calling Sequential.call().\n\n\x1b[1mLayer Sequential does not have a "
+            "`_int8_call` method implemented.\x1b[0m\n\nArguments received by Sequential.call():\n"
+            "  • args=('tf.Tensor(shape=(2, 4), dtype=float32)',)\n  • kwargs={'mask': 'None'}"
+        ),
+        {"code": "MP701", "mode": "int8", "failing_class": "Sequential"},
+        id="keras3-global-quantized-policy",
+    ),
+    pytest.param(
+        "Keras 3.15.1: mixed_float16, Sequential of Dense, model.quantize('int8')",
+        "ValueError",
+        (
+            "Quantization mode='int8' doesn't work well with compute_dtype='float16'. Consider loading model/layer "
+            "with another dtype policy such as 'mixed_bfloat16' or 'mixed_float16' before calling `quantize()`."
+        ),
+        {"code": "MP702", "mode": "int8"},
+        id="keras3-quantize-int8-float16",
+    ),
+    pytest.param(
+        "Keras 3.15.1: Sequential([Dense(8), Dense(3)]) without Input, model.quantize('int8')",
+        "ValueError",
+        "Cannot quantize a layer that isn't yet built. Layer 'sequential_6' (of type 'Sequential') is not built yet.",
+        {"code": "MP703", "reason": "not built"},
+        id="keras3-quantize-unbuilt",
+    ),
+    pytest.param(
+        "Keras 3.15.1: model.quantize('int8') then model.quantize('int4')",
+        "ValueError",
+        "Layer 'dense_15' is already quantized with dtype_policy='int8_from_float32'. Received: mode=int4",
+        {"code": "MP703", "reason": "already quantized"},
+        id="keras3-quantize-twice",
+    ),
 ]
 
 # Real messages no mixed-precision rule explains: MP001 reports them.
