@@ -138,3 +138,53 @@ def test_trace_finds_what_the_static_pass_cannot(tmp_path, code):
     codes = {d.code for d in diagnostics}
     assert code in codes and "MP001" not in codes, [(d.code, d.message) for d in diagnostics]
     assert all(d.passes == ("trace",) for d in diagnostics if d.code == code)
+
+
+CHECKPOINTS = """
+    import keras
+
+    def build(bias=True):
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, use_bias=bias), keras.layers.Dense(3)])
+
+    {save}
+    {load}
+    """
+
+
+@pytest.mark.parametrize(
+    "save,load,expected",
+    [
+        # int8 weights into the float model, and float weights into the int8 model: both raise, both are MP706.
+        (
+            'q = build()\nq.quantize("int8")\nq.save_weights("w.weights.h5")',
+            'build().load_weights("w.weights.h5")',
+            "MP706",
+        ),
+        (
+            'build().save_weights("w.weights.h5")',
+            'm = build()\nm.quantize("int8")\nm.load_weights("w.weights.h5")',
+            "MP706",
+        ),
+        (
+            'q = build()\nq.quantize("int4")\nq.save_weights("w.weights.h5")',
+            'm = build()\nm.quantize("int8")\nm.load_weights("w.weights.h5")',
+            "MP706",
+        ),
+        # A float architecture mismatch with the same shape of message stays MP001.
+        ('build().save_weights("w.weights.h5")', 'build(bias=False).load_weights("w.weights.h5")', "MP001"),
+        # Quantized the same way: it loads.
+        (
+            'q = build()\nq.quantize("int8")\nq.save_weights("w.weights.h5")',
+            'm = build()\nm.quantize("int8")\nm.load_weights("w.weights.h5")',
+            None,
+        ),
+    ],
+    ids=["int8-into-float", "float-into-int8", "int4-into-int8", "float-bias-mismatch", "int8-into-int8"],
+)
+def test_quantized_weights_mismatch(tmp_path, save, load, expected):
+    path = tmp_path / "ckpt.py"
+    path.write_text(textwrap.dedent(CHECKPOINTS).format(save=save, load=load))
+    result = run_python(path, legacy=False)
+    assert (result.returncode == 0) == (expected is None), result.stderr[-1500:]
+    codes = {d.code for d in trace_check(path, legacy=False) if d.code in ("MP001", "MP706")}
+    assert codes == ({expected} if expected else set()), codes

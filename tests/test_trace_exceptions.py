@@ -712,6 +712,18 @@ POSITIVE = [
         {"code": "MP703", "reason": "already quantized"},
         id="keras3-quantize-twice",
     ),
+    pytest.param(
+        "Keras 3.15.1: Sequential of two Dense quantized int8, save_weights, load_weights into the float model",
+        "ValueError",
+        (
+            "A total of 2 objects could not be loaded. Example error message for object <Dense name=dense_2, "
+            "built=True>:\n\nLayer 'dense_2' expected 2 variables, but received 3 variables during loading. "
+            "Expected: ['kernel', 'bias']\n\nList of objects that could not be loaded:\n[<Dense name=dense_2, "
+            "built=True>, <Dense name=dense_3, built=True>]"
+        ),
+        {"code": "MP706", "model_mode": None, "file_mode": "int8", "layer": "dense_2", "layer_class": "Dense"},
+        id="keras3-int8-weights-into-float-model",
+    ),
 ]
 
 # Real messages no mixed-precision rule explains: MP001 reports them.
@@ -822,6 +834,16 @@ NEGATIVE = [
         "KeyError",
         "'output_0'",
         id="tfsm-dict-output-in-functional",
+    ),
+    pytest.param(
+        "Keras 3.15.1: float Dense(8) weights loaded into Dense(8, use_bias=False) (not quantization: MP001)",
+        "ValueError",
+        (
+            "A total of 1 objects could not be loaded. Example error message for object <Dense name=dense_6, "
+            "built=True>:\n\nLayer 'dense_6' expected 1 variables, but received 2 variables during loading. "
+            "Expected: ['kernel']\n\nList of objects that could not be loaded:\n[<Dense name=dense_6, built=True>]"
+        ),
+        id="keras3-float-bias-mismatch",
     ),
 ]
 

@@ -40,3 +40,37 @@ def quantized_policy(name: object) -> QuantizedPolicy | None:
 def quantize_mode(value: object) -> str | None:
     """The quantization mode a `quantize(mode)` argument names, or None."""
     return value if isinstance(value, str) and value in QUANTIZATION_MODES else None
+
+
+# The variables a quantized layer saves besides its float ones (Keras 3.15.1, measured: `save_weights` of a quantized
+# Dense / EinsumDense / Embedding, the names its `load_own_variables` expects). A `.weights.h5` stores them by index
+# only, so a model and a file quantized differently meet as "Layer 'dense' expected 2 variables, but received 3".
+QUANTIZED_EXTRA_VARIABLES: dict[str, tuple[str, ...]] = {
+    "int8": ("kernel_scale",),  # Embedding: embeddings_scale
+    "int4": ("kernel_scale", "kernel_zero", "g_idx"),  # Embedding: embeddings_scale, embeddings_zero, g_idx
+    "float8": (
+        "inputs_scale",
+        "inputs_amax_history",
+        "kernel_scale",
+        "kernel_amax_history",
+        "outputs_grad_scale",
+        "outputs_grad_amax_history",
+    ),
+}
+
+
+def mode_of_variables(names: list[str]) -> str | None:
+    """The quantization mode a layer's variable names show (its `load_own_variables` list), or None for a float
+    layer."""
+    if any(name.endswith("amax_history") for name in names):
+        return "float8"
+    if any(name == "g_idx" or name.endswith("_zero") for name in names):
+        return "int4"
+    if any(name in ("kernel_scale", "embeddings_scale") for name in names):
+        return "int8"
+    return None
+
+
+def mode_of_extra_count(extra: int) -> str | None:
+    """The mode whose quantized layer saves `extra` more variables than the float layer, or None."""
+    return next((mode for mode, names in QUANTIZED_EXTRA_VARIABLES.items() if len(names) == extra), None)
