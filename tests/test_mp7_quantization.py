@@ -188,3 +188,72 @@ def test_quantized_weights_mismatch(tmp_path, save, load, expected):
     assert (result.returncode == 0) == (expected is None), result.stderr[-1500:]
     codes = {d.code for d in trace_check(path, legacy=False) if d.code in ("MP001", "MP706")}
     assert codes == ({expected} if expected else set()), codes
+
+
+GEMMA = """
+    import keras
+    import keras_hub
+    import numpy as np
+
+
+    def backbone():  # a tiny config: nothing is downloaded
+        return keras_hub.models.GemmaBackbone(
+            vocabulary_size=64, num_layers=1, num_query_heads=2, num_key_value_heads=1,
+            hidden_dim=16, intermediate_dim=32, head_dim=8,
+        )
+
+
+    """
+SAVE_AND_RELOAD = """
+    inputs = {"token_ids": np.array([[1, 2, 3, 4]]), "padding_mask": np.array([[1, 1, 1, 1]])}
+    for mode in ("int8", "int4"):
+        model = backbone()
+        model.quantize(mode)
+        model.save_weights(f"gemma_{mode}.weights.h5")
+        model.save(f"gemma_{mode}.keras")
+        same = backbone()
+        same.quantize(mode)
+        same.load_weights(f"gemma_{mode}.weights.h5")
+        reloaded = keras.models.load_model(f"gemma_{mode}.keras")
+        print(mode, np.allclose(model(inputs), same(inputs)), np.allclose(model(inputs), reloaded(inputs)))
+    """
+MISMATCHED_RELOAD = """
+    model = backbone()
+    model.load_weights({path!r})  # int8 weights into the float backbone
+    """
+
+
+def test_keras_hub_backbone_quantized_saved_and_reloaded(tmp_path):
+    """A keras-hub GemmaBackbone quantized int8 and int4, saved and reloaded: no finding; `inspect` lists its
+    quantized layers; loading the int8 weights into the float backbone is MP706, not MP001."""
+    pytest.importorskip("keras_hub")
+    import json
+    import subprocess
+    import sys
+
+    save = tmp_path / "save.py"
+    save.write_text(textwrap.dedent(GEMMA) + textwrap.dedent(SAVE_AND_RELOAD))
+    result = run_python(save, legacy=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "int8 True True" in result.stdout and "int4 True True" in result.stdout
+    findings = [(d.code, d.message) for d in trace_check(save, legacy=False) if d.severity.value != "info"]
+    assert findings == []
+
+    for name, mode in (("gemma_int8.weights.h5", "int8"), ("gemma_int4.keras", "int4")):
+        inspected = subprocess.run(
+            [sys.executable, "-m", "mpdoctor", "inspect", "--format", "json", str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+        )
+        quantized = json.loads(inspected.stdout)["quantized_layers"]
+        layers = {q["layer"].rsplit("/", 1)[-1] for q in quantized}
+        assert {"query_dense", "ffw_linear", "reversible_embedding"} <= layers, layers
+        assert {q["mode"] for q in quantized} == {mode}
+
+    mismatched = tmp_path / "mismatched.py"
+    reload = textwrap.dedent(MISMATCHED_RELOAD).format(path=str(tmp_path / "gemma_int8.weights.h5"))
+    mismatched.write_text(textwrap.dedent(GEMMA) + reload)
+    result = run_python(mismatched, legacy=False)
+    assert result.returncode != 0 and "could not be loaded" in result.stderr
+    codes = {d.code for d in trace_check(mismatched, legacy=False)}
+    assert "MP706" in codes and "MP001" not in codes, codes
