@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.facts.dtypes import compute_dtype
-from mpdoctor.facts.keras_semantics import QUANTIZABLE_LAYERS
+from mpdoctor.facts.keras_semantics import INPUT_LAYERS, QUANTIZABLE_LAYERS, SEQUENTIAL
 from mpdoctor.facts.quantization import FLOAT16_REFUSED_MODES
 from mpdoctor.registry import ExceptionVerdict, define_rule, exception_pattern, static_check, trace_check, verdict_of
+from mpdoctor.static.astutil import keyword_value
 from mpdoctor.static.policies import dtype_keyword, policy_from_expr
 from mpdoctor.static.quantization import QuantizeCall, quantize_calls
 from mpdoctor.tf_messages import first_message_line
@@ -76,8 +77,10 @@ define_rule(
     summary="`quantize()` before the model is built, or a second time on a quantized model: ValueError.",
     what="""
         Keras 3 only. Static: two `quantize(...)` calls on the same model name in the same block, the second
-        raising. Trace: the run's "Cannot quantize a layer that isn't yet built" and "Layer '...' is already
-        quantized with dtype_policy=..." are reported as MP703 instead of MP001.
+        raising; `quantize` on a name bound to a `Sequential([...])` of layer constructions with no `Input` or
+        input shape, or to a built-in quantizable layer, that nothing uses in between (no build, call, `add`, nor
+        a function of the file touching it). Trace: the run's "Cannot quantize a layer that isn't yet built" and
+        "Layer '...' is already quantized with dtype_policy=..." are reported as MP703 instead of MP001.
         """,
     why="""
         Measured on Keras 3.15.1: `quantize` needs the float weights, so a `Sequential` without an `Input` (or a
@@ -158,6 +161,7 @@ def check_quantize_calls(ctx: StaticContext) -> Iterable[Diagnostic]:
             policy, confidence = found
             yield ctx.diagnostic("MP702", call.node, float16_message(call.mode, policy), confidence=confidence)
     yield from _quantized_twice(ctx, calls)
+    yield from _quantized_unbuilt(ctx, calls)
     yield from _skipped_subclasses(ctx, calls[0])
 
 
@@ -215,6 +219,54 @@ def _quantized_twice(ctx: StaticContext, calls: list[QuantizeCall]) -> Iterable[
             )
         else:
             first_by_block[(call.receiver_name, block)] = call
+
+
+def _quantized_unbuilt(ctx: StaticContext, calls: list[QuantizeCall]) -> Iterable[Diagnostic]:
+    """`quantize` on a name bound to a `Sequential([...])` without an input, or to a layer construction, that
+    nothing touched in between (no build, call, fit, add; no function of the file that could)."""
+    for call in calls:
+        name = call.receiver_name
+        bound = ctx.last_assignment(name, call.node) if name else None
+        if not isinstance(bound, ast.Call) or not _never_built(ctx, bound):
+            continue
+        target_line = ctx.statement_of(bound).lineno
+        uses = [n for n in ctx.nodes_of(ast.Name) if n.id == name and n is not call.receiver]
+        if any(
+            ctx.enclosing_function(n) is not ctx.enclosing_function(call.node)
+            or target_line < n.lineno < call.node.lineno
+            or (n.lineno == call.node.lineno and n is not call.receiver and isinstance(n.ctx, ast.Load))
+            for n in uses
+        ):
+            continue
+        yield ctx.diagnostic(
+            "MP703",
+            call.node,
+            f"`{name}` is not built when quantized (no input shape, never called): `quantize` raises ValueError "
+            f'"Cannot quantize a layer that isn\'t yet built"; start the model with `keras.Input(shape)` or '
+            f"call `{name}.build(shape)` first",
+        )
+
+
+def _never_built(ctx: StaticContext, bound: ast.Call) -> bool:
+    """A `Sequential([...])` of layer constructions without an input layer or an input shape, or a layer
+    construction (not a model)."""
+    name = ctx.call_name(bound)
+    if name in SEQUENTIAL:
+        layers = bound.args[0] if bound.args else keyword_value(bound, "layers")
+        if not isinstance(layers, ast.List) or not layers.elts:
+            return False
+        return all(
+            isinstance(e, ast.Call)
+            and ctx.call_name(e) not in INPUT_LAYERS
+            and ctx.layer_call(e) is not None
+            and not any(k.arg in _INPUT_SHAPE_KEYWORDS for k in e.keywords)
+            for e in layers.elts
+        )
+    layer = ctx.layer_call(bound)
+    return layer is not None and layer.module is not None and layer.class_name in QUANTIZABLE_LAYERS
+
+
+_INPUT_SHAPE_KEYWORDS = ("input_shape", "batch_input_shape", "input_dim", "input_length", None)
 
 
 def _block(ctx: StaticContext, statement: ast.stmt) -> tuple[int, str]:
