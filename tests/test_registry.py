@@ -20,7 +20,7 @@ def contract():
 
 
 def test_contract_table_is_parsed():
-    assert len(contract()) == 29
+    assert len(contract()) == 35
 
 
 def test_registry_matches_the_contract_exactly():

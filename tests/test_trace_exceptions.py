@@ -677,6 +677,53 @@ POSITIVE = [
         {"code": "MP301", "variable_dtype": "float32", "checkpoint_dtype": "float16"},
         id="tf2-checkpoint-float16-into-float32",
     ),
+    pytest.param(
+        "Keras 3.15.1: set_dtype_policy('int8_from_float32'), Sequential([Input((4,)), Dense(3)]) called",
+        "NotImplementedError",
+        (
+            "Exception encountered when calling Sequential.call().\n\n\x1b[1mLayer Sequential does not have a "
+            "`_int8_call` method implemented.\x1b[0m\n\nArguments received by Sequential.call():\n"
+            "  • args=('tf.Tensor(shape=(2, 4), dtype=float32)',)\n  • kwargs={'mask': 'None'}"
+        ),
+        {"code": "MP701", "mode": "int8", "failing_class": "Sequential"},
+        id="keras3-global-quantized-policy",
+    ),
+    pytest.param(
+        "Keras 3.15.1: mixed_float16, Sequential of Dense, model.quantize('int8')",
+        "ValueError",
+        (
+            "Quantization mode='int8' doesn't work well with compute_dtype='float16'. Consider loading model/layer "
+            "with another dtype policy such as 'mixed_bfloat16' or 'mixed_float16' before calling `quantize()`."
+        ),
+        {"code": "MP702", "mode": "int8"},
+        id="keras3-quantize-int8-float16",
+    ),
+    pytest.param(
+        "Keras 3.15.1: Sequential([Dense(8), Dense(3)]) without Input, model.quantize('int8')",
+        "ValueError",
+        "Cannot quantize a layer that isn't yet built. Layer 'sequential_6' (of type 'Sequential') is not built yet.",
+        {"code": "MP703", "reason": "not built"},
+        id="keras3-quantize-unbuilt",
+    ),
+    pytest.param(
+        "Keras 3.15.1: model.quantize('int8') then model.quantize('int4')",
+        "ValueError",
+        "Layer 'dense_15' is already quantized with dtype_policy='int8_from_float32'. Received: mode=int4",
+        {"code": "MP703", "reason": "already quantized"},
+        id="keras3-quantize-twice",
+    ),
+    pytest.param(
+        "Keras 3.15.1: Sequential of two Dense quantized int8, save_weights, load_weights into the float model",
+        "ValueError",
+        (
+            "A total of 2 objects could not be loaded. Example error message for object <Dense name=dense_2, "
+            "built=True>:\n\nLayer 'dense_2' expected 2 variables, but received 3 variables during loading. "
+            "Expected: ['kernel', 'bias']\n\nList of objects that could not be loaded:\n[<Dense name=dense_2, "
+            "built=True>, <Dense name=dense_3, built=True>]"
+        ),
+        {"code": "MP706", "model_mode": None, "file_mode": "int8", "layer": "dense_2", "layer_class": "Dense"},
+        id="keras3-int8-weights-into-float-model",
+    ),
 ]
 
 # Real messages no mixed-precision rule explains: MP001 reports them.
@@ -787,6 +834,16 @@ NEGATIVE = [
         "KeyError",
         "'output_0'",
         id="tfsm-dict-output-in-functional",
+    ),
+    pytest.param(
+        "Keras 3.15.1: float Dense(8) weights loaded into Dense(8, use_bias=False) (not quantization: MP001)",
+        "ValueError",
+        (
+            "A total of 1 objects could not be loaded. Example error message for object <Dense name=dense_6, "
+            "built=True>:\n\nLayer 'dense_6' expected 1 variables, but received 2 variables during loading. "
+            "Expected: ['kernel']\n\nList of objects that could not be loaded:\n[<Dense name=dense_6, built=True>]"
+        ),
+        id="keras3-float-bias-mismatch",
     ),
 ]
 

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import asdict
 
 from mpdoctor.cli.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from mpdoctor.facts.artifacts import (
@@ -23,6 +24,7 @@ from mpdoctor.facts.artifacts import (
     TensorInfo,
 )
 from mpdoctor.facts.codec import ABSENT
+from mpdoctor.facts.quantization import QuantizedLayerWeights, quantized_layers
 from mpdoctor.printable import escape_controls
 
 
@@ -273,6 +275,9 @@ def run_inspect(args) -> int:
     except CheckpointError as exc:
         return _error(exc.path, exc.problem)
     verdict = audit.verdict if audit else _plain_verdict(info)
+    quantized = _quantized_layers(info)
+    if quantized and audit is None:  # a cast to float16 is not how quantized weights load: no MP301 advice
+        verdict = f"{_quantized_verdict(quantized)}; {len(info.variables):,} variables ({_dtype_counts(info.dtypes)})"
     if args.format == "json":
         _json(
             {
@@ -282,10 +287,11 @@ def run_inspect(args) -> int:
                 "checkpoint": info.to_json(),
                 "audit": audit.to_json() if audit is not None else None,
                 "verdict": verdict,
+                "quantized_layers": [asdict(q) for q in quantized],
             }
         )
     else:
-        lines = _checkpoint_lines(info)
+        lines = _checkpoint_lines(info) + _quantized_lines(quantized)
         if audit:
             lines += [""] + _audit_lines(audit)
         _print(lines + ["", f"verdict: {verdict}"])
@@ -302,6 +308,30 @@ def _plain_verdict(info: CheckpointListing) -> str:
             "bfloat16 to audit the values, `mpdoctor convert-checkpoint` to convert"
         )
     return text
+
+
+def _quantized_layers(info: CheckpointListing) -> list[QuantizedLayerWeights]:
+    if info.format not in ("keras3-weights-h5", "keras3-archive"):
+        return []
+    return quantized_layers([(v.key, v.dtype, v.shape) for v in info.variables])
+
+
+def _quantized_lines(quantized: list[QuantizedLayerWeights]) -> list[str]:
+    if not quantized:
+        return []
+    rows = [["QUANTIZED LAYER", "MODE", "VARIABLES"]] + [[q.layer, q.mode, str(q.variables)] for q in quantized]
+    return [""] + _table(rows)
+
+
+def _quantized_verdict(quantized: list[QuantizedLayerWeights]) -> str:
+    modes = sorted({q.mode for q in quantized})
+    counts = ", ".join(f"{mode} {sum(q.mode == mode for q in quantized)}" for mode in modes)
+    quantize = " / ".join(f'`model.quantize("{mode}")`' for mode in modes)
+    return (
+        f"{_plural(len(quantized), 'quantized layer')} ({counts}: kernels with their scales): they load into the "
+        f"same model quantized the same way ({quantize} before `load_weights`; a `.keras` archive with "
+        f"`keras.models.load_model`); a float model fails to load them with a variable count mismatch (MP706)"
+    )
 
 
 def _split_message(message: str) -> tuple[str, str]:

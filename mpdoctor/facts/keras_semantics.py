@@ -520,3 +520,24 @@ PASS_THROUGH_LAYERS = frozenset(
         "Lambda",
     }
 )
+
+
+# ----------------------------------------------------------------------------------------- Keras 3 quantization
+# Which built-in layer classes implement `quantize(mode)` and a quantized call, per mode (Keras 3.15.1, read from
+# keras/src/layers/core/*.py and measured: `layer.quantize(mode)` on a built layer). Every other layer, and every
+# subclass of these (their `quantize` checks `type(self) is Dense`, ...), is skipped by `Model.quantize` with only a
+# UserWarning "Layer X does not have a `quantize` method implemented" and stays float.
+QUANTIZABLE_LAYERS: dict[str, tuple[str, ...]] = {
+    "Dense": ("int8", "int4", "float8", "gptq", "awq"),
+    "EinsumDense": ("int8", "int4", "float8", "gptq", "awq"),
+    "Embedding": ("int8", "int4"),
+    "ReversibleEmbedding": ("int8", "int4"),
+}
+# Keras 3 dtype policy classes whose instances are quantized policies (`keras.dtype_policies.*`).
+QUANTIZED_POLICY_CLASSES = (
+    "QuantizedDTypePolicy",
+    "QuantizedFloat8DTypePolicy",
+    "Int4DTypePolicy",
+    "GPTQDTypePolicy",
+    "AWQDTypePolicy",
+)
