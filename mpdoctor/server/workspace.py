@@ -1,0 +1,174 @@
+"""A buffer checked as `mpdoctor check --stdin-filename PATH` checks it: the configuration of the pyproject above
+PATH with the client's settings on top, the file's TensorFlow/Keras target, the policy contexts its project's entry
+points put it under (`train.py` setting the policy for `models/net.py`), and the trace only for a saved file (it
+runs the file on disk). State lives in the server (mpdoctor.server.app); this is the checking."""
+
+from __future__ import annotations
+
+import copy
+import os
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from mpdoctor.config import Config, ConfigError, apply_overrides, find_pyproject, load_config
+from mpdoctor.diagnostics import Diagnostic, FileError
+from mpdoctor.engine import TraceOptions, analyse_projects, check_source, display_path
+from mpdoctor.static.policy_context import FileContexts
+
+TRACE_MODES = ("onSave", "off")
+_SETTINGS_WHERE = "editor settings"
+# The client's settings keys (camelCase, as editors spell them) and the configuration option each one sets.
+_OVERRIDES = {
+    "select": "select",
+    "extendSelect": "extend_select",
+    "ignore": "ignore",
+    "assumePolicy": "assume_policy",
+    "kerasVersion": "keras_version",
+    "targetTensorflow": "target_tensorflow",
+}
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """What the client's settings (initializationOptions, workspace/didChangeConfiguration) may set."""
+
+    trace: str = "onSave"
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, value: object) -> ClientSettings:
+        """Settings as editors send them: flat, or under `mpdoctor` (`settings.mpdoctor`); unknown keys are left
+        alone (a client may send its own)."""
+        if isinstance(value, dict) and isinstance(value.get("settings"), dict):
+            value = value["settings"]
+        if isinstance(value, dict) and isinstance(value.get("mpdoctor"), dict):
+            value = value["mpdoctor"]
+        if not isinstance(value, dict):
+            return cls()
+        trace = value.get("trace", "onSave")
+        overrides = {option: value[key] for key, option in _OVERRIDES.items() if value.get(key) is not None}
+        return cls(trace=trace if trace in TRACE_MODES else "onSave", overrides=overrides)
+
+
+@dataclass(frozen=True)
+class Checked:
+    diagnostics: list[Diagnostic]
+    error: FileError | None
+    config_error: str | None = None  # the configuration could not be read: the defaults were used
+
+
+class Workspace:
+    """The configuration and project contexts of the files being edited, cached until a save or a settings change
+    says they may have changed. Thread-safe: the trace worker checks from its own thread."""
+
+    def __init__(self) -> None:
+        self.settings = ClientSettings()
+        self._lock = threading.Lock()
+        self._configs: dict[tuple[str | None, float | None], tuple[Config, str | None]] = {}
+        self._contexts: dict[str, FileContexts | None] = {}
+        self.folders: list[Path] = []  # the client's workspace folders
+
+    def configure(self, settings: ClientSettings) -> None:
+        with self._lock:
+            self.settings = settings
+            self._configs.clear()
+            self._contexts.clear()
+
+    def saved(self) -> None:
+        """A file of the project changed on disk: its entry points may set another policy, call other code."""
+        with self._lock:
+            self._contexts.clear()
+
+    def config_for(self, path: Path | None) -> tuple[Config, str | None]:
+        """The configuration `check` would use for `path` with the client's settings applied, and why the defaults
+        were used instead if it could not be read (a one-line message, as `check` prints)."""
+        start = path if path is not None else Path.cwd()
+        pyproject = find_pyproject(start)
+        key = (str(pyproject) if pyproject else None, _mtime(pyproject))
+        with self._lock:
+            found = self._configs.get(key)
+            if found is None:
+                found = self._configs[key] = self._load(start)
+            return found
+
+    def _load(self, start: Path) -> tuple[Config, str | None]:
+        """The pyproject's configuration (the defaults if it cannot be read), then the client's settings (left out if
+        one is invalid); the first problem, said once to the user."""
+        problem = None
+        try:
+            config = load_config(start)
+        except ConfigError as exc:
+            config, problem = Config(), f"{exc} (the defaults are used)"
+        with_settings = copy.deepcopy(config)  # a setting that fails may follow others already applied
+        try:
+            apply_overrides(with_settings, _SETTINGS_WHERE, **self.settings.overrides)
+        except ConfigError as exc:
+            return config, problem or f"{exc} (the editor settings are not applied)"
+        return with_settings, problem
+
+    def contexts_for(self, path: Path | None, config: Config) -> FileContexts | None:
+        """The policy contexts the entry points of the file's project put it under (the project analysis, once per
+        file until a save)."""
+        if path is None or not path.is_file():
+            return None
+        key = os.path.abspath(path)
+        with self._lock:
+            if key in self._contexts:
+                return self._contexts[key]
+        # The project is what `check FOLDER` would analyse: the file's project root, or else its workspace folder
+        # (a folder without pyproject.toml or .git is a project of its own when checked as a directory).
+        folder = next((f for f in sorted(self.folders, key=lambda f: -len(f.parts)) if f in path.parents), path)
+        contexts = analyse_projects([folder], [path], config).contexts_for(path)
+        with self._lock:
+            self._contexts[key] = contexts
+        return contexts
+
+    def check(self, path: Path | None, name: str, text: str, *, trace: bool = False) -> Checked:
+        """The findings of `text`, the buffer of the file at `path` (None: an untitled buffer called `name`); with
+        `trace`, the trace pass too (the caller checks the file on disk holds `text`)."""
+        config, config_error = self.config_for(path)
+        shown = display_path(path) if path is not None else name
+        options = _trace_options(config) if trace else TraceOptions()
+        diagnostics, error = check_source(
+            text,
+            shown,
+            config,
+            path=os.fspath(path) if path is not None else None,
+            trace=options,
+            traces=[],
+            project=self.contexts_for(path, config),
+        )
+        return Checked(diagnostics, error, config_error)
+
+
+def _trace_options(config: Config) -> TraceOptions:
+    """The trace as `check` configures it from the pyproject (one file at a time: the server traces on save)."""
+    return replace(
+        TraceOptions(),
+        enabled=True,
+        timeout=config.trace_timeout,
+        entry=config.entry,
+        numerics=config.numerics.request(),
+        memory_limit_mb=config.trace_memory,
+    )
+
+
+def _mtime(path: Path | None) -> float | None:
+    try:
+        return path.stat().st_mtime if path is not None else None
+    except OSError:
+        return None
+
+
+def on_disk(path: Path | None, text: str) -> bool:
+    """Whether the file at `path` holds `text`: the trace runs the file, so only then may it stand for the buffer."""
+    from mpdoctor.sources import read_source
+
+    if path is None:
+        return False
+    try:
+        return read_source(path) == text
+    except (OSError, UnicodeDecodeError, SyntaxError):
+        return False
