@@ -20,7 +20,7 @@ from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.server import convert
 from mpdoctor.server.workspace import Checked, ClientSettings, Workspace, on_disk
 
-DEBOUNCE = 0.02  # seconds of quiet after a change before it is checked: a burst of keystrokes is checked once
+DEBOUNCE = 0.01  # seconds of quiet after a change before it is checked: a burst of keystrokes is checked once
 
 
 @dataclass(frozen=True)
@@ -58,14 +58,22 @@ class MpdoctorServer(LanguageServer):
         if document is None:
             return
         text, version = document.source, document.version
-        checked = await asyncio.get_running_loop().run_in_executor(self._static, self._check, document, text, False)
+        checked = await asyncio.get_running_loop().run_in_executor(self._static, self._static_job, document, text)
         current = self._document(uri)
-        if current is None or current.version != version or current.source != text:
+        if checked is None or current is None or current.version != version or current.source != text:
             return  # changed meanwhile: the newer change is checked
         traced = self.published.get(uri)
         if traced is not None and traced.traced and traced.text == text:
             return  # the trace's findings of this very text stand
         self._publish(current, Published(text, checked.diagnostics))
+
+    def _static_job(self, document: TextDocument, text: str) -> Checked | None:
+        """The static check of `text`, unless the buffer changed while the job waited for the one before (typing
+        during a long check queues one job per change: only the newest is worth its time)."""
+        current = self._document(document.uri)
+        if current is None or current.source != text:
+            return None
+        return self._check(document, text, False)
 
     def _check(self, document: TextDocument, text: str, trace: bool) -> Checked:
         path = convert.path_of(document.uri)
