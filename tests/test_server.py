@@ -290,3 +290,65 @@ async def test_without_the_server_extra_it_is_a_one_line_error(tmp_path):
     done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, env=env, timeout=WAIT)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == "mpdoctor: error: `mpdoctor server` needs pygls (pip install 'mpdoctor[server]')\n"
+
+
+async def test_a_change_during_the_trace_ends_it_and_the_static_findings_stay(tmp_path, tensorflow):
+    (tmp_path / "pyproject.toml").write_text("[tool.mpdoctor]\ntrace-timeout = 900\n")
+    slow = TRACE_ONLY + "import time\ntime.sleep(900)  # the trace would run until its timeout\n"
+    path = tmp_path / "model.py"
+    path.write_text(slow)
+    async with session(tmp_path) as client:
+        uri = open_file(client, path)
+        assert await diagnostics(client, uri, 1) == []
+        client.text_document_did_save(
+            types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+        server = client._server.pid
+        assert await until(lambda: trace_children(server)), "no trace started on save"
+        change(client, uri, slow + "# edited\n", 2)
+        assert await diagnostics(client, uri, 2) == []
+        assert await until(lambda: not trace_children(server)), "the trace of the old text still runs"
+
+
+async def until(condition, limit: float = WAIT) -> bool:
+    """Poll `condition` until it holds (True) or `limit` seconds pass (False): bounds a wait, asserts no timing."""
+    deadline = asyncio.get_running_loop().time() + limit
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
+
+
+def trace_children(server: int) -> list[int]:
+    """The server's trace children: forked by its fork server (mpdoctor.trace.forkserver), or started on their own
+    (`-m mpdoctor.trace.child`)."""
+    found = []
+    for pid in descendants(server):
+        with contextlib.suppress(OSError):
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            forked = b"mpdoctor.trace.forkserver" in Path(f"/proc/{parent}/cmdline").read_bytes()
+            if (forked or b"mpdoctor.trace.child" in command) and alive(pid):
+                found.append(pid)
+    return found
+
+
+async def test_an_excluded_file_and_a_notebook_cell_are_left_alone(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.mpdoctor]\n")
+    (tmp_path / ".venv").mkdir()
+    vendored = tmp_path / ".venv" / "model.py"  # excluded by default, as `check .` skips it
+    vendored.write_text(MODEL)
+    checked = tmp_path / "model.py"
+    checked.write_text(MODEL)
+    async with session(tmp_path) as client:
+        assert await diagnostics(client, open_file(client, vendored), 1) == []
+        cell = "vscode-notebook-cell:" + from_fs_path(str(tmp_path / "demo.ipynb"))[len("file:") :] + "#W0"
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                types.TextDocumentItem(uri=cell, language_id="python", version=1, text=MODEL)
+            )
+        )
+        uri = open_file(client, checked)  # published after the cell's would have been: none came for it
+        assert [d.code for d in await diagnostics(client, uri, 1)] == ["MP401"]
+        assert cell not in client.diagnostics

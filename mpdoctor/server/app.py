@@ -20,6 +20,7 @@ from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.server import convert
 from mpdoctor.server.workspace import Checked, ClientSettings, Workspace, on_disk
 
+NOTEBOOK_CELL = "vscode-notebook-cell:"
 DEBOUNCE = 0.01  # seconds of quiet after a change before it is checked: a burst of keystrokes is checked once
 
 
@@ -78,6 +79,10 @@ class MpdoctorServer(LanguageServer):
     def _check(self, document: TextDocument, text: str, trace: bool) -> Checked:
         path = convert.path_of(document.uri)
         checked = self.checker.check(path, document.uri.rsplit("/", 1)[-1], text, trace=trace)
+        if checked.error is not None and checked.error.kind == "internal":  # `check` prints it; a log line here
+            self.window_log_message(
+                types.LogMessageParams(type=types.MessageType.Error, message=f"mpdoctor: {checked.error.render()}")
+            )
         if checked.config_error is not None and checked.config_error not in self._warned:
             self._warned.add(checked.config_error)
             self.window_show_message(
@@ -132,8 +137,12 @@ class MpdoctorServer(LanguageServer):
         )
 
     def _document(self, uri: str) -> TextDocument | None:
+        """The open Python document at `uri` (a `.py` file, or an untitled buffer the client calls Python). Not a
+        notebook's cell: checked alone it would lack what earlier cells set (the policy), so it is left alone."""
         document = self.workspace.text_documents.get(uri)
-        return document if document is not None and document.uri.endswith((".py", ".pyi")) else None
+        if document is None or uri.startswith(NOTEBOOK_CELL):
+            return None
+        return document if uri.endswith(".py") or document.language_id == "python" else None
 
     def findings_now(self, document: TextDocument) -> list[Diagnostic]:
         """The findings of the buffer as it is now: the trace's if it traced this text, else a static check."""

@@ -129,6 +129,8 @@ class Workspace:
         """The findings of `text`, the buffer of the file at `path` (None: an untitled buffer called `name`); with
         `trace`, the trace pass too (the caller checks the file on disk holds `text`)."""
         config, config_error = self.config_for(path)
+        if path is not None and config.is_excluded(path):
+            return Checked([], None, config_error)  # as `ruff server`: an excluded file (a .venv's) is left alone
         shown = display_path(path) if path is not None else name
         options = _trace_options(config) if trace else TraceOptions()
         diagnostics, error = check_source(
