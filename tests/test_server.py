@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 from lsprotocol import types
+from pygls.protocol import default_converter
 from pygls.uris import from_fs_path
 from pytest_lsp import LanguageClient, client_capabilities
-from pytest_lsp.client import make_test_lsp_client
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 pytestmark = pytest.mark.asyncio
 
@@ -33,7 +34,7 @@ WAIT = 120.0  # seconds: bounds a hang, never a timing assertion
 @contextlib.asynccontextmanager
 async def session(cwd: Path, settings: dict | None = None) -> AsyncIterator[LanguageClient]:
     """The real server in a process of its own, initialized; shut down (and checked to leave no process) after."""
-    client = make_test_lsp_client()
+    client = recording_client()
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
     await client.start_io(sys.executable, "-m", "mpdoctor", "server", cwd=cwd, env=env)
     await client.initialize_session(
@@ -99,16 +100,31 @@ def change(client: LanguageClient, uri: str, text: str, version: int) -> None:
     )
 
 
+def recording_client() -> LanguageClient:
+    """pytest-lsp's test client that also keeps every publishDiagnostics in order (`client.published`): waiting for
+    the next notification would miss one that arrives in the same read as the one before."""
+
+    def publish(client: LanguageClient, params: types.PublishDiagnosticsParams) -> None:
+        client.diagnostics[params.uri] = params.diagnostics
+        client.published.append(params)
+
+    client = LanguageClient(converter_factory=default_converter)
+    client.published, client.read = [], 0
+    register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish})
+    return client
+
+
 async def diagnostics(client: LanguageClient, uri: str, version: int | None = None) -> list[types.Diagnostic]:
     """The diagnostics the server publishes next for `uri` (of `version`, when given)."""
-
-    async def wait() -> list[types.Diagnostic]:
-        while True:
-            params = await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while asyncio.get_running_loop().time() < deadline:
+        while client.read < len(client.published):
+            params = client.published[client.read]
+            client.read += 1
             if params.uri == uri and (version is None or params.version == version):
                 return list(params.diagnostics)
-
-    return await asyncio.wait_for(wait(), WAIT)
+        await asyncio.sleep(0.01)
+    raise TimeoutError(f"no diagnostics published for {uri} (version {version}) within {WAIT:g} s")
 
 
 def apply(text: str, edits: list[types.TextEdit]) -> str:
@@ -352,3 +368,57 @@ async def test_an_excluded_file_and_a_notebook_cell_are_left_alone(tmp_path):
         uri = open_file(client, checked)  # published after the cell's would have been: none came for it
         assert [d.code for d in await diagnostics(client, uri, 1)] == ["MP401"]
         assert cell not in client.diagnostics
+
+
+async def test_a_notebook_is_checked_as_one_program_and_each_finding_lands_on_its_cell(tmp_path):
+    notebook = from_fs_path(str(tmp_path / "demo.ipynb"))
+    cell_uris = [f"vscode-notebook-cell:{notebook[len('file:') :]}#W{i}" for i in range(3)]
+    texts = ["# Mixed precision", MODEL.split("\n", 2)[0] + "\n" + MODEL.split("\n", 2)[1] + "\n", MODEL.split("\n")[2]]
+    kinds = [types.NotebookCellKind.Markup, types.NotebookCellKind.Code, types.NotebookCellKind.Code]
+    async with session(tmp_path) as client:
+        client.notebook_document_did_open(
+            types.DidOpenNotebookDocumentParams(
+                notebook_document=types.NotebookDocument(
+                    uri=notebook,
+                    notebook_type="jupyter-notebook",
+                    version=1,
+                    cells=[types.NotebookCell(kind=k, document=u) for k, u in zip(kinds, cell_uris, strict=True)],
+                ),
+                cell_text_documents=[
+                    types.TextDocumentItem(
+                        uri=u, language_id="markdown" if k == kinds[0] else "python", version=1, text=t
+                    )
+                    for u, k, t in zip(cell_uris, kinds, texts, strict=True)
+                ],
+            )
+        )
+        # The policy set in the second cell makes the third cell's softmax head float16: found on that cell.
+        (found,) = await diagnostics(client, cell_uris[2])
+        assert found.code == "MP401" and (found.range.start.line, found.range.start.character) == (0, 45)
+        actions = await client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=cell_uris[2]),
+                range=found.range,
+                context=types.CodeActionContext(diagnostics=[found]),
+            )
+        )
+        fix = next(a for a in actions or [] if a.is_preferred)
+        assert apply(texts[2], fix.edit.changes[cell_uris[2]]) == FIXED.split("\n")[2]
+        assert list(client.diagnostics[cell_uris[1]]) == []
+        # The fix typed into the cell: the notebook changes, the finding goes.
+        client.notebook_document_did_change(
+            types.DidChangeNotebookDocumentParams(
+                notebook_document=types.VersionedNotebookDocumentIdentifier(version=2, uri=notebook),
+                change=types.NotebookDocumentChangeEvent(
+                    cells=types.NotebookDocumentCellChanges(
+                        text_content=[
+                            types.NotebookDocumentCellContentChanges(
+                                document=types.VersionedTextDocumentIdentifier(uri=cell_uris[2], version=2),
+                                changes=[types.TextDocumentContentChangeWholeDocument(text=FIXED.split("\n")[2])],
+                            )
+                        ]
+                    )
+                ),
+            )
+        )
+        assert await diagnostics(client, cell_uris[2]) == []

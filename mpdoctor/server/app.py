@@ -17,7 +17,8 @@ from pygls.workspace import TextDocument
 
 from mpdoctor._version import __version__
 from mpdoctor.diagnostics import Diagnostic
-from mpdoctor.server import convert
+from mpdoctor.server import convert, notebooks
+from mpdoctor.server.notebooks import NotebookCheck, notebook_check
 from mpdoctor.server.workspace import Checked, ClientSettings, Workspace, on_disk
 
 NOTEBOOK_CELL = "vscode-notebook-cell:"
@@ -35,7 +36,7 @@ class Published:
 
 class MpdoctorServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("mpdoctor", __version__)
+        super().__init__("mpdoctor", __version__, notebook_document_sync=notebooks.SYNC)
         self.checker = Workspace()
         self.published: dict[str, Published] = {}
         self._pending: dict[str, asyncio.Task[None]] = {}
@@ -43,6 +44,7 @@ class MpdoctorServer(LanguageServer):
         self._tracer = ThreadPoolExecutor(1, thread_name_prefix="mpdoctor-trace")
         self._tracing: str | None = None  # the uri whose trace is running
         self._warned: set[str] = set()  # configuration errors already shown
+        self._notebook_cells: dict[str, set[str]] = {}  # notebook uri -> the code cells last published
 
     # ---------------------------------------------------------------------------------------------- the checks
 
@@ -68,6 +70,57 @@ class MpdoctorServer(LanguageServer):
             return  # the trace's findings of this very text stand
         self._publish(current, Published(text, checked.diagnostics))
 
+    def schedule_notebook(self, uri: str, delay: float = DEBOUNCE) -> None:
+        """Check the notebook's code cells together after `delay` seconds of quiet."""
+        pending = self._pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        self._pending[uri] = asyncio.get_running_loop().create_task(self._check_notebook_later(uri, delay))
+
+    async def _check_notebook_later(self, uri: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        made = self._notebook(uri)
+        if made is None:
+            return
+        texts = self._cell_texts(made)
+        name = uri.rsplit("/", 1)[-1]
+        checked = await asyncio.get_running_loop().run_in_executor(
+            self._static, lambda: self._said(self.checker.check_notebook(convert.path_of(uri), name, made.notebook))
+        )
+        now = self._notebook(uri)
+        if now is None or now.cells != made.cells or self._cell_texts(now) != texts:
+            return  # changed meanwhile: the newer change is checked
+        by_cell = made.by_cell(checked.diagnostics)
+        for gone in self._notebook_cells.get(uri, set()) - by_cell.keys():  # a cell deleted, or now markdown
+            self.published.pop(gone, None)
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=gone, diagnostics=[]))
+        self._notebook_cells[uri] = set(by_cell)
+        for cell, findings in by_cell.items():
+            document = self.workspace.text_documents.get(cell)
+            if document is not None:
+                self._publish(document, Published(document.source, findings))
+
+    def _notebook(self, uri: str) -> NotebookCheck | None:
+        notebook = self.workspace.get_notebook_document(notebook_uri=uri)
+        if notebook is None:
+            return None
+        return notebook_check(notebook, lambda cell: self._cell_texts_of([cell]).get(cell))
+
+    def _cell_texts(self, made: NotebookCheck) -> dict[str, str]:
+        return self._cell_texts_of(made.cells)
+
+    def _cell_texts_of(self, cells: list[str]) -> dict[str, str]:
+        documents = self.workspace.text_documents
+        return {cell: documents[cell].source for cell in cells if cell in documents}
+
+    def close_notebook(self, uri: str) -> None:
+        pending = self._pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        for cell in self._notebook_cells.pop(uri, set()):
+            self.published.pop(cell, None)
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell, diagnostics=[]))
+
     def _static_job(self, document: TextDocument, text: str) -> Checked | None:
         """The static check of `text`, unless the buffer changed while the job waited for the one before (typing
         during a long check queues one job per change: only the newest is worth its time)."""
@@ -78,7 +131,10 @@ class MpdoctorServer(LanguageServer):
 
     def _check(self, document: TextDocument, text: str, trace: bool) -> Checked:
         path = convert.path_of(document.uri)
-        checked = self.checker.check(path, document.uri.rsplit("/", 1)[-1], text, trace=trace)
+        return self._said(self.checker.check(path, document.uri.rsplit("/", 1)[-1], text, trace=trace))
+
+    def _said(self, checked: Checked) -> Checked:
+        """`checked`, once what the user must know of it is said: an internal error, a configuration not read."""
         if checked.error is not None and checked.error.kind == "internal":  # `check` prints it; a log line here
             self.window_log_message(
                 types.LogMessageParams(type=types.MessageType.Error, message=f"mpdoctor: {checked.error.render()}")
@@ -144,11 +200,20 @@ class MpdoctorServer(LanguageServer):
             return None
         return document if uri.endswith(".py") or document.language_id == "python" else None
 
+    def requested(self, uri: str) -> TextDocument | None:
+        """The document a request (code action, hover) is about: a Python file, or a notebook's cell."""
+        if self.workspace.get_notebook_document(cell_uri=uri) is not None:
+            return self.workspace.text_documents.get(uri)
+        return self._document(uri)
+
     def findings_now(self, document: TextDocument) -> list[Diagnostic]:
-        """The findings of the buffer as it is now: the trace's if it traced this text, else a static check."""
+        """The findings of the buffer as it is now: the trace's if it traced this text, else a static check (a
+        notebook cell: what its notebook's last check published, if that is still its text)."""
         published = self.published.get(document.uri)
         if published is not None and published.text == document.source:
             return published.findings
+        if self.workspace.get_notebook_document(cell_uri=document.uri) is not None:
+            return []
         return self._check(document, document.source, False).diagnostics
 
     def close(self) -> None:
@@ -217,11 +282,28 @@ def did_close(ls: MpdoctorServer, params: types.DidCloseTextDocumentParams) -> N
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
 
+@server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+def notebook_did_open(ls: MpdoctorServer, params: types.DidOpenNotebookDocumentParams) -> None:
+    ls.schedule_notebook(params.notebook_document.uri, delay=0)
+
+
+@server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+def notebook_did_change(ls: MpdoctorServer, params: types.DidChangeNotebookDocumentParams) -> None:
+    ls.schedule_notebook(params.notebook_document.uri)
+
+
+@server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+def notebook_did_close(ls: MpdoctorServer, params: types.DidCloseNotebookDocumentParams) -> None:
+    ls.close_notebook(params.notebook_document.uri)
+
+
 def _recheck_all(ls: MpdoctorServer, but: str | None = None) -> None:
     for uri in list(ls.workspace.text_documents):
-        if uri != but:
+        if uri != but and ls._document(uri) is not None:
             ls.published.pop(uri, None)
             ls.schedule(uri, delay=0)
+    for uri in list(ls.workspace.notebook_documents):
+        ls.schedule_notebook(uri, delay=0)
 
 
 @server.feature(
@@ -232,7 +314,7 @@ def _recheck_all(ls: MpdoctorServer, but: str | None = None) -> None:
     ),
 )
 def code_action(ls: MpdoctorServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
-    document = ls._document(params.text_document.uri)
+    document = ls.requested(params.text_document.uri)
     if document is None:
         return None
     only = params.context.only
@@ -287,7 +369,7 @@ def _overlap(a: types.Range, b: types.Range) -> bool:
 
 @server.feature(types.TEXT_DOCUMENT_HOVER)
 def hover(ls: MpdoctorServer, params: types.HoverParams) -> types.Hover | None:
-    document = ls._document(params.text_document.uri)
+    document = ls.requested(params.text_document.uri)
     if document is None:
         return None
     published = ls.published.get(document.uri)

@@ -15,6 +15,7 @@ from typing import Any
 from mpdoctor.config import Config, ConfigError, apply_overrides, find_pyproject, load_config
 from mpdoctor.diagnostics import Diagnostic, FileError
 from mpdoctor.engine import TraceOptions, analyse_projects, check_source, display_path
+from mpdoctor.notebook import Notebook
 from mpdoctor.static.policy_context import FileContexts
 
 TRACE_MODES = ("onSave", "off")
@@ -143,6 +144,17 @@ class Workspace:
             project=self.contexts_for(path, config),
         )
         return Checked(diagnostics, error, config_error)
+
+    def check_notebook(self, path: Path | None, name: str, notebook: Notebook) -> Checked:
+        """The findings of a notebook's code cells, located in their cells, as `check` reports an .ipynb (no
+        project contexts: the engine gives a notebook none either)."""
+        config, config_error = self.config_for(path)
+        if path is not None and config.is_excluded(path):
+            return Checked([], None, config_error)
+        shown = display_path(path) if path is not None else name
+        found, error = check_source(notebook.source, shown, config, path=os.fspath(path) if path is not None else None)
+        found, error = notebook.map_results(shown, path or Path(shown), found, error, [])
+        return Checked(found, error, config_error)
 
 
 def _trace_options(config: Config) -> TraceOptions:
