@@ -422,3 +422,15 @@ async def test_a_notebook_is_checked_as_one_program_and_each_finding_lands_on_it
             )
         )
         assert await diagnostics(client, cell_uris[2]) == []
+
+
+async def test_changed_settings_recheck_the_open_files_and_empty_ones_keep_the_options(tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text(MODEL)
+    async with session(tmp_path, {"ignore": ["MP401"]}) as client:
+        uri = open_file(client, path)
+        assert await diagnostics(client, uri, 1) == []
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        assert await diagnostics(client, uri, 1) == []  # rechecked, the initialization options still apply
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"mpdoctor": {}}))
+        assert [d.code for d in await diagnostics(client, uri, 1)] == ["MP401"]

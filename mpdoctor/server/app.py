@@ -241,7 +241,9 @@ def initialize(ls: MpdoctorServer, params: types.InitializeParams) -> None:
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 def did_change_configuration(ls: MpdoctorServer, params: types.DidChangeConfigurationParams) -> None:
-    ls.checker.configure(ClientSettings.parse(params.settings))
+    # Many clients send no settings here (`null`, `{}`): that keeps the initialization options, it resets nothing.
+    if isinstance(params.settings, dict) and params.settings:
+        ls.checker.configure(ClientSettings.parse(params.settings))
     _recheck_all(ls)
 
 
