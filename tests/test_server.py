@@ -32,10 +32,13 @@ WAIT = 120.0  # seconds: bounds a hang, never a timing assertion
 
 
 @contextlib.asynccontextmanager
-async def session(cwd: Path, settings: dict | None = None) -> AsyncIterator[LanguageClient]:
-    """The real server in a process of its own, initialized; shut down (and checked to leave no process) after."""
+async def session(cwd: Path, settings: dict | None = None, cache: bool = False) -> AsyncIterator[LanguageClient]:
+    """The real server in a process of its own, initialized; shut down (and checked to leave no process) after.
+    `cache`: with the result cache (the suite turns it off: tests/conftest.py)."""
     client = recording_client()
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
+    if cache:
+        env.pop("MPDOCTOR_NO_CACHE", None)
     await client.start_io(sys.executable, "-m", "mpdoctor", "server", cwd=cwd, env=env)
     await client.initialize_session(
         types.InitializeParams(
@@ -278,7 +281,7 @@ TRACE_ONLY = (  # a float16 output no static rule sees: the head's activation is
 async def test_saving_runs_the_trace_which_adds_a_trace_only_finding(tmp_path, tensorflow):
     path = tmp_path / "model.py"
     path.write_text(TRACE_ONLY)
-    async with session(tmp_path) as client:
+    async with session(tmp_path, cache=True) as client:
         uri = open_file(client, path)
         assert await diagnostics(client, uri, 1) == []  # the static pass cannot tell the activation
         client.text_document_did_save(
@@ -287,6 +290,19 @@ async def test_saving_runs_the_trace_which_adds_a_trace_only_finding(tmp_path, t
         traced = await diagnostics(client, uri, 1)
         assert [d.code for d in traced] == ["MP401"], [d.message for d in traced]
         assert "computes softmax in float16" in traced[0].message and traced[0].range.start.line == 3
+        # A static finding the trace confirms takes the trace's words; the result is cached as `check` caches it (a
+        # trace-only finding's fix is not re-derivable from the source, so that one is not: mpdoctor.cache).
+        confirmed = tmp_path / "confirmed.py"
+        confirmed.write_text(MODEL)
+        other = open_file(client, confirmed)
+        (static,) = await diagnostics(client, other, 1)
+        assert static.message.startswith("model output Dense (last layer of Sequential")
+        client.text_document_did_save(
+            types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=other))
+        )
+        (traced,) = await diagnostics(client, other, 1)
+        assert traced.message.startswith("output `dense") and traced.range.start.line == 2
+        assert any((tmp_path / ".mpdoctor_cache").iterdir())
 
 
 async def test_an_unreadable_configuration_is_said_once_and_the_defaults_are_used(tmp_path):

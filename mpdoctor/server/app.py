@@ -10,6 +10,7 @@ import asyncio
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -127,11 +128,11 @@ class MpdoctorServer(LanguageServer):
         current = self._document(document.uri)
         if current is None or current.source != text:
             return None
-        return self._check(document, text, False)
+        return self._check(document, text)
 
-    def _check(self, document: TextDocument, text: str, trace: bool) -> Checked:
+    def _check(self, document: TextDocument, text: str) -> Checked:
         path = convert.path_of(document.uri)
-        return self._said(self.checker.check(path, document.uri.rsplit("/", 1)[-1], text, trace=trace))
+        return self._said(self.checker.check(path, document.uri.rsplit("/", 1)[-1], text))
 
     def _said(self, checked: Checked) -> Checked:
         """`checked`, once what the user must know of it is said: an internal error, a configuration not read."""
@@ -155,22 +156,22 @@ class MpdoctorServer(LanguageServer):
             return
         text = document.source
         path = convert.path_of(uri)
-        if not on_disk(path, text):
+        if path is None or not on_disk(path, text):
             return
         loop = asyncio.get_running_loop()
-        checked = await loop.run_in_executor(self._tracer, self._trace_job, uri, document, text)
+        checked = await loop.run_in_executor(self._tracer, self._trace_job, uri, path, text)
         current = self._document(uri)
         if checked is None or current is None or current.source != text:
             return
         self._publish(current, Published(text, checked.diagnostics, traced=True))
 
-    def _trace_job(self, uri: str, document: TextDocument, text: str) -> Checked | None:
+    def _trace_job(self, uri: str, path: Path, text: str) -> Checked | None:
         current = self._document(uri)
-        if current is None or current.source != text:
+        if current is None or current.source != text or not on_disk(path, text):
             return None  # changed while it waited for the previous trace
         self._tracing = uri
         try:
-            return self._check(document, text, True)
+            return self._said(self.checker.trace(path))
         finally:
             self._tracing = None
 
@@ -214,7 +215,7 @@ class MpdoctorServer(LanguageServer):
             return published.findings
         if self.workspace.get_notebook_document(cell_uri=document.uri) is not None:
             return []
-        return self._check(document, document.source, False).diagnostics
+        return self._check(document, document.source).diagnostics
 
     def close(self) -> None:
         """End what the server started: pending checks, the running trace, the fork servers, the worker threads."""

@@ -79,8 +79,11 @@ class Workspace:
 
     def saved(self) -> None:
         """A file of the project changed on disk: its entry points may set another policy, call other code."""
+        from mpdoctor.project import target
+
         with self._lock:
             self._contexts.clear()
+        target.new_run()  # requirements, Dockerfiles and other declarations are read afresh too
 
     def config_for(self, path: Path | None) -> tuple[Config, str | None]:
         """The configuration `check` would use for `path` with the client's settings applied, and why the defaults
@@ -118,32 +121,50 @@ class Workspace:
         with self._lock:
             if key in self._contexts:
                 return self._contexts[key]
-        # The project is what `check FOLDER` would analyse: the file's project root, or else its workspace folder
-        # (a folder without pyproject.toml or .git is a project of its own when checked as a directory).
-        folder = next((f for f in sorted(self.folders, key=lambda f: -len(f.parts)) if f in path.parents), path)
-        contexts = analyse_projects([folder], [path], config).contexts_for(path)
+        contexts = analyse_projects([self._folder_of(path)], [path], config).contexts_for(path)
         with self._lock:
             self._contexts[key] = contexts
         return contexts
 
-    def check(self, path: Path | None, name: str, text: str, *, trace: bool = False) -> Checked:
-        """The findings of `text`, the buffer of the file at `path` (None: an untitled buffer called `name`); with
-        `trace`, the trace pass too (the caller checks the file on disk holds `text`)."""
+    def _folder_of(self, path: Path) -> Path:
+        """What `check FOLDER` would analyse as the file's project: its workspace folder (the project root above the
+        file wins: mpdoctor.project.discovery), or the file alone outside every folder."""
+        return next((f for f in sorted(self.folders, key=lambda f: -len(f.parts)) if f in path.parents), path)
+
+    def check(self, path: Path | None, name: str, text: str) -> Checked:
+        """The static findings of `text`, the buffer of the file at `path` (None: an untitled buffer called
+        `name`)."""
         config, config_error = self.config_for(path)
         if path is not None and config.is_excluded(path):
             return Checked([], None, config_error)  # as `ruff server`: an excluded file (a .venv's) is left alone
         shown = display_path(path) if path is not None else name
-        options = _trace_options(config) if trace else TraceOptions()
         diagnostics, error = check_source(
             text,
             shown,
             config,
             path=os.fspath(path) if path is not None else None,
-            trace=options,
-            traces=[],
             project=self.contexts_for(path, config),
         )
         return Checked(diagnostics, error, config_error)
+
+    def trace(self, path: Path) -> Checked:
+        """The saved file checked as `mpdoctor check FILE` checks it with the trace: the engine's run over it in
+        its project, the result cache (an unchanged file is not traced again) and the fork server (TensorFlow
+        imported once for the server's life)."""
+        from mpdoctor.cli.check import NO_CACHE_VARIABLE
+        from mpdoctor.engine import check_paths
+
+        config, config_error = self.config_for(path)
+        if config.is_excluded(path):
+            return Checked([], None, config_error)
+        options = _trace_options(config)
+        cache = None
+        if os.environ.get(NO_CACHE_VARIABLE, "") in ("", "0"):
+            from mpdoctor.cache import ResultCache, cache_directory
+
+            cache = ResultCache(cache_directory(None, config.cache_dir, config.root), config, options)
+        report = check_paths([self._folder_of(path)], config, options, collected=([path], [], []), cache=cache)
+        return Checked(report.diagnostics, report.errors[0] if report.errors else None, config_error)
 
     def check_notebook(self, path: Path | None, name: str, notebook: Notebook) -> Checked:
         """The findings of a notebook's code cells, located in their cells, as `check` reports an .ipynb (no
