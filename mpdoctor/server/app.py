@@ -7,6 +7,7 @@ it traced."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -396,12 +397,14 @@ def shutdown(ls: MpdoctorServer, params: None) -> None:
 
 
 def serve() -> int:
-    """Run the server over stdio until the client says exit. Anything mpdoctor's code prints goes to stderr: stdout
-    carries the protocol."""
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    """Run the server over stdio until the client says exit. The protocol keeps stdout to itself: anything else
+    written there (mpdoctor's code, a library, a process it starts) goes to stderr instead."""
+    sys.stdout.flush()
+    protocol = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
     sys.stdout = sys.stderr
     try:
-        server.start_io(stdin, stdout)
+        server.start_io(sys.stdin.buffer, protocol)
     finally:
         server.close()
     return 0
