@@ -450,3 +450,20 @@ async def test_changed_settings_recheck_the_open_files_and_empty_ones_keep_the_o
         assert await diagnostics(client, uri, 1) == []  # rechecked, the initialization options still apply
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"mpdoctor": {}}))
         assert [d.code for d in await diagnostics(client, uri, 1)] == ["MP401"]
+
+
+async def test_disabling_a_code_joins_the_noqa_comment_already_on_the_line():
+    from pygls.workspace.position_codec import PositionCodec
+
+    from mpdoctor.config import Config
+    from mpdoctor.engine import check_source
+    from mpdoctor.server import convert
+
+    text = MODEL.replace("'softmax')])\n", "'softmax')])  # noqa: MP403\n")
+    (finding,) = [d for d in check_source(text, "m.py", Config())[0] if d.code == "MP401"]
+    lines, codec = text.splitlines(keepends=True), PositionCodec()
+    action = convert.noqa_action("file:///m.py", codec, lines, text, finding, convert.to_lsp(codec, lines, finding))
+    assert action is not None
+    fixed = apply(text, action.edit.changes["file:///m.py"])
+    assert fixed.splitlines()[2].endswith("  # noqa: MP401, MP403")
+    assert [d.code for d in check_source(fixed, "m.py", Config())[0]] == ["MP002"]  # MP403 was never there
