@@ -67,6 +67,7 @@ class MpdoctorServer(LanguageServer):
         current = self._document(uri)
         if checked is None or current is None or current.version != version or current.source != text:
             return  # changed meanwhile: the newer change is checked
+        self._said(checked)
         traced = self.published.get(uri)
         if traced is not None and traced.traced and traced.text == text:
             return  # the trace's findings of this very text stand
@@ -87,11 +88,12 @@ class MpdoctorServer(LanguageServer):
         texts = self._cell_texts(made)
         name = uri.rsplit("/", 1)[-1]
         checked = await asyncio.get_running_loop().run_in_executor(
-            self._static, lambda: self._said(self.checker.check_notebook(convert.path_of(uri), name, made.notebook))
+            self._static, self.checker.check_notebook, convert.path_of(uri), name, made.notebook
         )
         now = self._notebook(uri)
         if now is None or now.cells != made.cells or self._cell_texts(now) != texts:
             return  # changed meanwhile: the newer change is checked
+        self._said(checked)
         by_cell = made.by_cell(checked.diagnostics)
         for gone in self._notebook_cells.get(uri, set()) - by_cell.keys():  # a cell deleted, or now markdown
             self.published.pop(gone, None)
@@ -133,10 +135,11 @@ class MpdoctorServer(LanguageServer):
 
     def _check(self, document: TextDocument, text: str) -> Checked:
         path = convert.path_of(document.uri)
-        return self._said(self.checker.check(path, document.uri.rsplit("/", 1)[-1], text))
+        return self.checker.check(path, document.uri.rsplit("/", 1)[-1], text)
 
     def _said(self, checked: Checked) -> Checked:
-        """`checked`, once what the user must know of it is said: an internal error, a configuration not read."""
+        """`checked`, once what the user must know of it is said: an internal error, a configuration not read. In
+        the event loop's thread only: the protocol's writer is not shared with the worker threads."""
         if checked.error is not None and checked.error.kind == "internal":  # `check` prints it; a log line here
             self.window_log_message(
                 types.LogMessageParams(type=types.MessageType.Error, message=f"mpdoctor: {checked.error.render()}")
@@ -164,6 +167,7 @@ class MpdoctorServer(LanguageServer):
         current = self._document(uri)
         if checked is None or current is None or current.source != text:
             return
+        self._said(checked)
         self._publish(current, Published(text, checked.diagnostics, traced=True))
 
     def _trace_job(self, uri: str, path: Path, text: str) -> Checked | None:
@@ -172,7 +176,7 @@ class MpdoctorServer(LanguageServer):
             return None  # changed while it waited for the previous trace
         self._tracing = uri
         try:
-            return self._said(self.checker.trace(path))
+            return self.checker.trace(path)
         finally:
             self._tracing = None
 
@@ -216,7 +220,7 @@ class MpdoctorServer(LanguageServer):
             return published.findings
         if self.workspace.get_notebook_document(cell_uri=document.uri) is not None:
             return []
-        return self._check(document, document.source).diagnostics
+        return self._said(self._check(document, document.source)).diagnostics
 
     def close(self) -> None:
         """End what the server started: pending checks, the running trace, the fork servers, the worker threads."""
