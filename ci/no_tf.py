@@ -1,14 +1,14 @@
 """The no-TensorFlow stage: the tests not marked `tf` in a virtualenv without TensorFlow, Keras, tf_keras,
-tensorflow-hub, numpy or h5py (mpdoctor and its [test] extra only), with MPDOCTOR_TEST_BLOCK_TF=1 on top
-(tests/no_tf/tf_blocker.py: those packages cannot be imported by the tests or any Python they start, even if
+tensorflow-hub, numpy or h5py (mpdoctor and its [test] and [server] extras only), with MPDOCTOR_TEST_BLOCK_TF=1 on
+top (tests/no_tf/tf_blocker.py: those packages cannot be imported by the tests or any Python they start, even if
 something installed one). It proves the static pass, the reports and the fixes need none of them.
 
     python3 ci/no_tf.py              # what .ci/run runs
     python3 ci/no_tf.py -- -x -k fix  # more pytest arguments after --
 
 The virtualenv is cached like ci/matrix.py's, in $MPDOCTOR_MATRIX_CACHE (default ~/.cache/mpdoctor-matrix):
-`venvs/no-tf-<hash>/`, reused while pyproject.toml's dependencies and [test] extra are unchanged (mpdoctor itself is
-installed editable: the stage tests the working tree). Standard library only.
+`venvs/no-tf-<hash>/`, reused while pyproject.toml's dependencies and [test] and [server] extras are unchanged
+(mpdoctor itself is installed editable: the stage tests the working tree). Standard library only.
 """
 
 from __future__ import annotations
@@ -38,11 +38,12 @@ BUILD = ["setuptools>=68", "wheel"]
 
 def requirements() -> list[str]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return project["dependencies"] + project["optional-dependencies"]["test"] + BUILD
+    extras = project["optional-dependencies"]
+    return project["dependencies"] + extras["test"] + extras["server"] + BUILD  # the server's tests need no TF
 
 
 def venv_for(cache: Path) -> Path:
-    """The stage's venv, with mpdoctor's dependencies and the [test] extra; reused while they are unchanged."""
+    """The stage's venv, with mpdoctor's dependencies and its [test] and [server] extras; reused while unchanged."""
     key = hashlib.sha256(json.dumps([PYTHON, requirements()]).encode()).hexdigest()[:10]
     venv = cache / "venvs" / f"no-tf-{key}"
     ready = venv / ".mpdoctor-no-tf-ready"

@@ -109,7 +109,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("fixes and plans, verified by re-running the passes", ("mpdoctor.fix", "mpdoctor.plan")),
     ("renderers", ("mpdoctor.report",)),
-    ("interfaces", ("mpdoctor.cli", "mpdoctor.jupyter", "mpdoctor.merge", "mpdoctor.__main__", "mpdoctor")),
+    ("interfaces", ("mpdoctor.cli", "mpdoctor.server", "mpdoctor.jupyter", "mpdoctor.merge", "mpdoctor.__main__",
+                    "mpdoctor")),
 ]  # fmt: skip
 # Imports that go up a layer on purpose, with why.
 UPWARD_IMPORTS = {

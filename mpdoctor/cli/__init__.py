@@ -1,6 +1,6 @@
-"""Command line: `mpdoctor check`, `merge`, `plan`, `rules`, `explain`, `inspect`, `convert-checkpoint`. Each subcommand
-module adds its parser and sets its handler (`args.handler(args) -> exit code`); the exit codes are in
-exit_codes.py. Nothing here imports TensorFlow: `mpdoctor --help` and the static pass stay fast."""
+"""Command line: `mpdoctor check`, `merge`, `plan`, `rules`, `explain`, `inspect`, `convert-checkpoint`, `server`.
+Each subcommand module adds its parser and sets its handler (`args.handler(args) -> exit code`); the exit codes are
+in exit_codes.py. Nothing here imports TensorFlow: `mpdoctor --help` and the static pass stay fast."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from mpdoctor.cli import artifacts, check, merge, plan, rules
+    from mpdoctor.cli import artifacts, check, merge, plan, rules, server
 
     parser = Parser(
         prog="mpdoctor",
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_parsers(sub)
     artifacts.add_inspect_parser(sub)
     artifacts.add_convert_parser(sub)
+    server.add_parser(sub)
     return parser
 
 
