@@ -30,15 +30,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mpdoctor.facts.dtypes import LOW_PRECISION
-from mpdoctor.facts.keras_semantics import RANDOM_LAYER_RATES, layer_compute_dtype, sublayers
+from mpdoctor.facts.keras_semantics import RANDOM_LAYER_RATES, sublayers
 from mpdoctor.facts.schema import StepCheckRecord
 from mpdoctor.facts.trace_request import NumericsRequest, StepCheckRequest
 from mpdoctor.trace.child import numerics, samples
-from mpdoctor.trace.child.gradients import loss_scaling, zero_labels  # MP504's step: the same labels and scale
-from mpdoctor.trace.child.keras_adapter import restore_layer_policy, set_layer_policy
+from mpdoctor.trace.child.gradients import zero_labels
 from mpdoctor.trace.child.numerics import SEED, seed_random
 from mpdoctor.trace.child.step_target import StepTarget, find_step
+from mpdoctor.trace.child.training_step import computing_in_float32, loss_scaling  # MP504's step: the same scale
 
 MAX_ATTEMPTS = 8  # low-precision calls until the weights move (2**15 halved 8 times is 128)
 STEP_BATCH = 16  # sample rows: micro-batches of 2, 4, 8 or 16 split it evenly; batch statistics are not degenerate
@@ -81,13 +80,7 @@ def _compare(module, models: list, record: StepCheckRecord, numerics_request: Nu
         low, calls, record.attempts = _low_precision_update(step, calls, variables, state)
         record.loss_scale = max((loss_scaling(o)[1] for o in optimizers), default=1.0)
         references = []
-        undo = [
-            set_layer_policy(layer, "float32")
-            for model in target.models
-            for layer in sublayers(model, recursive=True, include_self=True)
-            if layer_compute_dtype(layer) in LOW_PRECISION
-        ]
-        try:
+        with computing_in_float32(*target.models):
             for second in (False, True):
                 # The second call keeps the model's other variables as the first left them: a random step (noise
                 # drawn in the step itself) then draws anew and the two disagree.
@@ -98,9 +91,6 @@ def _compare(module, models: list, record: StepCheckRecord, numerics_request: Nu
                 seed_random(SEED)
                 step(*calls[0])
                 references.append(state.delta(variables))
-        finally:
-            for entry in undo:
-                restore_layer_policy(entry)
         state.restore()
     finally:
         for layer, attribute, value in quiet:

@@ -240,11 +240,12 @@ def _describe(labels) -> str:
 
 
 @contextlib.contextmanager
-def computing_in_float32(model) -> Iterator[None]:
-    """Every layer of the model that computes in float16/bfloat16 computes in float32 inside the block (the
+def computing_in_float32(*models) -> Iterator[None]:
+    """Every layer of the models that computes in float16/bfloat16 computes in float32 inside the block (the
     variables are shared: `mixed_*` variables are float32)."""
     undo = [
         set_layer_policy(layer, "float32")
+        for model in models
         for layer in sublayers(model, recursive=True, include_self=True)
         if layer_compute_dtype(layer) in LOW_PRECISION
     ]
