@@ -27,6 +27,7 @@ from mpdoctor.rules import (
     mp401_float16_outputs,
     mp403_unsafe_constant,
     mp406_dtype_conflict,
+    mp702_quantize_calls,
 )
 from mpdoctor.static.semantic import Settings
 from mpdoctor.trace.checks import trace_diagnostics
@@ -125,6 +126,27 @@ CASES = {
         9,
         10,
         [mp403_unsafe_constant.out_of_range("overflow", True), mp403_unsafe_constant.advice("overflow")],
+    ),
+    "MP701": (
+        "tests/fixtures/MP701/global_int8_policy_keras3.py",
+        False,
+        4,
+        4,
+        ['global policy "int8_from_float32" is a quantized policy: ', "raise NotImplementedError"],
+    ),
+    "MP702": (
+        "tests/fixtures/MP702/int8_under_mixed_float16_keras3.py",
+        False,
+        6,
+        6,
+        ['quantize("int8") on layers computing in float16', mp702_quantize_calls.FLOAT16_ADVICE],
+    ),
+    "MP703": (
+        "tests/fixtures/MP703/quantize_twice_keras3.py",
+        False,
+        5,
+        5,
+        [mp702_quantize_calls.ALREADY_QUANTIZED, mp702_quantize_calls.REQUANTIZE_ADVICE],
     ),
     "MP406": (  # the run confirms the static finding in the layer that raised, at its line (one per root cause)
         "tests/fixtures/MP406/pure_float16_weight_keras2.py",

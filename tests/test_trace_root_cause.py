@@ -42,7 +42,14 @@ def report(tensorflow, tmp_path_factory) -> tuple[int, dict[str, list[dict]]]:
 def test_the_removed_api_is_reported_once_where_it_is(report):
     _, found = report
     assert sorted((d["code"], d["line"]) for d in found["netlib/precision.py"]) == [("MP103", 5), ("MP103", 8)]
-    errors = [(path, d["code"]) for path, ds in found.items() for d in ds if d["severity"] == "error"]
+    # decoder.py's static MP401 (its softmax head under the policy precision.py sets where the code runs) is no
+    # failure of the run; the failure's own findings are the MP103s and the unexplained MP001.
+    errors = [
+        (path, d["code"])
+        for path, ds in found.items()
+        for d in ds
+        if d["severity"] == "error" and d["code"] in ("MP001", "MP103")
+    ]
     assert sorted(errors) == [("netlib/precision.py", "MP103"), ("netlib/precision.py", "MP103"), *UNEXPLAINED]
 
 
@@ -52,9 +59,9 @@ UNEXPLAINED = [("netlib/uses_settings.py", "MP001")]
 @pytest.mark.parametrize(("module", "line"), [("encoder", 5), ("decoder", 5), ("train", 5)])
 def test_each_importer_gets_one_info_pointing_at_the_cause(report, module, line):
     _, found = report
-    [info] = found[f"netlib/{module}.py"]
-    assert (info["code"], info["severity"], info["line"]) == ("MP001", "info", line)
-    assert info["message"] == (
+    [info] = [d for d in found[f"netlib/{module}.py"] if d["code"] == "MP001"]
+    assert (info["severity"], info["line"]) == ("info", line)
+    assert info["message"].startswith(
         "not traced: the run failed in netlib/precision.py:5, reported there as MP103; static findings only"
     )
 

@@ -98,12 +98,13 @@ def _is_model(ctx: StaticContext, class_name: str) -> bool:
     return class_name in MODEL_CLASS_NAMES or (cls is not None and ctx.is_custom_model(cls))
 
 
-def global_message(policy: QuantizedPolicy) -> str:
+def global_message(policy: QuantizedPolicy, seen: str = "") -> str:
+    """`seen`: what the trace observed, said before the advice both forms end with."""
     return (
         f'global policy "{policy.name}" is a quantized policy: every layer built after it takes it, and the '
         f"model itself (Sequential, Functional) and each layer without a quantized call raise NotImplementedError "
-        f'("does not have a `_{policy.mode}_call` method") at the first call; build the model in '
-        f'"{policy.source}", then `model.quantize("{policy.mode}")`'
+        f'("does not have a `_{policy.mode}_call` method") at the first call; {seen + "; " if seen else ""}'
+        f'build the model in "{policy.source}", then `model.quantize("{policy.mode}")`'
     )
 
 
@@ -141,7 +142,7 @@ def trace_quantized_policy(facts: Facts, ctx: TraceContext) -> Iterable[Diagnost
     events = [(e, p) for e in facts.policy_events if (p := quantized_policy(e.policy)) is not None]
     if events:
         event, policy = events[-1]
-        return [ctx.diagnostic("MP701", event.location or exception.location, f"{global_message(policy)}; {seen}")]
+        return [ctx.diagnostic("MP701", event.location or exception.location, global_message(policy, seen))]
     message = (
         f"`{verdict.failing_class}` computes under a quantized {verdict.mode} policy but has no "
         f"`_{verdict.mode}_call`; {seen}. Build it in a float policy and quantize the model with "

@@ -165,12 +165,18 @@ def check_quantize_calls(ctx: StaticContext) -> Iterable[Diagnostic]:
     yield from _skipped_subclasses(ctx, calls[0])
 
 
+# The advice each form of a rule ends with (the static and trace messages share it).
+FLOAT16_ADVICE = (
+    'Keras\'s advice to load the model in "mixed_float16" is the cause: build or load it in "float32" or '
+    '"mixed_bfloat16" before quantizing'
+)
+REQUANTIZE_ADVICE = "quantize a fresh float model instead"
+ALREADY_QUANTIZED = 'a second quantize raises ValueError "is already quantized", whatever the mode'
+UNBUILT_ADVICE = "start the model with `keras.Input(shape)` or call its `build(shape)` first"
+
+
 def float16_message(mode: str, policy: str) -> str:
-    return (
-        f'quantize("{mode}") on layers computing in float16 (policy "{policy}") raises ValueError; Keras\'s advice '
-        f'to load the model in "mixed_float16" is the cause: build or load it in "float32" or "mixed_bfloat16" '
-        f"before quantizing"
-    )
+    return f'quantize("{mode}") on layers computing in float16 (policy "{policy}") raises ValueError; {FLOAT16_ADVICE}'
 
 
 def _float16_compute(ctx: StaticContext, call: QuantizeCall) -> tuple[str, Confidence] | None:
@@ -213,9 +219,8 @@ def _quantized_twice(ctx: StaticContext, calls: list[QuantizeCall]) -> Iterable[
             yield ctx.diagnostic(
                 "MP703",
                 call.node,
-                f"`{call.receiver_name}` is already quantized ({earlier.mode}) at line {earlier.node.lineno}: a "
-                f'second quantize raises ValueError "is already quantized", whatever the mode; quantize a fresh '
-                f"float model instead",
+                f"`{call.receiver_name}` is already quantized ({earlier.mode}) at line {earlier.node.lineno}: "
+                f"{ALREADY_QUANTIZED}; {REQUANTIZE_ADVICE}",
             )
         else:
             first_by_block[(call.receiver_name, block)] = call
@@ -345,16 +350,9 @@ def trace_quantize_refused(facts: Facts, ctx: TraceContext) -> Iterable[Diagnost
         return []
     seen = f'the run raised "{first_message_line(exception.message)}"'
     if isinstance(verdict, QuantizeRefusedVerdict):
-        message = (
-            f'quantize("{verdict.mode}") on layers computing in float16: {seen}. Keras\'s advice to load the '
-            f'model in "mixed_float16" is the cause: build or load it in "float32" or "mixed_bfloat16" first'
-        )
+        message = f'quantize("{verdict.mode}") on layers computing in float16: {seen}; {FLOAT16_ADVICE}'
         return [ctx.diagnostic("MP702", exception.location, message)]
     if isinstance(verdict, QuantizeOrderVerdict):
-        advice = (
-            "build the model first (an `Input`, `model.build(shape)` or one call)"
-            if verdict.reason == "not built"
-            else "a layer quantizes once: quantize a fresh float model to change mode"
-        )
+        advice = UNBUILT_ADVICE if verdict.reason == "not built" else f"{ALREADY_QUANTIZED}; {REQUANTIZE_ADVICE}"
         return [ctx.diagnostic("MP703", exception.location, f"{seen}: {advice}")]
     return []
