@@ -110,6 +110,17 @@ def test_a_missing_module_of_the_project_itself_stays_an_error(checked):
     assert "No module named 'helpers.metrics'" in finding["message"]
 
 
+def test_an_unbuilt_extension_of_the_project_is_one_info_not_an_error(checked):
+    """detector.py imports helpers.overlap, which exists only as Cython source (helpers/overlap.pyx): the project is
+    not built here (the environment's doing), so one MP003 info naming the extension; trainer.py's missing module,
+    with no source at all, stays the error above."""
+    [finding] = checked.findings["missing_dependency/detector.py"]
+    assert (finding["code"], finding["severity"], finding["line"]) == ("MP003", "info", 4)
+    assert finding["message"].startswith(
+        "not traced: the project's extension `helpers.overlap` is not built here (only its source overlap.pyx)"
+    )
+
+
 def test_strict_imports_makes_a_missing_module_an_error_and_fails_the_run(layouts):
     project = layouts / "missing_dependency"
     relaxed = run_check("model.py", cwd=project)

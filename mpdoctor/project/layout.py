@@ -130,9 +130,8 @@ def is_own_module(name: str, layout: ImportLayout, file: str) -> bool:
     return _holds(start, top) or (layout.root is not None and _base_holding(top, start, layout.root) is not None)
 
 
-def own_top_levels(layout: ImportLayout, file: str) -> tuple[str, ...]:
-    """Every top-level name `is_own_module` holds the project's own, for the trace child (which may not import
-    this module): the modules and packages of the roots and of the directories from the file's up to the root."""
+def _own_places(layout: ImportLayout, file: str) -> list[str]:
+    """The project's roots and the directories from the file's up to the project root: where its modules live."""
     places = list(layout.search_path)
     directory = os.path.dirname(os.path.realpath(file))
     places.append(directory)
@@ -140,13 +139,30 @@ def own_top_levels(layout: ImportLayout, file: str) -> tuple[str, ...]:
     while root is not None and directory.startswith(root + os.sep):
         directory = os.path.dirname(directory)
         places.append(directory)
+    return list(dict.fromkeys(places))
+
+
+def own_top_levels(layout: ImportLayout, file: str) -> tuple[str, ...]:
+    """Every top-level name `is_own_module` holds the project's own, for the trace child (which may not import
+    this module): the modules and packages of the roots and of the directories from the file's up to the root."""
     names: dict[str, None] = {}
-    for place in dict.fromkeys(places):
+    for place in _own_places(layout, file):
         for entry in _listdir(place):
             name = entry[:-3] if entry.endswith(".py") else entry
             if name.isidentifier() and (entry.endswith(".py") or os.path.isdir(os.path.join(place, entry))):
                 names[name] = None
     return tuple(names)
+
+
+def unbuilt_extension(name: str, layout: ImportLayout, file: str) -> str | None:
+    """The Cython source (`pkg/mod.pyx`) of the project's own module `name` when that module is missing: an
+    extension the environment has not built (`pip install -e .`, `setup.py build_ext --inplace`), not a bug."""
+    relative = name.replace(".", os.sep) + ".pyx"
+    for place in _own_places(layout, file):
+        source = os.path.join(place, relative)
+        if os.path.isfile(source):
+            return source
+    return None
 
 
 def is_installed(name: str) -> bool:

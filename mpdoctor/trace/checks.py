@@ -22,7 +22,7 @@ from mpdoctor.crash_causes import caused_by_static
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.facts.schema import ExceptionRecord, Facts, TraceSummary
 from mpdoctor.notebook import NotebookError, is_notebook, read_notebook
-from mpdoctor.project.layout import ImportLayout, is_installed, is_own_module, layout_of
+from mpdoctor.project.layout import ImportLayout, is_installed, is_own_module, layout_of, unbuilt_extension
 from mpdoctor.registry import hooks, verdict_of
 from mpdoctor.sources import read_source
 from mpdoctor.static.policy_context import PolicyContext
@@ -33,6 +33,7 @@ from mpdoctor.trace.failures import (
     failed_elsewhere,
     internal_error,
     mark_stand_ins,
+    not_built,
     not_installed,
     stand_in_failure,
     stand_ins_note,
@@ -202,6 +203,9 @@ def _exception_finding(
     missing = None if config.strict_imports else missing_third_party(exception, ctx.path)
     if missing:
         return not_installed(ctx, exception, missing)
+    extension = None if config.strict_imports else _unbuilt_extension(exception, ctx.path)
+    if extension:
+        return not_built(ctx, exception, *extension)
     cause = cause_elsewhere(exception, ctx, static_of) if static_of is not None else None
     if cause is not None:
         return failed_elsewhere(ctx, exception, cause)
@@ -262,6 +266,13 @@ def missing_third_party(exception: ExceptionRecord, path: str) -> str | None:
     if is_installed(top) or is_own_module(top, layout_of(path), path):
         return None
     return top
+
+
+def _unbuilt_extension(exception: ExceptionRecord, path: str) -> tuple[str, str] | None:
+    """(module, its .pyx source) when the run stopped on a module of the project that exists only as Cython source."""
+    match = _NO_MODULE.search(exception.message) if exception.type == "ModuleNotFoundError" else None
+    source = unbuilt_extension(match.group(1), layout_of(path), path) if match else None
+    return (match.group(1), source) if match and source else None
 
 
 def run_checks(facts: Facts, ctx: TraceContext, config: Config) -> list[Diagnostic]:

@@ -104,6 +104,20 @@ def not_installed(ctx: TraceContext, exception: ExceptionRecord, module: str) ->
     )
 
 
+def not_built(ctx: TraceContext, exception: ExceptionRecord, module: str, source: str) -> Diagnostic:
+    """The run stopped on the project's own Cython extension, present only as source: the environment's doing (the
+    project is not built here), an info like a missing dependency."""
+    return ctx.diagnostic(
+        engine_code("cannot_trace"),
+        exception.location,
+        f"not traced: the project's extension `{module}` is not built here (only its source "
+        f"{os.path.basename(source)}); static findings only (build it, e.g. `pip install -e .`, to trace it, or "
+        "--strict-imports to make this an error)",
+        confidence=Confidence.HIGH,
+        observed_note=False,
+    )
+
+
 # The code's whatever stood in for its modules: it does not compile, or an import the finder did not serve (the
 # project's own module, an ML framework, a real package's missing submodule).
 _NOT_FROM_STAND_INS = frozenset({"SyntaxError", "IndentationError", "TabError", "ModuleNotFoundError", "ImportError"})
