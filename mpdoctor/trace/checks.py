@@ -259,10 +259,10 @@ def missing_third_party(exception: ExceptionRecord, path: str) -> str | None:
     """The top-level module a ModuleNotFoundError of the run names when it is neither installed here nor the
     project's own (mpdoctor.project.layout): the environment lacks a dependency; a missing module of the project
     itself is a real bug, and a missing submodule of an installed package a version question (MP003, MP001)."""
-    match = _NO_MODULE.search(exception.message) if exception.type == "ModuleNotFoundError" else None
-    if match is None:
+    missing = _missing_module(exception)
+    if missing is None:
         return None
-    top = match.group(1).split(".")[0]
+    top = missing.split(".")[0]
     if is_installed(top) or is_own_module(top, layout_of(path), path):
         return None
     return top
@@ -270,9 +270,15 @@ def missing_third_party(exception: ExceptionRecord, path: str) -> str | None:
 
 def _unbuilt_extension(exception: ExceptionRecord, path: str) -> tuple[str, str] | None:
     """(module, its .pyx source) when the run stopped on a module of the project that exists only as Cython source."""
+    missing = _missing_module(exception)
+    source = unbuilt_extension(missing, layout_of(path), path) if missing else None
+    return (missing, source) if missing and source else None
+
+
+def _missing_module(exception: ExceptionRecord) -> str | None:
+    """The dotted module a ModuleNotFoundError of the run names."""
     match = _NO_MODULE.search(exception.message) if exception.type == "ModuleNotFoundError" else None
-    source = unbuilt_extension(match.group(1), layout_of(path), path) if match else None
-    return (match.group(1), source) if match and source else None
+    return match.group(1) if match else None
 
 
 def run_checks(facts: Facts, ctx: TraceContext, config: Config) -> list[Diagnostic]:

@@ -94,27 +94,33 @@ def failed_elsewhere(ctx: TraceContext, exception: ExceptionRecord, cause: Diagn
 def not_installed(ctx: TraceContext, exception: ExceptionRecord, module: str) -> Diagnostic:
     """The run stopped on a third-party module not installed where mpdoctor runs (issue 31): the environment's
     doing, not the code's, so an info finding of the code registered for it, never the MP001 error."""
-    return ctx.diagnostic(
-        engine_code("cannot_trace"),
-        exception.location,
+    return _environment_info(
+        ctx,
+        exception,
         f"not traced: `{module}` is not installed here; static findings only (install the project's dependencies "
         "to trace it, or --strict-imports to make this an error)",
-        confidence=Confidence.HIGH,
-        observed_note=False,
     )
 
 
 def not_built(ctx: TraceContext, exception: ExceptionRecord, module: str, source: str) -> Diagnostic:
     """The run stopped on the project's own Cython extension, present only as source: the environment's doing (the
     project is not built here), an info like a missing dependency."""
-    return ctx.diagnostic(
-        engine_code("cannot_trace"),
-        exception.location,
+    return _environment_info(
+        ctx,
+        exception,
         f"not traced: the project's extension `{module}` is not built here (only its source "
         f"{os.path.basename(source)}); static findings only (build it, e.g. `pip install -e .`, to trace it, or "
         "--strict-imports to make this an error)",
-        confidence=Confidence.HIGH,
-        observed_note=False,
+    )
+
+
+def _environment_info(
+    ctx: TraceContext, exception: ExceptionRecord, message: str, confidence: Confidence = Confidence.HIGH
+) -> Diagnostic:
+    """A run the environment stopped, not the code: the code registered for "cannot trace" (info), no note of the
+    observed TensorFlow."""
+    return ctx.diagnostic(
+        engine_code("cannot_trace"), exception.location, message, confidence=confidence, observed_note=False
     )
 
 
@@ -135,13 +141,12 @@ def stand_in_failure(ctx: TraceContext, exception: ExceptionRecord, stand_ins: l
     text = f"{exception.message}\n{exception.traceback or ''}"
     how = "caused by" if any(marker in text for marker in _STAND_IN_MARKERS) else "possibly caused by"
     summary = shorten(f"{exception.type}: {exception.message}", 200)
-    return ctx.diagnostic(
-        engine_code("cannot_trace"),
-        exception.location,
+    return _environment_info(
+        ctx,
+        exception,
         f"not traced to the end: the run raised {summary}, {how} the stand-ins for {names} (--stub-missing); "
         "static findings and what the run saw before are reported (install the missing modules to trace it fully)",
-        confidence=Confidence.LOW,
-        observed_note=False,
+        Confidence.LOW,
     )
 
 
