@@ -85,6 +85,27 @@ def test_a_dependency_failing_its_own_import_is_one_info(places):
     assert IMGAUG_UNDER_NUMPY2 in finding.message and "static findings only" in finding.message
 
 
+def test_a_notebook_importing_the_projects_package_that_imports_a_broken_dependency(places):
+    """keras-ocr's layout: the notebook under examples/ imports the project's package, whose __init__ imports imgaug;
+    the project's last frame is the package's import of imgaug (the project root holds both)."""
+    project, site = places
+    (project / "examples").mkdir()
+    notebook = project / "examples" / "demo.ipynb"
+    trace = traceback(
+        frame(notebook, 2),
+        frame(project / "keras_ocr" / "__init__.py", 1),
+        frame(site / "imgaug" / "__init__.py", 7),
+        frame(site / "numpy" / "__init__.py", 778, "__getattr__"),
+        error=f"AttributeError: {IMGAUG_UNDER_NUMPY2}",
+    )
+    exception = {"type": "AttributeError", "message": IMGAUG_UNDER_NUMPY2, "phase": "import", "traceback": trace}
+    facts = Facts.from_json({"status": "exception", "exception": exception})
+    ctx = TraceContext(str(notebook), "examples/demo.ipynb", "", None)
+    [finding] = diagnose(facts, None, "", ctx, Config())
+    assert (finding.code, finding.severity.value) == ("MP003", "info")
+    assert finding.message.startswith("not traced: `imgaug` does not import")
+
+
 def test_strict_imports_keeps_a_broken_dependency_an_error(places):
     project, site = places
     trace = imgaug_traceback(project, site)
@@ -195,6 +216,45 @@ def test_a_native_crash_stays_a_trace_failure_when_strict_or_in_a_call_or_unknow
         "error",
         f"trace pass failed: {KILLED}; static findings are still reported",
     )
+
+
+# ConvNeXt-TF's convert.py (`import torch` next to TensorFlow): a compiled extension of triton crashed while loading;
+# the stack is deeper than faulthandler's 100 frames, so the project's frames are cut ("...").
+TRUNCATED_DUMP = """\
+Fatal Python error: Segmentation fault
+
+Stack (most recent call first):
+  File "<frozen importlib._bootstrap>", line 241 in _call_with_frames_removed
+  File "<frozen importlib._bootstrap_external>", line 1233 in create_module
+  File "<frozen importlib._bootstrap>", line 573 in module_from_spec
+  File "{site}/triton/knobs.py", line 15 in <module>
+  File "<frozen importlib._bootstrap>", line 1176 in _find_and_load
+  File "{site}/triton/__init__.py", line 8 in <module>
+  File "<frozen importlib._bootstrap>", line 1176 in _find_and_load
+  File "{site}/torch/utils/_triton.py", line 39 in has_triton_package
+  File "{site}/torch/_dynamo/utils.py", line 2932 in <module>
+  ...
+
+Extension modules: numpy._core._multiarray_umath, torch._C (total: 2)
+"""
+
+
+def test_a_crash_loading_a_compiled_extension_is_the_environments_even_without_the_projects_frames(places):
+    project, site = places
+    (project / "model.py").write_text("import numpy\nimport torch\n")
+    model = str(project / "model.py")
+    text = (project / "model.py").read_text()
+    ctx = TraceContext(model, "model.py", text, ast.parse(text))
+    [finding] = diagnose(None, KILLED, "", ctx, Config(), crash_stack=TRUNCATED_DUMP.format(site=site))
+    assert (finding.code, finding.severity.value, finding.location.line) == ("MP003", "info", 2)  # `import torch`
+    assert f"{KILLED} while importing `triton` (imported through `torch`)" in finding.message
+    # The same cut stack ending in a Python function of the library (no extension loading): nothing says whose.
+    in_python = (
+        TRUNCATED_DUMP.format(site=site)
+        .replace("create_module", "_find_spec")
+        .replace("_call_with_frames_removed", "find_spec")
+    )
+    assert crashed(project, in_python).code == "MP001"
 
 
 def test_the_fault_dump_is_read_outermost_first():

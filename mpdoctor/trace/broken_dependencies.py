@@ -11,6 +11,7 @@ code, or by TensorFlow inside a call the project made, never qualifies.
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.metadata
 import os
@@ -19,7 +20,6 @@ import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mpdoctor.notebook import is_notebook
 from mpdoctor.project.layout import is_own_module, layout_of
 
 
@@ -58,9 +58,9 @@ def fault_frames(dump: str) -> list[Frame]:
 
 
 def project_directory(path: str) -> str:
-    """The directory holding the project's code: its root, or the file's own directory outside a project."""
-    root = layout_of(path).root if not is_notebook(path) else None
-    return root or os.path.dirname(os.path.realpath(path))
+    """The directory holding the project's code: its root (a notebook's too: its kernel imports the project's
+    package), or the file's own directory outside a project."""
+    return layout_of(path).root or os.path.dirname(os.path.realpath(path))
 
 
 def failed_dependency(traceback: str, path: str) -> BrokenImport | None:
@@ -99,15 +99,55 @@ def broken_import(frames: list[Frame], project: str, own: Callable[[str], bool])
 
 def crashed_import(frames: list[Frame], project: str, own: Callable[[str], bool]) -> BrokenImport | None:
     """The library being imported when a native crash killed the run (faulthandler's frames): the innermost
-    dependency's module body after the project's last frame (`failed_in`: `torch`), and the import of the project
-    that led there (`dependency`: `timm`)."""
+    dependency's module body (`failed_in`: `torch`) and the package the project's import or call led there through
+    (`dependency`: `timm`). Either the project's import statement started it (as `broken_import`), or the crash is
+    in loading a compiled extension module (its shared library's own code: never the project's doing), which also
+    covers a dump whose outer frames (the project's) faulthandler cut at 100."""
     started = _import_started(frames, project, own)
-    if started is None:
+    if started is None and not _loading_extension(frames):
         return None
-    dependency, libraries = started
+    if started is not None:
+        dependency: str | None = started[0]
+        libraries = started[1]
+    else:
+        inside = [index for index, frame in enumerate(frames) if _in_project(frame.file, project)]
+        libraries = [frame for frame in frames[inside[-1] + 1 if inside else 0 :] if not _runtime(frame.file)]
+        dependency = next((m for frame in libraries if (m := site_module(frame.file)) is not None), None)
     bodies = [site_module(frame.file) for frame in libraries if frame.function == "<module>"]
-    innermost = next(module for module in reversed(bodies) if module is not None)
+    innermost = next((module for module in reversed(bodies) if module is not None), None)
+    if dependency is None or innermost is None or own(dependency) or own(innermost):
+        return None
     return BrokenImport(dependency, innermost if innermost != dependency else None)
+
+
+_EXTENSION_LOADING = ("create_module", "exec_module")  # ExtensionFileLoader: dlopen and PyInit_*, C code below
+
+
+def _loading_extension(frames: list[Frame]) -> bool:
+    """The innermost Python frame is importlib creating or executing a compiled extension module (a source module
+    would have its own `<module>` frame below)."""
+    inner = [frame for frame in reversed(frames) if frame.function != "_call_with_frames_removed"]
+    return (
+        bool(inner)
+        and inner[0].file == "<frozen importlib._bootstrap_external>"
+        and inner[0].function in _EXTENSION_LOADING
+    )
+
+
+def import_line(tree: ast.Module | None, module: str) -> int | None:
+    """The line of the first top-level statement importing `module`'s package (`import torch`), None without."""
+    top = module.split(".")[0]
+    for node in tree.body if tree is not None else []:
+        names = (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and not node.level
+            else []
+        )
+        if any(name.split(".")[0] == top for name in names):
+            return node.lineno
+    return None
 
 
 def _import_started(frames: list[Frame], project: str, own: Callable[[str], bool]) -> tuple[str, list[Frame]] | None:

@@ -32,6 +32,7 @@ from mpdoctor.trace.broken_dependencies import (
     BrokenImport,
     crashed_dependency,
     failed_dependency,
+    import_line,
     installed_distribution,
 )
 from mpdoctor.trace.failures import (
@@ -220,6 +221,7 @@ def _child_died(ctx: TraceContext, config: Config, failure: str, output_tail: st
         return trace_failed(ctx, failure, output_tail)
     library, line = crashed
     imported_by = library.dependency if library.failed_in else None
+    line = line or import_line(ctx.tree, library.dependency)  # the project's frames cut from the dump
     return native_crash(ctx, failure, library.failed_in or library.dependency, imported_by, line)
 
 
