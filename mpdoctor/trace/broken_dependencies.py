@@ -6,7 +6,8 @@ reports "not traced" at info (mpdoctor.trace.failures), never the MP001 error.
 Decided from the stack alone, conservatively: after the project's last frame, the first frame that is neither
 Python's own library nor importlib's machinery is a dependency's module body (`<module>` in site-packages: the
 project's import statement executing it), and no frame after it is the project's. An error raised in the project's
-code, or by TensorFlow inside a call the project made, never qualifies.
+code, or by TensorFlow inside a call the project made, never qualifies. A native crash qualifies too when it came
+while a compiled extension module was loading (its shared library's code ran: never the project's doing).
 """
 
 from __future__ import annotations

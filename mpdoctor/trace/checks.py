@@ -230,9 +230,8 @@ def _exception_finding(
 ) -> Diagnostic:
     """The run's exception that no finding of this file explains: a missing third-party module, or one failing its
     own import with the packages installed here, is the environment's (an info, unless --strict-imports); a
-    failure in another module of the project that a finding
-    there explains is reported there (an info here, pointing at it); a failure after stand-ins were given may be
-    theirs (--stub-missing); else MP001."""
+    failure in another module of the project that a finding there explains is reported there (an info here,
+    pointing at it); a failure after stand-ins were given may be theirs (--stub-missing); else MP001."""
     missing = None if config.strict_imports else missing_third_party(exception, ctx.path)
     if missing:
         return not_installed(ctx, exception, missing)
