@@ -364,6 +364,7 @@ def installed(tensorflow, tmp_path_factory) -> tuple[Path, Path]:
         "olddep/core.py": 'import fakenp\n\nFLOAT_TYPES = set(fakenp.sctypes["float"])\n',
         "crashlib/__init__.py": "import ctypes\n\nctypes.string_at(0)  # a native crash on import\n",
         "viadep/__init__.py": "import crashlib\n",
+        "abortlib/__init__.py": "import os\n\nos.abort()  # a native library's failed assertion: SIGABRT\n",
     }
     for name, text in files.items():
         (site / name).parent.mkdir(parents=True, exist_ok=True)
@@ -371,7 +372,12 @@ def installed(tensorflow, tmp_path_factory) -> tuple[Path, Path]:
     project = base / "project"
     (project / ".git").mkdir(parents=True)
     (project / "helpers.py").write_text(files["olddep/core.py"])
-    for name, module in (("model.py", "olddep"), ("own.py", "helpers"), ("convert.py", "viadep")):
+    for name, module in (
+        ("model.py", "olddep"),
+        ("own.py", "helpers"),
+        ("convert.py", "viadep"),
+        ("abort.py", "abortlib"),
+    ):
         (project / name).write_text(MODEL.format(module=module))
     return project, site
 
@@ -390,13 +396,15 @@ def check(installed: tuple[Path, Path], *args: str) -> subprocess.CompletedProce
 
 
 def test_traced_a_broken_dependency_and_a_native_crash_are_infos_and_exit_0(installed):
-    result = check(installed, "model.py", "convert.py")
+    result = check(installed, "model.py", "convert.py", "abort.py")
     assert result.returncode == 0, result.stdout + result.stderr
     lines = sorted(line for line in result.stdout.splitlines() if " MP" in line)
-    assert len(lines) == 2, result.stdout
-    assert lines[0].startswith("convert.py:3:1: MP003 not traced: the trace child was killed by SIGSEGV while ")
-    assert "importing `crashlib` (imported through `viadep`)" in lines[0]
-    assert lines[1].startswith(
+    assert len(lines) == 3, result.stdout
+    assert lines[0].startswith("abort.py:3:1: MP003 not traced: the trace child was killed by SIGABRT while ")
+    assert "importing `abortlib`, a native library" in lines[0]
+    assert lines[1].startswith("convert.py:3:1: MP003 not traced: the trace child was killed by SIGSEGV while ")
+    assert "importing `crashlib` (imported through `viadep`)" in lines[1]
+    assert lines[2].startswith(
         "model.py:3:1: MP003 not traced: `olddep` does not import with the packages installed here (AttributeError "
         "raised in fakenp: `np.sctypes` was removed"
     )
