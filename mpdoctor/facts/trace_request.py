@@ -57,3 +57,4 @@ class TraceRequest(FactsRecord):
     stub_missing: bool = False  # --stub-missing: stand-ins for missing non-ML modules (trace/child/stand_ins.py)
     plan: PlanRequest | None = None  # None for `check`
     step_check: StepCheckRequest | None = None
+    crash_log: str | None = None  # where the child's faulthandler writes the stack of a fatal signal (a native crash)

@@ -54,7 +54,10 @@ define_rule(
         - trace: the file imports a module that is not installed where mpdoctor runs and is not the project's own
           (`wandb`, `pandas`): "not traced", at info, the static findings only (`--strict-imports` makes it the
           MP001 error it was); with `--stub-missing`, a run on stand-ins for such modules that then fails is "not
-          traced to the end", at info (their placeholder values may be what failed).
+          traced to the end", at info (their placeholder values may be what failed);
+        - trace: a third-party dependency fails while importing itself with the packages installed here (imgaug
+          under NumPy 2), or the trace child is killed by a signal while a native library is being imported
+          (torch next to TensorFlow): "not traced", at info (`--strict-imports`: the MP001 error).
         Trace findings observed on an installed TensorFlow outside the target say so in their message
         ("observed on TensorFlow 2.21; target ...").
         """,
@@ -145,7 +148,7 @@ def missing_api(exception: ExceptionRecord | None) -> str | None:
             dotted = f"{match.group(1)}.{match.group(2)}"
         else:
             dotted = f"{match.group(2)}.{match.group(1)}"
-        dotted = re.sub(r"\._api\.v[12]", "", dotted)
+        dotted = re.sub(r"\._api\.v[12]|\.api\._v[12]\.keras", "", dotted)  # tf_keras.api._v2.keras: tf_keras
         name = canonical(dotted)
         return name if name.split(".")[0] in _OURS else None
     return None
@@ -199,7 +202,9 @@ def trace_cannot_trace(facts: Facts, ctx: TraceContext) -> Iterable[Diagnostic]:
             if name.startswith(_INTERNALS)
             else f"and this file targets {target.summary()}"
         )
-        message = f"lacks `{name}` ({exception.type}), {why}"
+        # tf_keras is what the trace runs tf.keras as for a Keras 2 target: say so, the user's Keras may differ.
+        under = " on tf_keras" if "tf_keras" in exception.message and target.keras_major == 2 else ""
+        message = f"lacks `{name}` ({exception.type}{under}), {why}"
     elif (api := eager_gap(facts, ctx)) is not None:
         message = (
             f"runs eagerly, and `{api}()` is TensorFlow 1 graph code (this file targets {target.summary()}; "

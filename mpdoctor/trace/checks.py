@@ -28,11 +28,20 @@ from mpdoctor.sources import read_source
 from mpdoctor.static.policy_context import PolicyContext
 from mpdoctor.static.semantic import Settings
 from mpdoctor.tf_messages import exception_summary
+from mpdoctor.trace.broken_dependencies import (
+    BrokenImport,
+    crashed_dependency,
+    failed_dependency,
+    import_line,
+    installed_distribution,
+)
 from mpdoctor.trace.failures import (
+    broken_dependency,
     cannot_trace,
     failed_elsewhere,
     internal_error,
     mark_stand_ins,
+    native_crash,
     not_built,
     not_installed,
     stand_in_failure,
@@ -91,7 +100,16 @@ def trace_diagnostics(
         summary = exception_summary(exception.type, exception.message, exception.phase) if exception else None
         summaries.append(TraceSummary.of(shown, facts, failure, summary))
     return (
-        diagnose(facts, failure, outcome.output_tail, ctx, config, timeout=options.timeout, static_of=static_of),
+        diagnose(
+            facts,
+            failure,
+            outcome.output_tail,
+            ctx,
+            config,
+            timeout=options.timeout,
+            static_of=static_of,
+            crash_stack=outcome.crash_stack,
+        ),
         verdicts(facts, ctx, config),
     )
 
@@ -171,13 +189,15 @@ def diagnose(
     config: Config,
     timeout: float | None = None,
     static_of: StaticOf | None = None,
+    crash_stack: str = "",
 ) -> list[Diagnostic]:
     """Diagnostics from one trace: every trace check, then MP001 for a failed child or an unexplained exception.
     A failure of the one forward pass on mpdoctor's own synthetic batch (index ranges, strings, ragged inputs) may
     be the batch's fault, not the model's: rules that recognise it report it, it is never MP001. A child stopped
-    at the timeout (`facts.timeout`) gets the checks on what it gathered, and the MP001 says where time ran out."""
+    at the timeout (`facts.timeout`) gets the checks on what it gathered, and the MP001 says where time ran out.
+    `crash_stack`: where a fatal signal killed the child (faulthandler's dump)."""
     if facts is None:
-        return [trace_failed(ctx, failure or "the trace child reported nothing", output_tail)]
+        return [_child_died(ctx, config, failure or "the trace child reported nothing", output_tail, crash_stack)]
     if facts.tool_failure is not None and not failure:
         return [cannot_trace(ctx, facts)]
     found = run_checks(facts, ctx, config)
@@ -193,19 +213,34 @@ def diagnose(
     return found
 
 
+def _child_died(ctx: TraceContext, config: Config, failure: str, output_tail: str, crash_stack: str) -> Diagnostic:
+    """The child left no facts. Killed by a fatal signal while a third-party library was being imported (torch's
+    native code crashing next to TensorFlow): the environment's (an info, unless --strict-imports); else MP001."""
+    crashed = None if config.strict_imports or not crash_stack else crashed_dependency(crash_stack, ctx.path)
+    if crashed is None:
+        return trace_failed(ctx, failure, output_tail)
+    library, line = crashed
+    imported_by = library.dependency if library.failed_in else None
+    line = line or import_line(ctx.tree, library.dependency)  # the project's frames cut from the dump
+    return native_crash(ctx, failure, library.failed_in or library.dependency, imported_by, line)
+
+
 def _exception_finding(
     exception: ExceptionRecord, facts: Facts, ctx: TraceContext, config: Config, static_of: StaticOf | None
 ) -> Diagnostic:
-    """The run's exception that no finding of this file explains: a missing third-party module is the
-    environment's (an info, unless --strict-imports); a failure in another module of the project that a finding
-    there explains is reported there (an info here, pointing at it); a failure after stand-ins were given may be
-    theirs (--stub-missing); else MP001."""
+    """The run's exception that no finding of this file explains: a missing third-party module, or one failing its
+    own import with the packages installed here, is the environment's (an info, unless --strict-imports); a
+    failure in another module of the project that a finding there explains is reported there (an info here,
+    pointing at it); a failure after stand-ins were given may be theirs (--stub-missing); else MP001."""
     missing = None if config.strict_imports else missing_third_party(exception, ctx.path)
     if missing:
         return not_installed(ctx, exception, missing)
     extension = None if config.strict_imports else _unbuilt_extension(exception, ctx.path)
     if extension:
         return not_built(ctx, exception, *extension)
+    broken = None if config.strict_imports else failed_dependency(exception.traceback or "", ctx.path)
+    if broken:
+        return broken_dependency(ctx, exception, broken.dependency, *_versions(broken))
     cause = cause_elsewhere(exception, ctx, static_of) if static_of is not None else None
     if cause is not None:
         return failed_elsewhere(ctx, exception, cause)
@@ -213,6 +248,12 @@ def _exception_finding(
         return unexplained_exception(ctx, exception)
     stood_in = stand_in_failure(ctx, exception, facts.stand_ins)
     return stood_in or mark_stand_ins(unexplained_exception(ctx, exception), facts.stand_ins)
+
+
+def _versions(broken: BrokenImport) -> tuple[str | None, str | None]:
+    """The failing dependency's installed distribution, and the one it failed in (its name when not known)."""
+    under = broken.failed_in and (installed_distribution(broken.failed_in) or broken.failed_in)
+    return installed_distribution(broken.dependency), under
 
 
 _FRAME = re.compile(r'^  File "([^"]+)", line (\d+)', re.MULTILINE)

@@ -5,12 +5,14 @@ The messages are the engine's; the code is asked of the registry (`engine_code`)
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from mpdoctor.diagnostics import Confidence, Diagnostic, Severity
 from mpdoctor.registry import engine_code
-from mpdoctor.tf_messages import exception_summary, shorten
+from mpdoctor.tf_messages import cause, exception_summary, shorten
+from mpdoctor.trace.broken_dependencies import site_module, traceback_frames
 
 if TYPE_CHECKING:
     from mpdoctor.facts.records import SourceRef
@@ -31,6 +33,7 @@ def trace_failed(ctx: TraceContext, reason: str, output_tail: str) -> Diagnostic
         None,
         f"trace pass failed: {reason}{hint}; static findings are still reported",
         confidence=Confidence.HIGH,
+        observed_note=False,  # a crash, a hang, the memory: nothing says the version is why
     )
 
 
@@ -58,6 +61,7 @@ def trace_timed_out(ctx: TraceContext, facts: Facts, timeout: float | None) -> D
         f"the trace ran out of time {place}{limit}; findings above are from what ran before (raise "
         '--trace-timeout, or put training under `if __name__ == "__main__":`)',
         confidence=Confidence.HIGH,
+        observed_note=False,
     )
 
 
@@ -66,6 +70,20 @@ def trace_timed_out(ctx: TraceContext, facts: Facts, timeout: float | None) -> D
 _API_ERRORS = frozenset(
     {"AttributeError", "ImportError", "TypeError", "ValueError", "RuntimeError", "NotImplementedError", "KeyError"}
 )
+_TENSORFLOW_PACKAGES = frozenset({"tensorflow", "keras", "tf_keras", "tensorflow_hub", "tensorflow_addons", "tf2onnx"})
+_NAMES_TENSORFLOW = re.compile(r"\b(?:tensorflow|tf_keras|keras)\b|\btf\.\w")
+
+
+def version_may_explain(exception: ExceptionRecord) -> bool:
+    """Whether the installed TensorFlow being another than the target's can be why the run raised: an error an API
+    change raises (never a NameError), raised in TensorFlow's or Keras' code or naming their API (`module
+    'tensorflow' has no attribute 'Session'`); the project's own AttributeError on its own object is not."""
+    if exception.type not in _API_ERRORS:
+        return False
+    frames = traceback_frames(exception.traceback or "")
+    if frames and (site_module(frames[-1].file) or "").split(".")[0] in _TENSORFLOW_PACKAGES:
+        return True
+    return _NAMES_TENSORFLOW.search(exception.message) is not None
 
 
 def unexplained_exception(ctx: TraceContext, exception: ExceptionRecord) -> Diagnostic:
@@ -73,7 +91,7 @@ def unexplained_exception(ctx: TraceContext, exception: ExceptionRecord) -> Diag
     message = exception_summary(exception.type, exception.message, exception.phase)
     if exception.location is None:
         message += " (no frame of this file in the traceback)"
-    return _run_failed(ctx, exception.location, message, observed_note=exception.type in _API_ERRORS)
+    return _run_failed(ctx, exception.location, message, observed_note=version_may_explain(exception))
 
 
 def failed_elsewhere(ctx: TraceContext, exception: ExceptionRecord, cause: Diagnostic) -> Diagnostic:
@@ -111,6 +129,40 @@ def not_built(ctx: TraceContext, exception: ExceptionRecord, module: str, source
         f"not traced: the project's extension `{module}` is not built here (only its source "
         f"{os.path.basename(source)}); static findings only (build it, e.g. `pip install -e .`, to trace it, or "
         "--strict-imports to make this an error)",
+    )
+
+
+def broken_dependency(
+    ctx: TraceContext, exception: ExceptionRecord, dependency: str, version: str | None, raised_in: str | None
+) -> Diagnostic:
+    """The run stopped while a third-party dependency imported itself, on what the installed packages lack (imgaug
+    under NumPy 2, tensorflow-hub 0.8 under TensorFlow 2): the environment's doing, an info like a missing one.
+    `version`: the dependency's distribution ("imgaug 0.4.0"); `raised_in`: the one whose frame raised ("numpy
+    2.2.6")."""
+    named = f"`{dependency}`" + (f" ({version})" if version else "")
+    where = f" raised in {raised_in}" if raised_in else ""
+    summary = shorten(f"{exception.type}{where}: {cause(exception.type, exception.message)}", 240)
+    return _environment_info(
+        ctx,
+        exception,
+        f"not traced: {named} does not import with the packages installed here ({summary}); static findings only "
+        "(install versions of the project's dependencies that work together to trace it, or --strict-imports to "
+        "make this an error)",
+    )
+
+
+def native_crash(ctx: TraceContext, reason: str, library: str, imported_by: str | None, line: int | None) -> Diagnostic:
+    """The trace child died of a signal (SIGSEGV) while a native third-party library was being imported (torch next
+    to TensorFlow): the two do not share a process here; not the code's error."""
+    via = f" (imported through `{imported_by}`)" if imported_by else ""
+    return ctx.diagnostic(
+        engine_code("cannot_trace"),
+        ctx.at_line(line),
+        f"not traced: {reason} while importing `{library}`{via}, a native library incompatible with this "
+        "environment (it crashed with TensorFlow loaded); static findings only (install versions that work together "
+        "to trace it, or --strict-imports to make this an error)",
+        confidence=Confidence.MEDIUM,
+        observed_note=False,
     )
 
 

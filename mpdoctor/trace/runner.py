@@ -26,7 +26,7 @@ from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV, file_legacy_keras_s
 from mpdoctor.facts.schema import STOP_SIGNAL, Facts
 from mpdoctor.facts.trace_request import NumericsRequest, PlanRequest, StepCheckRequest, TraceRequest
 from mpdoctor.project.layout import ImportLayout, own_top_levels
-from mpdoctor.reads import not_regular
+from mpdoctor.reads import not_regular, read_bytes
 from mpdoctor.trace import forkserver
 from mpdoctor.trace.processes import ProcessTree
 
@@ -41,6 +41,7 @@ class TraceOutcome:
     facts: Facts | None  # None when the child produced nothing readable
     failure: str | None  # why there are no (complete) facts: timeout, killed, exit code...
     output_tail: str = ""  # the end of the child's stdout+stderr, for the MP001 message
+    crash_stack: str = ""  # the child killed by a fatal signal: faulthandler's dump of where it was
 
 
 def tensorflow_available() -> bool:
@@ -77,6 +78,7 @@ def run_trace(
     with tempfile.TemporaryDirectory(prefix="mpdoctor-trace-") as workdir:
         request_path = os.path.join(workdir, "request.json")
         result_path = os.path.join(workdir, "facts.json")
+        crash_log = os.path.join(workdir, "crash.txt")
         cwd = None
         if source is not None:
             run_from = os.path.join(workdir, "generated_source.py")
@@ -100,6 +102,7 @@ def run_trace(
                 own_modules=list(own_top_levels(layout or ImportLayout(None, (), None), path)) if stub_missing else [],
                 plan=plan,
                 step_check=step_check,
+                crash_log=crash_log,
             )
             json.dump(request.to_json(), handle)
         child_env = _child_environment(env, search_path)
@@ -125,7 +128,19 @@ def run_trace(
                 failure = failure or f"the trace produced unreadable facts ({exc})"
         elif failure is None:
             failure = "the trace child exited without reporting (the model code may have called os._exit)"
-        return TraceOutcome(facts, failure, tail)
+        crashed = ending.returncode is not None and ending.returncode < 0 and facts is None
+        return TraceOutcome(facts, failure, tail, _crash_stack(crash_log) if crashed else "")
+
+
+_CRASH_LIMIT = 256 * 1024
+
+
+def _crash_stack(crash_log: str) -> str:
+    """faulthandler's dump of a child a fatal signal killed (its stack when the signal came), "" when none."""
+    try:
+        return read_bytes(crash_log, _CRASH_LIMIT).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _child_environment(env: dict | None, search_path: tuple[str, ...]) -> dict:

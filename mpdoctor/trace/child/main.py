@@ -22,7 +22,7 @@ import sys
 
 from mpdoctor.facts.schema import ExceptionRecord, Facts, new_facts
 from mpdoctor.facts.trace_request import NumericsRequest, TraceRequest
-from mpdoctor.trace.child import dry_run, hooks, inputs, keras_adapter, manual_restores, stop
+from mpdoctor.trace.child import crash_log, dry_run, hooks, inputs, keras_adapter, manual_restores, stop
 from mpdoctor.trace.child.analysis import (
     analyse_model,
     collect,
@@ -38,6 +38,7 @@ def main(argv: list[str]) -> int:
     inputs.start()  # before TensorFlow's import, which reads keras.json and variables (a fork has started already)
     with open(request_path, encoding="utf-8") as handle:
         request = TraceRequest.from_json(json.load(handle))
+    crash_log.enable(request.crash_log)  # a fatal signal's stack, for the parent (a native library's crash)
     facts = new_facts()
     recorder = hooks.Recorder(request.file, request.scratch)
     stop.install(recorder.user_file)  # the parent's timeout stops the run; what ran before is still written
