@@ -80,6 +80,8 @@ def test_ground_truth_scripts_that_need_arguments_fail_bare_and_build_with_them(
     assert needs_data.returncode == 2 and "the following arguments are required: --data" in needs_data.stderr
     config_path = run_script(project, "scripts/config_path.py")
     assert config_path.returncode == 1 and "TypeError" in config_path.stderr
+    needs_flag = run_script(project, "scripts/needs_flag.py")
+    assert needs_flag.returncode == 1 and "Flag --dataset must have a value other than None" in needs_flag.stderr
     configured = run_script(project, "scripts/config_path.py", "--config", "scripts/config.json")
     assert json.loads(configured.stdout.strip().splitlines()[-1]) == {"units": 3}, configured.stderr[-2000:]
 
@@ -107,7 +109,12 @@ def test_a_model_built_under_main_is_reached_and_nothing_trains(checked, project
 
 
 @pytest.mark.parametrize(
-    ("path", "argument"), [("scripts/needs_data.py", "--data"), ("scripts/config_path.py", "--config")]
+    ("path", "argument"),
+    [
+        ("scripts/needs_data.py", "--data"),
+        ("scripts/config_path.py", "--config"),
+        ("scripts/needs_flag.py", "--dataset"),
+    ],
 )
 def test_a_script_that_needs_command_line_arguments_is_one_info_naming_them(checked, path, argument):
     [finding] = checked.findings[path]

@@ -9,8 +9,9 @@
 - The working directory: a script that reads its data by a path relative to its own directory (`pd.read_csv(
   "milk.csv")` next to it, its README saying `cd tasks`) runs from there when that path is missing from the
   directory mpdoctor runs in.
-- Arguments: a script that cannot run without command-line arguments (argparse's `required=True`, `Path(None)` from
-  a `--config` not given) is recognised, so that the parent reports "needs command-line arguments", not an error.
+- Arguments: a script that cannot run without command-line arguments (argparse's `required=True`, absl's required
+  flags, `Path(None)` from a `--config` not given) is recognised, so that the parent reports "needs command-line
+  arguments", not an error.
 """
 
 from __future__ import annotations
@@ -109,6 +110,28 @@ class _ArgumentWatch:
         error.__mpdoctor_watch__ = True  # type: ignore[attr-defined]
         parser.error = error  # type: ignore[method-assign]
         parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+        self._install_absl()
+
+    def _install_absl(self) -> None:
+        """absl's `mark_flag_as_required`: `app.run` parsing the command line fails with "Flag --x must have a value
+        other than None" and exits 1. Only when TensorFlow has loaded absl.flags (it does): nothing imported here."""
+        flags = sys.modules.get("absl.flags")
+        values = getattr(flags, "FlagValues", None)
+        illegal = getattr(flags, "IllegalFlagValueError", None)
+        if not isinstance(values, type) or not isinstance(illegal, type):
+            return
+        original = values.__call__
+        watch = self
+
+        @functools.wraps(original)
+        def parse(self, *args, **kwargs):
+            try:
+                return original(self, *args, **kwargs)
+            except illegal as exc:
+                watch.required.extend(re.findall(r"Flag (--[\w-]+) must have a value other than None", str(exc)))
+                raise
+
+        values.__call__ = parse  # type: ignore[method-assign]
 
     def needed_by(self, exc: BaseException, traceback_text: str) -> list[str]:
         """The command-line arguments whose absence made the run raise `exc`: those argparse required (its usage
