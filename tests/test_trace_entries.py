@@ -219,3 +219,33 @@ def test_argparse_required_messages_name_the_arguments():
     assert _required_names("the following arguments are required: --config, -o") == ["--config", "-o"]
     assert _required_names("one of the arguments --train --eval is required") == ["--train", "--eval"]
     assert _required_names("argument --lr: invalid float value: 'x'") == []
+
+
+def test_a_custom_training_loop_under_main_stops_at_its_first_gradient_application(tmp_path, tensorflow):
+    from mpdoctor.trace.runner import run_trace
+
+    canary = tmp_path / "stepped.txt"
+    script = tmp_path / "loop.py"
+    script.write_text(
+        textwrap.dedent(f"""\
+        import keras
+        import tensorflow as tf
+
+        def make(width):
+            inputs = keras.Input((4,))
+            return keras.Model(inputs, keras.layers.Dense(width)(inputs))
+
+        if __name__ == "__main__":
+            model = make(2)
+            optimizer = keras.optimizers.SGD()
+            for step in range(3):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_sum(model(tf.ones((2, 4))))
+                weights = model.trainable_variables
+                optimizer.apply_gradients(zip(tape.gradient(loss, weights), weights))
+                open({str(canary)!r}, "a").write("step")
+        """)
+    )
+    outcome = run_trace(str(script), timeout=300)
+    assert outcome.facts is not None and [m.name for m in outcome.facts.models] == ["functional"]
+    assert outcome.facts.entry_run.stopped_at_training == 15 and not canary.exists()
