@@ -304,10 +304,14 @@ def judge(repo: Repo, report: dict[str, object], exit_code: int) -> Measured:
 def miss_reason(trace: dict[str, object] | None) -> str:
     if trace is None:
         return "not traced (no trace record)"
+    run = trace.get("entry_run")
+    if isinstance(run, dict) and run.get("needs_arguments"):
+        return f"needs command-line arguments ({', '.join(map(str, run['needs_arguments']))})"
     exception = trace.get("exception") or trace.get("failure")
     if exception:
         return str(exception).splitlines()[0][:200]
-    return f"traced ({trace.get('status')}), no model built on import or by a builder it calls"
+    main = ", nor under __main__" if isinstance(run, dict) and run.get("as_main") else ""
+    return f"traced ({trace.get('status')}), no model built on import or by a builder it calls{main}"
 
 
 def _records(report: dict[str, object], key: str) -> list[dict[str, object]]:
@@ -333,7 +337,8 @@ class Column:
 def fractions(repos: Sequence[Repo], column: Column, installed: dict[str, dict[str, bool]]) -> dict[str, object]:
     """Repositories and entries reached, of those that build a model when run (for deps: and whose dependencies
     all installed); `at_import`: the entries whose model is built when the file runs top to bottom, the ones an
-    import reaches (an entry building under `if __name__ == "__main__":` is reached only through a builder)."""
+    import reaches (an entry building under `if __name__ == "__main__":` is reached by a builder, or by the trace
+    running that block when importing it builds nothing)."""
     pool = [r for r in repos if r.model_entries and (not column.only_installable or deps_install(r, installed))]
     entries = [(repo, entry) for repo in pool for entry in repo.model_entries if repo.dir in column.measured]
     at_import = [(repo, entry) for repo, entry in entries if entry.built == "import"]

@@ -153,6 +153,7 @@ _PHASES = {
     "import": "importing the file",
     "build": "building the model",
     "call": "calling the model on a sample batch",
+    "main": "running the file as `__main__`",
     "internal": "tracing the file",
 }
 

@@ -10,8 +10,9 @@ signatures, checkpoint range audits) are in mpdoctor.facts.artifacts: they reach
 
 from __future__ import annotations
 
+import os
 import signal
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from mpdoctor.facts import codec
@@ -492,6 +493,18 @@ class TimeoutRecord(FactsRecord):
 
 
 @dataclass
+class EntryRun(FactsRecord):
+    """How the trace ran the file beyond importing it (issue 31): as `python file.py` does when importing it built no
+    model, from the script's own directory when its data is found from there, with the command-line arguments it
+    needed and could not get."""
+
+    as_main: bool = False  # its `if __name__ == "__main__":` blocks ran (importing it built no model)
+    cwd: str | None = None  # the directory it ran in, when not the one mpdoctor runs in (the script's own)
+    stopped_at_training: int | None = None  # the file's line of the first training call, where the run stopped
+    needs_arguments: list[str] = field(default_factory=list)  # required command-line arguments it did not get
+
+
+@dataclass
 class ToolFailure(FactsRecord):
     """mpdoctor's own failure in the trace child: an adapter that does not fit the installed Keras, a hook that
     raised while the file ran, an error of the child's own analysis. Never an exception of the user's code (those
@@ -547,6 +560,7 @@ class Facts(FactsRecord):
     inputs: list[str] = ABSENT
     lookups: Lookups = ABSENT  # what else the run's result depends on, for the result cache; ABSENT: not recorded
     stand_ins: list[str] = field(default_factory=list)  # --stub-missing: the missing modules the run was given
+    entry_run: EntryRun | None = ABSENT  # ran as `__main__`, from another directory, lacking arguments; else ABSENT
 
     def layer(self, uid: str | None) -> LayerRecord | None:
         return self.layers.get(uid) if uid else None
@@ -640,6 +654,7 @@ class TraceSummary(FactsRecord):
     exception: str | None = ABSENT
     exception_line: int | None = ABSENT
     stand_ins: list[str] = ABSENT  # --stub-missing: the missing modules the run was given stand-ins for, if any
+    entry_run: EntryRun | None = ABSENT  # how the file was run beyond an import (Facts.entry_run), if it was
     # What the run read besides the file (Facts.inputs), for the result cache; None: unknown. Not in reports.
     inputs: list[str] | None = field(default=None, metadata=NOT_JSON)
     lookups: Lookups | None = field(default=None, metadata=NOT_JSON)  # Facts.lookups; None: unknown
@@ -687,9 +702,18 @@ class TraceSummary(FactsRecord):
                 else ABSENT
             ),
             stand_ins=list(facts.stand_ins) or ABSENT,
+            entry_run=_shown_entry_run(facts.entry_run),
             inputs=None if facts.inputs is ABSENT else list(facts.inputs),
             lookups=None if facts.lookups is ABSENT else facts.lookups,
         )
+
+
+def _shown_entry_run(run: EntryRun | None) -> EntryRun | None:
+    """The record of how the file ran, its directory relative to mpdoctor's working directory when inside it."""
+    if not isinstance(run, EntryRun) or run.cwd is None:
+        return run
+    cwd = os.path.relpath(run.cwd) if run.cwd.startswith(os.getcwd() + os.sep) else run.cwd
+    return replace(run, cwd=cwd)
 
 
 def script_loads(loads: list[SavedModelLoad]) -> list[SavedModelLoad]:

@@ -40,8 +40,10 @@ from mpdoctor.trace.failures import (
     cannot_trace,
     failed_elsewhere,
     internal_error,
+    main_run_failed,
     mark_stand_ins,
     native_crash,
+    needs_arguments,
     not_built,
     not_installed,
     stand_in_failure,
@@ -232,6 +234,9 @@ def _exception_finding(
     own import with the packages installed here, is the environment's (an info, unless --strict-imports); a
     failure in another module of the project that a finding there explains is reported there (an info here,
     pointing at it); a failure after stand-ins were given may be theirs (--stub-missing); else MP001."""
+    arguments = facts.entry_run.needs_arguments if facts.entry_run else []
+    if arguments:
+        return needs_arguments(ctx, exception, arguments)
     missing = None if config.strict_imports else missing_third_party(exception, ctx.path)
     if missing:
         return not_installed(ctx, exception, missing)
@@ -244,6 +249,8 @@ def _exception_finding(
     cause = cause_elsewhere(exception, ctx, static_of) if static_of is not None else None
     if cause is not None:
         return failed_elsewhere(ctx, exception, cause)
+    if exception.phase == "main":
+        return main_run_failed(ctx, exception, len(facts.models))
     if not facts.stand_ins:
         return unexplained_exception(ctx, exception)
     stood_in = stand_in_failure(ctx, exception, facts.stand_ins)

@@ -42,6 +42,7 @@ _STOPPED_WHILE = {
     "import": "while the file ran",
     "build": "while its builders ran",
     "analysis": "while its models were analysed",
+    "main": "while the file ran as `__main__`",
 }
 
 
@@ -55,6 +56,16 @@ def trace_timed_out(ctx: TraceContext, facts: Facts, timeout: float | None) -> D
     else:
         place = _STOPPED_WHILE.get(record.phase, "while the file ran")
     limit = f" (timeout {timeout:g} s)" if timeout is not None else ""
+    if record is not None and record.phase == "main":  # mpdoctor's attempt to reach a model (issue 31), no failure
+        return ctx.diagnostic(
+            engine_code("cannot_trace"),
+            where,
+            f"not traced to the end: the trace ran out of time {place}{limit} (importing it builds no model); "
+            "findings above are from what ran before (--entry a zero-argument function that builds the model "
+            "traces it directly)",
+            confidence=Confidence.HIGH,
+            observed_note=False,
+        )
     return _run_failed(
         ctx,
         where,
@@ -117,6 +128,31 @@ def not_installed(ctx: TraceContext, exception: ExceptionRecord, module: str) ->
         exception,
         f"not traced: `{module}` is not installed here; static findings only (install the project's dependencies "
         "to trace it, or --strict-imports to make this an error)",
+    )
+
+
+def needs_arguments(ctx: TraceContext, exception: ExceptionRecord, names: list[str]) -> Diagnostic:
+    """The run stopped because the script needs command-line arguments the trace cannot know (argparse's
+    `required=True`, `Path(None)` from a `--config` not given): it cannot be traced as it is run, no error of it."""
+    return _environment_info(
+        ctx,
+        exception,
+        f"cannot trace: needs command-line arguments ({', '.join(names)}); static findings only (--entry NAME "
+        "traces a zero-argument function of the file that builds the model)",
+    )
+
+
+def main_run_failed(ctx: TraceContext, exception: ExceptionRecord, models: int) -> Diagnostic:
+    """Importing the file built no model, so the trace ran it as `__main__` (issue 31), which raised: mpdoctor's
+    attempt to reach the model, never an error of the code (its data, a download, a device may be missing here)."""
+    summary = shorten(f"{exception.type}: {exception.message}", 200)
+    reached = f"the {models} model(s) built before it are analysed" if models else "no model was built before it"
+    return _environment_info(
+        ctx,
+        exception,
+        f"not traced to the end: importing the file builds no model, and running it as `__main__` raised {summary}; "
+        f"{reached} (--entry NAME traces a zero-argument function of the file that builds the model)",
+        Confidence.LOW,
     )
 
 

@@ -47,6 +47,13 @@ def discover(module, entry: str | None, recorder, facts: Facts, describe) -> lis
     return search.found
 
 
+def created_models(module, recorder, facts: Facts, describe) -> list[tuple[str, str, object]]:
+    """Every top-level model the run created (the file ran as `__main__`: its models are a function's locals)."""
+    search = _Search(module, facts, describe)
+    search.take_created_models(recorder)
+    return search.found
+
+
 class _Search:
     """The models found so far, in the order found (each once), and what each builder called returned."""
 

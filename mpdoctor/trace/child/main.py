@@ -1,9 +1,10 @@
 """The trace child: `python -m mpdoctor.trace.child REQUEST.json RESULT.json`.
 
-Imports TensorFlow, installs the hooks, imports the user's file as a module (never as `__main__`, so a training
-block under `if __name__ == "__main__":` does not run; training at module level is a dry run: dry_run.py), finds
-its models, builds and calls them once, and writes the facts (mpdoctor.facts.schema, version 1) to RESULT.json.
-Whatever happens, it tries to write what it recorded.
+Imports TensorFlow, installs the hooks, imports the user's file as a module (training at module level is a dry
+run: dry_run.py), finds its models, builds and calls them once, and writes the facts (mpdoctor.facts.schema,
+version 1) to RESULT.json. Whatever happens, it tries to write what it recorded. Only when importing it built no
+model and it has no zero-argument builder does its `if __name__ == "__main__":` block run, stopped at its first
+training call (main_run.py).
 
 An exception of mpdoctor's own (installing the hooks on a Keras the adapters do not fit, a hook, the child's
 analysis) becomes `facts.tool_failure`, never the user's exception: the parent reports that mpdoctor cannot trace
@@ -22,7 +23,7 @@ import sys
 
 from mpdoctor.facts.schema import ExceptionRecord, Facts, new_facts
 from mpdoctor.facts.trace_request import NumericsRequest, TraceRequest
-from mpdoctor.trace.child import crash_log, dry_run, hooks, inputs, keras_adapter, manual_restores, stop
+from mpdoctor.trace.child import crash_log, dry_run, hooks, inputs, keras_adapter, main_run, manual_restores, stop
 from mpdoctor.trace.child.analysis import (
     analyse_model,
     collect,
@@ -30,7 +31,7 @@ from mpdoctor.trace.child.analysis import (
     environment,
     user_frame,
 )
-from mpdoctor.trace.child.discovery import EntryNotFound, discover
+from mpdoctor.trace.child.discovery import EntryNotFound, created_models, discover
 
 
 def main(argv: list[str]) -> int:
@@ -43,12 +44,12 @@ def main(argv: list[str]) -> int:
     recorder = hooks.Recorder(request.file, request.scratch)
     stop.install(recorder.user_file)  # the parent's timeout stops the run; what ran before is still written
     try:
-        _prepare(request, facts, recorder)
+        tree = _prepare(request, facts, recorder)
     except BaseException as exc:
         if not stop.is_timeout(exc):  # (importing TensorFlow outlasted the timeout)
             recorder.failed("hooks", "installing the hooks", exc)
     else:
-        _run(request, facts, recorder)
+        _run(request, facts, recorder, tree)
         keras_adapter.check_unhooked(recorder)
     try:
         collect(recorder, facts)
@@ -65,7 +66,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _prepare(request: TraceRequest, facts: Facts, recorder: hooks.Recorder) -> None:
+def _prepare(request: TraceRequest, facts: Facts, recorder: hooks.Recorder) -> ast.Module:
     with open(request.source_file or request.file, encoding="utf-8", errors="replace") as handle:
         source = handle.read()
     try:
@@ -85,11 +86,14 @@ def _prepare(request: TraceRequest, facts: Facts, recorder: hooks.Recorder) -> N
     more = hooks.Hooks(recorder)  # hand-written restores: arrays assigned to variables (manual_restores)
     manual_restores.install(recorder, more)
     more.patch()
+    main_run.watch_arguments()
+    return tree
 
 
-def _run(request: TraceRequest, facts: Facts, recorder: hooks.Recorder) -> None:
-    """Import the user's file, find its models and analyse each. The user's exceptions become facts.exception;
-    any other exception reaching here is mpdoctor's own, or the parent's timeout (stop.py)."""
+def _run(request: TraceRequest, facts: Facts, recorder: hooks.Recorder, tree: ast.Module) -> None:
+    """Import the user's file, find its models (running it as `__main__` when importing found none) and analyse
+    each. The user's exceptions become facts.exception; any other exception reaching here is mpdoctor's own, or the
+    parent's timeout (stop.py)."""
     models = None
     try:
         recorder.extra_checkpoints = request.checkpoints
@@ -100,10 +104,16 @@ def _run(request: TraceRequest, facts: Facts, recorder: hooks.Recorder) -> None:
 
             seed_random(SEED)
         stop.enter("import")
-        module = _import_user_file(request, facts, recorder)
+        module = _import_user_file(request, facts, recorder, tree)
         facts.layers_created_on_import = len(recorder.layers)
         stop.enter("build")
-        models = discover(module, request.entry, recorder, facts, lambda exc, phase: describe(exc, phase, recorder))
+
+        def describing(exc: BaseException, phase: str) -> ExceptionRecord:
+            return describe(exc, phase, recorder)
+
+        models = discover(module, request.entry, recorder, facts, describing)
+        if not models and request.entry is None and not request.notebook:
+            models = _models_of_main(module, tree, request, facts, recorder, describing)
         for name, how, model in models:
             if stop.requested() is not None:  # out of time: the rest only from their graphs
                 _analyse_after_timeout(models, recorder, facts)
@@ -136,6 +146,26 @@ def _run(request: TraceRequest, facts: Facts, recorder: hooks.Recorder) -> None:
             recorder.failed("child", None, exc)
         elif models is not None:  # out of time in a model's gradients, plan or step check
             _analyse_after_timeout(models, recorder, facts)
+
+
+def _models_of_main(module, tree: ast.Module, request: TraceRequest, facts: Facts, recorder, describing) -> list:
+    """Importing the file built no model and it has no zero-argument builder: its `if __name__ == "__main__":`
+    blocks run as `python file.py` runs them, until the first training call (main_run.py); the models they built.
+    Not after an exception of the import (the run as its user runs it would have stopped there), nor the timeout,
+    nor for a script that uses neither TensorFlow, Keras nor its project's modules (a download tool)."""
+    blocks = main_run.main_blocks(tree)
+    if not blocks or facts.exception is not None or stop.requested() is not None:
+        return []
+    if not main_run.reaches_model_code(module, request.root):
+        return []
+    stop.enter("main")
+    try:
+        main_run.run_as_main(module, blocks, request.file, recorder, facts, describing)
+    except BaseException as exc:
+        if not stop.is_timeout(exc):
+            raise
+    stop.enter("build")
+    return created_models(module, recorder, facts, describing)
 
 
 def _analyse_after_timeout(models, recorder, facts: Facts) -> None:
@@ -206,7 +236,7 @@ def hoist_future_imports(text: str) -> tuple[str, int]:
     return "".join(lines), flags
 
 
-def _import_user_file(request: TraceRequest, facts: Facts, recorder):
+def _import_user_file(request: TraceRequest, facts: Facts, recorder, tree: ast.Module):
     """Import the file as the project's tooling would (mpdoctor.project.layout): its roots on sys.path, a module
     inside a package by its dotted name after its parent package, as `python -m` does, so that its relative imports
     work. `request.source_file`: read the module's text from there (a candidate fix, a notebook's cells), the module
@@ -219,6 +249,10 @@ def _import_user_file(request: TraceRequest, facts: Facts, recorder):
     if directory not in sys.path:  # a package's directory last: its modules must not shadow top-level ones
         sys.path.insert(len(sys.path) if request.module else 0, directory)
     sys.argv = [path]  # as `python file.py` has it: never the child's own arguments (argparse, setuptools)
+    data_directory = None if request.notebook else main_run.data_directory(tree, path)
+    if data_directory is not None:  # its data is found from its own directory: run from there, as its user does
+        os.chdir(data_directory)
+        main_run.entry_run(facts).cwd = data_directory
     if request.stub_missing:
         _install_stand_ins(request, facts)
     name = request.module or "__mpdoctor_model__"
@@ -239,10 +273,12 @@ def _import_user_file(request: TraceRequest, facts: Facts, recorder):
             "SystemExit", f"the file called sys.exit({exc.code!r}) on import", "import", user_frame(exc, recorder)
         )
         facts.status = "exception"
+        main_run.note_missing_arguments(exc, "", facts)
     except BaseException as exc:
         if not stop.is_timeout(exc):  # out of time: the module as far as it ran, its models found from there
             facts.exception = describe(exc, "import", recorder)
             facts.status = "exception"
+            main_run.note_missing_arguments(exc, facts.exception.traceback or "", facts)
     return module
 
 

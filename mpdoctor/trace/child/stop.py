@@ -34,7 +34,7 @@ def install(user_file: str | None) -> None:
     def stop(_signum, frame):
         if _state["record"] is not None:  # once: the analysis that follows must run to its end
             return
-        _state["record"] = TimeoutRecord(phase=_state["phase"], location=_user_line(frame, user_file))
+        _state["record"] = TimeoutRecord(phase=_state["phase"], location=user_line(frame, user_file))
         raise TimedOut("the trace ran out of time")
 
     signal.signal(STOP_SIGNAL, stop)
@@ -54,7 +54,7 @@ def is_timeout(exc: BaseException) -> bool:
     return isinstance(exc, TimedOut)
 
 
-def _user_line(frame, user_file: str | None) -> SourceRef | None:
+def user_line(frame, user_file: str | None) -> SourceRef | None:
     """The innermost frame of the user's file on the stack that `frame` (the interrupted one) ends."""
     while frame is not None and user_file is not None:
         filename = frame.f_code.co_filename
