@@ -57,3 +57,6 @@ class TraceRequest(FactsRecord):
     stub_missing: bool = False  # --stub-missing: stand-ins for missing non-ML modules (trace/child/stand_ins.py)
     plan: PlanRequest | None = None  # None for `check`
     step_check: StepCheckRequest | None = None
+    # The file's own training steps the static pass names (mpdoctor.static.training_steps): MP504 judges the
+    # gradients the step of a model produces, with the step's own loss.
+    training_steps: list[str] = field(default_factory=list)

@@ -64,6 +64,7 @@ def run_trace(
     step_check: StepCheckRequest | None = None,
     layout: ImportLayout | None = None,
     stub_missing: bool = False,
+    training_steps: tuple[str, ...] = (),
 ) -> TraceOutcome:
     """`run_from`: a file whose text is run as if it were `path` (same `__file__`, code filename and sys.path), so a
     fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
@@ -100,6 +101,7 @@ def run_trace(
                 own_modules=list(own_top_levels(layout or ImportLayout(None, (), None), path)) if stub_missing else [],
                 plan=plan,
                 step_check=step_check,
+                training_steps=list(training_steps),
             )
             json.dump(request.to_json(), handle)
         child_env = _child_environment(env, search_path)
