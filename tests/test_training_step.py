@@ -206,3 +206,20 @@ def test_mp504_judges_the_gradients_of_the_users_own_step(tmp_path, line, weight
     if found:
         assert "of the step `train_step`" in found[0].message, found[0].message
         assert "without loss scaling" in found[0].message, found[0].message
+
+
+def test_a_users_step_whose_float32_reference_does_not_repeat_itself_gets_no_mp504(tmp_path, tensorflow):
+    # The tiny-loss step with noise drawn outside any layer from a generator no seed resets: two float32 steps from
+    # the same weights differ, so float16 and float32 cannot be compared value by value and nothing is said.
+    step = "@tf.function\ndef train_step(x, y):\n"
+    noise = "noise = tf.random.Generator.from_non_deterministic_state()\n\n\n"
+    script = _own_loss_step(False, "1e-8", False)
+    assert step in script
+    noisy = script.replace(step, noise + step + "    x = x + noise.normal(tf.shape(x))\n")
+    path = tmp_path / "noisy_step.py"
+    path.write_text(noisy)
+    outcome = run_trace(str(path), numerics=NumericsRequest(enabled=True), training_steps=("train_step",))
+    assert outcome.failure is None, outcome.output_tail
+    (model,) = outcome.facts.models
+    assert model.gradients is not None and model.gradients.skipped, model.gradients
+    assert "changes with the random seed" in model.gradients.skipped, model.gradients
