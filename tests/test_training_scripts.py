@@ -89,7 +89,7 @@ def test_a_keras2_api_step_on_a_module_level_model_is_fixed_and_verified_by_its_
     assert "optimizer.scale_loss(loss)" in fixed and "optimizer.get_scaled_loss(" not in fixed
 
 
-AUGMENTING_STEP = '''\
+AUGMENTING_STEP = """\
 import keras
 import tensorflow as tf
 
@@ -116,7 +116,7 @@ def train_step(x, y):
     grads = tape.gradient(scaled, model.trainable_variables)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return loss
-'''
+"""
 
 
 def test_the_step_check_runs_augmentation_layers_in_inference_mode_and_compares_the_step(tmp_path, tensorflow):
