@@ -19,6 +19,9 @@ not an inference pass.
   the halved scale until its gradients are finite, and judged there, as training would after the scale settles.
 - The float32 reference from the same weights, seed and labels, with the loss scale at 1. No update is applied; the
   model's non-trainable variables (batch statistics, seed states) are restored after every run.
+- The step is the model and its loss, or the user's own step (`user`, user_step.py: called as the script calls it,
+  its `tape.gradient` recorded, its optimizers' scale set to the scale judged); the same runs, seeds and random
+  layers apply to both, over every model the step runs.
 """
 
 from __future__ import annotations
