@@ -10,8 +10,9 @@ again with every policy set to float32 (the same initial weights; bench/_trainin
 updates (cosine, norm ratio); a second float32 run from another seed gives the noise floor of a random step (dropout).
 
 Per script, mpdoctor from DIR (default: this checkout; `--root /work/main` measures another) runs:
-- `check --fix --unsafe-fixes` on a copy: the fix outcome (verified by a training step / written with the step not
-  compared / rejected by the step / refused / none) and whether MP504 fired;
+- `check` on a copy: whether MP504 fired (truth: the script's training flushes);
+- `check --fix --unsafe-fixes` on the copy: the fix outcome (verified by a training step / written with the step not
+  compared / rejected by the step / refused / none);
 - the step check itself on the copy (fixed or not), for the step the manifest names: did it run, and does its verdict
   (agrees with float32 or not) match the truth of that copy;
 - when the copy was changed: the truth of the fixed copy, measured the same way: a written fix whose real step
@@ -206,9 +207,21 @@ def fix_outcome(root: Path, folder: Path, name: str) -> dict:
     return {
         "outcome": outcome,
         "changed": (folder / name).read_bytes() != before,
-        "mp504": bool(re.search(rf"{re.escape(name)}:\d+(:\d+)?: MP504", done.stdout)),
         "why": (fixed.group(1) if fixed else "; ".join(why for _, why in not_applied))[:160],
     }
+
+
+def reports_mp504(root: Path, folder: Path, name: str) -> bool:
+    """Whether a plain `check` of the copy `name` reports MP504 (after --fix a fixed MP504 is only counted)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mpdoctor", "check", name],
+        capture_output=True,
+        text=True,
+        env=_env(root),
+        cwd=folder,
+        timeout=TIMEOUT,
+    )
+    return bool(re.search(rf"{re.escape(name)}:\d+(:\d+)?: MP504", done.stdout))
 
 
 def direct_step_check(root: Path, path: Path, function: str) -> dict | None:
@@ -228,6 +241,7 @@ def bench_script(root: Path, name: str, spec: dict) -> dict:
         folder = Path(workdir)
         shutil.copy(ROOT / "tests" / "requirements.txt", folder / "requirements.txt")  # the TF 2.21 target
         shutil.copy(SET / f"{name}.py", folder / f"{name}.py")
+        mp504 = reports_mp504(root, folder, f"{name}.py")
         fix = fix_outcome(root, folder, f"{name}.py")
         truth = {k[len("truth_") :]: v for k, v in spec.items() if k.startswith("truth_")}
         if fix["changed"]:
@@ -245,7 +259,7 @@ def bench_script(root: Path, name: str, spec: dict) -> dict:
         "step_skipped": step.get("skipped"),
         "truth_agrees": truth.get("agrees"),
         "step_matches_truth": ran and says == truth.get("agrees"),
-        "mp504": fix["mp504"],
+        "mp504": mp504,
         "truth_flushes": bool(spec.get("truth_flushes")),
     }
 

@@ -87,3 +87,44 @@ def test_a_keras2_api_step_on_a_module_level_model_is_fixed_and_verified_by_its_
     assert f"in {name} (verified by a training step)" in done.stdout, done.stdout + done.stderr
     fixed = (tmp_path / name).read_text(encoding="utf-8")
     assert "optimizer.scale_loss(loss)" in fixed and "optimizer.get_scaled_loss(" not in fixed
+
+
+AUGMENTING_STEP = """\
+import keras
+import tensorflow as tf
+
+keras.mixed_precision.set_global_policy("mixed_float16")
+model = keras.Sequential(
+    [
+        keras.Input((8, 8, 1)),
+        keras.layers.RandomFlip("horizontal"),
+        keras.layers.RandomTranslation(0.2, 0.2),
+        keras.layers.Conv2D(4, 3, activation="relu"),
+        keras.layers.Flatten(),
+        keras.layers.Dense(3, dtype="float32"),
+    ]
+)
+loss_fn = keras.losses.MeanSquaredError()
+optimizer = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+
+
+@tf.function
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+        scaled = optimizer.scale_loss(loss)
+    grads = tape.gradient(scaled, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+"""
+
+
+def test_the_step_check_runs_augmentation_layers_in_inference_mode_and_compares_the_step(tmp_path, tensorflow):
+    # RandomFlip / RandomTranslation draw anew on every call: found as MP504's step finds random layers (the float32
+    # step from two seeds), they run in inference mode and the correctly scaled step is compared (it was "two float32
+    # steps from the same weights differ" when only dropout and noise layers were turned off, by class).
+    path = tmp_path / "augmenting_step.py"
+    path.write_text(AUGMENTING_STEP, encoding="utf-8")
+    record = step_check(path, "train_step")
+    assert record is not None and record.skipped is None, record
+    assert record.cosine > MIN_COSINE and NORM_RATIO[0] <= record.norm_ratio <= NORM_RATIO[1], record

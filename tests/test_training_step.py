@@ -143,3 +143,83 @@ def test_a_loop_whose_training_flushes_gets_mp504_and_its_scaled_twin_does_not(t
     assert bool(found) is not scaled, found
     if found:
         assert "without loss scaling" in found[0].message and "out/kernel" in found[0].message, found[0].message
+
+
+# The user's own step with its own loss (k3_tiny_loss_no_scaling of the kept set): a down-weighted hand-written MSE
+# and no loss scaling. No compiled loss and no Keras loss object: MP504 judges what the step's `tape.gradient`
+# returns. With a weight of 1e-8 its float16 gradients flush; scaled by a LossScaleOptimizer, or at weight 1, not.
+OWN_LOSS_STEP = """\
+    import numpy as np
+    import tensorflow as tf
+    import KERAS
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    model = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1, dtype="float32")]
+    )
+    optimizer = OPTIMIZER
+
+
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = WEIGHT * tf.reduce_mean(tf.square(model(x, training=True) - y))
+            scaled = SCALE_LOSS
+        grads = UNSCALE
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+
+    if __name__ == "__main__":  # ground truth: does a step move the hidden layer's kernel?
+        rng = np.random.RandomState(0)
+        before = model.layers[0].kernel.numpy()
+        for _ in range(3):
+            train_step(rng.normal(size=(32, 8)).astype("float32"), rng.normal(size=(32, 1)).astype("float32"))
+        print("moved", bool(np.any(model.layers[0].kernel.numpy() != before)))
+    """
+
+
+def _own_loss_step(legacy: bool, weight: str, scaled: bool) -> str:
+    script = _script(OWN_LOSS_STEP, legacy, scaled).replace("WEIGHT", weight)
+    return script.replace("SGD(0.1)", "SGD(1e4)")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [pytest.param("keras3"), pytest.param("tf_keras", marks=pytest.mark.slow)],
+)
+@pytest.mark.parametrize(
+    ("weight", "scaled"),
+    [
+        pytest.param("1e-8", False, id="tiny_loss"),
+        pytest.param("1e-8", True, id="tiny_loss_scaled"),
+        pytest.param("1.0", False, id="normal_loss", marks=pytest.mark.slow),
+    ],
+)
+def test_mp504_judges_the_gradients_of_the_users_own_step(tmp_path, line, weight, scaled):
+    legacy = LINES[line]
+    path = tmp_path / "own_loss.py"
+    path.write_text(_own_loss_step(legacy, weight, scaled))
+    flushes = weight == "1e-8" and not scaled
+    assert _ground_truth(path, legacy) is not flushes  # the flushed kernel never moves
+    found = [d for d in trace_check(path, legacy=legacy) if d.code == "MP504"]
+    assert bool(found) is flushes, found
+    if found:
+        assert "of the step `train_step`" in found[0].message, found[0].message
+        assert "without loss scaling" in found[0].message, found[0].message
+
+
+def test_a_users_step_whose_float32_reference_does_not_repeat_itself_gets_no_mp504(tmp_path, tensorflow):
+    # The tiny-loss step with noise drawn outside any layer from a generator no seed resets: two float32 steps from
+    # the same weights differ, so float16 and float32 cannot be compared value by value and nothing is said.
+    step = "@tf.function\ndef train_step(x, y):\n"
+    noise = "noise = tf.random.Generator.from_non_deterministic_state()\n\n\n"
+    script = _own_loss_step(False, "1e-8", False)
+    assert step in script
+    noisy = script.replace(step, noise + step + "    x = x + noise.normal(tf.shape(x))\n")
+    path = tmp_path / "noisy_step.py"
+    path.write_text(noisy)
+    outcome = run_trace(str(path), numerics=NumericsRequest(enabled=True), training_steps=("train_step",))
+    assert outcome.failure is None, outcome.output_tail
+    (model,) = outcome.facts.models
+    assert model.gradients is not None and model.gradients.skipped, model.gradients
+    assert "changes with the random seed" in model.gradients.skipped, model.gradients

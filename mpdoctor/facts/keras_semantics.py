@@ -487,21 +487,6 @@ SIZE_ARGUMENTS: dict[str, tuple[tuple[int, str], ...]] = {
 }
 
 
-# ---------------------------------------------------------------- random layers
-
-# Layers that draw noise in training mode, and the attribute that turns it off at 0 (Keras 3 and tf_keras read it
-# at call time): the training-step check zeroes it, since float16 and float32 inputs draw different noise.
-RANDOM_LAYER_RATES = {
-    "Dropout": "rate",
-    "SpatialDropout1D": "rate",
-    "SpatialDropout2D": "rate",
-    "SpatialDropout3D": "rate",
-    "AlphaDropout": "rate",
-    "GaussianDropout": "rate",
-    "GaussianNoise": "stddev",
-}
-
-
 # ---------------------------------------------------------------- layers that keep their input's size (topology)
 
 # Layers without weights that keep the size of their input: the layer before them fixes the output size (MP601).

@@ -58,3 +58,6 @@ class TraceRequest(FactsRecord):
     plan: PlanRequest | None = None  # None for `check`
     step_check: StepCheckRequest | None = None
     crash_log: str | None = None  # where the child's faulthandler writes the stack of a fatal signal (a native crash)
+    # The file's own training steps the static pass names (mpdoctor.static.training_steps): MP504 judges the
+    # gradients the step of a model produces, with the step's own loss.
+    training_steps: list[str] = field(default_factory=list)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from mpdoctor.diagnostics import Diagnostic
 from mpdoctor.fix.rounds import line_mapper, parsed
+from mpdoctor.static.training_steps import not_a_step, step_units
 
 # Agreement with the float32 step: the direction of the weight update, and its size within a factor of two.
 MIN_COSINE = 0.99
@@ -57,7 +58,7 @@ def step_function(fixed: str, training: list[tuple[Diagnostic, str]]) -> tuple[s
     tree = parsed(fixed)
     if tree is None:
         return None, "the fixed file does not parse"
-    units = _units(tree)
+    units = step_units(tree)
     names: list[str] = []
     for d, text in training:
         mapped = line_mapper(text, fixed)
@@ -75,30 +76,10 @@ def step_function(fixed: str, training: list[tuple[Diagnostic, str]]) -> tuple[s
     if len(roots) != 1:
         return None, "the training fixes are in more than one function"
     name = roots[0]
-    node = units[name][0]
-    # Called as step(inputs, labels) or step(inputs): a function of other parameters (a `main()`, a whole training
-    # loop) is not run.
-    positional = [*node.args.posonlyargs, *node.args.args][1 if "." in name else 0 :]
-    required = len(positional) - len(node.args.defaults)
-    # (inputs) alone only for a function named as a step (a GAN's `train_step(images)`; not a `train(dataset)`).
-    takes = (1, 2) if "step" in name.rpartition(".")[2].lower() else (2,)
-    if isinstance(node, ast.AsyncFunctionDef) or required not in takes or any(d is None for d in node.args.kw_defaults):
-        return None, f"`{name}` does not take (inputs, labels) as a training step does"
+    why_not = not_a_step(name, units[name][0])
+    if why_not is not None:
+        return None, why_not
     return name, None
-
-
-def _units(tree: ast.Module) -> dict[str, tuple[ast.FunctionDef | ast.AsyncFunctionDef, range]]:
-    """name -> (definition, its lines with decorators) of the module-level functions and the methods of
-    module-level classes (as `Class.method`)."""
-    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
-    found = [(node.name, node) for node in tree.body if isinstance(node, functions)]
-    for cls in tree.body:
-        if isinstance(cls, ast.ClassDef):
-            found += [(f"{cls.name}.{node.name}", node) for node in cls.body if isinstance(node, functions)]
-    return {
-        name: (node, range(min([node.lineno, *(d.lineno for d in node.decorator_list)]), (node.end_lineno or 0) + 1))
-        for name, node in found
-    }
 
 
 def _calls(caller: ast.AST, name: str) -> bool:

@@ -25,8 +25,9 @@ define_rule(
     True,
     summary="One training step's gradients, nonzero in float32, flush to zero under float16.",
     what="""
-        For a model the file trains (it is compiled, or the file holds a Keras loss object and an optimizer at
-        module level, as a custom training loop does), the trace runs one training step on the sample batch with
+        For a model the file trains (its own `GradientTape` training step, a module-level function or a method of
+        a module-level class called as `step(inputs, labels)`; else the model is compiled, or the file holds a
+        Keras loss object and an optimizer at module level), the trace runs one training step on the sample batch with
         the same weights in float32 and under the model's policy, with the loss scaling the script really uses
         (none; the LossScaleOptimizer that `compile()` creates under mixed_float16; or the script's own
         LossScaleOptimizer, at its current scale). The step is the one training runs: the forward pass in
@@ -36,10 +37,13 @@ define_rule(
         random layers (dropout, noise) whose draws differ between float16 and float32 run in inference mode in
         both steps. A dynamic loss scale whose scaled gradients overflow is halved and the step repeated, as the
         LossScaleOptimizer skips that step in training: the gradients are judged once the scale has settled.
-        Nothing is applied and the model's state is restored. MP504 is raised when more than 10 % of the gradient
-        values that are nonzero in float32 are zero (or inf/NaN) under the policy, naming the variables that lose
-        the most. Reported at the optimizer's assignment (custom loop) or the `compile()` call. When the step
-        cannot be run faithfully (the float32 step itself changes with the seed), nothing is reported.
+        The script's own step is called itself (eagerly, on a sample batch with labels drawn the same way) and
+        its gradients are what its `tape.gradient` returns: its own loss (a down-weighted term, a hand-written
+        MSE), its own scaling. Nothing is kept: the weights and the model's and optimizer's state are restored.
+        MP504 is raised when more than 10 % of the gradient values that are nonzero in float32 are zero (or
+        inf/NaN) under the policy, naming the variables that lose the most. Reported at the optimizer's assignment
+        (custom loop) or the `compile()` call. When the step cannot be run faithfully (the float32 step itself
+        changes with the seed, the script's step raises), nothing is reported.
         """,
     why="""
         The backward pass of a float16 layer computes in float16, whose smallest subnormal is 5.96e-8: a gradient

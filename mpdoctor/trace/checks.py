@@ -27,6 +27,7 @@ from mpdoctor.registry import hooks, verdict_of
 from mpdoctor.sources import read_source
 from mpdoctor.static.policy_context import PolicyContext
 from mpdoctor.static.semantic import Settings
+from mpdoctor.static.training_steps import training_steps
 from mpdoctor.tf_messages import exception_summary
 from mpdoctor.trace.broken_dependencies import (
     BrokenImport,
@@ -76,6 +77,7 @@ def trace_diagnostics(
     `run_from`: a file holding `text` (a candidate fix) that the child runs as if it were `path`. `context`: the
     project's policy context this module is run under (its policy is set before the module is imported).
     `static_of`: the static findings of another file of the project (where a failure of the run may be reported)."""
+    ctx = TraceContext(path, shown, text, tree, settings)
     outcome = run_trace(
         path,
         env=child_environment(settings.target),
@@ -93,8 +95,8 @@ def trace_diagnostics(
         step_check=getattr(options, "step_check", None),
         layout=_import_layout(path),
         stub_missing=config.stub_missing,
+        training_steps=tuple(training_steps(ctx.static)) if ctx.static is not None else (),
     )
-    ctx = TraceContext(path, shown, text, tree, settings)
     facts = outcome.facts
     failure = outcome.failure or _changed_during_trace(run_from or path, text)
     if summaries is not None:

@@ -65,6 +65,7 @@ def run_trace(
     step_check: StepCheckRequest | None = None,
     layout: ImportLayout | None = None,
     stub_missing: bool = False,
+    training_steps: tuple[str, ...] = (),
 ) -> TraceOutcome:
     """`run_from`: a file whose text is run as if it were `path` (same `__file__`, code filename and sys.path), so a
     fix is verified without writing it into the user's tree. `source`: generated code to run that way (a
@@ -103,6 +104,7 @@ def run_trace(
                 plan=plan,
                 step_check=step_check,
                 crash_log=crash_log,
+                training_steps=list(training_steps),
             )
             json.dump(request.to_json(), handle)
         child_env = _child_environment(env, search_path)

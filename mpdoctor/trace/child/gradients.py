@@ -3,8 +3,9 @@ float32 and under the model's own policy, with the loss scaling the script uses,
 
 The step is `training_step.TrainingStep` (issue 30): training mode, seeded labels that give a real loss, random
 layers fixed, a dynamic loss scale judged after it settles, the float32 reference from the same weights. What "the
-file trains" means is `training_step.training_of`: the model is compiled, or the file holds a Keras loss object and
-an optimizer at module level (a custom training loop). No update is applied.
+file trains" means: the file's own `GradientTape` step that the static pass names (TraceRequest.training_steps)
+when it trains the model, run itself with its own loss (user_step.py); else `training_step.training_of`: the model
+is compiled, or the file holds a Keras loss object and an optimizer at module level. No update is kept.
 
 A value counts as flushed when it is nonzero in float32 and zero (or non-finite) under the policy.
 """
@@ -16,20 +17,29 @@ from mpdoctor.facts.schema import GradientRecord, ModelRecord, VariableGradient
 from mpdoctor.facts.trace_request import NumericsRequest
 from mpdoctor.trace.child import numerics
 from mpdoctor.trace.child.training_step import (
+    Training,
     TrainingStep,
     dynamic_scaling,
     loss_scaling,
     training_of,
 )
+from mpdoctor.trace.child.user_step import prepare_user_step
 
-__all__ = ["gradient_record", "loss_scaling", "prepare", "variable_name", "zero_labels"]
+__all__ = ["gradient_record", "loss_scaling", "prepare", "variable_name"]
 
 MAX_VARIABLES = 20  # per-variable rows kept: the ones with the most flushed values
 
 
-def prepare(model, module, numerics_request: NumericsRequest | None, sample=None) -> TrainingStep | str | None:
+def prepare(
+    model, module, numerics_request: NumericsRequest | None, sample=None, steps: list[str] | None = None
+) -> TrainingStep | str | None:
     """The training step of a model the file trains, the reason it cannot be run (str), or None when the file does
-    not train it."""
+    not train it. `steps`: the file's own training steps the static pass names (TraceRequest.training_steps): the
+    first that trains this model is the step judged, with its own loss."""
+    for name in steps or ():
+        own = _own_step(model, module, numerics_request, name)
+        if own is not None:
+            return own
     training = training_of(model, module)
     if training is None:
         return None
@@ -41,6 +51,18 @@ def prepare(model, module, numerics_request: NumericsRequest | None, sample=None
     return TrainingStep(model, sample, training)
 
 
+def _own_step(model, module, numerics_request: NumericsRequest | None, name: str) -> TrainingStep | str | None:
+    """The user's step `name` as the training step of `model` (None when it does not train it)."""
+    user = prepare_user_step(module, name, model, numerics_request)
+    if user is None or isinstance(user, str):
+        return user
+    scaling = [o for o in user.target.optimizers if loss_scaling(o)[0] != "none"]
+    optimizer = next(iter(scaling or user.target.optimizers), None)
+    optimizer_name = next((n for n, v in vars(module).items() if v is optimizer), "") or name
+    training = Training(lambda y, p: None, f"of the step `{name}`", optimizer, optimizer_name)
+    return TrainingStep(model, None, training, user=user)
+
+
 def gradient_record(
     model,
     record: ModelRecord,
@@ -50,13 +72,14 @@ def gradient_record(
     loss_scale: float | None = None,
     sample=None,
     step: TrainingStep | None = None,
+    steps: list[str] | None = None,
 ) -> GradientRecord | None:
     """None when the file does not train this model (or its numerics did not run). `mpdoctor plan` passes
     `loss_scale` (the step as if the script scaled its loss by this: what loss scaling would do for a script without
     it), its `sample` batch and its `step` (one float32 reference for every configuration it tries)."""
     if record.numerics is None or record.numerics.skipped or record.error is not None:
         return None
-    prepared = step if step is not None else prepare(model, module, numerics_request, sample)
+    prepared = step if step is not None else prepare(model, module, numerics_request, sample, steps)
     if prepared is None:
         return None
     result = GradientRecord(policy=str(record.numerics.dtype or ""))
@@ -98,6 +121,10 @@ def _run(model, result: GradientRecord, step: TrainingStep, loss_scale: float | 
     result.loss_finite = bool(np.isfinite(result.loss_value))
     owners = _owners(model)
     rows = []
+    variables = reference.variables or variables
+    if len(low.gradients) != len(variables):  # the step took another path under the policy
+        result.skipped = "the training step differentiates other variables under the policy than in float32"
+        return
     for variable, got, want in zip(variables, low.gradients, reference.gradients, strict=True):
         if got is None or want is None:
             continue
@@ -131,17 +158,6 @@ def _run(model, result: GradientRecord, step: TrainingStep, loss_scale: float | 
 def variable_name(variable) -> str:
     """How a VariableGradient names its variable (Keras 3: its path; tf_keras: its name)."""
     return str(getattr(variable, "path", None) or variable.name)
-
-
-def zero_labels(predictions, sparse: bool):
-    """Labels of zeros for these predictions: class ids (`sparse`) or tensors of their shape."""
-    import tensorflow as tf
-
-    from mpdoctor.trace.child.layer_api import flatten
-
-    flat = [p for p in flatten(predictions, []) if hasattr(p, "shape")]
-    made = [tf.zeros(p.shape[:-1], tf.int32) if sparse else tf.zeros(p.shape, tf.float32) for p in flat]
-    return made[0] if len(made) == 1 else made
 
 
 def _owners(model) -> dict[int, str]:

@@ -126,7 +126,9 @@ def _run(request: TraceRequest, facts: Facts, recorder: hooks.Recorder, tree: as
             if request.numerics is None or request.numerics.enabled:  # MP504: a model the file trains
                 from mpdoctor.trace.child.gradients import gradient_record
 
-                facts.models[-1].gradients = gradient_record(model, facts.models[-1], module, request.numerics)
+                facts.models[-1].gradients = gradient_record(
+                    model, facts.models[-1], module, request.numerics, steps=request.training_steps
+                )
             if request.plan is not None:  # `mpdoctor plan`: after the model's analysis, on the same objects
                 from mpdoctor.trace.child.plan import plan_model
 

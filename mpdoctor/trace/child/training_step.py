@@ -19,6 +19,9 @@ not an inference pass.
   the halved scale until its gradients are finite, and judged there, as training would after the scale settles.
 - The float32 reference from the same weights, seed and labels, with the loss scale at 1. No update is applied; the
   model's non-trainable variables (batch statistics, seed states) are restored after every run.
+- The step is the model and its loss, or the user's own step (`user`, user_step.py: called as the script calls it,
+  its `tape.gradient` recorded, its optimizers' scale set to the scale judged); the same runs, seeds and random
+  layers apply to both, over every model the step runs.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import contextlib
 import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from mpdoctor.facts.dtypes import LOW_PRECISION
 from mpdoctor.facts.keras_semantics import layer_compute_dtype, sublayers
@@ -61,6 +65,7 @@ class StepResult:
     gradients: list
     scale: float = 1.0
     skipped_steps: int = 0  # steps a dynamic loss scale skipped (overflow) before this one
+    variables: list | None = None  # the variable of each gradient (the user's step); None: TrainingStep.variables
 
 
 @dataclass
@@ -72,6 +77,9 @@ class TrainingStep:
     training: Training
     labels: object = None
     labels_made: str = ""
+    # The user's own step (user_step.UserStep: its `run(scale)` calls the step and records what `tape.gradient`
+    # returns) instead of the model and the loss; it also runs the other models the step reads.
+    user: Any = None
     inference_layers: list[str] = field(default_factory=list)  # random layers run in inference mode
     problem: str | None = None
     _reference: StepResult | None = None
@@ -80,6 +88,16 @@ class TrainingStep:
     @property
     def variables(self) -> list:
         return list(self.model.trainable_variables)  # type: ignore[attr-defined]
+
+    @property
+    def random_layers(self) -> list:
+        """The layers found drawing random numbers, run in inference mode (after `reference()`)."""
+        return list(self._forced)
+
+    @property
+    def models(self) -> list:
+        """The models the step runs: the user's step may run several (a GAN's generator and discriminator)."""
+        return list(self.user.models) if self.user is not None else [self.model]
 
     def reference(self) -> StepResult | None:
         """The float32 step at scale 1 (computed once)."""
@@ -98,7 +116,8 @@ class TrainingStep:
         while True:
             result = self._run(scale)
             if result is None:
-                self.problem = "the loss could not be computed on the sample batch"
+                user_problem = getattr(self.user, "problem", None)
+                self.problem = user_problem or "the loss could not be computed on the sample batch"
                 return None
             if not dynamic or _all_finite(result.gradients):
                 result.scale, result.skipped_steps = scale, skipped
@@ -117,28 +136,19 @@ class TrainingStep:
     # ------------------------------------------------------------------------------------------ the runs
 
     def _make_reference(self) -> StepResult | None:
-        with computing_in_float32(self.model), _restored(self.model):
-            numerics.seed_random(SEED)
-            predictions = self.model(self.sample, training=False)  # type: ignore[operator]
-            first: StepResult | None = None
+        with computing_in_float32(*self.models), _restored(*self.models):
             inputs_a: dict = {}
-            for sparse in (False, True):
-                self.labels = training_labels(predictions, sparse, self.training.loss_hint)
-                inputs_a.clear()
-                first = self._run(1.0, digests=inputs_a, advance=True)
-                if first is not None:
-                    break
+            first = self._first_run(inputs_a)
             if first is None:
-                self.problem = "the loss could not be computed on the sample batch with labels shaped for it"
                 return None
-            self.labels_made = _describe(self.labels)
             for _ in range(MAX_RANDOM_ROUNDS):
                 inputs_b: dict = {}
                 second = self._run(1.0, seed=OTHER_SEED, digests=inputs_b)
                 if second is None or _same(first, second):
                     return first
                 # A random layer after another one sees changed inputs: found once those before it are fixed.
-                found = [layer for layer in _random_layers(self.model, inputs_a, inputs_b) if layer not in self._forced]
+                drawing = _random_layers(self.models, inputs_a, inputs_b)
+                found = [layer for layer in drawing if layer not in self._forced]
                 if not found:
                     break
                 self._forced += found
@@ -153,6 +163,27 @@ class TrainingStep:
             )
             return None
 
+    def _first_run(self, digests: dict) -> StepResult | None:
+        """The first float32 step at scale 1, its random draws recorded in `digests`: the user's step with the
+        arguments it accepts, or the model and loss with labels of the form the loss accepts."""
+        numerics.seed_random(SEED)
+        if self.user is not None:
+            first = self._run(1.0, digests=digests, advance=True)
+            if first is None:
+                self.problem = self.user.problem or "the training step could not be run"
+            self.labels_made = self.user.labels_made
+            return first
+        predictions = self.model(self.sample, training=False)  # type: ignore[operator]
+        for sparse in (False, True):
+            self.labels = training_labels(predictions, sparse, self.training.loss_hint)
+            digests.clear()
+            first = self._run(1.0, digests=digests, advance=True)
+            if first is not None:
+                self.labels_made = _describe(self.labels)
+                return first
+        self.problem = "the loss could not be computed on the sample batch with labels shaped for it"
+        return None
+
     def _run(
         self, scale: float, seed: int = SEED, digests: dict | None = None, advance: bool = False
     ) -> StepResult | None:
@@ -163,10 +194,12 @@ class TrainingStep:
 
         patched = [(layer, _inference_call) for layer in self._forced]
         if digests is not None:
-            patched += [(layer, _digesting(digests, id(layer))) for layer in _layers(self.model)]
+            patched += [(layer, _digesting(digests, id(layer))) for model in self.models for layer in _layers(model)]
         variables = self.variables
-        with contextlib.nullcontext() if advance else _restored(self.model), _wrapped(patched):
+        with contextlib.nullcontext() if advance else _restored(*self.models), _wrapped(patched):
             numerics.seed_random(seed)
+            if self.user is not None:
+                return self.user.run(scale)
             with tf.GradientTape() as tape:
                 predictions = self.model(self.sample, training=True)  # type: ignore[operator]
                 try:
@@ -257,9 +290,9 @@ def computing_in_float32(*models) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _restored(model) -> Iterator[None]:
-    """The model's non-trainable variables (batch statistics, seed states) as they were before the block."""
-    variables = list(model.non_trainable_variables)
+def _restored(*models) -> Iterator[None]:
+    """The models' non-trainable variables (batch statistics, seed states) as they were before the block."""
+    variables = [v for model in models for v in model.non_trainable_variables]
     state = [v.numpy() for v in variables]
     try:
         yield
@@ -279,6 +312,11 @@ def _wrapped(patches: list) -> Iterator[None]:
         yield
     finally:
         restore_calls(list(reversed(patched)))
+
+
+def inference_mode(layers: list):
+    """The layers run in inference mode inside the block (`training=False` passed to their call)."""
+    return _wrapped([(layer, _inference_call) for layer in layers])
 
 
 def _inference_call(bound):
@@ -317,10 +355,10 @@ def _layers(model) -> list:
     return [layer for layer in sublayers(model, recursive=True) if layer is not model]
 
 
-def _random_layers(model, first: dict, second: dict) -> list:
+def _random_layers(models: list, first: dict, second: dict) -> list:
     """The innermost layers whose outputs changed with the seed while their inputs did not."""
     drawing = []
-    for layer in _layers(model):
+    for layer in (layer for model in models for layer in _layers(model)):
         a, b = first.get(id(layer), []), second.get(id(layer), [])
         if len(a) == len(b) and any(x[0] == y[0] and x[1] != y[1] for x, y in zip(a, b, strict=True)):
             drawing.append(layer)
