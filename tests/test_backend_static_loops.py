@@ -1,4 +1,4 @@
-"""The JAX and PyTorch training steps MP501/MP502 judge (tests/fixtures/MP50[12]/{jax,torch}_step_*.py), run for
+"""The JAX and PyTorch training steps MP501/MP502 judge (tests/fixtures/MP50[12]/{jax,torch}_*.py), run for
 real: each fixture records in its docstring what one run printed (the share of the float16 layer's kernel entries
 the step moved), and the finding the static pass gives it follows from that. Needs jax / torch (the `backend` CI
 stage, or `/work/venvs/backends`); the static side runs in the main suite (tests/test_fixtures.py)."""
@@ -16,7 +16,7 @@ import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 _RECORDED = re.compile(r"Ground truth \(run with KERAS_BACKEND=(?P<backend>\w+), [^)]*\): (?P<result>moved [\d.]+)")
-STEPS = sorted([*FIXTURES.glob("MP50[12]/jax_step_*.py"), *FIXTURES.glob("MP50[12]/torch_step_*.py")])
+STEPS = sorted([*FIXTURES.glob("MP50[12]/jax_*.py"), *FIXTURES.glob("MP50[12]/torch_*.py")])
 
 pytestmark = [pytest.mark.backend, pytest.mark.slow]
 

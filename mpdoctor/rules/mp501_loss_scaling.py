@@ -202,7 +202,7 @@ def check_backend_steps(ctx: StaticContext) -> Iterable[Diagnostic]:
             )
 
 
-_STEP_NO_FIX = "mpdoctor rewrites GradientTape loops only"
+_STEP_NO_FIX = "mpdoctor does not rewrite JAX or PyTorch training steps"
 
 
 def _step_wording(ctx: StaticContext, finding: StepFinding) -> tuple[str, str, Confidence]:

@@ -4,7 +4,7 @@
   applies (`stateless_apply`, `apply`, `apply_gradients`);
 - PyTorch: `<loss>.backward()` in a scope where a Keras optimizer applies the gradients.
 
-Measured on Keras 3.15 (the fixtures tests/fixtures/MP50[12]/{jax,torch}_step_*.py record each run): a small float16
+Measured on Keras 3.15 (the fixtures tests/fixtures/MP50[12]/{jax,torch}_*.py record each run): a small float16
 gradient flushes to zero without loss scaling; `scale_loss` of a plain optimizer does nothing; a LossScaleOptimizer
 divides the gradients of a loss it never scaled; under `stateless_apply` the loss scale lives in the optimizer
 variables the step returns, so a step that drops them, or scales the loss with the optimizer's own (never updated)
