@@ -42,6 +42,12 @@ define_rule(
         loop variables and the variables or lists they are accumulated into: `acc.assign_add(g)` in a gradient
         accumulation loop) and reads the policy set in the file; a loop split across functions, or a policy set
         elsewhere, is not seen (use `--assume-policy mixed_float16`).
+        Keras 3 on JAX and PyTorch (the step written for the backend, each case run for real): `jax.grad` /
+        `jax.value_and_grad` of a loss function the file defines, whose gradients a Keras optimizer's
+        `stateless_apply` / `apply` takes, and `loss.backward()` followed by the optimizer's `apply`; float16 also
+        when the PyTorch loss is computed under `torch.autocast(dtype=torch.float16)` (its matmuls then run in
+        float16 whatever the Keras policy). A loss scaled by hand or by torch's `GradScaler` is left alone; an
+        optax or `torch.optim` step is not a Keras optimizer's and not judged.
         """,
     why="""
         Under float16 compute the backward pass runs in float16, whose smallest subnormal is 5.96e-8: small
@@ -126,6 +132,15 @@ define_rule(
         - either: the loss is scaled after the `with GradientTape()` block, where the tape no longer records.
         The tf_keras methods `get_scaled_loss` / `get_unscaled_gradients` called under Keras 3 (where they do not
         exist) are MP103, not this rule.
+        Keras 3 on JAX and PyTorch: a LossScaleOptimizer (or compile's, for `self.optimizer` in a `train_step`
+        override) whose `stateless_apply` / `apply` takes gradients of a loss never passed through `scale_loss`;
+        and, with `stateless_apply`, where the loss scale lives in the optimizer variables the step is given and
+        returns: the returned optimizer variables dropped (`new_vars, _ = optimizer.stateless_apply(...)`), or
+        `scale_loss` called outside `with keras.StatelessScope(state_mapping=list(zip(optimizer.variables,
+        optimizer_variables)))` (it then reads the optimizer's own loss-scale variable, which `stateless_apply`
+        never updates; not reported when the file writes variables back with `.assign`). Either way the scale
+        never halves after an overflow and every step is skipped from the first overflow on. (Keras 3 has no
+        `stateless_scale_loss`: its own JAX trainer scales under that StatelessScope.)
         """,
     why="""
         Gradients end up off by the loss scale (2**15 = 32768 at the start): unscaled gradients divided again make
