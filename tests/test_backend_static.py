@@ -123,6 +123,17 @@ def test_a_lambda_or_an_unknown_function_is_not_guessed():
     assert findings(jax_step().replace("jax.value_and_grad(compute_loss", "jax.value_and_grad(imported_loss")) == []
 
 
+def test_a_loss_function_defined_twice_is_the_one_before_the_gradient_call():
+    """As in Keras's guide "Writing a training loop from scratch in JAX": the loss function is redefined (with
+    metrics) before a second `jax.value_and_grad`; each call differentiates the definition above it."""
+    first = jax_step()
+    second = first.replace("def compute_loss(", "def compute_loss(", 1)
+    unscaled_then_scaled = first + second.split("optimizer = keras.optimizers.Adam()\n", 1)[1].replace(
+        "    return loss, non_trainable", "    loss = loss * 1024.0\n    return loss, non_trainable"
+    )
+    assert [(code, line) for code, line, _ in findings(unscaled_then_scaled)] == [("MP501", 14)]
+
+
 def test_two_keras_optimizers_are_not_guessed_between():
     text = jax_step() + "\nother = keras.optimizers.SGD()\nother.stateless_apply([], [], [])\n"
     assert findings(text) == []

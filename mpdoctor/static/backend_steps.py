@@ -139,9 +139,17 @@ def _differentiated_function(ctx: StaticContext, call: ast.Call) -> ast.Function
         ]
     else:
         return None
-    if len(candidates) != 1:
+    # The definition the call sees: the last one before it (a script that redefines its loss function between two
+    # loops), else the only one.
+    before = [
+        f for f in candidates if f.lineno < call.lineno and ctx.enclosing_function(f) is ctx.enclosing_function(call)
+    ]
+    if before:
+        function = max(before, key=lambda f: f.lineno)
+    elif len(candidates) == 1:
+        function = candidates[0]
+    else:
         return None
-    function = candidates[0]
     for node in ast.walk(function):
         if isinstance(node, ast.Return) and node.value is not None:
             value = node.value.elts[0] if isinstance(node.value, ast.Tuple) and node.value.elts else node.value
