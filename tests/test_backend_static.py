@@ -156,6 +156,10 @@ def test_scale_loss_without_stateless_scope_is_mp502_unless_variables_are_writte
     assert (code, line) == ("MP502", 12) and "never updates" in message
     synced = text + "\nfor variable, value in zip(optimizer.variables, new_values):\n    variable.assign(value)\n"
     assert findings(synced) == []
+    compiled = text.replace(f"optimizer = {LSO}", "model.compile(optimizer=keras.optimizers.Adam())").replace(
+        "optimizer.", "model.optimizer."
+    )
+    assert findings(compiled) == []  # fit's traced step raises on it instead: an error the user sees
 
 
 def test_a_float16_autocast_needs_scaling_under_any_policy_and_bfloat16_none():

@@ -138,7 +138,8 @@ define_rule(
         returns: the returned optimizer variables dropped (`new_vars, _ = optimizer.stateless_apply(...)`), or
         `scale_loss` called outside `with keras.StatelessScope(state_mapping=list(zip(optimizer.variables,
         optimizer_variables)))` (it then reads the optimizer's own loss-scale variable, which `stateless_apply`
-        never updates; not reported when the file writes variables back with `.assign`). Either way the scale
+        never updates; reported for a LossScaleOptimizer the file constructs, not when the file writes variables
+        back with `.assign`: in a `train_step` override fit's traced step raises on it instead). Either way the scale
         never halves after an overflow and every step is skipped from the first overflow on. (Keras 3 has no
         `stateless_scale_loss`: its own JAX trainer scales under that StatelessScope.)
         """,

@@ -93,8 +93,10 @@ def _judge_stateless(ctx: StaticContext, step: BackendStep) -> StepFinding | Non
         for node in _ancestors(ctx, scale)
     )
     # Writing the returned variables back (`variable.assign(value)`) keeps the optimizer's own scale current
-    # outside jit: silence then rather than guess whether the step is jitted.
-    if not in_scope and not ctx.method_calls("assign"):
+    # outside jit: silence then rather than guess whether the step is jitted. compile()'s optimizer in a train_step
+    # override is another story: there the bare scale_loss raises inside fit's traced step (measured, Keras 3.15),
+    # an error the user sees, not this silent one.
+    if not in_scope and step.optimizer.kind == "lso" and not ctx.method_calls("assign"):
         return StepFinding(StepProblem.STALE_SCALE, step, scale)
     return None
 
