@@ -137,11 +137,12 @@ define_rule(
         and, with `stateless_apply`, where the loss scale lives in the optimizer variables the step is given and
         returns: the returned optimizer variables dropped (`new_vars, _ = optimizer.stateless_apply(...)`), or
         `scale_loss` called outside `with keras.StatelessScope(state_mapping=list(zip(optimizer.variables,
-        optimizer_variables)))` (it then reads the optimizer's own loss-scale variable, which `stateless_apply`
-        never updates; reported for a LossScaleOptimizer the file constructs, not when the file writes variables
-        back with `.assign`: in a `train_step` override fit's traced step raises on it instead). Either way the scale
-        never halves after an overflow and every step is skipped from the first overflow on. (Keras 3 has no
-        `stateless_scale_loss`: its own JAX trainer scales under that StatelessScope.)
+        optimizer_variables)))`: it then reads the optimizer's own loss-scale variable, which `stateless_apply`
+        never updates. Either way the scale never halves after an overflow and every step is skipped from the
+        first overflow on. The second is reported for a LossScaleOptimizer the file constructs, unless the file
+        writes variables back with `.assign` (compile()'s, in a `train_step` override, makes fit's traced step
+        raise instead). Keras 3 has no `stateless_scale_loss`: its own JAX trainer scales under that
+        StatelessScope.
         """,
     why="""
         Gradients end up off by the loss scale (2**15 = 32768 at the start): unscaled gradients divided again make
