@@ -171,3 +171,7 @@ def test_a_float16_autocast_needs_scaling_under_any_policy_and_bfloat16_none():
     ):
         text = torch_step("float32").replace("    loss = keras.ops", f"    with {autocast}:\n        loss = keras.ops")
         assert [code for code, _, _ in findings(text)] == expected, autocast
+    under_policy = torch_step("mixed_float16").replace(
+        "    loss = keras.ops", '    with torch.autocast("cpu", dtype=torch.bfloat16):\n        loss = keras.ops'
+    )
+    assert [code for code, _, _ in findings(under_policy)] == ["MP501"]  # the layers still compute in float16

@@ -198,7 +198,8 @@ def _torch_steps(ctx: StaticContext) -> list[BackendStep]:
         if apply is None or _scaled_otherwise(ctx, loss, call):
             continue
         autocast = _autocast_dtype(ctx, call, loss)
-        float16 = autocast == "float16" or (autocast is None and needs_loss_scaling(ctx.policies_at(call)))
+        # A bfloat16 autocast does not undo a float16 policy: Keras layers cast to their compute dtype themselves.
+        float16 = autocast == "float16" or needs_loss_scaling(ctx.policies_at(call))
         steps.append(
             BackendStep(
                 "torch",
