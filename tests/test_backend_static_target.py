@@ -114,6 +114,12 @@ def test_the_environment_is_the_last_source(project, monkeypatch, tmp_path):
     assert backend(resolve(project)) == ("jax", ENVIRONMENT)
 
 
+def test_the_configuration_beats_everything(project):
+    (project / "Dockerfile").write_text("FROM python:3.11\nENV KERAS_BACKEND=jax\n")
+    resolved = resolve(project, SETS_JAX, keras_backend="torch")
+    assert backend(resolved) == ("torch", "config") and resolved.backend_origin == "[tool.mpdoctor] keras-backend"
+
+
 def test_keras2_runs_on_tensorflow_whatever_the_file_says(project):
     assert backend(resolve(project, SETS_JAX, keras_version=2)) == ("tensorflow", DEFAULT)
 

@@ -1,7 +1,7 @@
 """Which backend Keras 3 runs a file on (issue 36): TensorFlow, JAX or PyTorch. Part of the resolved target
 (mpdoctor.project.target); the rules word their advice in the backend's own API.
 
-Sources, strongest first:
+Sources, strongest first (the configuration, `Overrides.keras_backend`, before all of them):
 
 1. the file sets `KERAS_BACKEND` (`os.environ["KERAS_BACKEND"] = "jax"`, `os.environ.update({...})`): Keras reads it
    at import, whatever the environment says;
@@ -76,12 +76,15 @@ def resolve_backend(
     declared: Iterable[tuple[str, str, str]],
     tensorflow_declared: bool,
     environment: tuple[str, str] | None,
+    configured: tuple[str, str] | None = None,
 ) -> Backend:
     """The sources in order (module docstring). `declared`: (kind, text, origin) of the project's backend
     declarations, nearest first: BACKEND_ENV with the backend as text, or a backend's package."""
     declared = list(declared)
     if keras_major != 3:
         return Backend(TENSORFLOW, "default", "Keras 2 runs on TensorFlow only")
+    if configured is not None and (name := backend_name(configured[0])) is not None:
+        return Backend(name, "config", configured[1])
     if file.setting is not None and file.setting[1] == "set":
         name, _, line = file.setting
         return Backend(name, "file", f"this file sets {KERAS_BACKEND_ENV}={name} (line {line})")

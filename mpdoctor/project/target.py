@@ -45,7 +45,7 @@ from mpdoctor.facts.tf_releases import (
     tf_keras_major,
 )
 from mpdoctor.project import environment
-from mpdoctor.project.backend import BACKEND_KINDS, resolve_backend
+from mpdoctor.project.backend import BACKEND_ENV, BACKEND_KINDS, resolve_backend
 from mpdoctor.project.backend import TENSORFLOW as TENSORFLOW_BACKEND
 from mpdoctor.project.declared import declarations_in, is_project_root
 from mpdoctor.project.dockerfiles import is_dockerfile
@@ -228,6 +228,8 @@ class Overrides:
     target_tensorflow_origin: str = "--target-tensorflow"
     keras_version: int | None = None
     keras_version_origin: str = "--keras-version"
+    keras_backend: str | None = None  # the configured Keras 3 backend (the trace's `keras-backend` key)
+    keras_backend_origin: str = "[tool.mpdoctor] keras-backend"
 
 
 @dataclass(frozen=True)
@@ -524,11 +526,10 @@ def _resolved(
     if CONFIG not in (source, tf_source) and (DECLARED not in (source, tf_source) or open_declaration):
         conflicts += _looks_written_for_another(evidence, major, releases, installed, open_declaration)
     hub, hub_origin = _hub(project, evidence, env)
-    declared_backends = [
-        (d.kind, d.specifier if d.kind not in ("jax", "torch") else d.text, d.origin) for d in project.backends
-    ]
+    declared_backends = [(d.kind, d.specifier if d.kind == BACKEND_ENV else d.text, d.origin) for d in project.backends]
+    configured = (overrides.keras_backend, overrides.keras_backend_origin) if overrides.keras_backend else None
     backend = resolve_backend(
-        major, evidence.backend, declared_backends, bool(project.of(TENSORFLOW)), env.keras_backend
+        major, evidence.backend, declared_backends, bool(project.of(TENSORFLOW)), env.keras_backend, configured
     )
 
     return Target(
