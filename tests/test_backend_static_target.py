@@ -65,6 +65,14 @@ def test_a_declared_backend_package_chooses_it(project, requirement, expected):
     assert requirement in resolved.backend_origin and "requirements.txt:2" in resolved.backend_origin
 
 
+def test_conda_pytorch_is_torch(project):
+    (project / "environment.yml").write_text(
+        "dependencies:\n  - python=3.11\n  - pytorch=2.3\n  - pip:\n    - keras>=3\n"
+    )
+    resolved = resolve(project)
+    assert backend(resolved) == ("torch", DECLARED) and "environment.yml" in resolved.backend_origin
+
+
 def test_a_declared_tensorflow_or_both_backends_decide_nothing(project):
     (project / "requirements.txt").write_text("tensorflow==2.21.*\njax\n")
     assert backend(resolve(project)) == ("tensorflow", DEFAULT)

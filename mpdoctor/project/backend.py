@@ -26,7 +26,8 @@ from mpdoctor.facts.keras_semantics import environ_settings
 TENSORFLOW, JAX, TORCH = "tensorflow", "jax", "torch"
 KERAS_BACKEND_ENV = "KERAS_BACKEND"
 BACKEND_ENV = "keras-backend-env"  # the Declaration kind of a Dockerfile's `ENV KERAS_BACKEND=...`
-BACKEND_PACKAGES = {"jax": JAX, "jaxlib": JAX, "torch": TORCH}  # a declared package -> the backend it serves
+# A declared package -> the backend it serves (`pytorch`: conda's name of torch).
+BACKEND_PACKAGES = {"jax": JAX, "jaxlib": JAX, "torch": TORCH, "pytorch": TORCH}
 BACKEND_KINDS = frozenset({JAX, TORCH, BACKEND_ENV})  # the Declaration kinds about the backend
 # What Keras accepts as KERAS_BACKEND (keras/src/backend/config.py), "pytorch" spelled as Keras reads it.
 _BACKEND_NAMES = {"tensorflow": TENSORFLOW, "jax": JAX, "torch": TORCH, "pytorch": TORCH, "numpy": "numpy"}
