@@ -132,8 +132,10 @@ def test_keras2_runs_on_tensorflow_whatever_the_file_says(project):
     assert backend(resolve(project, SETS_JAX, keras_version=2)) == ("tensorflow", DEFAULT)
 
 
-def test_an_unknown_backend_value_is_not_a_choice(project):
-    assert backend(resolve(project, SETS_JAX.replace('"jax"', '"mxnet"'))) == ("tensorflow", DEFAULT)
+@pytest.mark.parametrize("value", ["mxnet", "pytorch", "JAX"])
+def test_a_value_keras_does_not_accept_is_not_a_choice(project, value):
+    """Keras takes KERAS_BACKEND exactly as written and raises on anything but its backends' names."""
+    assert backend(resolve(project, SETS_JAX.replace('"jax"', f'"{value}"'))) == ("tensorflow", DEFAULT)
 
 
 def test_json_has_the_backend_only_when_not_tensorflow_and_reads_back(project):

@@ -29,14 +29,13 @@ BACKEND_ENV = "keras-backend-env"  # the Declaration kind of a Dockerfile's `ENV
 # A declared package -> the backend it serves (`pytorch`: conda's name of torch).
 BACKEND_PACKAGES = {"jax": JAX, "jaxlib": JAX, "torch": TORCH, "pytorch": TORCH}
 BACKEND_KINDS = frozenset({JAX, TORCH, BACKEND_ENV})  # the Declaration kinds about the backend
-# What Keras accepts as KERAS_BACKEND (keras/src/backend/config.py), "pytorch" spelled as Keras reads it.
-_BACKEND_NAMES = {"tensorflow": TENSORFLOW, "jax": JAX, "torch": TORCH, "pytorch": TORCH, "numpy": "numpy"}
-_BACKEND_NAMES["openvino"] = "openvino"
+# What Keras accepts as KERAS_BACKEND, exactly as written (keras/src/backend/__init__.py raises on anything else).
+_BACKEND_NAMES = frozenset({TENSORFLOW, JAX, TORCH, "numpy", "openvino"})
 
 
 def backend_name(value: object) -> str | None:
     """The backend a KERAS_BACKEND value selects, None for a value Keras does not know (or no string)."""
-    return _BACKEND_NAMES.get(value.strip().lower()) if isinstance(value, str) else None
+    return value if isinstance(value, str) and value in _BACKEND_NAMES else None
 
 
 @dataclass(frozen=True)
