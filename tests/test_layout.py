@@ -85,6 +85,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "mpdoctor.project.target", "mpdoctor.project.requirements", "mpdoctor.project.declared",
             "mpdoctor.project.dockerfiles", "mpdoctor.project.environment", "mpdoctor.project.evidence",
+            "mpdoctor.project.backend",
         ),
     ),
     (

@@ -30,11 +30,11 @@ def legacy_keras_env(environ: Mapping[str, str] | None = None) -> bool:
     return legacy_keras_requested((os.environ if environ is None else environ).get(LEGACY_KERAS_ENV))
 
 
-def legacy_keras_setting(node: ast.AST) -> str | None:
-    """How one statement or call of a file sets TF_USE_LEGACY_KERAS to a value TF honours: "set"
-    (`os.environ["TF_USE_LEGACY_KERAS"] = "1"`, `os.environ.update({...})`) or "default"
-    (`os.environ.setdefault(...)`, which keeps a value the environment already has); None otherwise. `os.putenv`
-    does not count: TensorFlow reads `os.environ`, which putenv leaves unchanged."""
+def environ_settings(node: ast.AST) -> list[tuple[ast.AST, ast.AST, str]]:
+    """(key, value, how) of each environment variable one statement or call sets: "set"
+    (`os.environ[KEY] = value`, `os.environ.update({KEY: value})`) or "default" (`os.environ.setdefault(KEY,
+    value)`, which keeps a value the environment already has). `os.putenv` does not count: TensorFlow and Keras
+    read `os.environ`, which putenv leaves unchanged."""
     pairs: list[tuple[ast.AST, ast.AST, str]] = []
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
         pairs.append((node.targets[0].slice, node.value, "set"))
@@ -45,7 +45,13 @@ def legacy_keras_setting(node: ast.AST) -> str | None:
             pairs += [
                 (k, v, "set") for k, v in zip(node.args[0].keys, node.args[0].values, strict=True) if k is not None
             ]
-    for key, value, how in pairs:
+    return pairs
+
+
+def legacy_keras_setting(node: ast.AST) -> str | None:
+    """How one statement or call of a file sets TF_USE_LEGACY_KERAS to a value TF honours: "set" or "default"
+    (see `environ_settings`); None otherwise."""
+    for key, value, how in environ_settings(node):
         if (
             isinstance(key, ast.Constant)
             and key.value == LEGACY_KERAS_ENV

@@ -13,6 +13,7 @@ import tomllib
 
 from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV, legacy_keras_requested
 from mpdoctor.facts.tf_releases import KNOWN_RELEASES, TF2_RELEASES, Release, parse_release
+from mpdoctor.project.backend import BACKEND_ENV, KERAS_BACKEND_ENV, backend_name
 from mpdoctor.project.requirements import (
     LEGACY_ENV,
     TENSORFLOW,
@@ -98,6 +99,8 @@ def dockerfile_declarations(path: Path, notes: list[str] | None = None) -> list[
                 variables.define_env(key, value, start)
                 if key == LEGACY_KERAS_ENV and legacy_keras_requested(value):
                     declared.append(Declaration(LEGACY_ENV, value, origin, f"ENV {key}={value}"))
+                elif key == KERAS_BACKEND_ENV and (backend := backend_name(value)) is not None:
+                    declared.append(Declaration(BACKEND_ENV, backend, origin, f"ENV {key}={value}"))
         elif line.upper().startswith("RUN"):
             declared += _pip_installs(line, origin)
             if image is not None and _replaces(found[image], declared):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import sys
 from dataclasses import dataclass
 
 from mpdoctor.facts.keras_semantics import legacy_keras_env
+from mpdoctor.project.backend import KERAS_BACKEND_ENV, backend_name
+from mpdoctor.reads import CONFIG_LIMIT, read_text
 
 
 @dataclass(frozen=True)
@@ -102,3 +105,25 @@ def hub_installed() -> bool:
 def tf_keras_installed() -> bool:
     """tf_keras can be imported here (the trace can then run a Keras 2 target under TF_USE_LEGACY_KERAS=1)."""
     return _version("tf-keras") is not None or _version("tf_keras") is not None
+
+
+def keras_backend() -> tuple[str, str] | None:
+    """(backend, origin) this environment selects for Keras 3: KERAS_BACKEND, else the `backend` of keras.json
+    (`$KERAS_HOME`, else `~/.keras`); None: neither says."""
+    value = os.environ.get(KERAS_BACKEND_ENV)
+    if value:
+        name = backend_name(value)
+        return (name, f"{KERAS_BACKEND_ENV}={value} in the environment") if name else None
+    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    return _keras_json_backend(os.path.join(home, "keras.json"))
+
+
+@functools.lru_cache(maxsize=8)
+def _keras_json_backend(path: str) -> tuple[str, str] | None:
+    try:
+        config = json.loads(read_text(path, CONFIG_LIMIT))
+    except (OSError, ValueError):
+        return None
+    value = config.get("backend") if isinstance(config, dict) else None
+    name = backend_name(value)
+    return (name, f'"backend": "{value}" in {path}') if name else None

@@ -12,9 +12,10 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mpdoctor.facts.keras_semantics import file_legacy_keras_setting
+from mpdoctor.project.backend import FileBackend, file_backend
 from mpdoctor.spellings import Spellings
 from mpdoctor.static.names import FLAVOUR_KERAS2, FLAVOUR_KERAS3, ImportMap
 
@@ -45,6 +46,7 @@ class FileEvidence:
     clues: tuple[Clue, ...] = ()
     imports_hub: bool = False
     imports_tensorflow: bool = False  # so its `tf.keras` is whatever Keras the process has
+    backend: FileBackend = field(default_factory=FileBackend)  # KERAS_BACKEND set in it, backends it imports
 
     def of(self, kind: str) -> list[Clue]:
         """The evidence of `kind`: clues that are no flagged API."""
@@ -132,7 +134,10 @@ def file_evidence(tree: ast.AST, text: str, imports: ImportMap | None = None, no
                 clues[(clue.kind, clue.what)] = clue
     hub = any(m == "tensorflow_hub" or m.startswith("tensorflow_hub.") for m in imports.modules)
     tensorflow = FLAVOUR_TF_KERAS_MODULE in imports.flavours
-    return FileEvidence(flavour, selection, tuple(sorted(clues.values(), key=lambda c: c.line)), hub, tensorflow)
+    backend_nodes = ast.walk(tree) if "KERAS_BACKEND" in text else ()
+    backend = file_backend(backend_nodes, imports.modules, tensorflow)
+    ordered = tuple(sorted(clues.values(), key=lambda c: c.line))
+    return FileEvidence(flavour, selection, ordered, hub, tensorflow, backend)
 
 
 def _top_level_imports(tree: ast.AST) -> list[ast.AST]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpdoctor.facts.tf_releases import KNOWN_RELEASES, TF2_RELEASES, Release
+from mpdoctor.project.backend import BACKEND_PACKAGES
 from mpdoctor.reads import CONFIG_LIMIT, read_bytes
 
 # Distributions that are TensorFlow itself (any of them decides the version), and the nightlies (the newest).
@@ -29,7 +30,7 @@ TENSORFLOW_DISTRIBUTIONS = frozenset(
 )
 NIGHTLY_DISTRIBUTIONS = frozenset({"tf-nightly", "tf-nightly-gpu", "tf-nightly-cpu"})
 KINDS = {"keras": "keras", "tf-keras": "tf-keras", "tensorflow-hub": "tensorflow-hub"}
-_INTERESTING = re.compile(r"(?i)tensorflow|tf[-_.]?(nightly|keras)|keras")
+_INTERESTING = re.compile(r"(?i)tensorflow|tf[-_.]?(nightly|keras)|keras|jax|torch")
 
 TENSORFLOW = "tensorflow"
 LEGACY_ENV = "legacy-keras-env"
@@ -39,7 +40,9 @@ LEGACY_ENV = "legacy-keras-env"
 class Declaration:
     """One statement of a project file about TensorFlow, Keras, tf_keras, TF Hub or TF_USE_LEGACY_KERAS."""
 
-    kind: str  # "tensorflow" | "keras" | "tf-keras" | "tensorflow-hub" | "legacy-keras-env"
+    # "tensorflow" | "keras" | "tf-keras" | "tensorflow-hub" | "legacy-keras-env"; Keras 3's backends (issue 36):
+    # "jax" | "torch" (the packages), "keras-backend-env" (`ENV KERAS_BACKEND=...`, the backend as specifier)
+    kind: str
     specifier: str  # PEP 440 specifier ("" = any version); for a container image the release it ships
     origin: str  # where, as shown: "requirements.txt:3"
     text: str  # as written
@@ -117,6 +120,8 @@ def named_declaration(name: str, specifier: str, origin: str, text: str) -> Decl
         return Declaration(TENSORFLOW, "", origin, text, frozenset(TF2_RELEASES), "a nightly: the newest release")
     if name in KINDS:
         return Declaration(KINDS[name], specifier, origin, text)
+    if name in BACKEND_PACKAGES:
+        return Declaration(BACKEND_PACKAGES[name], specifier, origin, text)
     return None
 
 

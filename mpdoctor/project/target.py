@@ -45,6 +45,8 @@ from mpdoctor.facts.tf_releases import (
     tf_keras_major,
 )
 from mpdoctor.project import environment
+from mpdoctor.project.backend import BACKEND_ENV, BACKEND_KINDS, resolve_backend
+from mpdoctor.project.backend import TENSORFLOW as TENSORFLOW_BACKEND
 from mpdoctor.project.declared import declarations_in, is_project_root
 from mpdoctor.project.dockerfiles import is_dockerfile
 from mpdoctor.project.environment import KerasVersion
@@ -66,6 +68,9 @@ class Project:
     directory: str | None
     declarations: tuple[Declaration, ...] = ()
     notes: tuple[str, ...] = ()  # project files up to it that could not be read, and why
+    # Keras 3 backend declarations (jax, torch, `ENV KERAS_BACKEND`) up to it, nearest first: they never choose
+    # the declaring directory (a folder that lists only torch does not hide its parent's TensorFlow pin).
+    backends: tuple[Declaration, ...] = ()
 
     def of(self, kind: str) -> list[Declaration]:
         return [d for d in self.declarations if d.kind == kind]
@@ -179,13 +184,16 @@ def _declarations(directory: str, generation: int) -> tuple[tuple[Declaration, .
 def _project(directory: str, generation: int) -> Project:
     current = Path(directory)
     notes: tuple[str, ...] = ()
+    backends: tuple[Declaration, ...] = ()
     while True:
         found, unread = _declarations(str(current), generation)
         notes += unread
+        backends += tuple(d for d in found if d.kind in BACKEND_KINDS)
+        found = tuple(d for d in found if d.kind not in BACKEND_KINDS)
         if found:
-            return Project(shown(current) or ".", found, notes)
+            return Project(shown(current) or ".", found, notes, backends)
         if is_project_root(current) or current.parent == current:
-            return Project(None, (), notes)
+            return Project(None, (), notes, backends)
         current = current.parent
 
 
@@ -220,6 +228,8 @@ class Overrides:
     target_tensorflow_origin: str = "--target-tensorflow"
     keras_version: int | None = None
     keras_version_origin: str = "--keras-version"
+    keras_backend: str | None = None  # the configured Keras 3 backend (the trace's `keras-backend` key)
+    keras_backend_origin: str = "[tool.mpdoctor] keras-backend"
 
 
 @dataclass(frozen=True)
@@ -251,6 +261,9 @@ class Target:
     conflicts: tuple[Conflict, ...] = ()
     clues: tuple[Clue, ...] = ()
     project: Project = field(default_factory=lambda: Project(None))
+    backend: str = TENSORFLOW_BACKEND  # Keras 3's backend: "tensorflow" | "jax" | "torch" (mpdoctor.project.backend)
+    backend_source: str = DEFAULT
+    backend_origin: str = "Keras's default"
 
     # ---- reading it
 
@@ -321,7 +334,12 @@ class Target:
             "conflicts": [
                 {"message": c.message, "line": c.line, **({"note": True} if c.note else {})} for c in self.conflicts
             ],
+            # Only another backend than TensorFlow: the reports of TensorFlow files stay as they were.
+            **({"backend": self._backend_json()} if self.backend != TENSORFLOW_BACKEND else {}),
         }
+
+    def _backend_json(self) -> dict:
+        return {"name": self.backend, "source": self.backend_source, "origin": self.backend_origin}
 
     @classmethod
     def from_json(cls, data: dict) -> Target:
@@ -329,6 +347,7 @@ class Target:
         the file's clues are not in the report, so `describe()` of it lists none."""
         tensorflow, keras, hub, installed = data["tensorflow"], data["keras"], data["hub"], data["installed"]
         releases = frozenset(_release(text) for text in tensorflow["releases"])
+        backend = data.get("backend") or {"name": TENSORFLOW_BACKEND, "source": DEFAULT, "origin": "Keras's default"}
         return cls(
             releases=releases,
             tensorflow_text=str(tensorflow["range"]),
@@ -348,6 +367,9 @@ class Target:
                 Conflict(str(c["message"]), c.get("line"), note=bool(c.get("note", False)))
                 for c in data.get("conflicts", ())
             ),
+            backend=str(backend["name"]),
+            backend_source=str(backend["source"]),
+            backend_origin=str(backend["origin"]),
         )
 
     def describe(self) -> list[str]:
@@ -358,6 +380,11 @@ class Target:
             f"  Keras: {self.keras_major}{'' if self.keras_certain else ' (the range allows Keras 2 and 3)'}  "
             f"[{self.keras_source}: {self.keras_origin}]",
             f"    the file's Keras: {_FLAVOUR_TEXT[self.flavour]}",
+            *(
+                [f"    backend: {self.backend}  [{self.backend_source}: {self.backend_origin}]"]
+                if self.keras_major == 3
+                else []
+            ),
             f"  tensorflow-hub: {'yes' if self.hub else 'no'}  [{self.hub_origin}]",
         ]
         installed = release_text(self.installed) if self.installed else "not installed"
@@ -372,6 +399,9 @@ class Target:
             ]
         else:
             lines.append("  declared: nothing (no project file up to the project root declares TensorFlow or Keras)")
+        if self.project.backends:
+            lines.append("  declared about the Keras backend:")
+            lines += [f"    {d.describe()}" for d in self.project.backends]
         lines += [f"  note: {note}" for note in self.project.notes]
         evidence = [c for c in self.clues if not c.flagged]
         if evidence:
@@ -410,6 +440,7 @@ def resolve(
         legacy_keras_env(),
         environment.standalone_keras_major(),
         environment.hub_installed(),
+        environment.keras_backend(),
     )
     if (
         evidence.flavour != FLAVOUR_TF_KERAS_MODULE
@@ -429,6 +460,7 @@ class _Environment(NamedTuple):
     legacy_env: bool
     keras_major: int | None  # of the keras package: in the key only (_keras_of and _installed_keras ask for it)
     hub: bool
+    keras_backend: tuple[str, str] | None  # (backend, origin) KERAS_BACKEND or keras.json selects
 
 
 # Most files of a tree have the same project, evidence and overrides: one Target object for all of them, resolved
@@ -494,6 +526,11 @@ def _resolved(
     if CONFIG not in (source, tf_source) and (DECLARED not in (source, tf_source) or open_declaration):
         conflicts += _looks_written_for_another(evidence, major, releases, installed, open_declaration)
     hub, hub_origin = _hub(project, evidence, env)
+    declared_backends = [(d.kind, d.specifier if d.kind == BACKEND_ENV else d.text, d.origin) for d in project.backends]
+    configured = (overrides.keras_backend, overrides.keras_backend_origin) if overrides.keras_backend else None
+    backend = resolve_backend(
+        major, evidence.backend, declared_backends, bool(project.of(TENSORFLOW)), env.keras_backend, configured
+    )
 
     return Target(
         releases=releases,
@@ -513,6 +550,9 @@ def _resolved(
         conflicts=tuple(conflicts),
         clues=evidence.clues,
         project=project,
+        backend=backend.name,
+        backend_source=backend.source,
+        backend_origin=backend.origin,
     )
 
 

@@ -7,10 +7,17 @@ from dataclasses import replace
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.registry import define_rule, static_check
+from mpdoctor.static.backend_steps import BackendStep, StepFinding, StepProblem, backend_steps, judge_step
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.gradient_flow import refusal
 from mpdoctor.static.loss_scaling import LoopFinding, Problem, judge_loop
-from mpdoctor.static.training_loop import LOSS_SCALED_FLOAT16, TrainingLoop, scaled_by_hand, training_loops
+from mpdoctor.static.training_loop import (
+    LOSS_SCALED_FLOAT16,
+    TrainingLoop,
+    needs_loss_scaling,
+    scaled_by_hand,
+    training_loops,
+)
 
 define_rule(
     "MP501",
@@ -35,6 +42,12 @@ define_rule(
         loop variables and the variables or lists they are accumulated into: `acc.assign_add(g)` in a gradient
         accumulation loop) and reads the policy set in the file; a loop split across functions, or a policy set
         elsewhere, is not seen (use `--assume-policy mixed_float16`).
+        Keras 3 on JAX and PyTorch (the step written for the backend, each case run for real): `jax.grad` /
+        `jax.value_and_grad` of a loss function the file defines, whose gradients a Keras optimizer's
+        `stateless_apply` / `apply` takes, and `loss.backward()` followed by the optimizer's `apply`; float16 also
+        when the PyTorch loss is computed under `torch.autocast(dtype=torch.float16)` (its matmuls then run in
+        float16 whatever the Keras policy). A loss scaled by hand or by torch's `GradScaler` is left alone; an
+        optax or `torch.optim` step is not a Keras optimizer's and not judged.
         """,
     why="""
         Under float16 compute the backward pass runs in float16, whose smallest subnormal is 5.96e-8: small
@@ -119,6 +132,17 @@ define_rule(
         - either: the loss is scaled after the `with GradientTape()` block, where the tape no longer records.
         The tf_keras methods `get_scaled_loss` / `get_unscaled_gradients` called under Keras 3 (where they do not
         exist) are MP103, not this rule.
+        Keras 3 on JAX and PyTorch: a LossScaleOptimizer (or compile's, for `self.optimizer` in a `train_step`
+        override) whose `stateless_apply` / `apply` takes gradients of a loss never passed through `scale_loss`;
+        and, with `stateless_apply`, where the loss scale lives in the optimizer variables the step is given and
+        returns: the returned optimizer variables dropped (`new_vars, _ = optimizer.stateless_apply(...)`), or
+        `scale_loss` called outside `with keras.StatelessScope(state_mapping=list(zip(optimizer.variables,
+        optimizer_variables)))`: it then reads the optimizer's own loss-scale variable, which `stateless_apply`
+        never updates. Either way the scale never halves after an overflow and every step is skipped from the
+        first overflow on. The second is reported for a LossScaleOptimizer the file constructs, unless the file
+        writes variables back with `.assign` (compile()'s, in a `train_step` override, makes fit's traced step
+        raise instead). Keras 3 has no `stateless_scale_loss`: its own JAX trainer scales under that
+        StatelessScope.
         """,
     why="""
         Gradients end up off by the loss scale (2**15 = 32768 at the start): unscaled gradients divided again make
@@ -180,6 +204,93 @@ def check_loss_scaling(ctx: StaticContext) -> Iterable[Diagnostic]:
     if not ctx.is_keras3:
         found += _unpaired_tf_keras_calls(ctx, loops)
     return _dedupe(found)
+
+
+@static_check("MP501", "MP502", requires=(r"keras", r"value_and_grad|\bgrad\(|\.backward\("))
+def check_backend_steps(ctx: StaticContext) -> Iterable[Diagnostic]:
+    """Keras 3 training steps written for JAX (`jax.grad` / `jax.value_and_grad`) and PyTorch (`loss.backward()`),
+    judged by mpdoctor.static.backend_steps and worded in the backend's own API."""
+    for step in backend_steps(ctx):
+        finding = judge_step(ctx, step)
+        if finding is not None:
+            code, message, confidence = _step_wording(ctx, finding)
+            yield ctx.diagnostic(
+                code, finding.at, f"{message}; not fixed automatically: {_STEP_NO_FIX}", confidence=confidence
+            )
+
+
+_STEP_NO_FIX = "mpdoctor does not rewrite JAX or PyTorch training steps"
+
+
+def _step_wording(ctx: StaticContext, finding: StepFinding) -> tuple[str, str, Confidence]:
+    step, problem = finding.step, finding.problem
+    opt = step.optimizer_text
+    what = "custom JAX training step" if step.backend == "jax" else "PyTorch training step"
+    grads = f"gradients of `{step.loss_text}`"
+    policies = ctx.policies_at(step.at)
+    # A float16 torch.autocast around the loss is certain; a float16 policy as certain as the policies in force.
+    by_policy = _policy_confidence(policies) if needs_loss_scaling(policies) else Confidence.HIGH
+    if problem is StepProblem.VARIABLES_DROPPED:
+        return (
+            "MP502",
+            f"the optimizer variables {opt}.stateless_apply() returns are dropped, and the LossScaleOptimizer's loss "
+            "scale is one of them: it never halves after an overflow, so once the gradients overflow every step is "
+            "skipped; pass the returned optimizer variables to the next step",
+            Confidence.HIGH,
+        )
+    if problem is StepProblem.STALE_SCALE:
+        return (
+            "MP502",
+            f"{opt}.scale_loss() here reads the LossScaleOptimizer's own loss-scale variable, which "
+            f"{opt}.stateless_apply() never updates: the scale never halves after an overflow, so once the gradients "
+            "overflow every step is skipped; scale under `with keras.StatelessScope(state_mapping=list(zip("
+            f"{opt}.variables, optimizer_variables))):` with the optimizer variables the step is given",
+            Confidence.MEDIUM,
+        )
+    if problem is StepProblem.NEVER_SCALED:
+        lso = step.optimizer.kind == "lso"
+        origin = "a LossScaleOptimizer" if lso else "the LossScaleOptimizer compile() creates under mixed_float16"
+        return (
+            "MP502",
+            f"{opt} is {origin}, whose {step.apply.func.attr}() divides the gradients by the loss scale, but "  # type: ignore[attr-defined]
+            f"the {grads} were never scaled by {opt}.scale_loss(): updates are ~32768 times too small (and small "
+            f"float16 gradients still flush to zero); {_step_advice(step)}",
+            Confidence.HIGH if lso else Confidence.MEDIUM,
+        )
+    if problem is StepProblem.PLAIN_OPTIMIZER:
+        return (
+            "MP501",
+            f"{opt} is a plain optimizer, so scale_loss() returns the loss unchanged and the float16 {grads} "
+            "can underflow to zero; wrap it in keras.mixed_precision.LossScaleOptimizer",
+            by_policy,
+        )
+    return (
+        "MP501",
+        f"{what} {_float16_cause(ctx, step)} without loss scaling: float16 {grads} can underflow to zero"
+        f"{ctx.target.note()}; wrap the optimizer in keras.mixed_precision.LossScaleOptimizer and "
+        f"{_step_advice(step)}",
+        by_policy,
+    )
+
+
+def _float16_cause(ctx: StaticContext, step: BackendStep) -> str:
+    policies = ctx.policies_at(step.at)
+    if "mixed_float16" in policies:
+        return "under mixed_float16"
+    if "float16" in policies:
+        return "under float16"
+    return "under a float16 torch.autocast"
+
+
+def _step_advice(step: BackendStep) -> str:
+    opt = step.optimizer_text
+    if step.backend == "torch":
+        return f"call {opt}.scale_loss({step.loss_text}).backward(); {opt}.apply() divides the gradients by the scale"
+    return (
+        f"return {opt}.scale_loss(loss) from `{step.loss_text}`, under `with keras.StatelessScope(state_mapping="
+        f"list(zip({opt}.variables, optimizer_variables))):` with the optimizer variables passed in and threaded "
+        f"through {opt}.stateless_apply(), which divides the gradients by the scale"
+    )
 
 
 def _diagnostic(ctx: StaticContext, finding: LoopFinding) -> Diagnostic:

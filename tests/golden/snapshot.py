@@ -240,6 +240,7 @@ RECORDED_ENVIRONMENT = {
     "tensorflow_version": (2, 21),
     "standalone_keras_major": 3,
     "hub_installed": True,
+    "keras_backend": None,  # neither KERAS_BACKEND nor keras.json: Keras's default backend
 }
 
 
