@@ -8,8 +8,11 @@ TensorFlow is never imported (a JAX user has none installed), and what the child
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import sys
+from collections.abc import Iterator
 
 from mpdoctor.facts.keras_backends import BACKEND_ENV, TENSORFLOW
 
@@ -63,3 +66,45 @@ def dtype_of(value) -> str | None:
         return keras.backend.standardize_dtype(value.dtype)
     except Exception:
         return None
+
+
+# The op a non-finite check names: TensorFlow's `op "Square"`, PyTorch's below, JAX's "encountered in square".
+OP_NAMED = re.compile(r'op "(\w+)"|encountered in (\w+)')
+
+
+@contextlib.contextmanager
+def raising_at_first_non_finite() -> Iterator[None]:
+    """Run eagerly with every op checked: the first op whose output holds inf or NaN raises, naming the op, with the
+    Python frames that ran it in the traceback (TensorFlow's check_numerics, JAX's debug_infs/debug_nans, a
+    PyTorch function mode)."""
+    backend = current()
+    if backend == "jax":
+        import jax
+
+        with jax.debug_infs(True), jax.debug_nans(True):
+            yield
+    elif backend == "torch":
+        with _torch_checking()():
+            yield
+    else:
+        import tensorflow as tf
+
+        tf.debugging.enable_check_numerics()
+        try:
+            yield
+        finally:
+            tf.debugging.disable_check_numerics()
+
+
+def _torch_checking() -> type:
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class Checking(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if isinstance(out, torch.Tensor) and out.is_floating_point() and not bool(torch.isfinite(out).all()):
+                raise FloatingPointError(f'a non-finite output of op "{getattr(func, "__name__", func)}"')
+            return out
+
+    return Checking

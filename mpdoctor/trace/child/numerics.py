@@ -166,7 +166,8 @@ def _array_stats(values):
 def _float_arrays(outputs) -> list:
     import numpy as np
 
-    return [np.asarray(t, dtype=np.float32).reshape(-1) for t in _float_tensors(outputs)]
+    host = np.asarray if backends.tensorflow() else backends.to_numpy  # a torch tensor that requires grad: detached
+    return [np.asarray(host(t), dtype=np.float32).reshape(-1) for t in _float_tensors(outputs)]
 
 
 class _Run:
@@ -508,29 +509,26 @@ _WRAPPERS = ("Exception encountered", "Traceback", "File ", "in user code:")
 
 
 def _first_non_finite(node_id: str, layer, args, kwargs, user_file: str | None = None) -> FirstNonFinite:
-    """Which op of the first non-finite layer produced the first inf/NaN: its float16 call re-run with TF's
-    numerics checking, which raises at the first op with a non-finite output and names its type. The op runs
-    eagerly, so the exception's traceback holds the Python frames that ran it: the innermost one in the user's
-    file is the op's line (inside the innermost custom layer, not the outer layer's class: issue 14 item 9)."""
+    """Which op of the first non-finite layer produced the first inf/NaN: its float16 call re-run with the backend's
+    numerics checking (backends.raising_at_first_non_finite), which raises at the first op with a non-finite output
+    and names its type. The op runs eagerly, so the exception's traceback holds the Python frames that ran it: the
+    innermost one in the user's file is the op's line (inside the innermost custom layer, not the outer layer's
+    class: issue 14 item 9)."""
     import numpy as np
 
     inputs_finite = all(np.isfinite(a).all() for a in _float_arrays((list(args), kwargs)))
     found = FirstNonFinite(node_id, None, inputs_finite)
-    if not inputs_finite or not backends.tensorflow():  # JAX, PyTorch: the layer is named, not its op
+    if not inputs_finite:
         return found
-    import tensorflow as tf
-
-    tf.debugging.enable_check_numerics()
     try:
-        layer(*args, **kwargs)
+        with backends.raising_at_first_non_finite():
+            layer(*args, **kwargs)
     except Exception as exc:
-        match = re.search(r'op "(\w+)"', str(exc))
-        found.op = match.group(1) if match else None
+        match = backends.OP_NAMED.search(str(exc))
+        found.op = (match.group(1) or match.group(2)) if match else None
         line = _innermost_user_line(exc, user_file)
         if line is not None:
             found.line = line
-    finally:
-        tf.debugging.disable_check_numerics()
     return found
 
 
