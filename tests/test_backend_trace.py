@@ -7,7 +7,10 @@ serves every file."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from unittest import mock
 
@@ -110,3 +113,35 @@ def test_the_same_findings_as_on_tensorflow(name, backend, monkeypatch, recorded
     actual = {(d.location.line, d.code) for d in diagnostics if d.code in codes}
     assert actual == expected, [(d.code, d.location.line, d.message) for d in diagnostics]
     assert not [d for d in diagnostics if d.code == "MP001"], [d.message for d in diagnostics]
+
+
+STEPS = [("data/backends/jax_custom_step_keras3.py", "jax"), ("data/backends/torch_custom_step_keras3.py", "torch")]
+
+
+def zero_share(path: Path, backend: str, how: str) -> float:
+    """Ground truth: the file's own training step, run for real (the share of first-kernel gradients at zero)."""
+    env = dict(os.environ, KERAS_BACKEND=backend)
+    done = subprocess.run(
+        [sys.executable, str(path), how], capture_output=True, text=True, env=env, timeout=300, cwd=path.parent
+    )
+    found = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith(how + " "))
+    assert how in found, done.stdout[-2000:] + done.stderr[-2000:]
+    return float(found[how])
+
+
+@pytest.mark.parametrize("name,backend", STEPS, ids=[backend for _, backend in STEPS])
+def test_a_custom_step_of_the_backend_flushes_unscaled_and_traces_cleanly(
+    name, backend, monkeypatch, recorded_environment
+):
+    if not installed(backend):
+        pytest.skip(f"needs keras and {backend}")
+    path = TESTS / name
+    # ground truth: a loss of 1e-8 leaves every float16 gradient at zero without loss scaling, none with it
+    assert zero_share(path, backend, "unscaled") == 1.0
+    assert zero_share(path, backend, "scaled") == 0.0
+    diagnostics, facts = traced(path, backend, monkeypatch)
+    assert facts is not None and facts.tool_failure is None and facts.exception is None, facts
+    assert facts.environment.backend == backend
+    [model] = facts.models
+    assert model.numerics is not None and model.numerics.skipped is None, model.numerics
+    assert not [d for d in diagnostics if d.code in ("MP001", "MP003")], [d.message for d in diagnostics]
