@@ -295,7 +295,8 @@ def server_for(env: dict) -> ForkServer | None:
         server.release()
         note("trace: a process per file (the fork server could not import TensorFlow or Keras)")
         return None
-    imported = "TensorFlow" if env.get("KERAS_BACKEND", "tensorflow") in ("", "tensorflow") else "Keras"
+    backend = env.get("KERAS_BACKEND") or "tensorflow"  # named by the parent whenever it is not the default
+    imported = "TensorFlow" if backend == "tensorflow" else f"Keras on {backend}"
     note(f"trace: {imported} imported once per environment; a fresh fork of it per file (fork server)")
     return server
 
