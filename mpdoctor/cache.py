@@ -43,6 +43,7 @@ from typing import Any
 from mpdoctor._version import __version__
 from mpdoctor.diagnostics import Diagnostic, FileError
 from mpdoctor.reads import read_bytes
+from mpdoctor.trace.backend_choice import chosen_backend
 
 FORMAT = 2  # of an entry; a change of the layout below changes it
 DIRECTORY_NAME = ".mpdoctor_cache"
@@ -67,7 +68,10 @@ _ENVIRONMENT = (
 _NATIVE_PREFIXES = ("TF_", "XLA_", "TPU_", "CUDA_", "NVIDIA_", "OMP_", "KMP_", "MKL_", "ONEDNN_", "DNNL_", "KERAS_")
 # Set by the shell or mpdoctor per session, meaningless to a model: never compared (networkx-style enumerations).
 _NOT_COMPARED = {"MPDOCTOR_TRACE_TOKEN", "OLDPWD", "SHLVL", "_", "PWD"}
-_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "keras", "tf-keras", "tensorflow-hub", "numpy", "ml-dtypes")
+_DISTRIBUTIONS = (
+    *("tensorflow", "tensorflow-cpu", "keras", "tf-keras", "tensorflow-hub", "numpy", "ml-dtypes"),
+    *("jax", "jaxlib", "torch"),  # Keras 3's other backends
+)
 _TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
     "# This file is a cache directory tag created by mpdoctor.\n"
@@ -427,6 +431,8 @@ def _run_parts(config, trace) -> dict:
         "native": sorted([n, environment_print(n)] for n in os.environ if n.startswith(_NATIVE_PREFIXES)),
         "cwd": os.getcwd(),  # display paths and messages are relative to it
         "config": settings,
+        # KERAS_BACKEND, else the configured one, else keras.json's: the backend the trace runs on, however chosen
+        "keras_backend": chosen_backend(config.keras_backend).name,
         "trace": options,
         "sample": fingerprint(sample) if sample else None,
     }

@@ -74,6 +74,7 @@ class Config:
     trace_timeout: float = 300.0
     strict_imports: bool = False  # trace: a third-party module not installed is an MP001 error, not an MP003 info
     stub_missing: bool = False  # trace: stand-ins for missing non-ML modules (mpdoctor.trace.child.stand_ins)
+    keras_backend: str | None = None  # trace: the Keras 3 backend unless KERAS_BACKEND says (facts.keras_backends)
     baseline: Path | None = None  # findings listed there do not fail the run (relative to the pyproject.toml)
     numerics: NumericsConfig = field(default_factory=lambda: NumericsConfig())
     trace_memory: float | None = None  # MiB of resident memory for the trace child; None: no limit
@@ -293,6 +294,14 @@ def _stub_missing(config: Config, where: str, value: Any) -> None:
     config.stub_missing = value
 
 
+def _keras_backend(config: Config, where: str, value: Any) -> None:
+    from mpdoctor.facts.keras_backends import KERAS_BACKENDS
+
+    if value not in KERAS_BACKENDS:
+        raise ConfigError(f"{where} keras-backend: expected one of {', '.join(KERAS_BACKENDS)}, got {value!r}")
+    config.keras_backend = value
+
+
 def _baseline(config: Config, where: str, value: Any) -> None:
     config.baseline = config.root / _path(value, f"{where} baseline", "the path of a baseline file")
 
@@ -355,6 +364,7 @@ _SETTERS: dict[str, Setter] = {
     "trace_timeout": _trace_timeout,
     "strict_imports": _strict_imports,
     "stub_missing": _stub_missing,
+    "keras_backend": _keras_backend,
     "baseline": _baseline,
     "numerics": _numerics,
     "numerics_threshold": _numerics_threshold,

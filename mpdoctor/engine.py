@@ -392,7 +392,8 @@ def _start_trace_servers(checks: list[FileCheck], config: Config, cache: ResultC
             if not parsed:
                 continue
         project = options["project"]
-        start_server_for(str(source.path), target, project.trace_context() if project is not None else None)
+        context = project.trace_context() if project is not None else None
+        start_server_for(str(source.path), target, context, config.keras_backend)
 
 
 def _cache_key(

@@ -100,9 +100,10 @@ def check_model(model, name: str = "model") -> CheckResult:
 
 def _trace_options(config, trace: bool):
     from mpdoctor.engine import TraceOptions
-    from mpdoctor.trace.runner import tensorflow_available
+    from mpdoctor.trace.runner import backend_missing
 
-    return TraceOptions(enabled=trace and tensorflow_available(), timeout=config.trace_timeout, entry=config.entry)
+    enabled = trace and backend_missing(config.keras_backend) is None
+    return TraceOptions(enabled=enabled, timeout=config.trace_timeout, entry=config.entry)
 
 
 def check_path(path: Path, trace: bool = True) -> CheckResult:

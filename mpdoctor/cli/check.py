@@ -332,15 +332,12 @@ class CheckRun(Pipeline):
         may trace."""
         if self.args.no_trace:
             return False
-        from mpdoctor.trace.runner import tensorflow_available
+        from mpdoctor.trace.runner import backend_missing
 
-        tracing = tensorflow_available()
-        if self.args.trace and not tracing:
-            raise fail(
-                "--trace needs TensorFlow in this environment (pip install tensorflow, or mpdoctor's [tf] extra: "
-                "README, Install); "
-                "use --no-trace for the static pass alone"
-            )
+        missing = backend_missing(self.config.keras_backend)
+        tracing = missing is None
+        if self.args.trace and missing is not None:
+            raise fail(f"{missing}; use --no-trace for the static pass alone")
         if self.stdin is not None and not self.stdin.on_disk:  # the trace runs a file: this text is in none
             if self.args.trace:
                 raise fail("--trace of stdin needs --stdin-filename naming a file that holds the same text")

@@ -65,6 +65,7 @@ class PlanRun(Pipeline):
     def validate(self) -> None:
         from mpdoctor.config import ConfigError, load_config
         from mpdoctor.reads import regular_file_problem
+        from mpdoctor.trace.backend_choice import chosen_backend
         from mpdoctor.trace.runner import tensorflow_available
         from mpdoctor.writes import refusal
 
@@ -80,15 +81,21 @@ class PlanRun(Pipeline):
             problem = refusal(output, self.refused()) if output else None
             if problem:
                 raise _fail(f"{output}: {self.write_failure}: {problem}")
+        try:
+            self.config = load_config(path, args.config)
+        except ConfigError as exc:
+            raise _fail(str(exc)) from None
+        backend = chosen_backend(self.config.keras_backend)
+        if not backend.tensorflow:  # the plan's float32 reference and candidate runs are TensorFlow's
+            raise _fail(
+                f"plan is not available on the {backend.name} backend ({backend.origin}) yet: it runs the model on "
+                "TensorFlow (KERAS_BACKEND=tensorflow mpdoctor plan ...); `mpdoctor check` traces on every backend"
+            )
         if not tensorflow_available():
             raise _fail(
                 "plan runs the model: it needs TensorFlow in this environment "
                 "(pip install tensorflow, or mpdoctor's [tf] extra: README, Install)"
             )
-        try:
-            self.config = load_config(path, args.config)
-        except ConfigError as exc:
-            raise _fail(str(exc)) from None
 
     def options(self) -> None:
         from mpdoctor.engine import TraceOptions

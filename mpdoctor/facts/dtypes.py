@@ -48,7 +48,7 @@ def canonical_dtype_text(text: str) -> str:
 
 def dtype_name(value: Any) -> str | None:
     """The canonical name of a dtype-like value: a str ('half' -> 'float16'; policy names pass through), a tf.DType,
-    a NumPy dtype or type, a Keras dtype policy (its name)."""
+    a torch.dtype, a NumPy dtype or type, a Keras dtype policy (its name)."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -56,6 +56,9 @@ def dtype_name(value: Any) -> str | None:
     name = getattr(value, "name", None)
     if isinstance(name, str):
         return _ALIASES.get(name, name)
+    text = str(value)
+    if text.startswith("torch."):  # a torch.dtype (Keras on PyTorch): torch.float16, torch.bfloat16
+        return _ALIASES.get(text[6:], text[6:])
     try:
         import numpy as np
 

@@ -59,6 +59,8 @@ class Environment(FactsRecord):
     keras_major: int | None = None  # of the Keras behind tf.keras (2 on TF <= 2.15 unless Keras 3 was installed)
     gpus: list[Gpu] = field(default_factory=list)
     global_policy: str | None = None  # in force when the run ended
+    # Keras 3's backend when not TensorFlow ("jax", "torch": TensorFlow was not imported); ABSENT on TensorFlow
+    backend: str = ABSENT
 
 
 # --------------------------------------------------------------------------------------------- SavedModels

@@ -153,10 +153,10 @@ class MpdoctorServer(LanguageServer):
 
     async def trace(self, uri: str) -> None:
         """The trace of the saved file, then its findings published if the buffer still holds that text."""
-        from mpdoctor.trace.runner import tensorflow_available
+        from mpdoctor.trace.runner import backend_missing
 
         document = self._document(uri)
-        if self.checker.settings.trace != "onSave" or document is None or not tensorflow_available():
+        if self.checker.settings.trace != "onSave" or document is None or backend_missing() is not None:
             return
         text = document.source
         path = convert.path_of(uri)

@@ -80,7 +80,7 @@ def trace_diagnostics(
     ctx = TraceContext(path, shown, text, tree, settings)
     outcome = run_trace(
         path,
-        env=child_environment(settings.target),
+        env=child_environment(settings.target, config.keras_backend),
         entry=options.entry,
         timeout=options.timeout,
         checkpoints=options.checkpoints,
@@ -118,10 +118,10 @@ def trace_diagnostics(
     )
 
 
-def start_server_for(path: str, target, context: PolicyContext | None = None) -> None:
-    """Start, without waiting, the fork server the trace of `path` (under `target` and `context`, as
-    `trace_diagnostics` will run it) is forked from."""
-    start_server(path, env=child_environment(target), search_path=_search_path(context))
+def start_server_for(path: str, target, context: PolicyContext | None = None, keras_backend: str | None = None) -> None:
+    """Start, without waiting, the fork server the trace of `path` (under `target`, `context` and the configured
+    Keras backend, as `trace_diagnostics` will run it) is forked from."""
+    start_server(path, env=child_environment(target, keras_backend), search_path=_search_path(context))
 
 
 def _search_path(context: PolicyContext | None) -> tuple[str, ...]:
@@ -129,11 +129,26 @@ def _search_path(context: PolicyContext | None) -> tuple[str, ...]:
     return (os.path.dirname(context.entry),) if context is not None and context.entry else ()
 
 
-def child_environment(target) -> dict | None:
-    """The trace runs under the file's target where it can: a `tf.keras` file whose target is Keras 2 runs with
+def child_environment(target, keras_backend: str | None = None) -> dict | None:
+    """The trace runs on the Keras backend chosen (KERAS_BACKEND, else `keras_backend` configured, else keras.json:
+    mpdoctor.facts.keras_backends), always named to the child, so its fork server and the cache are per backend.
+    On TensorFlow it runs under the file's target where it can: a `tf.keras` file whose target is Keras 2 runs with
     TF_USE_LEGACY_KERAS=1 when tf_keras is installed (tf.keras is then tf_keras), one whose target is Keras 3 with it
     off. None: the caller's environment unchanged (no TensorFlow >= 2.16 installed, so nothing to switch; a target
     that allows both; a file that imports tf_keras or keras itself, whose Keras the variable does not change)."""
+    import os
+
+    from mpdoctor.facts.keras_backends import BACKEND_ENV
+    from mpdoctor.trace.backend_choice import chosen_backend
+
+    choice = chosen_backend(keras_backend)
+    environment = _tensorflow_environment(target)
+    if choice.origin is None or choice.origin == BACKEND_ENV:
+        return environment
+    return dict(os.environ if environment is None else environment, **{BACKEND_ENV: choice.name})
+
+
+def _tensorflow_environment(target) -> dict | None:
     import os
 
     from mpdoctor.facts.keras_semantics import LEGACY_KERAS_ENV

@@ -293,9 +293,11 @@ def server_for(env: dict) -> ForkServer | None:
         server.reserve()
     if not server.wait_ready():
         server.release()
-        note("trace: a process per file (the fork server could not import TensorFlow)")
+        note("trace: a process per file (the fork server could not import TensorFlow or Keras)")
         return None
-    note("trace: TensorFlow imported once per environment; a fresh fork of it per file (fork server)")
+    backend = env.get("KERAS_BACKEND") or "tensorflow"  # named by the parent whenever it is not the default
+    imported = "TensorFlow" if backend == "tensorflow" else f"Keras on {backend}"
+    note(f"trace: {imported} imported once per environment; a fresh fork of it per file (fork server)")
     return server
 
 
@@ -363,12 +365,18 @@ def serve() -> None:
 
 
 def _preload() -> None:
-    """What every trace child imports first. Imports only: an op run here would create TensorFlow's runtime (thread
-    pools) in the server, which a fork does not carry over safely."""
+    """What every trace child imports first: TensorFlow and its Keras, or Keras on its JAX or PyTorch backend (one
+    server per backend: KERAS_BACKEND is in the environment a server is keyed on). Imports only: an op run here
+    would create the runtime (thread pools) in the server, which a fork does not carry over safely."""
+    from mpdoctor.trace.child import backends, main  # noqa: F401
+
+    if not backends.tensorflow():  # JAX or PyTorch, imported by Keras itself; never TensorFlow
+        import keras
+
+        return
     import tensorflow  # noqa: F401
 
     from mpdoctor.facts.keras_semantics import legacy_keras_env
-    from mpdoctor.trace.child import main  # noqa: F401
 
     if legacy_keras_env():
         with contextlib.suppress(ImportError):

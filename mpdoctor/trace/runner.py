@@ -48,6 +48,33 @@ def tensorflow_available() -> bool:
     return importlib.util.find_spec("tensorflow") is not None
 
 
+def backend_missing(keras_backend: str | None = None) -> str | None:
+    """Why the trace cannot run here on the Keras backend chosen (mpdoctor.facts.keras_backends.chosen_backend, with
+    `keras_backend` the configured one): what to install, or the backend it does not run on; None when it can.
+    Found, not imported: importing TensorFlow, JAX or PyTorch costs seconds."""
+    from mpdoctor.facts.keras_backends import BACKEND_MODULES, TRACED_BACKENDS
+    from mpdoctor.trace.backend_choice import chosen_backend
+
+    choice = chosen_backend(keras_backend)
+    where = f" ({choice.origin})" if choice.origin else ""
+    if choice.name not in TRACED_BACKENDS:
+        return f"the trace runs on the tensorflow, jax and torch backends of Keras, not on {choice.name!r}{where}"
+    if choice.tensorflow:
+        if tensorflow_available():
+            return None
+        return (
+            "--trace needs TensorFlow in this environment "
+            "(pip install tensorflow, or mpdoctor's [tf] extra: README, Install)"
+        )
+    missing = [name for name in ("keras", BACKEND_MODULES[choice.name]) if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return (
+        f"--trace on the {choice.name} backend{where} needs {' and '.join(missing)} in this environment "
+        f"(pip install 'mpdoctor[{choice.name}]')"
+    )
+
+
 def run_trace(
     path: str,
     *,

@@ -6,6 +6,7 @@ computes bfloat16 natively: MP603, the plan's bfloat16 advice) is read from /pro
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import traceback
@@ -18,6 +19,7 @@ from mpdoctor.facts.keras_semantics import (
     flavour_of,
     layer_policy,
     sublayers,
+    version_tuple,
 )
 from mpdoctor.facts.schema import (
     FAILED_BUILD,
@@ -33,7 +35,7 @@ from mpdoctor.facts.schema import (
     new_facts,
 )
 from mpdoctor.facts.trace_request import NumericsRequest
-from mpdoctor.trace.child import audits, numerics, samples, stop
+from mpdoctor.trace.child import audits, backends, numerics, samples, stop
 from mpdoctor.trace.child import graph as graph_module
 from mpdoctor.trace.child.keras_adapter import model_classes, policy_now
 from mpdoctor.trace.child.layer_api import flatten
@@ -42,9 +44,11 @@ LIVE_HOW = "live object"
 
 
 def environment() -> Environment:
+    if not backends.tensorflow():
+        return _keras_environment()
     import tensorflow as tf
 
-    from mpdoctor.facts.keras_semantics import legacy_keras_env, tf_keras_major, tf_keras_package, version_tuple
+    from mpdoctor.facts.keras_semantics import legacy_keras_env, tf_keras_major, tf_keras_package
 
     tf_version = version_tuple(tf.__version__)
     keras, tf_keras = _version("keras"), _version("tf-keras")
@@ -68,6 +72,42 @@ def environment() -> Environment:
         keras_major=tf_keras_major(tf_version, legacy_keras_env(), keras, tf_keras is not None),
         gpus=gpus,
     )
+
+
+def _keras_environment() -> Environment:
+    """Keras 3 on JAX or PyTorch: no TensorFlow; the GPUs are the backend's own (their compute capability as the
+    backend reports it, where it does)."""
+    import keras
+
+    backend = keras.config.backend()
+    gpus = []
+    with contextlib.suppress(Exception):  # a backend without a device query: a CPU run as far as MP603 goes
+        if backend == "jax":
+            import jax
+
+            gpus = [Gpu(str(getattr(d, "device_kind", d)), _jax_capability(d)) for d in jax.devices("gpu")]
+        elif backend == "torch":
+            import torch
+
+            if torch.cuda.is_available():
+                gpus = [
+                    Gpu(torch.cuda.get_device_name(i), list(torch.cuda.get_device_capability(i)))
+                    for i in range(torch.cuda.device_count())
+                ]
+    keras_version = _version("keras")
+    return Environment(
+        cpu_bf16=_cpu_has_bf16(),
+        keras=keras_version,
+        keras_major=(version_tuple(keras_version) or (3, 0))[0],
+        gpus=gpus,
+        backend=backend,
+    )
+
+
+def _jax_capability(device) -> list[int] | None:
+    text = str(getattr(device, "compute_capability", "") or "")
+    parts = text.split(".")
+    return [int(p) for p in parts] if len(parts) == 2 and all(p.isdigit() for p in parts) else None
 
 
 def _version(distribution: str) -> str | None:

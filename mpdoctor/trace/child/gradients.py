@@ -15,7 +15,7 @@ from __future__ import annotations
 from mpdoctor.facts.keras_semantics import sublayers
 from mpdoctor.facts.schema import GradientRecord, ModelRecord, VariableGradient
 from mpdoctor.facts.trace_request import NumericsRequest
-from mpdoctor.trace.child import numerics
+from mpdoctor.trace.child import backends, numerics
 from mpdoctor.trace.child.training_step import (
     Training,
     TrainingStep,
@@ -79,6 +79,11 @@ def gradient_record(
     it), its `sample` batch and its `step` (one float32 reference for every configuration it tries)."""
     if record.numerics is None or record.numerics.skipped or record.error is not None:
         return None
+    if step is None and not backends.tensorflow():  # the step is TensorFlow's GradientTape: MP504 stays silent
+        if training_of(model, module) is None:
+            return None
+        skipped = f"not available on the {backends.current()} backend (the training step runs on TensorFlow)"
+        return GradientRecord(policy=str(record.numerics.dtype or ""), skipped=skipped)
     prepared = step if step is not None else prepare(model, module, numerics_request, sample, steps)
     if prepared is None:
         return None

@@ -26,6 +26,7 @@ from mpdoctor.facts.keras_semantics import (
     tf_keras_package,
     version_tuple,
 )
+from mpdoctor.trace.child import backends
 from mpdoctor.trace.child.adapters import adapter_for
 from mpdoctor.trace.child.hooks import Hooks
 
@@ -36,6 +37,8 @@ def flavours(tree: ast.AST, tensorflow_version: str | None = None) -> set[str]:
     """The packages a file may use Keras through ("keras", "tf_keras") and "hub" for tensorflow_hub: the one
     `tf.keras` resolves to here, and those the file imports by name. Only their hooks are installed, so a Keras 3
     file never pays for importing tf_keras and the other way round."""
+    if not backends.tensorflow():  # tf_keras and TF Hub are TensorFlow's: a Keras 3 file on JAX or PyTorch
+        return {"keras"}
     roots = imported_roots(tree)
     installed = importlib.util.find_spec("tf_keras") is not None
     found = {tf_keras_package(version_tuple(tensorflow_version), legacy_keras_env(), installed)}
@@ -71,7 +74,8 @@ def install(hooks: Hooks, wanted: set[str]) -> dict[str, str]:
     cannot be imported (not installed, or broken here: tensorflow_hub 0.16 without setuptools' pkg_resources) gets
     no hooks: the file's own import of it fails the same way, and that is the file's exception
     (`check_unhooked` tells when the file imported it after all)."""
-    hooks.install_tensorflow()
+    if backends.tensorflow():
+        hooks.install_tensorflow()
     used = hooks.recorder.adapters  # filled as they are chosen: a failure names the adapter that failed
     for name in KERAS_PACKAGES:
         package = _importable(name, hooks.recorder) if name in wanted else None

@@ -1,10 +1,10 @@
 """The trace child: `python -m mpdoctor.trace.child REQUEST.json RESULT.json`.
 
-Imports TensorFlow, installs the hooks, imports the user's file as a module (training at module level is a dry
-run: dry_run.py), finds its models, builds and calls them once, and writes the facts (mpdoctor.facts.schema,
-version 1) to RESULT.json. Whatever happens, it tries to write what it recorded. Only when importing it built no
-model and it has no zero-argument builder does its `if __name__ == "__main__":` block run, stopped at its first
-training call (main_run.py).
+Imports TensorFlow (or Keras alone on its JAX or PyTorch backend: backends.py), installs the hooks, imports the
+user's file as a module (training at module level is a dry run: dry_run.py), finds its models, builds and calls
+them once, and writes the facts (mpdoctor.facts.schema, version 1) to RESULT.json. Whatever happens, it tries to
+write what it recorded. Only when importing it built no model and it has no zero-argument builder does its
+`if __name__ == "__main__":` block run, stopped at its first training call (main_run.py).
 
 An exception of mpdoctor's own (installing the hooks on a Keras the adapters do not fit, a hook, the child's
 analysis) becomes `facts.tool_failure`, never the user's exception: the parent reports that mpdoctor cannot trace
@@ -23,7 +23,17 @@ import sys
 
 from mpdoctor.facts.schema import ExceptionRecord, Facts, new_facts
 from mpdoctor.facts.trace_request import NumericsRequest, TraceRequest
-from mpdoctor.trace.child import crash_log, dry_run, hooks, inputs, keras_adapter, main_run, manual_restores, stop
+from mpdoctor.trace.child import (
+    backends,
+    crash_log,
+    dry_run,
+    hooks,
+    inputs,
+    keras_adapter,
+    main_run,
+    manual_restores,
+    stop,
+)
 from mpdoctor.trace.child.analysis import (
     analyse_model,
     collect,
@@ -73,11 +83,17 @@ def _prepare(request: TraceRequest, facts: Facts, recorder: hooks.Recorder) -> a
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = ast.Module(body=[], type_ignores=[])  # the parent parsed it; a file changed since gets defaults
-    keras_adapter.honour_legacy_request(tree)
-    import tensorflow  # before the hooks, which wrap its APIs
+    if backends.tensorflow():
+        keras_adapter.honour_legacy_request(tree)
+        import tensorflow  # before the hooks, which wrap its APIs
 
+        version = getattr(tensorflow, "__version__", None)
+    else:  # JAX or PyTorch: Keras 3 alone, TensorFlow never imported (mpdoctor.trace.child.backends)
+        import keras  # noqa: F401
+
+        version = None
     facts.environment = environment()  # first: a failure to install the hooks is reported with it
-    wanted = keras_adapter.flavours(tree, getattr(tensorflow, "__version__", None))
+    wanted = keras_adapter.flavours(tree, version)
     if request.policy:  # before the hooks: the project's entry point set it, not this file
         keras_adapter.set_global_policy(request.policy, wanted)
     keras_adapter.install(hooks.Hooks(recorder), wanted)

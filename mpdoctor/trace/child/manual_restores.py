@@ -21,6 +21,7 @@ import os
 import sys
 
 from mpdoctor.facts.schema import Restore, Unmatched
+from mpdoctor.trace.child import backends
 from mpdoctor.trace.child.hooks import Recorder, wrap_method
 
 _ASSIGN_DEPTH = 12  # library frames allowed between the script's line and the variable's assign
@@ -212,7 +213,8 @@ def install(recorder: Recorder, hooks) -> ManualRestores:
     """Hook the readers and variable assigns; the function replacements go into `hooks` (patched by the caller)."""
     tracker = ManualRestores(recorder)
     recorder.manual_restores = tracker
-    _install_tensorflow(tracker, hooks)
+    if backends.tensorflow():
+        _install_tensorflow(tracker, hooks)
     _install_numpy(tracker, hooks)
     if "h5py" in sys.modules or _importable("h5py"):
         _install_h5py(tracker)

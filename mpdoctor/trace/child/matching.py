@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from mpdoctor.facts.schema import ErrorRecord, Restore, Unmatched
+from mpdoctor.trace.child import backends
 
 _MAX_NAMES = 50  # per side and restore; the counts stay exact
 
@@ -37,7 +38,10 @@ def match_restores(live_restores: list[tuple[Restore, Any, Any]]) -> dict[int, d
 def match_checkpoint(entry: Restore, recorder: Any) -> dict[str, Any]:
     """`check --checkpoint PATH`: read an object-based checkpoint into each analysed model, as the root of the
     checkpoint (`model.save_weights`) and as its `model` attribute (`tf.train.Checkpoint(model=...)`); the reading
-    that matches the most values is the intended one. A dtype error is recorded like a failed restore (MP301)."""
+    that matches the most values is the intended one. A dtype error is recorded like a failed restore (MP301).
+    Off TensorFlow (JAX, PyTorch) nothing is matched: reading a tf.train checkpoint is TensorFlow's."""
+    if not backends.tensorflow():
+        return {}
     import tensorflow as tf
 
     from mpdoctor.artifacts.bundle_index import check_tf_checkpoint

@@ -35,7 +35,7 @@ import os
 import re
 from dataclasses import replace
 
-from mpdoctor.facts.dtypes import LOW_PRECISION
+from mpdoctor.facts.dtypes import LOW_PRECISION, dtype_name
 from mpdoctor.facts.keras_semantics import layer_compute_dtype, sublayers
 from mpdoctor.facts.schema import (
     FirstNonFinite,
@@ -48,7 +48,7 @@ from mpdoctor.facts.schema import (
     UserLayerScan,
 )
 from mpdoctor.facts.trace_request import NumericsRequest
-from mpdoctor.trace.child import samples
+from mpdoctor.trace.child import backends, samples
 from mpdoctor.trace.child.layer_api import flatten
 from mpdoctor.trace.child.probe import MISSING, restore_calls
 
@@ -107,8 +107,7 @@ def sample_inputs(model, batch_size: int = 2, seed: int = 0, low: float = 0.0, h
 def _float_tensors(outputs) -> list:
     found = []
     for value in flatten(outputs, []):
-        dtype = getattr(value, "dtype", None)
-        name = getattr(dtype, "name", str(dtype))
+        name = dtype_name(getattr(value, "dtype", None))
         if isinstance(name, str) and name.startswith(("float", "bfloat")) and hasattr(value, "shape"):
             found.append(value)
     return found
@@ -134,6 +133,9 @@ def _tensor_stats(tensor):
     Large tensors are reduced by TF ops (multi-threaded, no float32 copy of the activation); small ones in numpy
     after one cast, where TF's per-op dispatch would cost more than the arithmetic."""
     import numpy as np
+
+    if not backends.tensorflow():  # JAX, PyTorch: one host copy in float32, reduced in numpy
+        return _array_stats(backends.to_numpy(tensor).astype(np.float32).reshape(-1))
     import tensorflow as tf
 
     flat = tf.reshape(tensor, [-1])
@@ -146,17 +148,26 @@ def _tensor_stats(tensor):
             max_abs = None
         stride = -(-size // SAMPLE_CAP)
         return finite, max_abs, np.asarray(tf.cast(flat[::stride], tf.float32)), size
-    values = np.asarray(tf.cast(flat, tf.float32))
+    return _array_stats(np.asarray(tf.cast(flat, tf.float32)))
+
+
+def _array_stats(values):
+    """`_tensor_stats` of a flat float32 numpy array."""
+    import numpy as np
+
+    size = int(values.size)
     mask = np.isfinite(values)
     finite = bool(mask.all())
     kept = values if finite else values[mask]
-    return finite, (float(np.max(np.abs(kept))) if kept.size else None), values, size
+    sample = values[:: -(-size // SAMPLE_CAP)] if size > LARGE_TENSOR else values  # as the TF path keeps it
+    return finite, (float(np.max(np.abs(kept))) if kept.size else None), sample, size
 
 
 def _float_arrays(outputs) -> list:
     import numpy as np
 
-    return [np.asarray(t, dtype=np.float32).reshape(-1) for t in _float_tensors(outputs)]
+    host = np.asarray if backends.tensorflow() else backends.to_numpy  # a torch tensor that requires grad: detached
+    return [np.asarray(host(t), dtype=np.float32).reshape(-1) for t in _float_tensors(outputs)]
 
 
 class _Run:
@@ -258,6 +269,8 @@ def _swap_to_float32(layers) -> list:
 def _cast_constants(layer) -> dict:
     """Replace the layer's float16/bfloat16 tensor attributes (constants, never variables) by float32 copies;
     returns the originals."""
+    if not backends.tensorflow():
+        return _cast_backend_constants(layer)
     import tensorflow as tf
 
     originals = {}
@@ -269,6 +282,18 @@ def _cast_constants(layer) -> dict:
         ):
             originals[name] = value
             object.__setattr__(layer, name, tf.cast(value, tf.float32))
+    return originals
+
+
+def _cast_backend_constants(layer) -> dict:
+    """`_cast_constants` on JAX or PyTorch: the backend's tensors, cast with keras.ops."""
+    import keras
+
+    originals = {}
+    for name, value in list(vars(layer).items()):
+        if backends.is_tensor(value) and backends.dtype_of(value) in ("float16", "bfloat16"):
+            originals[name] = value
+            object.__setattr__(layer, name, keras.ops.cast(value, "float32"))
     return originals
 
 
@@ -484,28 +509,26 @@ _WRAPPERS = ("Exception encountered", "Traceback", "File ", "in user code:")
 
 
 def _first_non_finite(node_id: str, layer, args, kwargs, user_file: str | None = None) -> FirstNonFinite:
-    """Which op of the first non-finite layer produced the first inf/NaN: its float16 call re-run with TF's
-    numerics checking, which raises at the first op with a non-finite output and names its type. The op runs
-    eagerly, so the exception's traceback holds the Python frames that ran it: the innermost one in the user's
-    file is the op's line (inside the innermost custom layer, not the outer layer's class: issue 14 item 9)."""
+    """Which op of the first non-finite layer produced the first inf/NaN: its float16 call re-run with the backend's
+    numerics checking (backends.raising_at_first_non_finite), which raises at the first op with a non-finite output
+    and names its type. The op runs eagerly, so the exception's traceback holds the Python frames that ran it: the
+    innermost one in the user's file is the op's line (inside the innermost custom layer, not the outer layer's
+    class: issue 14 item 9)."""
     import numpy as np
-    import tensorflow as tf
 
     inputs_finite = all(np.isfinite(a).all() for a in _float_arrays((list(args), kwargs)))
     found = FirstNonFinite(node_id, None, inputs_finite)
     if not inputs_finite:
         return found
-    tf.debugging.enable_check_numerics()
     try:
-        layer(*args, **kwargs)
+        with backends.raising_at_first_non_finite():
+            layer(*args, **kwargs)
     except Exception as exc:
-        match = re.search(r'op "(\w+)"', str(exc))
-        found.op = match.group(1) if match else None
+        match = backends.OP_NAMED.search(str(exc))
+        found.op = (match.group(1) or match.group(2)) if match else None
         line = _innermost_user_line(exc, user_file)
         if line is not None:
             found.line = line
-    finally:
-        tf.debugging.disable_check_numerics()
     return found
 
 
@@ -555,9 +578,13 @@ def _source_range(layer) -> list[int] | None:
 def _scan_layer(node_id: str, layer, args, kwargs, user_file: str | None) -> UserLayerScan:
     """Trace a float16 user layer into a graph with its observed inputs and scan the graph's ops."""
     import numpy as np
-    import tensorflow as tf
 
     entry = UserLayerScan(node_id, type(layer).__name__, _source_range(layer))
+    if not backends.tensorflow():  # no status "ok": the trace forms of MP403/MP407 stay with the static findings
+        entry.status = f"not available on the {backends.current()} backend (the graph scan is TensorFlow's)"
+        return entry
+    import tensorflow as tf
+
     try:
         concrete = tf.function(lambda *a, **k: layer(*a, **k)).get_concrete_function(*args, **kwargs)
     except Exception as exc:
@@ -600,9 +627,10 @@ def seed_random(seed: int) -> None:
     TensorFlow's)."""
     import sys
 
-    import tensorflow as tf
+    if backends.tensorflow():
+        import tensorflow as tf
 
-    tf.random.set_seed(seed)
+        tf.random.set_seed(seed)
     keras = sys.modules.get("keras")
     seeder = getattr(getattr(keras, "utils", None), "set_random_seed", None)
     if seeder is not None and str(getattr(keras, "__version__", "")).startswith("3."):
@@ -617,13 +645,15 @@ def _loss_dtype(model, predictions) -> LossRecord | None:
     loss = getattr(model, "loss", None)
     if loss is None:
         return None
-    import tensorflow as tf
+    import numpy as np
 
     flat = flatten(predictions, [])
-    record = LossRecord(_loss_name(loss), [getattr(p.dtype, "name", str(p.dtype)) for p in flat])
+    record = LossRecord(_loss_name(loss), [dtype_name(p.dtype) or str(p.dtype) for p in flat])
 
-    def labels(sparse: bool):
-        made = [tf.zeros(p.shape[:-1], tf.int32) if sparse else tf.zeros(p.shape, tf.float32) for p in flat]
+    def labels(sparse: bool):  # numpy labels: every backend's compute_loss converts them
+        made = [
+            np.zeros(tuple(p.shape[:-1]), np.int32) if sparse else np.zeros(tuple(p.shape), np.float32) for p in flat
+        ]
         return made[0] if len(made) == 1 else made
 
     for sparse in (False, True):
@@ -632,7 +662,7 @@ def _loss_dtype(model, predictions) -> LossRecord | None:
         except Exception as exc:
             record.error = f"{type(exc).__name__}: {first_line(exc)}"
             continue
-        record.dtype = getattr(value.dtype, "name", str(value.dtype))
+        record.dtype = dtype_name(value.dtype) or str(value.dtype)
         record.error = None
         break
     return record

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from mpdoctor.facts.keras_semantics import KERAS3, TF_KERAS, flavour_of, sublayers
 from mpdoctor.facts.trace_request import NumericsRequest
+from mpdoctor.trace.child import backends
 
 MIN_OPEN_SIZE = 32  # no open dimension gets less (a stride-32 network reduces 32 to 1x1)
 _LADDER = (64, 96, 128, 160, 192, 224, 256, 512, 1024)  # sizes tried after 32
@@ -241,12 +242,18 @@ def _producer(tensor):
 
 
 def _node_inputs(node) -> list:
-    import tensorflow as tf
-
     inputs = getattr(node, "input_tensors", None)  # Keras 3
     if inputs is None:
         inputs = getattr(node, "keras_inputs", None)  # tf_keras
-    return tf.nest.flatten(inputs) if inputs is not None else []
+    if inputs is None:
+        return []
+    if not backends.tensorflow():  # Keras 3's own nest, same order as tf.nest
+        import keras
+
+        return keras.tree.flatten(inputs)
+    import tensorflow as tf
+
+    return tf.nest.flatten(inputs)
 
 
 def _consumers(tensor):
@@ -379,6 +386,8 @@ def _shape_problem(model, specs, batch_size: int, size: int) -> str | None:
         verdict = _checked(lambda: symbolic(model, specs, batch_size, size), model, method)
         if verdict != "error":
             return verdict
+    if not backends.tensorflow():  # no TensorFlow graph to trace on JAX or PyTorch: the size is not known bad
+        return "error"
     return _checked(lambda: _graph_trace(model, specs, batch_size, size), model, "call")
 
 
