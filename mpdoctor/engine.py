@@ -625,6 +625,7 @@ def settings_for(config: Config) -> Settings:
         target_tensorflow=config.target_tensorflow,
         target_origin=config.target_tensorflow_origin,
         keras_origin=config.keras_version_origin,
+        keras_backend=config.keras_backend,
     )
 
 

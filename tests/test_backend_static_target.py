@@ -154,3 +154,11 @@ def test_show_target_names_the_backend_and_its_declarations(project, capsys):
     out = capsys.readouterr().out
     assert "    backend: torch  [declared: the project declares torch==2.3.* (requirements.txt:2)" in out
     assert "  declared about the Keras backend:\n    requirements.txt:2: torch==2.3.*" in out
+
+
+def test_the_pyproject_keras_backend_key_reaches_the_target(project, capsys):
+    # The same key chooses the trace's backend (trace/backend_choice.py); the static target must agree with it.
+    (project / "pyproject.toml").write_text('[tool.mpdoctor]\nkeras-backend = "jax"\n')
+    (project / "train.py").write_text(KERAS)
+    assert main(["check", "--no-trace", "--show-target", "train.py"]) == 0
+    assert "    backend: jax  [config: [tool.mpdoctor] keras-backend]" in capsys.readouterr().out

@@ -35,6 +35,7 @@ class Settings:
     target_tensorflow: str | None = None  # forced by config/CLI: a PEP 440 specifier
     target_origin: str = "--target-tensorflow"  # where target_tensorflow was set
     keras_origin: str = "--keras-version"  # where keras_version was set
+    keras_backend: str | None = None  # [tool.mpdoctor] keras-backend: the Keras 3 backend the project runs on
     target: Target | None = None  # resolved by the engine (mpdoctor.project.target); else by the context itself
     project: FileContexts | None = None  # policies other modules of the project call this file's code under
     modules: ModulesKeras | None = None  # the Keras of the modules that run with this file (one project, one target)
@@ -43,7 +44,9 @@ class Settings:
 
     @property
     def overrides(self) -> Overrides:
-        return Overrides(self.target_tensorflow, self.target_origin, self.keras_version, self.keras_origin)
+        return Overrides(
+            self.target_tensorflow, self.target_origin, self.keras_version, self.keras_origin, self.keras_backend
+        )
 
     def alone(self) -> Settings:
         """The same settings for the file checked on its own (without the project's contexts); same target."""
