@@ -122,3 +122,46 @@ def test_a_fixed_loss_scale_in_an_experimental_policy_is_refused_with_its_reason
     fixed, dynamic = sorted((d for d in diagnostics if d.code == "MP103"), key=lambda d: d.location.line)
     assert fixed.fix is None and "not fixed automatically: a loss scale other than dynamic" in fixed.message
     assert dynamic.fix is not None and dynamic.fix.edits[0].content.endswith('Policy("mixed_float16")')
+
+
+# A -1e9 mask inside a layer's `call`, run as a script: whether the float16 model's outputs are finite.
+MASK_LAYER = """\
+import numpy as np
+import tensorflow as tf
+import KERAS
+
+keras.mixed_precision.set_global_policy("mixed_float16")
+
+
+class MaskedSoftmax(keras.layers.Layer):
+    def call(self, x):
+        mask = tf.cast(x > 0.5, x.dtype)
+        return tf.nn.softmax(x + (1.0 - mask) * -1e9)
+
+
+inputs = keras.Input((8,))
+model = keras.Model(inputs, keras.layers.Dense(4, dtype="float32")(MaskedSoftmax()(keras.layers.Dense(8)(inputs))))
+
+if __name__ == "__main__":
+    print("finite", bool(np.isfinite(model(np.random.default_rng(0).random((4, 8)))).all()))
+"""
+
+
+@pytest.mark.usefixtures("tensorflow")
+@pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
+def test_a_fix_inside_a_layer_call_is_verified_on_the_fixed_text(tmp_path, monkeypatch, capsys, legacy):
+    """The re-trace runs the fixed text: tf_keras runs a layer's `call` as AutoGraph converts it from its source,
+    which linecache read from the user's file on disk (the unfixed one), so MP403's fix was rejected as "still
+    reported after the fix" on tf_keras (#30)."""
+    from trace_support import run_python
+
+    path = tmp_path / "model.py"
+    path.write_text(MASK_LAYER.replace("KERAS", "tf_keras as keras" if legacy else "keras"), encoding="utf-8")
+    assert run_python(path, legacy=legacy).stdout.split()[-1] == "False"  # the mask overflows float16
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1" if legacy else "0")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--fix", "--select", "MP403", "--format", "json", "model.py"]) == 0
+    [result] = json.loads(capsys.readouterr().out)["fixes"]
+    assert result["verification"] == "verified" and result["not_applied"] == [], result
+    assert "-1e4" in path.read_text(encoding="utf-8")
+    assert run_python(path, legacy=legacy).stdout.split()[-1] == "True"
