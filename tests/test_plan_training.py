@@ -31,7 +31,8 @@ RANDOM_LAYERS = """\
     """
 
 MASK = """\
-    import keras
+    import tensorflow as tf
+    import KERAS
 
     keras.mixed_precision.set_global_policy("mixed_float16")
 
@@ -44,9 +45,10 @@ MASK = """\
             self.value = keras.layers.Dense(units)
 
         def call(self, inputs, mask):
-            scores = keras.ops.matmul(self.query(inputs), keras.ops.transpose(self.key(inputs), (0, 2, 1)))
+            scores = tf.matmul(self.query(inputs), self.key(inputs), transpose_b=True)
+            mask = tf.cast(mask, scores.dtype)  # tf_keras casts only the first input to the compute dtype
             scores += (1.0 - mask[:, None, :]) * -1e9
-            return keras.ops.matmul(keras.ops.softmax(scores), self.value(inputs))
+            return tf.matmul(tf.nn.softmax(scores), self.value(inputs))
 
 
     tokens = keras.Input((8, 16))
@@ -96,12 +98,14 @@ def test_a_model_with_random_layers_gets_the_same_plan_three_runs_in_a_row(tmp_p
     assert answers[0] == ([], None, 0), answers  # precision is not blamed for the noise
 
 
-def test_a_minus_1e9_mask_gets_the_constant_fix_instead_of_a_float32_layer(tmp_path, monkeypatch, capsys):
-    path = _write(tmp_path, MASK, False)
-    code, document = _plan(monkeypatch, capsys, False, str(path))
+@pytest.mark.parametrize("line", LINES)
+def test_a_minus_1e9_mask_gets_the_constant_fix_instead_of_a_float32_layer(tmp_path, monkeypatch, capsys, line):
+    legacy = LINES[line]
+    path = _write(tmp_path, MASK, legacy)
+    code, document = _plan(monkeypatch, capsys, legacy, str(path))
     assert code == 1, document
     assert [(c["layer"], c["line"], c["code"]) for c in document["constant_fixes"]] == [
-        ("masked_attention", 15, "MP403")
+        ("masked_attention", 17, "MP403")
     ], document
     plan = document["models"][0]["plan"]
     assert plan["layers"] == [] and plan["final"]["passed"], plan  # measured on the text with the fix
@@ -110,7 +114,7 @@ def test_a_minus_1e9_mask_gets_the_constant_fix_instead_of_a_float32_layer(tmp_p
     code = main(["plan", "--fix", str(path)])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "MP403's constant fix at line 15 instead of float32" in out, out
+    assert "MP403's constant fix at line 17 instead of float32" in out, out
     fixed = path.read_text()
     assert "-1e4 if self.compute_dtype" in fixed and 'dtype="float32"' not in fixed.replace(
         'Dense(4, dtype="float32")', ""
