@@ -79,6 +79,34 @@ TARGET_CORPUS = sorted(
 )
 
 
+@pytest.mark.usefixtures("recorded_environment")
+@pytest.mark.parametrize(
+    ("keras_version", "target", "refused", "policies"),
+    [(3, None, 30, 3), (None, "==2.21", 50, 14)],
+    ids=["ported-to-keras3", "target-tf-2.21"],
+)
+def test_every_refused_fix_over_both_real_code_corpora_says_why(monkeypatch, keras_version, target, refused, policies):
+    """Issue 30's closing note: over the wild corpus and the target corpus (real code with loss scaling), ported to
+    Keras 3 or judged against TF 2.21, every finding of a fixable rule left without a fix says why (the TF1 graph
+    rewrite kept on purpose aside), and every `mixed_precision.experimental.Policy` is fixed, a `loss_scale=`
+    argument dropped with it (TF 2.21 raises TypeError on it)."""
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    config = Config()
+    config.keras_version, config.target_tensorflow = keras_version, target
+    report = check_paths([*WILD, *TARGET_CORPUS], config)
+    unfixed = [
+        d
+        for d in report.diagnostics
+        if get_rule(d.code).fixable and d.fix is None and d.cell_fix is None and _KEPT_ON_PURPOSE not in d.message
+    ]
+    silent = [d.message for d in unfixed if "not fixed automatically: " not in d.message]
+    assert len(unfixed) == refused and not silent, silent
+    found = [d for d in report.diagnostics if "experimental.Policy" in d.message]
+    assert len(found) == policies and all(d.fix is not None for d in found), [d.message for d in found]
+    edits = [edit.content for d in found for edit in d.fix.edits if "Policy(" in edit.content]
+    assert edits and not any("loss_scale" in content for content in edits), edits
+
+
 def test_a_keras3_port_rewrites_both_halves_of_a_class_or_module_or_neither(monkeypatch):
     """Issue 30, over the real files of both corpora ported to Keras 3: no get_scaled_loss / get_unscaled_gradients
     keeps a fix while another call of the port in its class (or module) is refused. NVIDIA's DLRM trainer scales in
