@@ -102,15 +102,10 @@ def test_plan_finds_the_hazards_and_the_fixed_file_runs_finite(tmp_path, monkeyp
     # The HTML report's graph outlines exactly the float32 set
     outlined = re.findall(r'<g class="node[^"]*float32-plan[^"]*" data-layer="([^"]+)"', html.read_text())
     assert sorted(outlined) == sorted(layer["id"] for layer in plan["layers"]), outlined
-    # Keras 3: the -1e9 mask is made float16-safe by MP403's fix (the cheapest), not kept in float32 (#30).
-    # tf_keras: the plan traced again on the fixed text still seeds the mask layer (its trace still shows a -inf
-    # constant on that line), so the constant fix is not taken and the layer stays in float32, as before.
+    # The -1e9 mask is made float16-safe by MP403's fix (the cheapest), not kept in float32 (#30). tf_keras runs the
+    # layer's `call` as AutoGraph converts it from its source: the re-trace of the fixed text must read that text.
     constant_fixes = [fix["layer"] for fix in json.loads(out)["constant_fixes"]]
-    if legacy:
-        assert set(members) == {"lse", "mask", "head"} and constant_fixes == [], plan
-        assert members["mask"]["reason"] == "constant"
-    else:
-        assert set(members) == {"lse", "head"} and constant_fixes == ["mask"], plan
+    assert set(members) == {"lse", "head"} and constant_fixes == ["mask"], plan
     assert members["lse"]["reason"] == "non-finite" and members["lse"]["op"] == "Exp", members["lse"]
     assert members["head"]["reason"] == "output-activation"
     assert plan["final"]["passed"] and not plan["initial"]["finite"]
@@ -122,6 +117,7 @@ def test_plan_finds_the_hazards_and_the_fixed_file_runs_finite(tmp_path, monkeyp
     assert "verified: outputs finite" in out, out
     text = path.read_text()
     assert 'LogSumExp(name="lse", dtype="float32")' in text and 'name="head", dtype="float32"' in text, text
+    assert "-1e4 if self.compute_dtype" in text and 'MaskedSoftmax(name="mask")' in text, text
     finite, error = _ground_truth(path, legacy)
     assert finite and error <= 0.01, error  # the applied plan, run for real
 

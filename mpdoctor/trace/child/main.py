@@ -18,6 +18,7 @@ import ast
 import importlib.machinery
 import importlib.util
 import json
+import linecache
 import os
 import sys
 
@@ -220,13 +221,33 @@ class _SourceAsFileLoader(importlib.machinery.SourceFileLoader):
             return handle.read()
 
     def source_to_code(self, data, path, *, _optimize=-1):  # type: ignore[override]
+        text = importlib.util.decode_source(data)
+        _serve_lines(path, text)
         if not self.notebook:
             return super().source_to_code(data, path, _optimize=_optimize)
-        text, flags = hoist_future_imports(importlib.util.decode_source(data))
+        text, flags = hoist_future_imports(text)
         return compile(text, path, "exec", flags=flags, dont_inherit=True, optimize=_optimize)
 
     def path_stats(self, path: str):
         raise OSError("never cache bytecode of a candidate fix")
+
+
+def _serve_lines(path: str, text: str) -> None:
+    """linecache (inspect.getsource) answers `text` for `path`, never the user's file on disk: AutoGraph converts a
+    tf.function's code and a tf_keras layer's `call` from that source and runs the conversion, so a candidate fix
+    would run unfixed (AutoGraph also calls linecache.updatecache itself, which rereads the disk)."""
+    lines = text.splitlines(keepends=True)
+    entry = (len(text), None, lines, path)  # mtime None: checkcache leaves it
+    linecache.cache[path] = entry
+    reread = linecache.updatecache
+
+    def updatecache(filename: str, module_globals: dict | None = None) -> list[str]:
+        if filename != path:
+            return reread(filename, module_globals)
+        linecache.cache[path] = entry
+        return lines
+
+    linecache.updatecache = updatecache
 
 
 def hoist_future_imports(text: str) -> tuple[str, int]:
