@@ -12,10 +12,7 @@ unchanged (mpdoctor itself is installed editable: the stage tests the working tr
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -25,7 +22,7 @@ import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "ci"))
-from matrix import PYTHON, base_python, cache_dir, run  # noqa: E402
+from matrix import cache_dir, stage_venv  # noqa: E402
 
 # torch==2.13.0: the CPU build (a range admitting a newer release pulls a CUDA build of several GB); JAX's CPU wheels.
 BACKENDS = ["keras>=3.10,<4", "jax[cpu]>=0.4.20,<0.11", "torch==2.13.0", "h5py"]
@@ -39,16 +36,7 @@ def requirements() -> list[str]:
 
 def venv_for(cache: Path) -> Path:
     """The stage's venv: mpdoctor's dependencies, its [test] extra, Keras, JAX and PyTorch; reused while unchanged."""
-    key = hashlib.sha256(json.dumps([PYTHON, requirements()]).encode()).hexdigest()[:10]
-    venv = cache / "venvs" / f"backends-{key}"
-    ready = venv / ".mpdoctor-backends-ready"
-    if not ready.exists():
-        shutil.rmtree(venv, ignore_errors=True)
-        run([base_python(), "-m", "venv", venv])
-        run([venv / "bin" / "python", "-m", "pip", "install", "-q", *requirements()])
-        ready.touch()
-    run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", REPO])
-    return venv
+    return stage_venv(cache, "backends", requirements())
 
 
 def has_tensorflow(venv: Path) -> bool:

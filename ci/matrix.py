@@ -85,6 +85,21 @@ def base_python() -> str:
     return found
 
 
+def stage_venv(cache: Path, stage: str, requirements: list[str]) -> Path:
+    """A CI stage's venv (ci/no_tf.py, ci/backends.py): `requirements` installed once and reused while they are
+    unchanged; mpdoctor editable and without dependencies, so the stage tests the working tree and nothing else."""
+    key = hashlib.sha256(json.dumps([PYTHON, requirements]).encode()).hexdigest()[:10]
+    venv = cache / "venvs" / f"{stage}-{key}"
+    ready = venv / f".mpdoctor-{stage}-ready"
+    if not ready.exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        run([base_python(), "-m", "venv", venv])
+        run([venv / "bin" / "python", "-m", "pip", "install", "-q", *requirements])
+        ready.touch()
+    run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", REPO])
+    return venv
+
+
 def download(minor: Minor, wheels: Path) -> None:
     """Every wheel the minor's venv needs into the cache (once: a stamp remembers the requirement set)."""
     stamp = wheels / f".downloaded-{_key(minor)}"

@@ -13,10 +13,7 @@ The virtualenv is cached like ci/matrix.py's, in $MPDOCTOR_MATRIX_CACHE (default
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -29,7 +26,7 @@ sys.path.insert(0, str(REPO / "tests" / "no_tf"))
 from tf_blocker import BLOCKED, ENV  # noqa: E402  (standard library only, shared with the test run)
 
 sys.path.insert(0, str(REPO / "ci"))
-from matrix import PYTHON, base_python, cache_dir, run  # noqa: E402
+from matrix import cache_dir, stage_venv  # noqa: E402
 
 # mpdoctor's build backend, in the venv: mpdoctor is installed from the working tree without build isolation (no
 # download at each run).
@@ -44,17 +41,7 @@ def requirements() -> list[str]:
 
 def venv_for(cache: Path) -> Path:
     """The stage's venv, with mpdoctor's dependencies and its [test] and [server] extras; reused while unchanged."""
-    key = hashlib.sha256(json.dumps([PYTHON, requirements()]).encode()).hexdigest()[:10]
-    venv = cache / "venvs" / f"no-tf-{key}"
-    ready = venv / ".mpdoctor-no-tf-ready"
-    if not ready.exists():
-        shutil.rmtree(venv, ignore_errors=True)
-        run([base_python(), "-m", "venv", venv])
-        run([venv / "bin" / "python", "-m", "pip", "install", "-q", *requirements()])
-        ready.touch()
-    # Editable and without dependencies: the working tree as it is, nothing else brought in.
-    run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", REPO])
-    return venv
+    return stage_venv(cache, "no-tf", requirements())
 
 
 def installed_blocked(venv: Path) -> list[str]:

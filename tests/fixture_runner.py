@@ -27,8 +27,10 @@ def fixture_files() -> list[Path]:
 
 
 def expectations(path: Path) -> tuple[set[str], set[tuple[int, str]], dict]:
+    """(compared codes, expected (line, code), configuration) from the file's markers; the compared codes include
+    the code its directory is named after (tests/fixtures/MP401/...), if any."""
     text = path.read_text(encoding="utf-8")
-    codes = {path.relative_to(FIXTURES).parts[0]}
+    codes = {part for part in path.parts if re.fullmatch(r"MP\d{3}", part)}
     expected: set[tuple[int, str]] = set()
     options: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), start=1):

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 from unittest import mock
 
 import pytest
+from fixture_runner import expectations
 
 from mpdoctor.config import Config, apply_overrides
 from mpdoctor.engine import TraceOptions, check_source
@@ -23,9 +23,6 @@ from mpdoctor.trace import checks
 pytestmark = pytest.mark.backend
 
 TESTS = Path(__file__).parent
-_EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>MP\d{3}(?:\s*,\s*MP\d{3})*)")
-_CODES = re.compile(r"#\s*fixture-codes:\s*(?P<codes>.*)")
-_CONFIG = re.compile(r"#\s*fixture-config:\s*(?P<items>.*)")
 
 # The Keras 3 fixtures whose trace findings are the same on every backend (the rules there read the layer graph, the
 # dtypes and the numerics, which Keras computes the same way on each): the static fixtures of those rules, and the
@@ -59,23 +56,6 @@ CASES = [(name, "jax") for name in SHARED + JAX_ONLY] + [(name, "torch") for nam
 
 def installed(backend: str) -> bool:
     return importlib.util.find_spec("keras") is not None and importlib.util.find_spec(backend) is not None
-
-
-def expectations(path: Path) -> tuple[set[str], set[tuple[int, str]], dict[str, str]]:
-    """(compared codes, expected (line, code), configuration) from the fixture's markers."""
-    codes = {path.parent.name} if path.parent.name.startswith("MP") else set()
-    expected: set[tuple[int, str]] = set()
-    options: dict[str, str] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if m := _EXPECT.search(line):
-            expected |= {(number, c.strip()) for c in m["codes"].split(",")}
-        if m := _CODES.search(line):
-            codes |= set(re.findall(r"MP\d{3}", m["codes"]))
-        if m := _CONFIG.search(line):
-            for item in m["items"].split():
-                key, _, value = item.partition("=")
-                options[key.replace("-", "_")] = value
-    return codes, expected, options
 
 
 def traced(path: Path, backend: str, monkeypatch):

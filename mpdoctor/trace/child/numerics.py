@@ -650,10 +650,14 @@ def _loss_dtype(model, predictions) -> LossRecord | None:
     flat = flatten(predictions, [])
     record = LossRecord(_loss_name(loss), [dtype_name(p.dtype) or str(p.dtype) for p in flat])
 
-    def labels(sparse: bool):  # numpy labels: every backend's compute_loss converts them
+    def labels(sparse: bool):  # numpy labels, as tensors on TensorFlow (tf_keras's loss container does not take numpy)
         made = [
             np.zeros(tuple(p.shape[:-1]), np.int32) if sparse else np.zeros(tuple(p.shape), np.float32) for p in flat
         ]
+        if backends.tensorflow():
+            import tensorflow as tf
+
+            made = [tf.constant(label) for label in made]
         return made[0] if len(made) == 1 else made
 
     for sparse in (False, True):
