@@ -202,7 +202,7 @@ def test_mp504_judges_the_gradients_of_the_users_own_step(tmp_path, line, weight
     flushes = weight == "1e-8" and not scaled
     assert _ground_truth(path, legacy) is not flushes  # the flushed kernel never moves
     found = [d for d in trace_check(path, legacy=legacy) if d.code == "MP504"]
-    assert bool(found) is flushes, found
+    assert bool(found) is flushes, [d.message for d in found]  # the whole message: scale, share flushed
     if found:
         assert "of the step `train_step`" in found[0].message, found[0].message
         assert "without loss scaling" in found[0].message, found[0].message
