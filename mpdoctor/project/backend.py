@@ -21,16 +21,16 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from mpdoctor.facts.keras_backends import BACKEND_ENV as KERAS_BACKEND_ENV
+from mpdoctor.facts.keras_backends import JAX, KERAS_BACKENDS, TENSORFLOW, TORCH
 from mpdoctor.facts.keras_semantics import environ_settings
 
-TENSORFLOW, JAX, TORCH = "tensorflow", "jax", "torch"
-KERAS_BACKEND_ENV = "KERAS_BACKEND"
 BACKEND_ENV = "keras-backend-env"  # the Declaration kind of a Dockerfile's `ENV KERAS_BACKEND=...`
 # A declared package -> the backend it serves (`pytorch`: conda's name of torch).
 BACKEND_PACKAGES = {"jax": JAX, "jaxlib": JAX, "torch": TORCH, "pytorch": TORCH}
 BACKEND_KINDS = frozenset({JAX, TORCH, BACKEND_ENV})  # the Declaration kinds about the backend
 # What Keras accepts as KERAS_BACKEND, exactly as written (keras/src/backend/__init__.py raises on anything else).
-_BACKEND_NAMES = frozenset({TENSORFLOW, JAX, TORCH, "numpy", "openvino"})
+_BACKEND_NAMES = frozenset(KERAS_BACKENDS)
 
 
 def backend_name(value: object) -> str | None:

@@ -7,11 +7,14 @@ import json
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mpdoctor.facts.keras_semantics import legacy_keras_env
 from mpdoctor.project.backend import KERAS_BACKEND_ENV, backend_name
-from mpdoctor.reads import CONFIG_LIMIT, read_text
+from mpdoctor.reads import read_text
+
+_KERAS_JSON_LIMIT = 1 << 20  # a keras.json is a few lines
 
 
 @dataclass(frozen=True)
@@ -114,16 +117,29 @@ def keras_backend() -> tuple[str, str] | None:
     if value:
         name = backend_name(value)
         return (name, f"{KERAS_BACKEND_ENV}={value} in the environment") if name else None
-    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
-    return _keras_json_backend(os.path.join(home, "keras.json"))
+    return _keras_json_origin(keras_json_path())
+
+
+def keras_json_path(environ: Mapping[str, str] | None = None) -> str:
+    """The keras.json Keras reads: in KERAS_HOME, else ~/.keras."""
+    environ = os.environ if environ is None else environ
+    home = environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    return os.path.join(home, "keras.json")
+
+
+def keras_json_backend(path: str) -> str | None:
+    """The `backend` the keras.json at `path` sets, as written; None without a readable one (Keras then ignores it
+    too)."""
+    try:
+        document = json.loads(read_text(path, _KERAS_JSON_LIMIT, "keras.json"))
+    except (OSError, ValueError):
+        return None
+    backend = document.get("backend") if isinstance(document, dict) else None
+    return backend if isinstance(backend, str) and backend else None
 
 
 @functools.lru_cache(maxsize=8)
-def _keras_json_backend(path: str) -> tuple[str, str] | None:
-    try:
-        config = json.loads(read_text(path, CONFIG_LIMIT))
-    except (OSError, ValueError):
-        return None
-    value = config.get("backend") if isinstance(config, dict) else None
+def _keras_json_origin(path: str) -> tuple[str, str] | None:
+    value = keras_json_backend(path)
     name = backend_name(value)
     return (name, f'"backend": "{value}" in {path}') if name else None

@@ -6,15 +6,12 @@ what the user runs now; the project's setting comes before keras.json, a per-use
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mpdoctor.facts.keras_backends import BACKEND_ENV, CONFIG_KEY, TENSORFLOW
-from mpdoctor.reads import read_text
-
-_KERAS_JSON_LIMIT = 1 << 20
+from mpdoctor.project.environment import keras_json_backend, keras_json_path
 
 
 @dataclass(frozen=True)
@@ -29,23 +26,6 @@ class BackendChoice:
         return self.name == TENSORFLOW
 
 
-def keras_json(environ: Mapping[str, str]) -> str:
-    """The keras.json Keras reads: in KERAS_HOME, else ~/.keras."""
-    home = environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
-    return os.path.join(home, "keras.json")
-
-
-def keras_json_backend(environ: Mapping[str, str]) -> tuple[str, str] | None:
-    """(backend, path) as keras.json sets it; None without a readable one (Keras then ignores it too)."""
-    path = keras_json(environ)
-    try:
-        document = json.loads(read_text(path, _KERAS_JSON_LIMIT, "keras.json"))
-    except (OSError, ValueError):
-        return None
-    backend = document.get("backend") if isinstance(document, dict) else None
-    return (backend, path) if isinstance(backend, str) and backend else None
-
-
 def chosen_backend(configured: str | None, environ: Mapping[str, str] | None = None) -> BackendChoice:
     """The backend of a run: KERAS_BACKEND, else the project's setting, else keras.json, else TensorFlow."""
     environ = os.environ if environ is None else environ
@@ -53,7 +33,8 @@ def chosen_backend(configured: str | None, environ: Mapping[str, str] | None = N
         return BackendChoice(environ[BACKEND_ENV], BACKEND_ENV)
     if configured:
         return BackendChoice(configured, f"[tool.mpdoctor] {CONFIG_KEY}")
-    found = keras_json_backend(environ)
+    path = keras_json_path(environ)
+    found = keras_json_backend(path)
     if found is not None:
-        return BackendChoice(found[0], found[1])
+        return BackendChoice(found, path)
     return BackendChoice(TENSORFLOW, None)
