@@ -42,17 +42,11 @@ from mpdoctor.trace.child.training_step import (  # MP504's step: the same scale
     computing_in_float32,
     inference_mode,
     loss_scaling,
-)
-from mpdoctor.trace.child.user_step import (
-    State,
-    UserStep,
-    eager,
-    first_call,
     optimizer_variables,
     set_scale,
-    step_calls,
     unique,
 )
+from mpdoctor.trace.child.user_step import State, UserStep, eager, first_call, step_calls
 
 MAX_ATTEMPTS = 8  # low-precision calls until the weights move (2**15 halved 8 times is 128)
 SELF_AGREEMENT = 0.999  # the two float32 reference calls must agree at least this well (cosine)

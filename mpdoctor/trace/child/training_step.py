@@ -408,6 +408,50 @@ def dynamic_scaling(optimizer) -> bool:
     return loss_scaling(optimizer)[0] != "none" and bool(getattr(optimizer, "dynamic", True))
 
 
+def unique(variables: list) -> list:
+    seen, kept = set(), []
+    for variable in variables:
+        if id(variable) not in seen:
+            seen.add(id(variable))
+            kept.append(variable)
+    return kept
+
+
+def optimizer_variables(optimizer) -> list:
+    """The optimizer's variables, its loss scale included (tf_keras keeps it out of `variables()`)."""
+    variables = getattr(optimizer, "variables", None)
+    if callable(variables):  # tf_keras' OptimizerV2 spells it as a method
+        variables = variables()
+    scale = _scale_variable(optimizer)
+    return unique([*(variables or []), *([scale] if scale is not None else [])])
+
+
+def set_scale(optimizer, value: float) -> bool:
+    """Set a LossScaleOptimizer's current scale (False when it has one that cannot be set); True otherwise."""
+    if loss_scaling(optimizer)[0] == "none":
+        return True
+    variable = _scale_variable(optimizer)
+    if variable is None:
+        return False
+    variable.assign(value)
+    return True
+
+
+def _scale_variable(optimizer):
+    """A LossScaleOptimizer's current scale as a variable (None without one)."""
+    if loss_scaling(optimizer)[0] == "none":
+        return None
+    # Keras 3: dynamic_scale (a variable once built); tf_keras: the dynamic state's current scale.
+    for holder, attribute in (
+        (optimizer, "dynamic_scale"),
+        (getattr(optimizer, "_loss_scale", None), "_current_loss_scale"),
+    ):
+        variable = getattr(holder, attribute, None) if holder is not None else None
+        if variable is not None and hasattr(variable, "assign"):
+            return variable
+    return None
+
+
 def training_of(model, module) -> Training | None:
     """How the file trains `model`: compiled (its loss and the optimizer compile() made), or a Keras loss object and
     an optimizer at module level (a custom training loop); None when neither."""

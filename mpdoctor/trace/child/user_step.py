@@ -26,7 +26,14 @@ from mpdoctor.trace.child import numerics, samples
 from mpdoctor.trace.child.layer_api import flatten
 from mpdoctor.trace.child.numerics import SEED, seed_random
 from mpdoctor.trace.child.step_target import StepTarget, find_step
-from mpdoctor.trace.child.training_step import StepResult, loss_scaling, training_labels
+from mpdoctor.trace.child.training_step import (
+    StepResult,
+    loss_scaling,
+    optimizer_variables,
+    set_scale,
+    training_labels,
+    unique,
+)
 
 STEP_BATCH = 16  # sample rows: micro-batches of 2, 4, 8 or 16 split it evenly; batch statistics are not degenerate
 
@@ -200,50 +207,6 @@ class State:
         start = {id(v): value for v, value in self.weights}
         parts = [(np.asarray(v.numpy(), dtype="float64") - start[id(v)]).ravel() for v in variables]
         return np.concatenate(parts) if parts else np.zeros(0)
-
-
-def unique(variables: list) -> list:
-    seen, kept = set(), []
-    for variable in variables:
-        if id(variable) not in seen:
-            seen.add(id(variable))
-            kept.append(variable)
-    return kept
-
-
-def optimizer_variables(optimizer) -> list:
-    """The optimizer's variables, its loss scale included (tf_keras keeps it out of `variables()`)."""
-    variables = getattr(optimizer, "variables", None)
-    if callable(variables):  # tf_keras' OptimizerV2 spells it as a method
-        variables = variables()
-    scale = _scale_variable(optimizer)
-    return unique([*(variables or []), *([scale] if scale is not None else [])])
-
-
-def set_scale(optimizer, value: float) -> bool:
-    """Set a LossScaleOptimizer's current scale (False when it has one that cannot be set); True otherwise."""
-    if loss_scaling(optimizer)[0] == "none":
-        return True
-    variable = _scale_variable(optimizer)
-    if variable is None:
-        return False
-    variable.assign(value)
-    return True
-
-
-def _scale_variable(optimizer):
-    """A LossScaleOptimizer's current scale as a variable (None without one)."""
-    if loss_scaling(optimizer)[0] == "none":
-        return None
-    # Keras 3: dynamic_scale (a variable once built); tf_keras: the dynamic state's current scale.
-    for holder, attribute in (
-        (optimizer, "dynamic_scale"),
-        (getattr(optimizer, "_loss_scale", None), "_current_loss_scale"),
-    ):
-        variable = getattr(holder, attribute, None) if holder is not None else None
-        if variable is not None and hasattr(variable, "assign"):
-            return variable
-    return None
 
 
 # ---------------------------------------------------------------------------------------------- helpers
