@@ -6,7 +6,7 @@ call of each model are fed a batch built here.
 - Dtypes: each input's own. Floats uniform in [low, high) (pixel values or features, non-negative by default);
   integer ids uniform in the range of the vocabulary of the Embedding that consumes them (found by following the
   input through the functional graph, nested models included), zero when no Embedding does; masks (an input whose
-  name says `mask`) 1 with a padded tail in the second row; booleans true; strings empty.
+  name says `mask`, of any dtype) 1 with a padded tail in the second row; booleans true; strings empty.
 - Sizes: the batch dimension is the batch size; a dimension the model leaves open (`input_shape=None`: images
   `(None, None, None, 3)`, token sequences `(None, None)`) gets the size the model declares where it has one (a
   keras-hub preprocessor's image size or sequence length), otherwise the smallest size from 32 up for which no
@@ -177,7 +177,7 @@ def _array(spec: Spec, batch_size: int, size: int | None, bound: int | None, rng
         dtype = np.dtype("float32")  # bfloat16 and other dtypes numpy does not know: fed as float32
     if dtype.kind in "SOU" or spec.dtype == "string":
         return np.array([""] * int(np.prod(shape)), dtype=object).reshape(shape)
-    if _MASK_NAME.search(spec.name) and dtype.kind in "iub":
+    if _MASK_NAME.search(spec.name) and dtype.kind in "iubf":  # a float mask too: 0/1, never random values
         return _mask(shape).astype(dtype)
     if dtype.kind == "b":
         return np.ones(shape, dtype=dtype)
