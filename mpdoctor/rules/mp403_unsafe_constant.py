@@ -448,7 +448,11 @@ def _after_super_init(ctx: StaticContext, init: ast.AST, literal: ast.AST) -> bo
 def out_of_range(problem: str, negative: bool) -> str:
     """What float16 makes of the literal, in the words of both passes."""
     if problem == OVERFLOW:
-        return f"overflows float16 (max 65504) and becomes {'-' if negative else ''}inf (masked values turn into NaN)"
+        sign = "-" if negative else ""
+        return (
+            f"overflows float16 (max 65504) and becomes {sign}inf (a mask built on it can give NaN: 0 * inf, or a "
+            "fully masked row)"
+        )
     return "underflows float16 (smallest subnormal 5.96e-8) and becomes 0, so it guards nothing"
 
 
