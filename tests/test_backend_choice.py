@@ -92,10 +92,15 @@ def test_check_trace_names_what_the_backend_needs(tmp_path, monkeypatch):
     ), err
 
 
-def test_plan_says_it_is_not_available_on_jax(tmp_path, monkeypatch):
+def test_plan_names_what_the_backend_needs(tmp_path, monkeypatch):
+    """plan runs the model on the chosen backend (issue 36): without it installed, it says what to install."""
+    monkeypatch.setattr(runner.importlib.util, "find_spec", lambda name: None)
     monkeypatch.setenv("KERAS_BACKEND", "jax")
     (tmp_path / "m.py").write_text("import keras\n")
     code, _, err = run_main("plan", "m.py", cwd=tmp_path)
     assert code == 2
-    assert "plan is not available on the jax backend (KERAS_BACKEND) yet" in err, err
+    assert err.strip().endswith(
+        "plan (it runs the model) on the jax backend (KERAS_BACKEND) needs keras and jax in this environment "
+        "(pip install 'mpdoctor[jax]')"
+    ), err
     assert os.listdir(tmp_path) == ["m.py"]  # nothing written

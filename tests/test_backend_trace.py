@@ -7,6 +7,7 @@ serves every file."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -125,3 +126,73 @@ def test_a_custom_step_of_the_backend_flushes_unscaled_and_traces_cleanly(
     [model] = facts.models
     assert model.numerics is not None and model.numerics.skipped is None, model.numerics
     assert not [d for d in diagnostics if d.code in ("MP001", "MP003")], [d.message for d in diagnostics]
+
+
+# MP504 and `mpdoctor plan` on the backend's own gradients (backends.loss_and_gradients: jax.value_and_grad,
+# PyTorch's backward()): a model and a Keras loss at module level, with and without a LossScaleOptimizer.
+GRADIENTS = [("data/backends/loss_fn_no_scaling_keras3.py", True), ("data/backends/loss_fn_scaled_keras3.py", False)]
+
+
+def moved(path: Path, backend: str) -> bool:
+    """Ground truth: the file's own step, written for the backend, run for real: does the output kernel move?"""
+    env = dict(os.environ, KERAS_BACKEND=backend)
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=300)
+    last = done.stdout.strip().splitlines()[-1:] or [""]
+    assert last[0] in ("moved True", "moved False"), done.stdout[-2000:] + done.stderr[-2000:]
+    return last[0] == "moved True"
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+@pytest.mark.parametrize("name,flushes", GRADIENTS, ids=[Path(name).stem for name, _ in GRADIENTS])
+def test_mp504_from_the_gradients_of_the_backend(name, flushes, backend, monkeypatch, recorded_environment):
+    if not installed(backend):
+        pytest.skip(f"needs keras and {backend}")
+    path = TESTS / name
+    assert moved(path, backend) is not flushes
+    diagnostics, facts = traced(path, backend, monkeypatch)
+    [model] = facts.models
+    gradients = model.gradients
+    assert gradients is not None and gradients.skipped is None, gradients
+    assert gradients.loss_scaling == ("none" if flushes else "LossScaleOptimizer"), gradients
+    found = [d for d in diagnostics if d.code == "MP504"]
+    expected = {i for i, line in enumerate(path.read_text().splitlines(), 1) if "# expect: MP504" in line}
+    assert {d.location.line for d in found} == expected, [d.message for d in found]
+    if flushes:
+        assert "100%" in found[0].message and "without loss scaling" in found[0].message, found[0].message
+
+
+def planned(path: Path, backend: str, *options: str) -> tuple[int, dict]:
+    env = dict(os.environ, KERAS_BACKEND=backend)
+    command = [sys.executable, "-m", "mpdoctor", "plan", "--format", "json", *options, str(path)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    return done.returncode, json.loads(done.stdout)["models"][0]["plan"]
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_plan_runs_on_the_backend(backend, tmp_path):
+    """The float16 softmax head is kept in float32 (as on TensorFlow: tests/test_plan.py), its training step loses
+    no gradient; the loop without loss scaling is told to scale its loss rather than keep layers in float32; --fix
+    writes the plan and verifies it by re-tracing on the same backend."""
+    if not installed(backend):
+        pytest.skip(f"needs keras and {backend}")
+    head = tmp_path / "head.py"
+    head.write_text((TESTS / "data/backends/softmax_head_compiled_keras3.py").read_text())
+    code, plan = planned(head, backend)
+    assert code == 1
+    assert [(layer["name"], layer["reason"]) for layer in plan["layers"]] == [("dense_2", "output-activation")], plan[
+        "layers"
+    ]
+    gradients = plan["final"]["gradients"]
+    assert gradients["skipped"] is None and gradients["loss_scaling"] == "LossScaleOptimizer", gradients
+    assert plan["gradient_advice"] is None, plan
+
+    _, plan = planned(TESTS / GRADIENTS[0][0], backend, "--rtol", "0.05")
+    assert plan["final"]["gradients"]["loss_scaling"] == "none", plan["final"]
+    assert "use loss scaling" in plan["gradient_advice"] and "100%" in plan["gradient_advice"], plan
+
+    env = dict(os.environ, KERAS_BACKEND=backend)
+    command = [sys.executable, "-m", "mpdoctor", "plan", "--fix", str(head)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert "plan written into the file; verified" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "'dense_2'" in head.read_text()

@@ -65,8 +65,7 @@ class PlanRun(Pipeline):
     def validate(self) -> None:
         from mpdoctor.config import ConfigError, load_config
         from mpdoctor.reads import regular_file_problem
-        from mpdoctor.trace.backend_choice import chosen_backend
-        from mpdoctor.trace.runner import tensorflow_available
+        from mpdoctor.trace.runner import backend_missing
         from mpdoctor.writes import refusal
 
         args = self.args
@@ -85,17 +84,9 @@ class PlanRun(Pipeline):
             self.config = load_config(path, args.config)
         except ConfigError as exc:
             raise _fail(str(exc)) from None
-        backend = chosen_backend(self.config.keras_backend)
-        if not backend.tensorflow:  # the plan's float32 reference and candidate runs are TensorFlow's
-            raise _fail(
-                f"plan is not available on the {backend.name} backend ({backend.origin}) yet: it runs the model on "
-                "TensorFlow (KERAS_BACKEND=tensorflow mpdoctor plan ...); `mpdoctor check` traces on every backend"
-            )
-        if not tensorflow_available():
-            raise _fail(
-                "plan runs the model: it needs TensorFlow in this environment "
-                "(pip install tensorflow, or mpdoctor's [tf] extra: README, Install)"
-            )
+        missing = backend_missing(self.config.keras_backend, needed_by="plan (it runs the model)")
+        if missing is not None:
+            raise _fail(missing)
 
     def options(self) -> None:
         from mpdoctor.engine import TraceOptions

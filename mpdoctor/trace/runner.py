@@ -48,10 +48,11 @@ def tensorflow_available() -> bool:
     return importlib.util.find_spec("tensorflow") is not None
 
 
-def backend_missing(keras_backend: str | None = None) -> str | None:
+def backend_missing(keras_backend: str | None = None, needed_by: str = "--trace") -> str | None:
     """Why the trace cannot run here on the Keras backend chosen (mpdoctor.facts.keras_backends.chosen_backend, with
     `keras_backend` the configured one): what to install, or the backend it does not run on; None when it can.
-    Found, not imported: importing TensorFlow, JAX or PyTorch costs seconds."""
+    `needed_by`: what the message says needs it. Found, not imported: importing TensorFlow, JAX or PyTorch costs
+    seconds."""
     from mpdoctor.facts.keras_backends import BACKEND_MODULES, TRACED_BACKENDS
     from mpdoctor.trace.backend_choice import chosen_backend
 
@@ -63,14 +64,14 @@ def backend_missing(keras_backend: str | None = None) -> str | None:
         if tensorflow_available():
             return None
         return (
-            "--trace needs TensorFlow in this environment "
+            f"{needed_by} needs TensorFlow in this environment "
             "(pip install tensorflow, or mpdoctor's [tf] extra: README, Install)"
         )
     missing = [name for name in ("keras", BACKEND_MODULES[choice.name]) if importlib.util.find_spec(name) is None]
     if not missing:
         return None
     return (
-        f"--trace on the {choice.name} backend{where} needs {' and '.join(missing)} in this environment "
+        f"{needed_by} on the {choice.name} backend{where} needs {' and '.join(missing)} in this environment "
         f"(pip install 'mpdoctor[{choice.name}]')"
     )
 

@@ -68,8 +68,106 @@ def dtype_of(value) -> str | None:
         return None
 
 
+def constant(array):
+    """A numpy array as a tensor of the backend (tf_keras's loss containers do not take numpy)."""
+    if tensorflow():
+        import tensorflow as tf
+
+        return tf.constant(array)
+    import keras
+
+    return keras.ops.convert_to_tensor(array)
+
+
+def to_float32(value):
+    """A tensor of any backend as a float32 numpy array."""
+    import numpy as np
+
+    if tensorflow():
+        import tensorflow as tf
+
+        return np.asarray(tf.cast(value, tf.float32))
+    return np.asarray(to_numpy(value), dtype=np.float32)
+
+
+def mean_float32(value):
+    """The mean of a loss tensor, in float32."""
+    if tensorflow():
+        import tensorflow as tf
+
+        return tf.reduce_mean(tf.cast(value, tf.float32))
+    import keras
+
+    return keras.ops.mean(keras.ops.cast(value, "float32"))
+
+
+def loss_and_gradients(compute, variables: list, state: list, kept: list) -> tuple[float, list]:
+    """(the value of `compute()`, a scalar loss, and its gradients with respect to `variables`, float32 numpy
+    arrays or None), through the backend's own gradient API: TensorFlow's GradientTape, `jax.value_and_grad` of the
+    computation with the variables' values mapped in (keras.StatelessScope, as Keras 3's JAX trainer does; what it
+    assigns to the `state` variables, batch statistics and seed states, is assigned afterwards, as an eager step
+    would), PyTorch's `backward()`. `kept`: a list `compute` appends lists of tensors to, which come out concrete on
+    every backend (inside `jax.value_and_grad` they are tracers)."""
+    backend = current()
+    if backend == "jax":
+        return _jax_gradients(compute, variables, state, kept)
+    if backend == "torch":
+        return _torch_gradients(compute, variables)
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        value = compute()
+    grads = tape.gradient(value, variables)
+    return float(value), [None if g is None else to_float32(tf.convert_to_tensor(g)) for g in grads]
+
+
+def _jax_gradients(compute, variables: list, state: list, kept: list) -> tuple[float, list]:
+    import jax
+    import keras
+    import numpy as np
+
+    start = len(kept)
+
+    def loss_of(values):
+        with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))) as scope:
+            value = compute()
+        recorded = kept[start:]
+        del kept[start:]
+        return value, (recorded, [scope.get_current_value(v) for v in state])
+
+    (value, (recorded, assigned)), grads = jax.value_and_grad(loss_of, has_aux=True)([v.value for v in variables])
+    kept.extend(recorded)
+    for variable, new in zip(state, assigned, strict=True):
+        if new is not None:
+            variable.assign(new)
+    return float(value), [None if g is None else np.asarray(g, dtype=np.float32) for g in grads]
+
+
+def _torch_gradients(compute, variables: list) -> tuple[float, list]:
+    import torch
+
+    parameters = [v.value for v in variables]
+    for parameter in parameters:
+        parameter.grad = None
+    try:
+        with torch.enable_grad():
+            value = compute()
+            value.backward()
+        grads = [None if p.grad is None else p.grad.detach().float().cpu().numpy() for p in parameters]
+    finally:
+        for parameter in parameters:
+            parameter.grad = None
+    return float(value.detach()), grads
+
+
 # The op a non-finite check names: TensorFlow's `op "Square"`, PyTorch's below, JAX's "encountered in square".
 OP_NAMED = re.compile(r'op "(\w+)"|encountered in (\w+)')
+
+
+def op_named(exc: BaseException) -> str | None:
+    """The op the exception of `raising_at_first_non_finite` names."""
+    match = OP_NAMED.search(str(exc))
+    return (match.group(1) or match.group(2)) if match else None
 
 
 @contextlib.contextmanager

@@ -4,8 +4,9 @@ float32 and under the model's own policy, with the loss scaling the script uses,
 The step is `training_step.TrainingStep` (issue 30): training mode, seeded labels that give a real loss, random
 layers fixed, a dynamic loss scale judged after it settles, the float32 reference from the same weights. What "the
 file trains" means: the file's own `GradientTape` step that the static pass names (TraceRequest.training_steps)
-when it trains the model, run itself with its own loss (user_step.py); else `training_step.training_of`: the model
-is compiled, or the file holds a Keras loss object and an optimizer at module level. No update is kept.
+when it trains the model, run itself with its own loss (user_step.py; TensorFlow only); else
+`training_step.training_of`: the model is compiled, or the file holds a Keras loss object and an optimizer at module
+level, differentiated by the backend's own gradient API (backends.loss_and_gradients). No update is kept.
 
 A value counts as flushed when it is nonzero in float32 and zero (or non-finite) under the policy.
 """
@@ -79,11 +80,8 @@ def gradient_record(
     it), its `sample` batch and its `step` (one float32 reference for every configuration it tries)."""
     if record.numerics is None or record.numerics.skipped or record.error is not None:
         return None
-    if step is None and not backends.tensorflow():  # the step is TensorFlow's GradientTape: MP504 stays silent
-        if training_of(model, module) is None:
-            return None
-        skipped = f"not available on the {backends.current()} backend (the training step runs on TensorFlow)"
-        return GradientRecord(policy=str(record.numerics.dtype or ""), skipped=skipped)
+    if not backends.tensorflow():  # the file's own steps are GradientTape steps, run on TensorFlow only
+        steps = None
     prepared = step if step is not None else prepare(model, module, numerics_request, sample, steps)
     if prepared is None:
         return None

@@ -524,8 +524,7 @@ def _first_non_finite(node_id: str, layer, args, kwargs, user_file: str | None =
         with backends.raising_at_first_non_finite():
             layer(*args, **kwargs)
     except Exception as exc:
-        match = backends.OP_NAMED.search(str(exc))
-        found.op = (match.group(1) or match.group(2)) if match else None
+        found.op = backends.op_named(exc)
         line = _innermost_user_line(exc, user_file)
         if line is not None:
             found.line = line

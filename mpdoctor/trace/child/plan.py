@@ -36,11 +36,10 @@ from __future__ import annotations
 
 import linecache
 import math
-import re
 import time
 from dataclasses import replace
 
-from mpdoctor.facts.dtypes import LOW_PRECISION, OVERFLOW, UNDERFLOW, compute_dtype, has_float16_literal
+from mpdoctor.facts.dtypes import LOW_PRECISION, OVERFLOW, UNDERFLOW, compute_dtype, dtype_name, has_float16_literal
 from mpdoctor.facts.keras_semantics import INITIAL_LOSS_SCALE, layer_compute_dtype, risky_activation, sublayers
 from mpdoctor.facts.schema import (
     FAILED_BUILD,
@@ -54,7 +53,7 @@ from mpdoctor.facts.schema import (
     PlanRecord,
 )
 from mpdoctor.facts.trace_request import NumericsRequest, PlanRequest
-from mpdoctor.trace.child import numerics
+from mpdoctor.trace.child import backends, numerics
 from mpdoctor.trace.child.gradients import gradient_record, prepare, variable_name
 from mpdoctor.trace.child.keras_adapter import restore_layer_policy, set_layer_policy
 from mpdoctor.trace.child.layer_api import flatten
@@ -555,21 +554,12 @@ def _path(graph: ModelGraph, node) -> list[str]:
 
 
 def _arrays(outputs) -> list:
-    import numpy as np
-
     found = []
     for value in flatten(outputs, []):
-        dtype = getattr(value, "dtype", None)
-        name = getattr(dtype, "name", str(dtype))
-        if isinstance(name, str) and name.startswith(("float", "bfloat")) and hasattr(value, "shape"):
-            found.append(np.asarray(_to_float32(value)).reshape(-1))
+        name = dtype_name(getattr(value, "dtype", None)) or ""
+        if name.startswith(("float", "bfloat")) and hasattr(value, "shape"):
+            found.append(backends.to_float32(value).reshape(-1))
     return found
-
-
-def _to_float32(value):
-    import tensorflow as tf
-
-    return tf.cast(value, tf.float32)
 
 
 def _digest(outputs) -> str:
@@ -645,20 +635,15 @@ def _capturing(captured: dict):
 
 
 def _first_bad_op(layer, captured: dict) -> str | None:
-    """The op that produces the first inf/NaN when the layer runs on the inputs it had: TF's numerics checking
-    raises there and names the op type."""
+    """The op that produces the first inf/NaN when the layer runs on the inputs it had: the backend's numerics
+    checking raises there and names the op."""
     if "args" not in captured:
         return None
-    import tensorflow as tf
-
-    tf.debugging.enable_check_numerics()
     try:
-        layer(*captured["args"], **captured["kwargs"])
+        with backends.raising_at_first_non_finite():
+            layer(*captured["args"], **captured["kwargs"])
     except Exception as exc:
-        match = re.search(r'op "(\w+)"', str(exc))
-        return match.group(1) if match else None
-    finally:
-        tf.debugging.disable_check_numerics()
+        return backends.op_named(exc)
     return None
 
 

@@ -32,9 +32,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from mpdoctor.facts.dtypes import LOW_PRECISION
+from mpdoctor.facts.dtypes import LOW_PRECISION, dtype_name
 from mpdoctor.facts.keras_semantics import layer_compute_dtype, sublayers
-from mpdoctor.trace.child import numerics
+from mpdoctor.trace.child import backends, numerics
 from mpdoctor.trace.child.keras_adapter import restore_layer_policy, set_layer_policy
 from mpdoctor.trace.child.layer_api import flatten
 from mpdoctor.trace.child.probe import MISSING, restore_calls
@@ -82,6 +82,7 @@ class TrainingStep:
     user: Any = None
     inference_layers: list[str] = field(default_factory=list)  # random layers run in inference mode
     problem: str | None = None
+    loss_error: str = ""  # how the loss raised last
     _reference: StepResult | None = None
     _forced: list = field(default_factory=list)
 
@@ -117,7 +118,7 @@ class TrainingStep:
             result = self._run(scale)
             if result is None:
                 user_problem = getattr(self.user, "problem", None)
-                self.problem = user_problem or "the loss could not be computed on the sample batch"
+                self.problem = user_problem or self._loss_problem()
                 return None
             if not dynamic or _all_finite(result.gradients):
                 result.scale, result.skipped_steps = scale, skipped
@@ -181,39 +182,49 @@ class TrainingStep:
             if first is not None:
                 self.labels_made = _describe(self.labels)
                 return first
-        self.problem = "the loss could not be computed on the sample batch with labels shaped for it"
+        self.problem = self._loss_problem() + " with labels shaped for it"
         return None
+
+    def _loss_problem(self) -> str:
+        cause = f" ({self.loss_error})" if self.loss_error else ""
+        return f"the loss could not be computed on the sample batch{cause}"
 
     def _run(
         self, scale: float, seed: int = SEED, digests: dict | None = None, advance: bool = False
     ) -> StepResult | None:
         """One step from the current weights; None when the loss raises. The model's state is restored afterwards
         unless `advance` (Keras 3 layers draw from their own seed state, which only a step's draw moves on)."""
-        import numpy as np
-        import tensorflow as tf
-
+        calls: list = []  # (layer id, how many of its tensors are inputs) of each layer call, when digesting
+        tensors: list = []  # the float tensors of each such call: concrete once the step has run
         patched = [(layer, _inference_call) for layer in self._forced]
         if digests is not None:
-            patched += [(layer, _digesting(digests, id(layer))) for model in self.models for layer in _layers(model)]
-        variables = self.variables
+            patched += [
+                (layer, _recording(calls, tensors, id(layer))) for model in self.models for layer in _layers(model)
+            ]
         with contextlib.nullcontext() if advance else _restored(*self.models), _wrapped(patched):
             numerics.seed_random(seed)
-            if self.user is not None:
-                return self.user.run(scale)
-            with tf.GradientTape() as tape:
-                predictions = self.model(self.sample, training=True)  # type: ignore[operator]
-                try:
-                    value = self.training.loss(self.labels, predictions)
-                except Exception:
-                    return None
-                value = tf.reduce_mean(tf.cast(value, tf.float32))
-                scaled = value * scale
-            grads = tape.gradient(scaled, variables)
-        out = [
-            None if g is None else np.asarray(tf.cast(tf.convert_to_tensor(g), tf.float32)) / np.float32(scale)
-            for g in grads
-        ]
-        return StepResult(float(value), out, scale)
+            result = self.user.run(scale) if self.user is not None else self._model_step(scale, tensors)
+        if digests is not None and result is not None:  # a failed step's tensors may be tracers still
+            for (key, inputs), values in zip(calls, tensors, strict=True):
+                digests.setdefault(key, []).append((_digest(values[:inputs]), _digest(values[inputs:])))
+        return result
+
+    def _model_step(self, scale: float, kept: list) -> StepResult | None:
+        """The model and the file's loss, differentiated by the backend's gradient API (None when it raises: the
+        loss may not take labels of this form)."""
+        import numpy as np
+
+        def scaled_loss():
+            predictions = self.model(self.sample, training=True)  # type: ignore[operator]
+            return backends.mean_float32(self.training.loss(self.labels, predictions)) * scale
+
+        model_state = [v for model in self.models for v in model.non_trainable_variables]
+        try:
+            scaled, grads = backends.loss_and_gradients(scaled_loss, self.variables, model_state, kept)
+        except Exception as exc:
+            self.loss_error = f"{type(exc).__name__}: {numerics.first_line(exc)}"
+            return None
+        return StepResult(scaled / scale, [None if g is None else g / np.float32(scale) for g in grads], scale)
 
 
 # ---------------------------------------------------------------------------------------------- labels
@@ -223,26 +234,25 @@ def training_labels(predictions, sparse: bool, loss_hint: str = "", seed: int = 
     """Labels for these predictions that give the loss a real value (see the module docstring): class ids
     (`sparse`) or arrays shaped like the predictions."""
     import numpy as np
-    import tensorflow as tf
 
     rng = np.random.default_rng(seed)
     made = []
     for prediction in (p for p in flatten(predictions, []) if hasattr(p, "shape")):
-        values = np.asarray(tf.cast(prediction, tf.float32))
+        values = backends.to_float32(prediction)
         classes = int(values.shape[-1]) if values.ndim else 1
         if sparse:
-            made.append(tf.constant(rng.integers(0, max(classes, 1), size=values.shape[:-1]), tf.int32))
+            made.append(rng.integers(0, max(classes, 1), size=values.shape[:-1]).astype(np.int32))
             continue
         kind = _label_kind(values, loss_hint)
         if kind == "one-hot":
             ids = rng.integers(0, classes, size=values.shape[:-1])
-            made.append(tf.constant(np.eye(classes, dtype=np.float32)[ids]))
+            made.append(np.eye(classes, dtype=np.float32)[ids])
         elif kind == "binary":
-            made.append(tf.constant(rng.integers(0, 2, size=values.shape).astype(np.float32)))
+            made.append(rng.integers(0, 2, size=values.shape).astype(np.float32))
         else:
             spread = float(np.std(values)) or float(np.max(np.abs(values), initial=0.0)) or 1.0
-            noise = rng.standard_normal(values.shape).astype(np.float32) * np.float32(spread)
-            made.append(tf.constant(values + noise))
+            made.append(values + rng.standard_normal(values.shape).astype(np.float32) * np.float32(spread))
+    made = [backends.constant(label) for label in made]
     return made[0] if len(made) == 1 else made
 
 
@@ -264,8 +274,7 @@ def _label_kind(values, loss_hint: str) -> str:
 def _describe(labels) -> str:
     parts = []
     for label in flatten(labels, []):
-        dtype = getattr(getattr(label, "dtype", None), "name", "")
-        parts.append("class ids" if dtype.startswith("int") else "seeded targets")
+        parts.append("class ids" if _dtype_name(label).startswith("int") else "seeded targets")
     return ", ".join(dict.fromkeys(parts))
 
 
@@ -328,11 +337,16 @@ def _inference_call(bound):
     return call
 
 
-def _digesting(sink: dict, key: int):
+def _recording(calls: list, tensors: list, key: int):
+    """A `call` wrapper keeping each call's float input and output tensors (digested after the step: inside
+    `jax.value_and_grad` they are tracers until it returns)."""
+
     def make(bound):
         def call(*args, **kwargs):
             outputs = bound(*args, **kwargs)
-            sink.setdefault(key, []).append((_digest((args, kwargs)), _digest(outputs)))
+            inputs = _float_tensors((args, kwargs))
+            calls.append((key, len(inputs)))
+            tensors.append(inputs + _float_tensors(outputs))
             return outputs
 
         return call
@@ -340,14 +354,24 @@ def _digesting(sink: dict, key: int):
     return make
 
 
-def _digest(structure) -> str:
+def _float_tensors(structure) -> list:
+    return [
+        value
+        for value in flatten(structure, [])
+        if hasattr(value, "shape") and _dtype_name(value).startswith(("float", "bfloat"))
+    ]
+
+
+def _dtype_name(value) -> str:
+    return dtype_name(getattr(value, "dtype", None)) or ""
+
+
+def _digest(values: list) -> str:
     import numpy as np
 
     digest = hashlib.blake2b(digest_size=16)
-    for value in flatten(structure, []):
-        name = getattr(getattr(value, "dtype", None), "name", "")
-        if isinstance(name, str) and name.startswith(("float", "bfloat")) and hasattr(value, "numpy"):
-            digest.update(np.asarray(value.numpy(), dtype=np.float32).tobytes())
+    for value in values:
+        digest.update(np.ascontiguousarray(backends.to_float32(value)).tobytes())
     return digest.hexdigest()
 
 
