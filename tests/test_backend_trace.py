@@ -128,8 +128,9 @@ def test_a_custom_step_of_the_backend_flushes_unscaled_and_traces_cleanly(
     assert not [d for d in diagnostics if d.code in ("MP001", "MP003")], [d.message for d in diagnostics]
 
 
-# MP504 and `mpdoctor plan` on the backend's own gradients (backends.loss_and_gradients: jax.value_and_grad,
-# PyTorch's backward()): a model and a Keras loss at module level, with and without a LossScaleOptimizer.
+# MP504 and `mpdoctor plan` on the backend's own gradients: the file's own step written for the backend (its
+# gradients taken where it hands them to the optimizer: user_step.py), and a compiled model's loss
+# (backends.loss_and_gradients: jax.value_and_grad, PyTorch's backward()), with and without a LossScaleOptimizer.
 GRADIENTS = [("data/backends/loss_fn_no_scaling_keras3.py", True), ("data/backends/loss_fn_scaled_keras3.py", False)]
 
 
@@ -154,6 +155,7 @@ def test_mp504_from_the_gradients_of_the_backend(name, flushes, backend, monkeyp
     gradients = model.gradients
     assert gradients is not None and gradients.skipped is None, gradients
     assert gradients.loss_scaling == ("none" if flushes else "LossScaleOptimizer"), gradients
+    assert gradients.loss == "of the step `train_step`", gradients  # the file's own step, run on the backend
     found = [d for d in diagnostics if d.code == "MP504"]
     expected = {i for i, line in enumerate(path.read_text().splitlines(), 1) if "# expect: MP504" in line}
     assert {d.location.line for d in found} == expected, [d.message for d in found]

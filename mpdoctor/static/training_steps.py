@@ -1,12 +1,14 @@
 """The file's own training steps by name (issue 30): the module-level functions and the methods of module-level
-classes (`Class.method`) that hold a training loop (a `tape.gradient` whose result reaches the optimizer) and are
-called as a step is, `step(inputs, labels)` or `step(inputs)`. The trace child runs them for MP504 (the gradients
-the user's loss really produces) and `--fix` for the fix check (mpdoctor.fix.step)."""
+classes (`Class.method`) that hold a training loop (a `tape.gradient` whose result reaches the optimizer, or a
+Keras 3 step written for JAX or PyTorch: mpdoctor.static.backend_steps) and are called as a step is,
+`step(inputs, labels)` or `step(inputs)`. The trace child runs them for MP504 (the gradients the user's loss really
+produces) and `--fix` for the fix check (mpdoctor.fix.step)."""
 
 from __future__ import annotations
 
 import ast
 
+from mpdoctor.static.backend_steps import backend_steps
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.training_loop import training_loops
 
@@ -39,13 +41,14 @@ def not_a_step(name: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> str |
 
 
 def training_steps(ctx: StaticContext) -> list[str]:
-    """The names of the file's training steps, in the order of their loops."""
+    """The names of the file's training steps, in the order of their loops (GradientTape loops first)."""
     units = step_units(ctx.tree)
+    found = [next((n for n, (node, _) in units.items() if node is loop.scope), None) for loop in training_loops(ctx)]
+    # A JAX or PyTorch step: the unit whose lines hold its gradient call (a loss function nested in it included).
+    found += [next((n for n, (_, lines) in units.items() if s.at.lineno in lines), None) for s in backend_steps(ctx)]
     names: list[str] = []
-    for loop in training_loops(ctx):
-        line = getattr(loop.scope, "lineno", 0)
-        name = next((n for n, (node, _) in units.items() if node is loop.scope), None)
-        if name is None or not line or name in names or not_a_step(name, units[name][0]) is not None:
+    for name in found:
+        if name is None or name in names or not_a_step(name, units[name][0]) is not None:
             continue
         names.append(name)
     return names

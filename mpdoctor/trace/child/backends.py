@@ -86,7 +86,7 @@ def to_float32(value):
     if tensorflow():
         import tensorflow as tf
 
-        return np.asarray(tf.cast(value, tf.float32))
+        return np.asarray(tf.cast(tf.convert_to_tensor(value), tf.float32))  # IndexedSlices made dense
     return np.asarray(to_numpy(value), dtype=np.float32)
 
 

@@ -4,7 +4,7 @@ float32 and under the model's own policy, with the loss scaling the script uses,
 The step is `training_step.TrainingStep` (issue 30): training mode, seeded labels that give a real loss, random
 layers fixed, a dynamic loss scale judged after it settles, the float32 reference from the same weights. What "the
 file trains" means: the file's own `GradientTape` step that the static pass names (TraceRequest.training_steps)
-when it trains the model, run itself with its own loss (user_step.py; TensorFlow only); else
+when it trains the model, run itself with its own loss (user_step.py); else
 `training_step.training_of`: the model is compiled, or the file holds a Keras loss object and an optimizer at module
 level, differentiated by the backend's own gradient API (backends.loss_and_gradients). No update is kept.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from mpdoctor.facts.keras_semantics import sublayers
 from mpdoctor.facts.schema import GradientRecord, ModelRecord, VariableGradient
 from mpdoctor.facts.trace_request import NumericsRequest
-from mpdoctor.trace.child import backends, numerics
+from mpdoctor.trace.child import numerics
 from mpdoctor.trace.child.training_step import (
     Training,
     TrainingStep,
@@ -80,8 +80,6 @@ def gradient_record(
     it), its `sample` batch and its `step` (one float32 reference for every configuration it tries)."""
     if record.numerics is None or record.numerics.skipped or record.error is not None:
         return None
-    if not backends.tensorflow():  # the file's own steps are GradientTape steps, run on TensorFlow only
-        steps = None
     prepared = step if step is not None else prepare(model, module, numerics_request, sample, steps)
     if prepared is None:
         return None
@@ -120,8 +118,9 @@ def _run(model, result: GradientRecord, step: TrainingStep, loss_scale: float | 
         return
     result.loss_scale = low.scale
     result.skipped_steps = low.skipped_steps
-    result.loss_value = low.loss_value
-    result.loss_finite = bool(np.isfinite(result.loss_value))
+    if low.loss_value is not None:
+        result.loss_value = low.loss_value
+        result.loss_finite = bool(np.isfinite(low.loss_value))
     owners = _owners(model)
     rows = []
     variables = reference.variables or variables

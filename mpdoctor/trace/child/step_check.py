@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from mpdoctor.facts.schema import StepCheckRecord
 from mpdoctor.facts.trace_request import NumericsRequest, StepCheckRequest
-from mpdoctor.trace.child import backends
 from mpdoctor.trace.child.numerics import SEED, seed_random
 from mpdoctor.trace.child.step_target import StepTarget, find_step
 from mpdoctor.trace.child.training_step import (  # MP504's step: the same scale, the same random layers
@@ -57,9 +56,6 @@ def step_check(
 ) -> StepCheckRecord:
     """The comparison for the function the request names; never raises (a failure is `skipped`)."""
     record = StepCheckRecord(function=request.function)
-    if not backends.tensorflow():  # nothing claimed either way: the fix is not verified by training here
-        record.skipped = f"not available on the {backends.current()} backend (the step check runs on TensorFlow)"
-        return record
     try:
         _compare(module, models, record, numerics_request)
     except Exception as exc:

@@ -61,7 +61,7 @@ class Training:
 class StepResult:
     """One step's loss (under the configuration it ran in) and its gradients, unscaled, as float32 numpy arrays."""
 
-    loss_value: float
+    loss_value: float | None  # None: not known (a JAX or PyTorch step's gradients taken at its optimizer)
     gradients: list
     scale: float = 1.0
     skipped_steps: int = 0  # steps a dynamic loss scale skipped (overflow) before this one
@@ -367,11 +367,16 @@ def _dtype_name(value) -> str:
 
 
 def _digest(values: list) -> str:
+    """A fingerprint of the values; "" when one is not concrete (a tracer of the user's own `jax.grad`): such a
+    layer is not found drawing random numbers."""
     import numpy as np
 
     digest = hashlib.blake2b(digest_size=16)
     for value in values:
-        digest.update(np.ascontiguousarray(backends.to_float32(value)).tobytes())
+        try:
+            digest.update(np.ascontiguousarray(backends.to_float32(value)).tobytes())
+        except Exception:
+            return ""
     return digest.hexdigest()
 
 

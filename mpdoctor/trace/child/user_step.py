@@ -21,10 +21,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from mpdoctor.facts.dtypes import dtype_name
 from mpdoctor.facts.trace_request import NumericsRequest
-from mpdoctor.trace.child import numerics, samples
+from mpdoctor.trace.child import backends, numerics, samples
 from mpdoctor.trace.child.layer_api import flatten
 from mpdoctor.trace.child.numerics import SEED, seed_random
+from mpdoctor.trace.child.probe import MISSING
 from mpdoctor.trace.child.step_target import StepTarget, find_step
 from mpdoctor.trace.child.training_step import (
     StepResult,
@@ -56,9 +58,6 @@ class UserStep:
 
     def run(self, scale: float) -> StepResult | None:
         """One call of the step with the optimizers' loss scale at `scale`; None when it raises (`problem`)."""
-        import numpy as np
-        import tensorflow as tf
-
         # The models' other variables are TrainingStep's to restore: its first float32 run keeps the seed states
         # the step moved on.
         state = State(
@@ -68,7 +67,7 @@ class UserStep:
         )
         recorded: list = []
         try:
-            with eager(), _recording(recorded):
+            with eager(), _recording(recorded, self.target.optimizers):
                 if not all(set_scale(o, scale) for o in self.target.optimizers):
                     self.problem = "the optimizer's loss scale cannot be set"
                     return None
@@ -82,8 +81,8 @@ class UserStep:
         if not pairs:
             self.problem = f"the training step `{self.name}` computes no gradient of the model's variables"
             return None
-        loss = next((value for _, _, value in recorded), float("nan"))
-        gradients = [None if g is None else np.asarray(tf.cast(tf.convert_to_tensor(g), tf.float32)) for _, g in pairs]
+        loss = next((value for _, _, value in recorded), None)
+        gradients = [None if g is None else backends.to_float32(g) for _, g in pairs]
         return StepResult(loss, gradients, scale, variables=[v for v, _ in pairs])
 
 
@@ -145,12 +144,10 @@ def step_calls(target: StepTarget, request: NumericsRequest | None) -> list[tupl
 def step_labels(predictions) -> list:
     """Labels for these predictions (training_step.training_labels: they give the loss a real value) in the forms a
     step's loss may want: dense (one-hot, 0/1 or regression targets), sparse class ids, sparse ids in a column."""
-    import tensorflow as tf
-
     dense = training_labels(predictions, sparse=False)
     sparse = training_labels(predictions, sparse=True)
     flat_sparse = sparse if isinstance(sparse, list) else [sparse]
-    column = [tf.expand_dims(s, -1) for s in flat_sparse]
+    column = [backends.constant(backends.to_numpy(s)[..., None]) for s in flat_sparse]
     return [dense, sparse, column[0] if len(column) == 1 else column]
 
 
@@ -174,7 +171,7 @@ def first_call(step, calls: list, state: State) -> tuple:
 def _labels_made(arguments: tuple) -> str:
     if len(arguments) < 2:
         return "no labels (the step takes the batch alone)"
-    kinds = {str(getattr(getattr(x, "dtype", None), "name", "")) for x in flatten(arguments[1], [])}
+    kinds = {dtype_name(getattr(x, "dtype", None)) or "" for x in flatten(arguments[1], [])}
     return "class ids" if all(k.startswith("int") for k in kinds) else "seeded targets"
 
 
@@ -193,13 +190,17 @@ class State:
         self.optimizer = [(v, v.numpy()) for v in unique(optimizer_variables) if id(v) not in known]
 
     def restore(self, keep_optimizer: bool = False, keep_model_state: bool = False) -> None:
-        """`keep_optimizer`: a skipped low-precision step keeps the scale it lowered."""
+        """`keep_optimizer`: a skipped low-precision step keeps the scale it lowered. On PyTorch the gradients a
+        step left in the weights' `.grad` go too: a step that does not zero them would add the next call's."""
         for variable, value in [
             *self.weights,
             *(() if keep_model_state else self.model_state),
             *(() if keep_optimizer else self.optimizer),
         ]:
             variable.assign(value)
+        if backends.current() == "torch":
+            for variable, _ in self.weights:
+                variable.value.grad = None
 
     def delta(self, variables: list):
         import numpy as np
@@ -214,7 +215,18 @@ class State:
 
 @contextlib.contextmanager
 def eager() -> Iterator[None]:
-    """Calls in the block run eagerly (a `tf.function` step traced under float16 would replay its float16 graph)."""
+    """Calls in the block run eagerly (a `tf.function` or `jax.jit` step traced under float16 would replay its
+    float16 computation in the float32 reference); PyTorch runs eagerly anyway."""
+    backend = backends.current()
+    if backend == "jax":
+        import jax
+
+        with jax.disable_jit():
+            yield
+        return
+    if backend != "tensorflow":
+        yield
+        return
     import tensorflow as tf
 
     eager = tf.config.functions_run_eagerly()
@@ -225,9 +237,15 @@ def eager() -> Iterator[None]:
         tf.config.run_functions_eagerly(eager)
 
 
+def _recording(sink: list, optimizers: list):
+    """Every gradient the step computes, appended to `sink` as (variable, gradient, loss value or None): on
+    TensorFlow what each `tape.gradient` returns; on JAX and PyTorch, where the step differentiates with the backend's
+    own API, what it hands to its optimizers (`apply`, `apply_gradients`, `stateless_apply`)."""
+    return _taped(sink) if backends.tensorflow() else _applied(sink, optimizers)
+
+
 @contextlib.contextmanager
-def _recording(sink: list) -> Iterator[None]:
-    """Every `tape.gradient(target, sources)` in the block appends (variable, gradient, target value) to `sink`."""
+def _taped(sink: list) -> Iterator[None]:
     import tensorflow as tf
 
     original = tf.GradientTape.gradient
@@ -244,6 +262,47 @@ def _recording(sink: list) -> Iterator[None]:
         yield
     finally:
         tf.GradientTape.gradient = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _applied(sink: list, optimizers: list) -> Iterator[None]:
+    depth = [0]  # a LossScaleOptimizer's apply_gradients calls its own apply: the outermost call is recorded
+
+    def wrap(optimizer, method: str, bound):
+        def call(*args, **kwargs):
+            args = list(args)
+            if method == "apply_gradients":
+                args[0] = pairs = list(args[0])
+            elif method == "apply":
+                variables = args[1] if len(args) > 1 else kwargs.get("trainable_variables")
+                pairs = list(zip(args[0], variables or optimizer._trainable_variables, strict=False))
+            else:  # stateless_apply(optimizer_variables, grads, trainable_variables): the built variables' order
+                pairs = list(zip(args[1], optimizer._trainable_variables, strict=False))
+            if not depth[0]:
+                sink.extend((variable, grad, None) for grad, variable in pairs)
+            depth[0] += 1
+            try:
+                return bound(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+
+        return call
+
+    patched = []
+    try:
+        for optimizer in optimizers:
+            for method in ("apply", "apply_gradients", "stateless_apply"):
+                bound = getattr(optimizer, method, None)
+                if bound is not None:
+                    patched.append((optimizer, method, optimizer.__dict__.get(method, MISSING)))
+                    object.__setattr__(optimizer, method, wrap(optimizer, method, bound))
+        yield
+    finally:
+        for optimizer, method, before in reversed(patched):
+            if before is MISSING:
+                object.__delattr__(optimizer, method)
+            else:
+                object.__setattr__(optimizer, method, before)
 
 
 def _mean(target) -> float:
