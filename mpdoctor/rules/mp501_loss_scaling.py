@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from mpdoctor.diagnostics import Confidence, Diagnostic
 from mpdoctor.registry import define_rule, static_check
+from mpdoctor.static.backend_step_fix import step_fix
 from mpdoctor.static.backend_steps import BackendStep, StepFinding, StepProblem, backend_steps, judge_step
 from mpdoctor.static.context import StaticContext
 from mpdoctor.static.gradient_flow import refusal
@@ -214,12 +215,10 @@ def check_backend_steps(ctx: StaticContext) -> Iterable[Diagnostic]:
         finding = judge_step(ctx, step)
         if finding is not None:
             code, message, confidence = _step_wording(ctx, finding)
-            yield ctx.diagnostic(
-                code, finding.at, f"{message}; not fixed automatically: {_STEP_NO_FIX}", confidence=confidence
-            )
-
-
-_STEP_NO_FIX = "mpdoctor does not rewrite JAX or PyTorch training steps"
+            fix, why_not = step_fix(ctx, finding)
+            if fix is None:
+                message = f"{message}; not fixed automatically: {why_not}"
+            yield ctx.diagnostic(code, finding.at, message, confidence=confidence, fix=fix)
 
 
 def _step_wording(ctx: StaticContext, finding: StepFinding) -> tuple[str, str, Confidence]:

@@ -76,7 +76,7 @@ def _fix_runs_on_target(ctx: StaticContext, wrap: bool) -> bool:
     return ctx.target.keras_certain and (not wrap or ctx.target.at_least(FIRST_CURRENT_MIXED_PRECISION))
 
 
-def _lso_spelling(ctx: StaticContext) -> str | None:
+def lso_spelling(ctx: StaticContext) -> str | None:
     """How this file can spell keras.mixed_precision.LossScaleOptimizer with the names it already imports."""
     aliases = ctx.imports.aliases
     for local, full in sorted(aliases.items()):
@@ -140,7 +140,7 @@ def add_scaling_fix(
         return None
     edits: list[Edit] = []
     if wrap:
-        spelling = _lso_spelling(ctx)
+        spelling = lso_spelling(ctx)
         if optimizer.constructor is None or spelling is None:
             return None
         inner = ctx.segment(optimizer.constructor)
@@ -184,7 +184,7 @@ def add_scaling_fix(
 
 
 def wrap_only_fix(ctx: StaticContext, optimizer: Optimizer) -> Fix | None:
-    spelling = _lso_spelling(ctx)
+    spelling = lso_spelling(ctx)
     if optimizer.constructor is None or spelling is None or not _fix_runs_on_target(ctx, wrap=True):
         return None
     return Fix(
