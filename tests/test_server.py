@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -32,11 +33,16 @@ WAIT = 120.0  # seconds: bounds a hang, never a timing assertion
 
 
 @contextlib.asynccontextmanager
-async def session(cwd: Path, settings: dict | None = None, cache: bool = False) -> AsyncIterator[LanguageClient]:
+async def session(
+    cwd: Path, settings: dict | None = None, cache: bool = False, unset: tuple[str, ...] = ()
+) -> AsyncIterator[LanguageClient]:
     """The real server in a process of its own, initialized; shut down (and checked to leave no process) after.
-    `cache`: with the result cache (the suite turns it off: tests/conftest.py)."""
+    `cache`: with the result cache (the suite turns it off: tests/conftest.py); `unset`: environment variables the
+    server does not inherit."""
     client = recording_client()
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
+    for name in unset:
+        env.pop(name, None)
     if cache:
         env.pop("MPDOCTOR_NO_CACHE", None)
     await client.start_io(sys.executable, "-m", "mpdoctor", "server", cwd=cwd, env=env)
@@ -303,6 +309,25 @@ async def test_saving_runs_the_trace_which_adds_a_trace_only_finding(tmp_path, t
         (traced,) = await diagnostics(client, other, 1)
         assert traced.message.startswith("output `dense") and traced.range.start.line == 2
         assert any((tmp_path / ".mpdoctor_cache").iterdir())
+
+
+@pytest.mark.backend
+async def test_the_trace_on_save_runs_on_the_backend_the_workspace_configures(tmp_path):
+    """A JAX project says so in `[tool.mpdoctor] keras-backend` alone (no KERAS_BACKEND, no TensorFlow in the stage
+    that runs this: ci/backends.py): saving traces on JAX, as `check` would."""
+    if importlib.util.find_spec("jax") is None or importlib.util.find_spec("keras") is None:
+        pytest.skip("needs keras and jax")
+    (tmp_path / "pyproject.toml").write_text('[tool.mpdoctor]\nkeras-backend = "jax"\n')
+    path = tmp_path / "model.py"
+    path.write_text(TRACE_ONLY)
+    async with session(tmp_path, unset=("KERAS_BACKEND",)) as client:
+        uri = open_file(client, path)
+        assert await diagnostics(client, uri, 1) == []
+        client.text_document_did_save(
+            types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+        traced = await diagnostics(client, uri, 1)
+        assert [d.code for d in traced] == ["MP401"], [d.message for d in traced]
 
 
 async def test_an_unreadable_configuration_is_said_once_and_the_defaults_are_used(tmp_path):

@@ -156,11 +156,14 @@ class MpdoctorServer(LanguageServer):
         from mpdoctor.trace.runner import backend_missing
 
         document = self._document(uri)
-        if self.checker.settings.trace != "onSave" or document is None or backend_missing() is not None:
+        if self.checker.settings.trace != "onSave" or document is None:
             return
         text = document.source
         path = convert.path_of(uri)
         if path is None or not on_disk(path, text):
+            return
+        # On the backend the file's configuration names, as `check` traces it.
+        if backend_missing(self.checker.config_for(path)[0].keras_backend) is not None:
             return
         loop = asyncio.get_running_loop()
         checked = await loop.run_in_executor(self._tracer, self._trace_job, uri, path, text)
