@@ -1,6 +1,8 @@
 """The JAX and PyTorch training steps MP501/MP502 judge (tests/fixtures/MP50[12]/{jax,torch}_*.py), run for
 real: each fixture records in its docstring what one run printed (the share of the float16 layer's kernel entries
-the step moved), and the finding the static pass gives it follows from that. Needs jax / torch (the `backend` CI
+the step moved), and the finding the static pass gives it follows from that. The kernel's initialiser is not
+seeded, so a run is compared by what it means: nothing moved (the gradients flushed), or most of it did (a float16
+tanh unit that saturates keeps its column, now and then). Needs jax / torch (the `backend` CI
 stage, or `/work/venvs/backends`); the static side runs in the main suite (tests/test_fixtures.py)."""
 
 from __future__ import annotations
@@ -44,4 +46,8 @@ def test_step_runs_as_recorded(path: Path):
         [sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=300, cwd=path.parent
     )
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.strip().splitlines()[-1] == result
+    moved = float(run.stdout.strip().splitlines()[-1].removeprefix("moved "))
+    if float(result.removeprefix("moved ")) == 0:
+        assert moved == 0, run.stdout
+    else:
+        assert moved > 0.5, run.stdout

@@ -4,10 +4,11 @@ on PyTorch a masked pooling `(1 - mask) * -1e9` then read as an overflow that a 
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from mpdoctor.trace.child.samples import Spec, _array
+np = pytest.importorskip("numpy")  # the trace child's samples need it; the no-TensorFlow stage has none
+
+from mpdoctor.trace.child.samples import Spec, _array  # noqa: E402
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "bool"])
