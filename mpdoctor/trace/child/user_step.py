@@ -269,17 +269,24 @@ def _applied(sink: list, optimizers: list) -> Iterator[None]:
     depth = [0]  # a LossScaleOptimizer's apply_gradients calls its own apply: the outermost call is recorded
 
     def wrap(optimizer, method: str, bound):
+        # Where each method takes its gradients: apply(grads, trainable_variables=None),
+        # apply_gradients(grads_and_vars), stateless_apply(optimizer_variables, grads, trainable_variables).
+        position, keyword = {"apply": (0, "grads"), "apply_gradients": (0, "grads_and_vars")}.get(method, (1, "grads"))
+
         def call(*args, **kwargs):
             args = list(args)
+            given = args if len(args) > position else kwargs
+            key = position if given is args else keyword
+            given[key] = values = list(given[key])  # type: ignore[index]  # a generator is read once: a list for both
             if method == "apply_gradients":
-                args[0] = pairs = list(args[0])
-            elif method == "apply":
-                variables = args[1] if len(args) > 1 else kwargs.get("trainable_variables")
-                pairs = list(zip(args[0], variables or optimizer._trainable_variables, strict=False))
-            else:  # stateless_apply(optimizer_variables, grads, trainable_variables): the built variables' order
-                pairs = list(zip(args[1], optimizer._trainable_variables, strict=False))
+                pairs = [(variable, grad) for grad, variable in values]
+            else:
+                listed = args[1] if method == "apply" and len(args) > 1 else kwargs.get("trainable_variables")
+                # stateless_apply's trainable values are arrays: the variables are the ones it was built with
+                variables = listed if method == "apply" and listed else getattr(optimizer, "_trainable_variables", [])
+                pairs = list(zip(variables, values, strict=False))
             if not depth[0]:
-                sink.extend((variable, grad, None) for grad, variable in pairs)
+                sink.extend((variable, grad, None) for variable, grad in pairs)
             depth[0] += 1
             try:
                 return bound(*args, **kwargs)
