@@ -3,8 +3,8 @@ float32 and under the model's own policy, with the loss scaling the script uses,
 
 The step is `training_step.TrainingStep` (issue 30): training mode, seeded labels that give a real loss, random
 layers fixed, a dynamic loss scale judged after it settles, the float32 reference from the same weights. What "the
-file trains" means: the file's own `GradientTape` step that the static pass names (TraceRequest.training_steps)
-when it trains the model, run itself with its own loss (user_step.py); else
+file trains" means: the file's own step that the static pass names (TraceRequest.training_steps: a GradientTape
+step, or a JAX or PyTorch one) when it trains the model, run itself with its own loss (user_step.py); else
 `training_step.training_of`: the model is compiled, or the file holds a Keras loss object and an optimizer at module
 level, differentiated by the backend's own gradient API (backends.loss_and_gradients). No update is kept.
 
