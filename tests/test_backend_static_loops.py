@@ -17,16 +17,16 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
-_RECORDED = re.compile(r"Ground truth \(run with KERAS_BACKEND=(?P<backend>\w+), [^)]*\): (?P<result>moved [\d.]+)")
+_RECORDED = re.compile(r"Ground truth \(run with KERAS_BACKEND=(?P<backend>\w+), [^)]*\): moved (?P<result>[\d.]+)")
 STEPS = sorted([*FIXTURES.glob("MP50[12]/jax_*.py"), *FIXTURES.glob("MP50[12]/torch_*.py")])
 
 pytestmark = [pytest.mark.backend, pytest.mark.slow]
 
 
-def _recorded(path: Path) -> tuple[str, str]:
+def _recorded(path: Path) -> tuple[str, float]:
     found = _RECORDED.search(path.read_text(encoding="utf-8"))
     assert found, f"{path.name} records no ground truth"
-    return found["backend"], found["result"]
+    return found["backend"], float(found["result"])
 
 
 def test_every_step_fixture_records_its_run():
@@ -47,7 +47,7 @@ def test_step_runs_as_recorded(path: Path):
     )
     assert run.returncode == 0, run.stderr[-2000:]
     moved = float(run.stdout.strip().splitlines()[-1].removeprefix("moved "))
-    if float(result.removeprefix("moved ")) == 0:
+    if result == 0:
         assert moved == 0, run.stdout
     else:
         assert moved > 0.5, run.stdout

@@ -15,10 +15,10 @@ from mpdoctor.trace.child.user_step import _applied
 class Optimizer:
     """The three methods of a Keras 3 optimizer, with the signatures of keras.optimizers.Optimizer."""
 
-    def __init__(self, variables=("w", "b"), inner=None):
-        self._trainable_variables = list(variables)
+    def __init__(self, loss_scale_optimizer: bool = False):
+        self._trainable_variables = ["w", "b"]
         self.received: list = []
-        self.inner = inner
+        self.loss_scale_optimizer = loss_scale_optimizer
 
     def apply(self, grads, trainable_variables=None):
         self.received.append(list(grads))
@@ -26,7 +26,7 @@ class Optimizer:
     def apply_gradients(self, grads_and_vars):
         pairs = list(grads_and_vars)
         self.received.append(pairs)
-        if self.inner is not None:  # a LossScaleOptimizer hands them on to the same object's apply
+        if self.loss_scale_optimizer:  # it hands them on to the same object's apply
             self.apply([g for g, _ in pairs], [v for _, v in pairs])
 
     def stateless_apply(self, optimizer_variables, grads, trainable_variables):
@@ -69,7 +69,7 @@ def test_every_gradient_reaches_the_optimizer_and_the_record(call):
 
 
 def test_a_nested_apply_is_recorded_once_and_the_methods_are_restored():
-    optimizer = Optimizer(inner=True)
+    optimizer = Optimizer(loss_scale_optimizer=True)
     assert _recorded(optimizer, lambda o: o.apply_gradients(zip([1, 2], ["w", "b"], strict=True))) == [
         ("w", 1),
         ("b", 2),

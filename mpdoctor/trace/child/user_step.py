@@ -278,13 +278,15 @@ def _applied(sink: list, optimizers: list) -> Iterator[None]:
             given = args if len(args) > position else kwargs
             key = position if given is args else keyword
             given[key] = values = list(given[key])  # type: ignore[index]  # a generator is read once: a list for both
+            # The variables the optimizer was built with, in order (stateless_apply's trainable values are arrays).
+            built = getattr(optimizer, "_trainable_variables", [])
             if method == "apply_gradients":
                 pairs = [(variable, grad) for grad, variable in values]
+            elif method == "apply":
+                listed = args[1] if len(args) > 1 else kwargs.get("trainable_variables")
+                pairs = list(zip(listed or built, values, strict=False))
             else:
-                listed = args[1] if method == "apply" and len(args) > 1 else kwargs.get("trainable_variables")
-                # stateless_apply's trainable values are arrays: the variables are the ones it was built with
-                variables = listed if method == "apply" and listed else getattr(optimizer, "_trainable_variables", [])
-                pairs = list(zip(variables, values, strict=False))
+                pairs = list(zip(built, values, strict=False))
             if not depth[0]:
                 sink.extend((variable, grad, None) for variable, grad in pairs)
             depth[0] += 1
