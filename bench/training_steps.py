@@ -34,12 +34,13 @@ from pathlib import Path
 
 import tomllib
 
+from mpdoctor.fix.step import MIN_COSINE, NORM_RATIO  # agreement with float32: the step check's
+
 ROOT = Path(__file__).resolve().parent.parent
 SET = ROOT / "tests" / "data" / "training_scripts"
 MANIFEST = SET / "expected.toml"
 TRUTH = Path(__file__).resolve().parent / "_training_truth.py"
 STEPS = 5  # applied steps of the truth
-MIN_COSINE, NORM_RATIO = 0.99, (0.5, 2.0)  # agreement with float32 (mpdoctor.fix.step's thresholds)
 NOISE_MARGIN = 0.05  # a random step agrees when its cosine is within this of two float32 runs' own
 NOISE_SEEDS = 3  # more float32 runs from other seeds when the step is random
 TIMEOUT = 900
@@ -161,8 +162,8 @@ def record(names: list[str]) -> None:
         f"# run for {STEPS} applied steps (skipped overflow steps not counted) on the script's batch under its policy",
         "# and under float32 from the same initial weights; cosine and norm ratio of the two total updates;",
         "# float32_cosine: float32 runs from other seeds (the noise floor of dropout: the lowest of up to 4);",
-        "# agrees: norm ratio in [0.5, 2] and cosine > min(0.99, float32_cosine - 0.05); flushes: a step that is",
-        "# not random (float32_cosine >= 0.999) and does not agree: gradients lost to float16.",
+        f"# agrees: norm ratio in [0.5, 2] and cosine > min({MIN_COSINE}, float32_cosine - 0.05); flushes: a step",
+        "# that is not random (float32_cosine >= 0.999) and does not agree: gradients lost to float16.",
         "",
     ]
     for name, spec in specs.items():
