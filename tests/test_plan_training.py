@@ -123,8 +123,10 @@ def test_a_minus_1e9_mask_gets_the_constant_fix_instead_of_a_float32_layer(tmp_p
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("line", LINES)
-@pytest.mark.parametrize("application", ["MobileNetV2", "ResNet50"])
+# ResNet50 on Keras 3 only: its float16 step takes over two minutes on some CPUs, and MobileNetV2 covers tf_keras.
+@pytest.mark.parametrize(
+    "application,line", [("MobileNetV2", "keras3"), ("MobileNetV2", "tf_keras"), ("ResNet50", "keras3")]
+)
 def test_a_backbone_compiled_for_training_keeps_no_backbone_layer_in_float32(
     tmp_path, monkeypatch, capsys, application, line
 ):
