@@ -12,9 +12,10 @@ from mpdoctor.fix.rounds import line_mapper, parsed
 from mpdoctor.static.training_steps import not_a_step, step_units
 
 # Agreement with the float32 step: the direction of the weight update, and its size within a factor of two. The
-# loss-scaling mistakes this is for move the weights 2**15 times too far or too little, not at all, or (gradients lost
-# to float16, clipping while scaled) at cosines near 0.8. A right step computes in float16 all the same, and CPUs
-# differ in how their float16 kernels round: one whose cosine is 0.99999 here was measured at 0.9895 on CI's CPU.
+# loss-scaling mistakes this is for move the weights 2**15 times too far or too little (scaled twice, never unscaled,
+# clipped while scaled), not at all, or with gradients lost to float16 (cosine 0.76 in tests/data/training_scripts).
+# A right step computes in float16 all the same, and CPUs differ in how their float16 kernels round: a step at cosine
+# 0.99999 here measured 0.9895 on CI's CPU.
 MIN_COSINE = 0.95
 NORM_RATIO = (0.5, 2.0)
 
